@@ -1,3 +1,5 @@
+import type { ZodType } from 'zod';
+
 /**
  * Every rejection Airlock makes is a Problem: a stable code, a message a person can act on, and
  * where it applies the 1-based line in the document and the field path (e.g. `inputs[0].sha256`).
@@ -33,4 +35,6 @@ export interface Contract<T> {
   parse(text: string, opts?: { fileName?: string }): Result<T>;
   render(value: T): string;
   rules: readonly Rule[];
+  /** Zod schemas published as JSON Schema under schemas/<name>.schema.json. */
+  schemas: Record<string, ZodType>;
 }
