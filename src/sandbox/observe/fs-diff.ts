@@ -1,0 +1,247 @@
+// Host-side filesystem diff: what the program added, modified or deleted.
+//
+// Two sources: `/out` (a plain directory: snapshot before and after, usually empty before) and each
+// declared scope, seen by the program through overlayfs (the diff is read from the upper dir alone,
+// so the cost follows the number of changes, not the size of the scope).
+// Safety: links are never followed (lstat; files are hashed through O_NOFOLLOW|O_NONBLOCK and the
+// opened fd must be the inode lstat saw); fifos, sockets and device nodes are reported, never opened;
+// hashes are streamed so memory stays bounded whatever the file sizes.
+
+import { createHash } from 'node:crypto';
+import { constants, type Stats } from 'node:fs';
+import { lstat, open, readdir, readlink } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { posix, join } from 'node:path';
+import type { FsChange, FsEntryType } from './types.js';
+export type { FsChange } from './types.js';
+
+export interface TreeEntry {
+  type: FsEntryType;
+  mode: number;
+  size: number;
+  nlink: number;
+  /** `dev:ino`, to group hard links. */
+  inode: string;
+  sha256?: string;
+  linkTarget?: string;
+}
+
+export interface TreeSnapshot {
+  root: string;
+  /** Relative path ('a/b', no leading slash) -> entry. The root itself is not included. */
+  entries: Map<string, TreeEntry>;
+}
+
+function typeOf(st: Stats): FsEntryType {
+  if (st.isSymbolicLink()) return 'symlink';
+  if (st.isDirectory()) return 'dir';
+  if (st.isFIFO()) return 'fifo';
+  if (st.isSocket()) return 'socket';
+  if (st.isCharacterDevice()) return 'char-device';
+  if (st.isBlockDevice()) return 'block-device';
+  return st.nlink > 1 ? 'hardlink' : 'file';
+}
+
+/** sha256 of a regular file, streamed; refuses to follow a symlink or a swapped inode. */
+export async function hashFile(path: string, expect?: Stats): Promise<string> {
+  const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) throw new Error(`not a regular file: ${path}`);
+    if (expect && (st.ino !== expect.ino || st.dev !== expect.dev)) throw new Error(`file changed while hashing: ${path}`);
+    const h = createHash('sha256');
+    const buf = Buffer.allocUnsafe(1 << 20);
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
+      if (bytesRead === 0) break;
+      h.update(buf.subarray(0, bytesRead));
+    }
+    return h.digest('hex');
+  } finally {
+    await fh.close();
+  }
+}
+
+async function entryOf(path: string, st: Stats): Promise<TreeEntry> {
+  const type = typeOf(st);
+  const e: TreeEntry = { type, mode: st.mode, size: st.size, nlink: st.nlink, inode: `${st.dev}:${st.ino}` };
+  if (type === 'file' || type === 'hardlink') e.sha256 = await hashFile(path, st);
+  else if (type === 'symlink') e.linkTarget = await readlink(path);
+  return e;
+}
+
+/** Walks `root` without following links (the root itself must be a real directory). */
+export async function snapshotTree(root: string): Promise<TreeSnapshot> {
+  const entries = new Map<string, TreeEntry>();
+  const rootSt = await lstat(root);
+  if (!rootSt.isDirectory()) throw new Error(`snapshot root is not a directory: ${root}`);
+  const stack: string[] = [''];
+  while (stack.length > 0) {
+    const rel = stack.pop() as string;
+    const names = (await readdir(join(root, rel))).sort();
+    for (const name of names) {
+      const childRel = rel === '' ? name : `${rel}/${name}`;
+      const abs = join(root, childRel);
+      const st = await lstat(abs);
+      entries.set(childRel, await entryOf(abs, st));
+      if (st.isDirectory()) stack.push(childRel);
+    }
+  }
+  return { root, entries };
+}
+
+const sandboxPath = (mountPoint: string, rel: string): string => posix.join('/', mountPoint, rel);
+
+function sameContent(a: TreeEntry, b: TreeEntry): boolean {
+  const kind = (t: FsEntryType): string => (t === 'hardlink' ? 'file' : t);
+  return kind(a.type) === kind(b.type) && a.mode === b.mode && a.size === b.size && a.sha256 === b.sha256 && a.linkTarget === b.linkTarget;
+}
+
+function change(kind: FsChange['change'], path: string, before: TreeEntry | undefined, after: TreeEntry | undefined): FsChange {
+  const cur = (after ?? before) as TreeEntry;
+  const c: FsChange = { change: kind, path, type: cur.type, mode: cur.mode, size: cur.size };
+  if (before?.sha256 !== undefined) c.sha256Before = before.sha256;
+  if (after?.sha256 !== undefined) c.sha256After = after.sha256;
+  if (cur.linkTarget !== undefined) c.linkTarget = cur.linkTarget;
+  if (cur.type === 'hardlink') c.nlink = cur.nlink;
+  if (before && after && before.type !== after.type) c.typeBefore = before.type;
+  return c;
+}
+
+/** Adds `hardlinkOf`: the other paths of the same inode inside the same tree. */
+function linkGroups(entries: Map<string, TreeEntry>): Map<string, string[]> {
+  const byInode = new Map<string, string[]>();
+  for (const [rel, e] of entries) {
+    if (e.type !== 'hardlink') continue;
+    const list = byInode.get(e.inode) ?? [];
+    list.push(rel);
+    byInode.set(e.inode, list);
+  }
+  return byInode;
+}
+
+/** Changes from `before` to `after`, sorted by path; paths are absolute inside the sandbox. */
+export function diffSnapshots(before: TreeSnapshot, after: TreeSnapshot, opts: { mountPoint: string }): FsChange[] {
+  const out: FsChange[] = [];
+  const groups = linkGroups(after.entries);
+  for (const [rel, a] of after.entries) {
+    const b = before.entries.get(rel);
+    let c: FsChange | null = null;
+    if (!b) c = change('added', sandboxPath(opts.mountPoint, rel), undefined, a);
+    else if (!sameContent(b, a) || (a.type === 'hardlink') !== (b.type === 'hardlink')) c = change('modified', sandboxPath(opts.mountPoint, rel), b, a);
+    if (c && a.type === 'hardlink') {
+      const others = (groups.get(a.inode) ?? []).filter((r) => r !== rel).map((r) => sandboxPath(opts.mountPoint, r));
+      if (others.length > 0) c.hardlinkOf = others;
+    }
+    if (c) out.push(c);
+  }
+  for (const [rel, b] of before.entries) {
+    if (!after.entries.has(rel)) out.push(change('deleted', sandboxPath(opts.mountPoint, rel), b, undefined));
+  }
+  return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
+}
+
+// ---- overlayfs upper dir -------------------------------------------------------------------------
+
+const isWhiteout = (st: Stats): boolean => st.isCharacterDevice() && st.rdev === 0;
+
+async function lstatOrNull(p: string): Promise<Stats | null> {
+  try {
+    return await lstat(p);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
+    throw e;
+  }
+}
+
+// Node has no xattr API and `getfattr` is not always installed: one python3 call reads the opaque
+// flag of every candidate directory (only upper dirs that shadow a lower dir, i.e. few).
+const OPAQUE_PY = [
+  'import os,sys',
+  'for p in sys.stdin.buffer.read().split(b"\\0"):',
+  '  if not p: continue',
+  '  for n in (b"trusted.overlay.opaque", b"user.overlay.opaque"):',
+  '    try:',
+  '      if os.getxattr(p, n, follow_symlinks=False) == b"y": sys.stdout.buffer.write(p + b"\\0"); break',
+  '    except OSError: pass',
+].join('\n');
+
+/** The subset of `dirs` that overlayfs marked opaque (xattr trusted|user.overlay.opaque = "y"). */
+export async function opaqueDirs(dirs: string[], python = process.env['AIRLOCK_PYTHON'] ?? 'python3'): Promise<Set<string>> {
+  if (dirs.length === 0) return new Set();
+  return new Promise((resolve, reject) => {
+    const child = spawn(python, ['-I', '-S', '-c', OPAQUE_PY], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (d: Buffer) => chunks.push(d));
+    child.on('error', (e) => reject(new Error(`cannot read overlay xattrs (needs ${python}): ${e.message}`)));
+    child.on('close', (code) => {
+      if (code !== 0) return reject(new Error(`cannot read overlay xattrs: ${python} exited with ${code}`));
+      resolve(new Set(Buffer.concat(chunks).toString('utf8').split('\0').filter((s) => s !== '')));
+    });
+    child.stdin.end(Buffer.from(dirs.join('\0') + '\0', 'utf8'));
+  });
+}
+
+/** Every entry of a lower subtree (for a deleted or opaque-replaced directory). */
+async function lowerSubtree(lowerDir: string, rel: string): Promise<Map<string, TreeEntry>> {
+  const snap = await snapshotTree(join(lowerDir, rel));
+  const out = new Map<string, TreeEntry>();
+  for (const [r, e] of snap.entries) out.set(`${rel}/${r}`, e);
+  return out;
+}
+
+/**
+ * Changes in a declared scope from its overlay upper dir alone. The overlay must be mounted with
+ * metacopy=off (the default), or a copied-up file's data would still be in the lower dir.
+ */
+export async function diffOverlayUpper(upperDir: string, lowerDir: string, mountPoint: string): Promise<FsChange[]> {
+  const out: FsChange[] = [];
+  const at = (rel: string): string => sandboxPath(mountPoint, rel);
+  // First walk: collect upper entries and the dirs whose opaque flag matters.
+  const upper: { rel: string; st: Stats }[] = [];
+  const candidates: string[] = [];
+  const stack: string[] = [''];
+  while (stack.length > 0) {
+    const rel = stack.pop() as string;
+    for (const name of (await readdir(join(upperDir, rel))).sort()) {
+      const childRel = rel === '' ? name : `${rel}/${name}`;
+      const st = await lstat(join(upperDir, childRel));
+      upper.push({ rel: childRel, st });
+      if (st.isDirectory()) {
+        stack.push(childRel);
+        const low = await lstatOrNull(join(lowerDir, childRel));
+        if (low?.isDirectory()) candidates.push(join(upperDir, childRel));
+      }
+    }
+  }
+  const opaque = await opaqueDirs(candidates);
+  const upperRels = new Set(upper.map((u) => u.rel));
+  for (const { rel, st } of upper) {
+    const upAbs = join(upperDir, rel);
+    const lowSt = await lstatOrNull(join(lowerDir, rel));
+    const low = lowSt ? await entryOf(join(lowerDir, rel), lowSt) : undefined;
+    if (isWhiteout(st)) {
+      if (!low) continue; // whiteout of something that never was in the scope: nothing to report
+      out.push(change('deleted', at(rel), low, undefined));
+      if (low.type === 'dir') for (const [r, e] of await lowerSubtree(lowerDir, rel)) out.push(change('deleted', at(r), e, undefined));
+      continue;
+    }
+    const up = await entryOf(upAbs, st);
+    if (!low) out.push(change('added', at(rel), undefined, up));
+    else if (!sameContent(low, up)) out.push(change('modified', at(rel), low, up));
+    // A lower directory replaced by a non-directory: its old contents are gone too.
+    if (low?.type === 'dir' && up.type !== 'dir') {
+      for (const [r, e] of await lowerSubtree(lowerDir, rel)) out.push(change('deleted', at(r), e, undefined));
+    }
+    // An opaque dir hides the whole lower dir: what the upper does not hold again was deleted.
+    if (opaque.has(upAbs) && low?.type === 'dir') {
+      for (const [r, e] of await lowerSubtree(lowerDir, rel)) {
+        if (!upperRels.has(r)) out.push(change('deleted', at(r), e, undefined));
+      }
+    }
+  }
+  // Upper entries below an opaque dir that also existed below it in the lower were compared above
+  // against the lower entry; that is what the program sees as modified, which is right.
+  return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
+}
+

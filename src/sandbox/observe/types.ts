@@ -1,0 +1,96 @@
+// Shared types of the host-side observation (strace log and filesystem diff).
+// Everything here is measured by the host, outside the sandbox.
+
+export interface ExecutableCount {
+  /** Path given to a successful execve/execveat, as the program saw it (inside the sandbox). */
+  path: string;
+  count: number;
+}
+
+export interface ProcessesSpawned {
+  /** Processes that ran the sandboxed program's code, the program's first process included (threads excluded). */
+  count: number;
+  /** Threads created by sandboxed processes (clone with CLONE_THREAD). */
+  threads: number;
+  executables: ExecutableCount[];
+}
+
+export interface SignalSent {
+  /** The pid as the program passed it (inside the sandbox's pid namespace; 0 or negative for groups; null for pidfd_send_signal). */
+  targetPid: number | null;
+  /** The host pid strace translated it to, when it could. */
+  targetHostPid: number | null;
+  /** Signal name as strace printed it (SIGKILL, 0 for a liveness probe, or a number). */
+  signal: string;
+  syscall: string;
+  /** 'ok' or the errno name (EPERM, ESRCH...). */
+  result: string;
+}
+
+export type NetFamily = 'inet' | 'inet6' | 'unix' | 'netlink' | 'other';
+
+export interface NetworkAttempt {
+  syscall: string;
+  family: NetFamily;
+  /** tcp, udp, raw, icmp, seqpacket, or the socket type/protocol as printed; null when unknown. */
+  protocol: string | null;
+  address: string | null;
+  port: number | null;
+  /** Unix socket path (abstract sockets start with '@'). */
+  path: string | null;
+  result: string;
+}
+
+/** trapped: our seccomp filter answered SIGSYS; denied: the kernel refused (EPERM/EACCES/ENOSYS);
+ *  failed: another error; succeeded: the call went through (a sandbox failure the judge must block). */
+export type PrivilegedOutcome = 'trapped' | 'denied' | 'failed' | 'succeeded';
+
+export interface PrivilegedSyscall {
+  name: string;
+  count: number;
+  outcome: PrivilegedOutcome;
+}
+
+export interface DeviceAccess {
+  path: string;
+  syscall: string;
+  result: string;
+}
+
+export interface ObservedSideEffects {
+  /** Host pid that executed bwrap (host side), null if the log has no such execve. */
+  bwrapPid: number | null;
+  /** Host pid of the program's first process (first successful execve by a bwrap child), null if it never started. */
+  programPid: number | null;
+  processesSpawned: ProcessesSpawned;
+  signalsSent: SignalSent[];
+  networkAttempts: NetworkAttempt[];
+  privilegedSyscalls: PrivilegedSyscall[];
+  deviceAccess: DeviceAccess[];
+  /** Lines that did not match the strace format (counted, never trusted). */
+  unparsedLines: number;
+}
+
+export type FsChangeKind = 'added' | 'modified' | 'deleted';
+export type FsEntryType = 'file' | 'dir' | 'symlink' | 'hardlink' | 'fifo' | 'socket' | 'char-device' | 'block-device';
+
+export interface FsChange {
+  change: FsChangeKind;
+  /** Absolute path as seen inside the sandbox: mountPoint + relative path. */
+  path: string;
+  /** Type after the change (before it, for a deletion). */
+  type: FsEntryType;
+  /** Permission bits and file type bits (st_mode), after the change (before it, for a deletion). */
+  mode: number;
+  size: number;
+  sha256Before?: string;
+  sha256After?: string;
+  /** Symlink target, read with readlink and never followed. */
+  linkTarget?: string;
+  /** A regular file with nlink > 1: it may be a hard link to a file outside the tree. */
+  nlink?: number;
+  /** Other paths of the same inode inside the snapshot, when there are any. */
+  hardlinkOf?: string[];
+  /** What the change was before, when the type itself changed (e.g. a file replaced by a symlink). */
+  typeBefore?: FsEntryType;
+}

@@ -1,0 +1,108 @@
+// Filesystem diff on real trees and a real overlayfs mount (root needed for the overlay test).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync, symlinkSync, linkSync, rmSync, chmodSync, renameSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { snapshotTree, diffSnapshots, diffOverlayUpper } from '../../src/sandbox/observe/fs-diff.js';
+
+const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+const base = mkdtempSync(join(tmpdir(), 'airlock-fsdiff-'));
+
+test('/out: added files, links, fifos and devices are reported as what they are, never followed', async () => {
+  const out = join(base, 'out');
+  mkdirSync(out);
+  const before = await snapshotTree(out);
+  writeFileSync(join(out, 'a.txt'), 'hello');
+  mkdirSync(join(out, 'sub'));
+  writeFileSync(join(out, 'sub', 'big.bin'), Buffer.alloc(3 * 1024 * 1024 + 7, 1));
+  symlinkSync('/etc/shadow', join(out, 'evil-link'));
+  writeFileSync(join(base, 'outside.txt'), 'secret');
+  linkSync(join(base, 'outside.txt'), join(out, 'hard'));
+  spawnSync('mkfifo', [join(out, 'fifo')]);
+  const dev = spawnSync('mknod', [join(out, 'null-dev'), 'c', '1', '3']).status === 0;
+  const after = await snapshotTree(out);
+  const d = diffSnapshots(before, after, { mountPoint: '/out' });
+  const by = Object.fromEntries(d.map((c) => [c.path, c]));
+  assert.ok(d.every((c) => c.change === 'added'));
+  assert.equal(by['/out/a.txt']?.sha256After, sha('hello'));
+  assert.equal(by['/out/a.txt']?.type, 'file');
+  assert.equal(by['/out/sub']?.type, 'dir');
+  assert.equal(by['/out/sub/big.bin']?.sha256After, createHash('sha256').update(Buffer.alloc(3 * 1024 * 1024 + 7, 1)).digest('hex'));
+  assert.equal(by['/out/evil-link']?.type, 'symlink');
+  assert.equal(by['/out/evil-link']?.linkTarget, '/etc/shadow');
+  assert.equal(by['/out/evil-link']?.sha256After, undefined);
+  assert.equal(by['/out/hard']?.type, 'hardlink');
+  assert.equal(by['/out/hard']?.nlink, 2);
+  assert.equal(by['/out/fifo']?.type, 'fifo');
+  if (dev) assert.equal(by['/out/null-dev']?.type, 'char-device');
+});
+
+test('snapshot diff: modified and deleted with hashes before and after', async () => {
+  const root = join(base, 'tree');
+  mkdirSync(root);
+  writeFileSync(join(root, 'keep'), 'k');
+  writeFileSync(join(root, 'change'), 'v1');
+  writeFileSync(join(root, 'gone'), 'g');
+  writeFileSync(join(root, 'mode'), 'm');
+  const before = await snapshotTree(root);
+  writeFileSync(join(root, 'change'), 'v2');
+  rmSync(join(root, 'gone'));
+  chmodSync(join(root, 'mode'), 0o600);
+  const d = diffSnapshots(before, await snapshotTree(root), { mountPoint: '/scope' });
+  assert.deepEqual(d.map((c) => [c.change, c.path]), [['modified', '/scope/change'], ['deleted', '/scope/gone'], ['modified', '/scope/mode']]);
+  assert.equal(d[0]?.sha256Before, sha('v1'));
+  assert.equal(d[0]?.sha256After, sha('v2'));
+  assert.equal(d[1]?.sha256Before, sha('g'));
+});
+
+test('overlay upper: added, modified, deleted, whiteouts and opaque dirs', { skip: process.getuid?.() !== 0 }, async (t) => {
+  const o = join(base, 'ov');
+  const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((n) => join(o, n)) as [string, string, string, string];
+  for (const p of [lower, upper, work, merged]) mkdirSync(p, { recursive: true });
+  writeFileSync(join(lower, 'same'), 's');
+  writeFileSync(join(lower, 'edit'), 'old');
+  writeFileSync(join(lower, 'del'), 'd');
+  mkdirSync(join(lower, 'tree/sub'), { recursive: true });
+  writeFileSync(join(lower, 'tree/sub/f'), 'f');
+  mkdirSync(join(lower, 'opq'));
+  writeFileSync(join(lower, 'opq/old1'), '1');
+  writeFileSync(join(lower, 'opq/kept'), 'k-old');
+  mkdirSync(join(lower, 'dir'));
+  writeFileSync(join(lower, 'dir/inner'), 'i');
+  const m = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, merged], { encoding: 'utf8' });
+  if (m.status !== 0) return t.skip(`overlay mount failed: ${m.stderr}`);
+  try {
+    writeFileSync(join(merged, 'edit'), 'new');
+    rmSync(join(merged, 'del'));
+    rmSync(join(merged, 'tree'), { recursive: true });
+    rmSync(join(merged, 'opq'), { recursive: true });
+    mkdirSync(join(merged, 'opq'));
+    writeFileSync(join(merged, 'opq/kept'), 'k-new');
+    writeFileSync(join(merged, 'dir/added'), 'a');
+    symlinkSync('/etc/passwd', join(merged, 'link'));
+    renameSync(join(merged, 'same'), join(merged, 'same2'));
+  } finally {
+    spawnSync('umount', [merged]);
+  }
+  const d = await diffOverlayUpper(upper, lower, '/work/scope');
+  assert.deepEqual(d.map((c) => [c.change, c.path, c.type]), [
+    ['deleted', '/work/scope/del', 'file'],
+    ['added', '/work/scope/dir/added', 'file'],
+    ['modified', '/work/scope/edit', 'file'],
+    ['added', '/work/scope/link', 'symlink'],
+    ['modified', '/work/scope/opq/kept', 'file'],
+    ['deleted', '/work/scope/opq/old1', 'file'],
+    ['deleted', '/work/scope/same', 'file'],
+    ['added', '/work/scope/same2', 'file'],
+    ['deleted', '/work/scope/tree', 'dir'],
+    ['deleted', '/work/scope/tree/sub', 'dir'],
+    ['deleted', '/work/scope/tree/sub/f', 'file'],
+  ]);
+  const edit = d.find((c) => c.path.endsWith('/edit'));
+  assert.equal(edit?.sha256Before, sha('old'));
+  assert.equal(edit?.sha256After, sha('new'));
+  assert.equal(d.find((c) => c.path.endsWith('/link'))?.linkTarget, '/etc/passwd');
+});
