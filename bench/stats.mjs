@@ -1,0 +1,13 @@
+// Small statistics helpers shared by the benchmarks.
+export function percentile(sorted, p) {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
+  return sorted[Math.max(0, i)];
+}
+
+export function summary(samples) {
+  const s = [...samples].sort((a, b) => a - b);
+  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), min: s[0], max: s.at(-1) };
+}
+
+export const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : String(x));

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets up Airlock on a fresh Debian/Ubuntu machine: system packages the sandbox needs (when
+# missing), npm dependencies, and the build. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v strace >/dev/null 2>&1 || need+=(strace)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]} (Debian packages)"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+echo "setup: npm ci"
+npm ci --no-audit --no-fund --loglevel=error
+echo "setup: build"
+npm run --silent build
+echo "setup: done (./bin/airlock --help)"
