@@ -1,0 +1,61 @@
+// Small synchronous helpers for cgroup pseudo-files (kernel files: reads and writes are instant,
+// so sync calls avoid a thread-pool round trip on the hot path of every run).
+import { readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
+
+export function readOr(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+export function readNumber(path: string): number | null {
+  const t = readOr(path);
+  if (t === null) return null;
+  const n = Number(t.trim());
+  return Number.isFinite(n) ? n : null;
+}
+
+/** Value of `key N` in a flat keyed file (memory.events, cpu.stat, pids.events, oom_control). */
+export function readKeyed(path: string, key: string): number | null {
+  const t = readOr(path);
+  if (t === null) return null;
+  const m = new RegExp(`^${key}\\s+(\\d+)`, 'm').exec(t);
+  return m?.[1] !== undefined ? Number(m[1]) : null;
+}
+
+export function write(path: string, value: string): void {
+  writeFileSync(path, value);
+}
+
+export function pidsIn(dir: string): number[] {
+  const t = readOr(`${dir}/cgroup.procs`) ?? '';
+  return t.split('\n').filter(Boolean).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** rmdir a cgroup, retrying while the kernel finishes tearing its last tasks down. */
+export async function removeGroup(dir: string): Promise<string | null> {
+  for (let i = 0; i < 50; i++) {
+    try {
+      rmdirSync(dir);
+      return null;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return null;
+      if (code !== 'EBUSY') return `cannot remove cgroup ${dir}: ${code}`;
+      await sleep(i < 10 ? 2 : 20);
+    }
+  }
+  return `cgroup ${dir} still busy after kill`;
+}
+
+export function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}

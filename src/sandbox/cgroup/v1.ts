@@ -1,0 +1,104 @@
+// cgroup v1: one directory per controller hierarchy (memory, pids, cpuacct, freezer).
+// Kill: freeze the group (no fork can race us), SIGKILL every task, thaw so the kills land.
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CgroupInfo, CgroupLimits, CgroupUsage, RunCgroup } from './types.js';
+import { pidsIn, readKeyed, readNumber, readOr, removeGroup, sleep, write } from './util.js';
+
+export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
+  const dirs: Record<string, string> = {};
+  for (const c of ['memory', 'pids', 'cpuacct', 'freezer'] as const) {
+    const mount = info.mounts[c];
+    if (!mount || !info.controllers.includes(c)) continue;
+    const dir = join(mount, 'airlock', runName);
+    mkdirSync(dir, { recursive: true, mode: 0o755 });
+    dirs[c] = dir;
+  }
+  const mem = dirs.memory;
+  if (mem) {
+    write(join(mem, 'memory.limit_in_bytes'), String(limits.memoryBytes));
+    // memsw must be >= the memory limit; equal means no swap on top of it.
+    if (existsSync(join(mem, 'memory.memsw.limit_in_bytes'))) write(join(mem, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
+    else if (existsSync(join(mem, 'memory.swappiness'))) write(join(mem, 'memory.swappiness'), '0');
+  }
+  if (dirs.pids) write(join(dirs.pids, 'pids.max'), String(limits.pids));
+  const all = Object.values(dirs);
+  const oomCount = (): number => (mem ? (readKeyed(join(mem, 'memory.oom_control'), 'oom_kill') ?? 0) : 0);
+  const pidsMax = (): number => (dirs.pids ? (readKeyed(join(dirs.pids, 'pids.events'), 'max') ?? 0) : 0);
+  const memFail = (): number => (mem ? (readNumber(join(mem, 'memory.failcnt')) ?? 0) : 0);
+
+  const killAll = async (): Promise<void> => {
+    const fz = dirs.freezer;
+    const anyDir = all[0];
+    if (!anyDir) return;
+    for (let round = 0; round < 100; round++) {
+      const pids = new Set<number>();
+      for (const d of all) for (const p of pidsIn(d)) pids.add(p);
+      if (pids.size === 0) return;
+      if (fz) {
+        write(join(fz, 'freezer.state'), 'FROZEN');
+        for (let i = 0; i < 50 && (readOr(join(fz, 'freezer.state')) ?? '').trim() === 'FREEZING'; i++) await sleep(1);
+        for (const p of pidsIn(fz)) pids.add(p);
+      }
+      for (const p of pids) {
+        try {
+          process.kill(p, 'SIGKILL');
+        } catch {
+          /* already gone */
+        }
+      }
+      if (fz) write(join(fz, 'freezer.state'), 'THAWED');
+      await sleep(round < 10 ? 1 : 10);
+    }
+  };
+
+  return {
+    version: 1,
+    dirs: all,
+    enforces: { memory: mem !== undefined, pids: dirs.pids !== undefined, cpuAccounting: dirs.cpuacct !== undefined },
+    addProcess(pid: number): void {
+      for (const d of all) write(join(d, 'cgroup.procs'), String(pid));
+    },
+    cpuTotalMs(): number | null {
+      const ns = dirs.cpuacct ? readNumber(join(dirs.cpuacct, 'cpuacct.usage')) : null;
+      return ns === null ? null : ns / 1e6;
+    },
+    limitHit() {
+      return { memory: oomCount() > 0, pids: pidsMax() > 0 };
+    },
+    usage(): CgroupUsage {
+      const u: CgroupUsage = { cpuUserMs: null, cpuSystemMs: null, peakMemoryBytes: null, unmeasured: {}, oomKilled: oomCount() > 0, pidsLimitHit: pidsMax() > 0 };
+      if (dirs.cpuacct) {
+        const user = readNumber(join(dirs.cpuacct, 'cpuacct.usage_user'));
+        const sys = readNumber(join(dirs.cpuacct, 'cpuacct.usage_sys'));
+        u.cpuUserMs = user === null ? null : user / 1e6;
+        u.cpuSystemMs = sys === null ? null : sys / 1e6;
+        if (user === null) u.unmeasured.cpuUserMs = 'cpuacct.usage_user unreadable';
+        if (sys === null) u.unmeasured.cpuSystemMs = 'cpuacct.usage_sys unreadable';
+      } else {
+        u.unmeasured.cpuUserMs = u.unmeasured.cpuSystemMs = 'cgroup v1 cpuacct controller is not mounted';
+      }
+      if (mem) {
+        u.peakMemoryBytes = readNumber(join(mem, 'memory.max_usage_in_bytes'));
+        if (u.peakMemoryBytes === null) u.unmeasured.peakMemoryBytes = 'memory.max_usage_in_bytes unreadable';
+        // An OOM kill can be recorded only as failcnt on kernels without oom_kill in oom_control.
+        if (!u.oomKilled && memFail() > 0 && readKeyed(join(mem, 'memory.oom_control'), 'oom_kill') === null) u.oomKilled = true;
+      } else u.unmeasured.peakMemoryBytes = 'cgroup v1 memory controller is not mounted';
+      return u;
+    },
+    killAll,
+    async destroy(): Promise<string[]> {
+      const errors: string[] = [];
+      try {
+        await killAll();
+      } catch (e) {
+        errors.push(`kill failed: ${(e as Error).message}`);
+      }
+      for (const d of all) {
+        const err = await removeGroup(d);
+        if (err) errors.push(err);
+      }
+      return errors;
+    },
+  };
+}

@@ -1,0 +1,99 @@
+// cgroup v2: one directory under <unified>/airlock. cgroup.kill ends every process atomically.
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CgroupInfo, CgroupLimits, CgroupUsage, RunCgroup } from './types.js';
+import { pidsIn, readKeyed, readNumber, removeGroup, sleep, write } from './util.js';
+
+export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
+  const mount = info.mounts.unified;
+  if (!mount) throw new Error('createV2 without a unified mount');
+  const parent = join(mount, 'airlock');
+  const wanted = info.controllers.filter((c) => c === 'memory' || c === 'pids' || c === 'cpu');
+  if (!existsSync(parent)) mkdirSync(parent, { mode: 0o755 });
+  // Controllers must be enabled top-down: at the hierarchy root, then in airlock/.
+  const enable = wanted.map((c) => `+${c}`).join(' ');
+  if (enable) {
+    write(join(mount, 'cgroup.subtree_control'), enable);
+    write(join(parent, 'cgroup.subtree_control'), enable);
+  }
+  const dir = join(parent, runName);
+  mkdirSync(dir, { mode: 0o755 });
+  const hasMem = existsSync(join(dir, 'memory.max'));
+  const hasPids = existsSync(join(dir, 'pids.max'));
+  if (hasMem) {
+    write(join(dir, 'memory.max'), String(limits.memoryBytes));
+    if (existsSync(join(dir, 'memory.swap.max'))) write(join(dir, 'memory.swap.max'), '0');
+    // One process OOM-killed means the whole run is over: kill the group as a unit.
+    if (existsSync(join(dir, 'memory.oom.group'))) write(join(dir, 'memory.oom.group'), '1');
+  }
+  if (hasPids) write(join(dir, 'pids.max'), String(limits.pids));
+  const oom = (): boolean => (readKeyed(join(dir, 'memory.events'), 'oom_kill') ?? 0) > 0;
+  const pidsHit = (): boolean => (readKeyed(join(dir, 'pids.events'), 'max') ?? 0) > 0;
+
+  const killAll = async (): Promise<void> => {
+    const hasKill = existsSync(join(dir, 'cgroup.kill'));
+    for (let round = 0; round < 100; round++) {
+      const pids = pidsIn(dir);
+      if (pids.length === 0) return;
+      if (hasKill) write(join(dir, 'cgroup.kill'), '1');
+      else {
+        // Kernels before 5.14: freeze, kill, thaw.
+        if (existsSync(join(dir, 'cgroup.freeze'))) write(join(dir, 'cgroup.freeze'), '1');
+        for (const p of pids) {
+          try {
+            process.kill(p, 'SIGKILL');
+          } catch {
+            /* gone */
+          }
+        }
+        if (existsSync(join(dir, 'cgroup.freeze'))) write(join(dir, 'cgroup.freeze'), '0');
+      }
+      await sleep(round < 10 ? 1 : 10);
+    }
+  };
+
+  return {
+    version: 2,
+    dirs: [dir],
+    enforces: { memory: hasMem, pids: hasPids, cpuAccounting: true },
+    addProcess(pid: number): void {
+      write(join(dir, 'cgroup.procs'), String(pid));
+    },
+    cpuTotalMs(): number | null {
+      const us = readKeyed(join(dir, 'cpu.stat'), 'usage_usec');
+      return us === null ? null : us / 1000;
+    },
+    limitHit() {
+      return { memory: oom(), pids: pidsHit() };
+    },
+    usage(): CgroupUsage {
+      const user = readKeyed(join(dir, 'cpu.stat'), 'user_usec');
+      const sys = readKeyed(join(dir, 'cpu.stat'), 'system_usec');
+      const peak = hasMem ? readNumber(join(dir, 'memory.peak')) : null;
+      const u: CgroupUsage = {
+        cpuUserMs: user === null ? null : user / 1000,
+        cpuSystemMs: sys === null ? null : sys / 1000,
+        peakMemoryBytes: peak,
+        unmeasured: {},
+        oomKilled: oom(),
+        pidsLimitHit: pidsHit(),
+      };
+      if (user === null) u.unmeasured.cpuUserMs = 'cpu.stat has no user_usec';
+      if (sys === null) u.unmeasured.cpuSystemMs = 'cpu.stat has no system_usec';
+      if (peak === null) u.unmeasured.peakMemoryBytes = hasMem ? 'memory.peak is missing (kernel older than 5.19)' : 'the memory controller is not enabled for this group';
+      return u;
+    },
+    killAll,
+    async destroy(): Promise<string[]> {
+      const errors: string[] = [];
+      try {
+        await killAll();
+      } catch (e) {
+        errors.push(`kill failed: ${(e as Error).message}`);
+      }
+      const err = await removeGroup(dir);
+      if (err) errors.push(err);
+      return errors;
+    },
+  };
+}

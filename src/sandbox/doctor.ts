@@ -1,0 +1,297 @@
+// Host capability probe: what this machine can enforce for the `ns` lane, measured, not assumed.
+// Returns data only (the CLI prints it). The result is cached per process: runNs calls it on every
+// run and must not pay for the probes again.
+import { execFile } from 'node:child_process';
+import { accessSync, constants, existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { detectCgroups, type CgroupInfo } from './cgroup/index.js';
+import type { LimitName } from './types.js';
+
+export interface BwrapInfo {
+  path: string;
+  version: string;
+  /** Parsed [major, minor, patch]. */
+  versionParts: [number, number, number];
+  supports: {
+    disableUserns: boolean;
+    overlay: boolean;
+    size: boolean;
+    roBindFd: boolean;
+    infoFd: boolean;
+    blockFd: boolean;
+    seccompFd: boolean;
+  };
+}
+
+export interface InterpreterInfo {
+  name: 'python3' | 'node' | 'ruby' | 'go';
+  /** Real path of the executable (symlinks resolved). */
+  executable: string;
+  /** Real installation prefix; bound read-only at the same path when it is outside /usr. */
+  prefix: string;
+  version: string;
+}
+
+export interface LimitPlan {
+  limit: LimitName;
+  enforced: boolean;
+  /** How (enforced) or why not (only reported). */
+  how: string;
+}
+
+export interface HostCapabilities {
+  platform: string;
+  kernel: string;
+  isRoot: boolean;
+  userNamespaces: { available: boolean; detail: string };
+  bwrap: BwrapInfo | null;
+  /** Host uid/gid the sandbox runs as (bwrap is started as this uid; null when not root: we run as ourselves). */
+  sandboxHostUser: { uid: number; gid: number; name: string } | null;
+  cgroup: CgroupInfo;
+  seccomp: { available: boolean; detail: string };
+  overlayfs: boolean;
+  strace: { path: string; version: string } | null;
+  mountBinary: string | null;
+  umountBinary: string | null;
+  prlimitBinary: string | null;
+  tmpfsSizeCaps: { hostOut: boolean; sandboxTmp: boolean; detail: string };
+  interpreters: InterpreterInfo[];
+  limits: LimitPlan[];
+  /** Host features the ns lane cannot work without that are missing (empty: the lane works). */
+  blockers: string[];
+}
+
+const SAFE_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', LC_ALL: 'C' };
+
+function run(file: string, args: string[], opts: { uid?: number; gid?: number; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(file, args, { timeout: 5000, maxBuffer: 1 << 20, env: opts.env ?? SAFE_ENV, uid: opts.uid, gid: opts.gid }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null) : 0;
+      resolve({ code, stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
+
+/** Find an executable in fixed system directories (never the caller's PATH: it may be hostile). */
+export function findSystemBinary(name: string, extraDirs: string[] = []): string | null {
+  for (const dir of ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin', ...extraDirs]) {
+    const p = join(dir, name);
+    try {
+      accessSync(p, constants.X_OK);
+      if (statSync(p).isFile()) return p;
+    } catch {
+      /* not here */
+    }
+  }
+  return null;
+}
+
+/** The host's own interpreter: the caller's PATH order first (pyenv shims...), then system dirs. */
+function findOnHostPath(name: string): string | null {
+  for (const dir of (process.env.PATH ?? '').split(':').filter((d) => d.startsWith('/'))) {
+    const p = join(dir, name);
+    try {
+      accessSync(p, constants.X_OK);
+      if (statSync(p).isFile()) return p;
+    } catch {
+      /* next */
+    }
+  }
+  return findSystemBinary(name);
+}
+
+export function parseBwrapVersion(text: string): [number, number, number] | null {
+  const m = /bubblewrap\s+(\d+)\.(\d+)(?:\.(\d+))?/.exec(text);
+  if (!m) return null;
+  return [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)];
+}
+
+async function probeBwrap(): Promise<BwrapInfo | null> {
+  const path = findSystemBinary('bwrap');
+  if (!path) return null;
+  const v = await run(path, ['--version']);
+  const parts = parseBwrapVersion(v.stdout);
+  if (!parts) return null;
+  const help = await run(path, ['--help']);
+  const h = help.stdout + help.stderr;
+  const has = (opt: string): boolean => new RegExp(`^\\s*${opt.replace(/-/g, '\\-')}\\s`, 'm').test(h);
+  return {
+    path,
+    version: parts.join('.'),
+    versionParts: parts,
+    supports: {
+      disableUserns: has('--disable-userns'),
+      overlay: has('--overlay-src') && has('--overlay'),
+      size: has('--size'),
+      roBindFd: has('--ro-bind-fd'),
+      infoFd: has('--info-fd'),
+      blockFd: has('--block-fd'),
+      seccompFd: has('--seccomp'),
+    },
+  };
+}
+
+function readText(p: string): string | null {
+  try {
+    return readFileSync(p, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+function nobodyUser(): { uid: number; gid: number; name: string } | null {
+  // strace -u takes a user name: check that the host's `nobody` really is 65534.
+  const passwd = readText('/etc/passwd') ?? '';
+  for (const line of passwd.split('\n')) {
+    const f = line.split(':');
+    if (f[0] === 'nobody' && f[2] === '65534') return { uid: 65534, gid: Number(f[3] ?? 65534), name: 'nobody' };
+  }
+  return null;
+}
+
+async function probeUserns(bwrap: BwrapInfo | null, user: { uid: number; gid: number } | null): Promise<{ available: boolean; detail: string }> {
+  const max = readText('/proc/sys/user/max_user_namespaces');
+  if (max !== null && Number(max.trim()) === 0) return { available: false, detail: 'user.max_user_namespaces is 0' };
+  const clone = readText('/proc/sys/kernel/unprivileged_userns_clone');
+  if (clone !== null && clone.trim() === '0') return { available: false, detail: 'kernel.unprivileged_userns_clone is 0' };
+  if (!bwrap) return { available: false, detail: 'bwrap is not installed, cannot probe' };
+  // The real test: an unprivileged bwrap with a new user namespace running /usr/bin/true.
+  const r = await run(bwrap.path, ['--unshare-user', '--unshare-pid', '--unshare-net', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--proc', '/proc', '--dev', '/dev', '/usr/bin/true'], user ? { uid: user.uid, gid: user.gid } : {});
+  if (r.code === 0) return { available: true, detail: `an unprivileged bwrap (uid ${user?.uid ?? process.getuid?.()}) created user, pid and net namespaces` };
+  return { available: false, detail: `unprivileged bwrap failed: ${r.stderr.trim().slice(0, 200)}` };
+}
+
+function probeSeccomp(): { available: boolean; detail: string } {
+  const actions = readText('/proc/sys/kernel/seccomp/actions_avail');
+  const status = readText('/proc/self/status') ?? '';
+  if (!/^Seccomp:/m.test(status)) return { available: false, detail: 'the kernel has no CONFIG_SECCOMP' };
+  if (actions !== null && !actions.split(/\s+/).includes('trap')) return { available: false, detail: `seccomp has no trap action (${actions.trim()})` };
+  return { available: true, detail: actions ? `actions: ${actions.trim()}` : 'seccomp present' };
+}
+
+async function probeInterpreters(): Promise<InterpreterInfo[]> {
+  const out: InterpreterInfo[] = [];
+  const py = findOnHostPath('python3');
+  if (py) {
+    const r = await run(py, ['-c', 'import os,sys,platform;print(os.path.realpath(sys.executable));print(os.path.realpath(sys.base_prefix));print(platform.python_version())'], { env: { ...SAFE_ENV, PATH: process.env.PATH ?? SAFE_ENV.PATH, HOME: process.env.HOME ?? '/root', ...(process.env.PYENV_ROOT ? { PYENV_ROOT: process.env.PYENV_ROOT } : {}), ...(process.env.PYENV_VERSION ? { PYENV_VERSION: process.env.PYENV_VERSION } : {}) } });
+    const [exe, prefix, version] = r.stdout.trim().split('\n');
+    if (r.code === 0 && exe && prefix && version) out.push({ name: 'python3', executable: exe, prefix, version });
+  }
+  // node: this very process is a node; prefer it (the host's interpreter for TRs in JavaScript).
+  try {
+    const exe = realpathSync(process.execPath);
+    out.push({ name: 'node', executable: exe, prefix: dirname(dirname(exe)), version: process.versions.node });
+  } catch {
+    /* cannot happen on a sane host */
+  }
+  const ruby = findOnHostPath('ruby');
+  if (ruby) {
+    const r = await run(ruby, ['-e', 'puts File.realpath(RbConfig.ruby); puts File.realpath(RbConfig::CONFIG["prefix"]); puts RUBY_VERSION']);
+    const [exe, prefix, version] = r.stdout.trim().split('\n');
+    if (r.code === 0 && exe && prefix && version) out.push({ name: 'ruby', executable: exe, prefix, version });
+  }
+  const go = findOnHostPath('go');
+  if (go) {
+    const r = await run(go, ['env', 'GOROOT', 'GOVERSION'], { env: { ...SAFE_ENV, HOME: '/tmp' } });
+    const [root, version] = r.stdout.trim().split('\n');
+    if (r.code === 0 && root && version) {
+      const realRoot = realpathSync(root);
+      out.push({ name: 'go', executable: join(realRoot, 'bin', 'go'), prefix: realRoot, version });
+    }
+  }
+  return out;
+}
+
+export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' | 'prlimitBinary'>): LimitPlan[] {
+  const cg = c.cgroup;
+  const mem = cg.usable && cg.controllers.includes('memory');
+  const pids = cg.usable && cg.controllers.includes('pids');
+  // v2 always has cpu.stat usage; v1 needs the cpuacct controller.
+  const cpuAcct = cg.usable && (cg.version === 2 || cg.controllers.includes('cpuacct'));
+  return [
+    { limit: 'wallMs', enforced: true, how: 'host timer, then the whole cgroup / pid namespace is killed' },
+    {
+      limit: 'cpuMs',
+      enforced: cpuAcct || c.prlimitBinary !== null,
+      how: [cpuAcct ? 'host polls cgroup CPU usage of all processes and kills over the limit' : null, c.prlimitBinary ? 'RLIMIT_CPU per process (prlimit)' : null].filter(Boolean).join('; ') || 'no cgroup cpu accounting and no prlimit: only reported',
+    },
+    { limit: 'memoryBytes', enforced: mem, how: mem ? `cgroup v${cg.version} memory limit (swap ${cg.swapAccounting ? 'included' : 'not accounted'})` : 'no usable memory cgroup controller: only reported (and peak memory is unmeasured)' },
+    { limit: 'pids', enforced: pids, how: pids ? `cgroup v${cg.version} pids.max` : 'no usable pids cgroup controller: only reported' },
+    {
+      limit: 'outBytes',
+      enforced: c.tmpfsSizeCaps.hostOut || c.prlimitBinary !== null,
+      how: c.tmpfsSizeCaps.hostOut ? 'size-capped tmpfs mounted by root on the host staging dir' : c.prlimitBinary ? 'RLIMIT_FSIZE per file + post-check of the total (a total over the cap is caught after the run, not prevented)' : 'only reported',
+    },
+    { limit: 'tmpBytes', enforced: c.tmpfsSizeCaps.sandboxTmp, how: c.tmpfsSizeCaps.sandboxTmp ? 'bwrap --size on the /tmp tmpfs' : 'bwrap has no --size: only reported' },
+    { limit: 'stdoutBytes', enforced: true, how: 'host keeps the first N bytes, counts and hashes the rest' },
+    { limit: 'stderrBytes', enforced: true, how: 'host keeps the first N bytes, counts and hashes the rest' },
+  ];
+}
+
+async function probe(): Promise<HostCapabilities> {
+  const isRoot = process.getuid?.() === 0;
+  const kernel = readText('/proc/sys/kernel/osrelease')?.trim() ?? 'unknown';
+  const bwrap = await probeBwrap();
+  const user = isRoot ? nobodyUser() : null;
+  const [userNamespaces, interpreters] = await Promise.all([probeUserns(bwrap, user), probeInterpreters()]);
+  const cgroup = detectCgroups(isRoot);
+  const seccomp = probeSeccomp();
+  const overlayfs = /\boverlay\b/.test(readText('/proc/filesystems') ?? '');
+  let strace: HostCapabilities['strace'] = null;
+  const stracePath = findSystemBinary('strace');
+  if (stracePath) {
+    const r = await run(stracePath, ['-V']);
+    const m = /version\s+(\S+)/.exec(r.stdout);
+    if (r.code === 0 && m?.[1]) strace = { path: stracePath, version: m[1] };
+  }
+  const mountBinary = findSystemBinary('mount');
+  const umountBinary = findSystemBinary('umount');
+  const prlimitBinary = findSystemBinary('prlimit');
+  const tmpfsSizeCaps = {
+    hostOut: isRoot && mountBinary !== null && umountBinary !== null,
+    sandboxTmp: bwrap?.supports.size ?? false,
+    detail: isRoot ? (mountBinary ? 'root: /out is a size-capped tmpfs mounted on the host' : 'root but no mount binary') : 'not root: /out is capped by RLIMIT_FSIZE per file and a post-check',
+  };
+  const blockers: string[] = [];
+  if (!bwrap) blockers.push('bubblewrap (bwrap) is not installed: apt-get install bubblewrap');
+  else {
+    for (const [k, v] of Object.entries(bwrap.supports)) {
+      if (!v && ['infoFd', 'blockFd', 'seccompFd', 'roBindFd'].includes(k)) blockers.push(`bwrap ${bwrap.version} lacks a needed option (${k}): upgrade bubblewrap`);
+    }
+  }
+  if (!userNamespaces.available) blockers.push(`user namespaces are unavailable: ${userNamespaces.detail}`);
+  if (!seccomp.available) blockers.push(`seccomp is unavailable: ${seccomp.detail}`);
+  if (isRoot && !user) blockers.push('running as root but the host has no `nobody` user with uid 65534 to run the sandbox as');
+  const caps: HostCapabilities = {
+    platform: process.platform,
+    kernel,
+    isRoot,
+    userNamespaces,
+    bwrap,
+    sandboxHostUser: user,
+    cgroup,
+    seccomp,
+    overlayfs,
+    strace,
+    mountBinary,
+    umountBinary,
+    prlimitBinary,
+    tmpfsSizeCaps,
+    interpreters,
+    limits: [],
+    blockers,
+  };
+  caps.limits = planLimits(caps);
+  return caps;
+}
+
+let cached: Promise<HostCapabilities> | null = null;
+
+/** Probe the host once per process (pass fresh=true to probe again). */
+export function doctor(fresh = false): Promise<HostCapabilities> {
+  if (fresh || !cached) cached = probe();
+  return cached;
+}
+
+/** True when `p` exists (tiny helper shared by rootfs). */
+export const exists = (p: string): boolean => existsSync(p);

@@ -1,0 +1,495 @@
+// The `ns` lane runner: one program, run once in bubblewrap, measured from the host.
+//
+// Process chain (root host):  node ─ prlimit ─ [strace -f -u nobody ─] bwrap(A) ─ bwrap init(B, pid 1) ─ program
+//   * strace runs as root (its log is root-owned, out of the sandbox's reach) and starts the rest as
+//     `nobody` (65534); without strace, node spawns prlimit with uid/gid 65534 directly.
+//     (prlimit runs before strace so its exec is not in the log; strace inherits the rlimits.) So bwrap and
+//     everything under it is an unprivileged host uid: an escape from the namespaces lands as nobody.
+//   * cgroup join without a wrapper: bwrap --info-fd tells us B's host pid, bwrap --block-fd holds B
+//     before it forks the program; we write B into the cgroup as root, then release it. Every process
+//     of the program is forked from B afterwards, so all of them are in the group.
+//   * our seccomp filter travels on an extra fd (--seccomp), written by us and closed.
+import { spawn, type StdioOptions } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, normalize } from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+import type { Problem } from '../../contracts/problem.js';
+import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
+import { doctor, type HostCapabilities } from '../doctor.js';
+import { diffOverlayUpper, diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
+import { parseStraceLog, straceArgv } from '../observe/strace.js';
+import { resolveOnRoot, rootPlan, SANDBOX_GID, SANDBOX_UID } from '../rootfs.js';
+import type { FsChange, LimitEnforcement, LimitName, NsExit, NsLimits, NsResources, NsRunObservation, NsRunSpec, NsStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
+import { StreamCapture } from './capture.js';
+import { baseEnv, checkSpecEnv } from './env.js';
+import { buildSeccompFilter } from './seccomp.js';
+import { chownTo, copyTreeNoFollow, mkdirMode, mountOverlay, mountTmpfs, removeTree, stageInput, stagingBase, unmount } from './staging.js';
+
+const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
+/** Paths a scope may not cover: the sandbox's own mounts and the read-only system root. */
+const RESERVED = ['/', '/in', '/out', '/tmp', '/proc', '/dev', '/usr', '/etc', '/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32'];
+const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'stdoutBytes', 'stderrBytes'];
+/** How often the host polls the cgroup for CPU time, OOM kills and pids-limit hits. */
+const POLL_MS = 10;
+
+let seccompBytes: Buffer | null = null;
+
+export function validateSpec(spec: NsRunSpec): Problem[] {
+  const p: Problem[] = [];
+  if (!Array.isArray(spec.argv) || spec.argv.length === 0 || typeof spec.argv[0] !== 'string' || spec.argv[0] === '') p.push({ code: 'NS_ARGV_EMPTY', message: 'argv must hold at least the program to run', path: 'argv' });
+  else if (spec.argv.some((a) => typeof a !== 'string' || a.includes('\0'))) p.push({ code: 'NS_ARGV_INVALID', message: 'every argv element must be a string without NUL', path: 'argv' });
+  if (spec.cwd !== undefined && (!isAbsolute(spec.cwd) || normalize(spec.cwd) !== spec.cwd)) p.push({ code: 'NS_CWD_INVALID', message: `cwd must be an absolute normalized path inside the sandbox (got "${String(spec.cwd).slice(0, 100)}")`, path: 'cwd' });
+  p.push(...checkSpecEnv(spec.env));
+  const names = new Set<string>();
+  (spec.inputs ?? []).forEach((inp, i) => {
+    if (!INPUT_NAME.test(inp.name ?? '')) p.push({ code: 'NS_INPUT_NAME', message: `input name "${String(inp.name).slice(0, 100)}" must match [A-Za-z0-9_][A-Za-z0-9._-]* (no slash, no leading dot)`, path: `inputs[${i}].name` });
+    else if (names.has(inp.name)) p.push({ code: 'NS_INPUT_DUPLICATE', message: `input name "${inp.name}" is used twice: /in holds one file per name`, path: `inputs[${i}].name` });
+    names.add(inp.name);
+    if (typeof inp.hostPath !== 'string' || !isAbsolute(inp.hostPath)) p.push({ code: 'NS_INPUT_PATH', message: 'input hostPath must be an absolute host path', path: `inputs[${i}].hostPath` });
+  });
+  (spec.scopes ?? []).forEach((s, i) => {
+    const hp = s.hostPath;
+    if (typeof hp !== 'string' || !isAbsolute(hp) || normalize(hp) !== hp || hp.endsWith('/')) {
+      p.push({ code: 'NS_SCOPE_PATH', message: 'scope hostPath must be an absolute normalized path without a trailing slash', path: `scopes[${i}].hostPath` });
+      return;
+    }
+    if (RESERVED.some((r) => hp === r || (r !== '/' && hp.startsWith(`${r}/`)))) p.push({ code: 'NS_SCOPE_RESERVED', message: `scope ${hp} overlaps the sandbox's own mounts or its read-only system root: declare a path outside ${RESERVED.join(', ')}`, path: `scopes[${i}].hostPath` });
+    (spec.scopes ?? []).forEach((o, j) => {
+      if (j > i && (o.hostPath === hp || o.hostPath.startsWith(`${hp}/`) || hp.startsWith(`${o.hostPath}/`))) p.push({ code: 'NS_SCOPE_OVERLAP', message: `scopes ${hp} and ${o.hostPath} overlap: declare the outer one only`, path: `scopes[${j}].hostPath` });
+    });
+  });
+  if (typeof spec.outDir !== 'string' || !isAbsolute(spec.outDir)) p.push({ code: 'NS_OUTDIR', message: 'outDir must be an absolute host path', path: 'outDir' });
+  for (const k of LIMIT_NAMES) {
+    const v = spec.limits?.[k];
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) p.push({ code: 'NS_LIMIT_INVALID', message: `limits.${k} must be a positive integer (got ${String(v).slice(0, 40)})`, path: `limits.${k}` });
+  }
+  if (spec.limits && spec.limits.pids < 2) p.push({ code: 'NS_LIMIT_INVALID', message: 'limits.pids must be at least 2 (the sandbox init and the program)', path: 'limits.pids' });
+  return p;
+}
+
+const emptyStream = (): StreamCapture => new StreamCapture(0);
+
+function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, strace: boolean): NsRunObservation['host'] {
+  const limits: LimitEnforcement[] = LIMIT_NAMES.map((limit) => {
+    switch (limit) {
+      case 'wallMs':
+        return { limit, enforcedBy: 'host timer + kill of the cgroup / pid namespace' };
+      case 'cpuMs': {
+        const by = [cg?.enforces.cpuAccounting ? `cgroup v${cg.version} CPU accounting polled every ${POLL_MS} ms` : null, caps.prlimitBinary ? 'RLIMIT_CPU (whole seconds, per process)' : null].filter(Boolean).join(' + ');
+        return by ? { limit, enforcedBy: by } : { limit, enforcedBy: null, reportedOnlyReason: 'no cgroup CPU accounting and no prlimit' };
+      }
+      case 'memoryBytes':
+        return cg?.enforces.memory ? { limit, enforcedBy: `cgroup v${cg.version} memory limit` } : { limit, enforcedBy: null, reportedOnlyReason: 'no memory cgroup controller' };
+      case 'pids':
+        return cg?.enforces.pids ? { limit, enforcedBy: `cgroup v${cg.version} pids.max` } : { limit, enforcedBy: null, reportedOnlyReason: 'no pids cgroup controller' };
+      case 'outBytes':
+        return caps.tmpfsSizeCaps.hostOut ? { limit, enforcedBy: 'size-capped tmpfs on the host staging dir' } : { limit, enforcedBy: 'RLIMIT_FSIZE per file + post-check of the total' };
+      case 'tmpBytes':
+        return caps.tmpfsSizeCaps.sandboxTmp ? { limit, enforcedBy: 'bwrap --size tmpfs' } : { limit, enforcedBy: null, reportedOnlyReason: 'bwrap has no --size' };
+      default:
+        return { limit, enforcedBy: 'host capture cap (kept bytes; the rest counted and hashed)' };
+    }
+  });
+  void spec;
+  return {
+    bwrapVersion: caps.bwrap?.version ?? 'none',
+    cgroupVersion: cg?.version ?? null,
+    hostUid: caps.isRoot && caps.sandboxHostUser ? caps.sandboxHostUser.uid : (process.getuid?.() ?? -1),
+    sandboxUid: SANDBOX_UID,
+    seccomp: caps.seccomp.available,
+    strace,
+    outMechanism: caps.tmpfsSizeCaps.hostOut ? 'tmpfs-size' : 'rlimit-fsize+post-check',
+    limits,
+  };
+}
+
+function nullResources(reason: string): NsResources {
+  const r: NsResources = { cpuUserMs: null, cpuSystemMs: null, peakMemoryBytes: null, diskWriteBytes: null, networkBytesIn: null, networkBytesOut: null, wallMs: null, unmeasured: {}, basis: {} };
+  for (const k of ['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes', 'diskWriteBytes', 'networkBytesIn', 'networkBytesOut', 'wallMs'] as const) r.unmeasured[k] = reason;
+  return r;
+}
+
+function errorObservation(runId: string, caps: HostCapabilities | null, problems: Problem[], started = new Date()): NsRunObservation {
+  const now = new Date();
+  return {
+    runId,
+    startedAt: started.toISOString(),
+    endedAt: now.toISOString(),
+    wallMs: now.getTime() - started.getTime(),
+    exit: { code: null, signal: null, source: 'none' },
+    status: 'SANDBOX_ERROR',
+    reason: problems.map((p) => p.message).join('; '),
+    limitsExceeded: [],
+    stdout: emptyStream().result(),
+    stderr: emptyStream().result(),
+    resources: nullResources('the program did not run'),
+    sideEffects: null,
+    sideEffectsUnavailable: 'the program did not run',
+    fs: { out: null, outError: 'the program did not run', scopes: [] },
+    inputs: [],
+    host: caps ? hostFacts(caps, null, null, false) : { bwrapVersion: 'unknown', cgroupVersion: null, hostUid: -1, sandboxUid: SANDBOX_UID, seccomp: false, strace: false, outMechanism: 'rlimit-fsize+post-check', limits: [] },
+    problems,
+  };
+}
+
+/** The program's own end as strace saw it (the first process bwrap's init started). */
+export function programEndFromStrace(log: string, programPid: number | null): { code: number | null; signal: string | null } | null {
+  if (programPid === null) return null;
+  const re = new RegExp(`^${programPid}\\s+(?:\\d\\d:\\d\\d:\\S+\\s+)?\\+\\+\\+ (?:killed by (SIG[A-Z0-9]+)|exited with (\\d+)) `, 'm');
+  const m = re.exec(log);
+  if (!m) return null;
+  return m[1] ? { code: null, signal: m[1] } : { code: Number(m[2]), signal: null };
+}
+
+const SIGNALS: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 4: 'SIGILL', 5: 'SIGTRAP', 6: 'SIGABRT', 7: 'SIGBUS', 8: 'SIGFPE', 9: 'SIGKILL', 10: 'SIGUSR1', 11: 'SIGSEGV', 12: 'SIGUSR2', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM', 24: 'SIGXCPU', 25: 'SIGXFSZ', 31: 'SIGSYS' };
+
+interface Kill {
+  status: NsStatus;
+  limit: LimitName | null;
+  reason: string;
+}
+
+/** Run one program in the ns sandbox and observe it. Never throws: failures are SANDBOX_ERROR observations. */
+export async function runNs(spec: NsRunSpec): Promise<NsRunObservation> {
+  const runId = `ns-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  let caps: HostCapabilities;
+  try {
+    caps = await doctor();
+  } catch (e) {
+    return errorObservation(runId, null, [{ code: 'NS_HOST_PROBE_FAILED', message: `host probe failed: ${(e as Error).message}` }]);
+  }
+  if (caps.blockers.length) return errorObservation(runId, caps, caps.blockers.map((b) => ({ code: 'NS_HOST_UNSUPPORTED', message: b })));
+  const problems = validateSpec(spec);
+  if (problems.length) return errorObservation(runId, caps, problems);
+  try {
+    return await execute(runId, spec, caps);
+  } catch (e) {
+    return errorObservation(runId, caps, [{ code: 'NS_SETUP_FAILED', message: `sandbox set-up failed: ${(e as Error).message}` }]);
+  }
+}
+
+async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): Promise<NsRunObservation> {
+  const bwrap = caps.bwrap!;
+  const limits: NsLimits = spec.limits;
+  const asRoot = caps.isRoot && caps.sandboxHostUser !== null;
+  const uid = asRoot ? caps.sandboxHostUser!.uid : (process.getuid?.() ?? 0);
+  const gid = asRoot ? caps.sandboxHostUser!.gid : (process.getgid?.() ?? 0);
+  const useStrace = (spec.traceSyscalls ?? true) && caps.strace !== null;
+  const scopes = spec.scopes ?? [];
+  const useBwrapOverlay = bwrap.supports.overlay;
+  if (scopes.length && !useBwrapOverlay && !(caps.isRoot && caps.overlayfs && caps.mountBinary)) {
+    return errorObservation(runId, caps, [{ code: 'NS_OVERLAY_UNAVAILABLE', message: `declared scopes need a copy-on-write overlay: bwrap ${bwrap.version} has no --overlay and host overlayfs needs root and the overlay filesystem; nothing ran, the real files were not touched` }]);
+  }
+  const plan = await rootPlan(caps);
+  let program = spec.argv[0]!;
+  if (!program.startsWith('/')) {
+    const found = resolveOnRoot(program, plan.path);
+    if (!found) return errorObservation(runId, caps, [{ code: 'NS_ARGV_NOT_FOUND', message: `"${program.slice(0, 100)}" is not on the sandbox PATH (${plan.path.join(':')}): use an absolute path or an installed interpreter` }]);
+    program = found;
+  }
+
+  // ---- staging (everything below is undone in `finally`) ----
+  const base = await stagingBase();
+  const dir = join(base, runId);
+  const outStage = join(dir, 'out');
+  const inStage = join(dir, 'in');
+  const logFile = join(dir, 'strace.log');
+  const mounted: string[] = [];
+  let cg: RunCgroup | null = null;
+  const cleanupErrors: string[] = [];
+  try {
+    await mkdirMode(dir, 0o711);
+    await mkdirMode(inStage, 0o755);
+    await mkdirMode(outStage, 0o755);
+    const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
+    const outP = (async () => {
+      if (caps.tmpfsSizeCaps.hostOut) {
+        await mountTmpfs(caps.mountBinary!, outStage, limits.outBytes, uid, gid);
+        mounted.push(outStage);
+      } else await chownTo(outStage, uid, gid).catch(() => undefined);
+    })();
+    const scopeDirs = scopes.map((s, i) => ({ hostPath: s.hostPath, upper: join(dir, `scope${i}`, 'upper'), work: join(dir, `scope${i}`, 'work'), merged: join(dir, `scope${i}`, 'merged') }));
+    const scopesP = Promise.all(
+      scopeDirs.map(async (s) => {
+        const st = lstatSync(s.hostPath);
+        if (!st.isDirectory()) throw new Error(`scope ${s.hostPath} is not a directory (file scopes: declare the directory holding the file)`);
+        await mkdirMode(join(s.upper, '..'), 0o711);
+        for (const d of [s.upper, s.work, s.merged]) await mkdirMode(d, 0o755);
+        await chownTo(s.upper, uid, gid);
+        if (!useBwrapOverlay) {
+          await mountOverlay(caps.mountBinary!, s.hostPath, s.upper, s.work, s.merged);
+          mounted.push(s.merged);
+        }
+      }),
+    );
+    if (caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids });
+    if (useStrace) writeFileSync(logFile, '', { mode: 0o600 });
+    const [inputs] = await Promise.all([inputsP, outP, scopesP]);
+
+    // ---- bwrap arguments ----
+    const cwd = spec.cwd ?? '/tmp';
+    const env = { ...(spec.env ?? {}), ...baseEnv(plan.path, cwd) };
+    const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--hostname', 'airlock'];
+    if (bwrap.supports.disableUserns) a.push('--disable-userns');
+    a.push(...plan.args);
+    a.push('--size', String(limits.tmpBytes), '--tmpfs', '/tmp');
+    a.push('--ro-bind', inStage, '/in');
+    a.push('--bind', outStage, '/out');
+    for (const s of scopeDirs) {
+      if (useBwrapOverlay) a.push('--overlay-src', s.hostPath, '--overlay', s.upper, s.work, s.hostPath);
+      else a.push('--bind', s.merged, s.hostPath);
+    }
+    // The root tmpfs bwrap builds is owned by the sandbox uid: make it read-only once everything is in place.
+    a.push('--remount-ro', '/');
+    a.push('--clearenv');
+    for (const [k, v] of Object.entries(env)) a.push('--setenv', k, v);
+    a.push('--chdir', cwd, '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', program, ...spec.argv.slice(1));
+
+    // prlimit first (as root, before the tracer): its rlimits are inherited by strace, bwrap and the
+    // program, and its own exec stays out of the strace log, which starts at bwrap.
+    const cmd: string[] = [];
+    if (caps.prlimitBinary) {
+      const cpuS = Math.ceil(limits.cpuMs / 1000);
+      cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(caps.tmpfsSizeCaps.hostOut ? [] : [`--fsize=${limits.outBytes}`]), '--');
+    }
+    if (useStrace) {
+      const sv = straceArgv(logFile);
+      sv[0] = caps.strace!.path;
+      const dd = sv.lastIndexOf('--');
+      const userOpts = asRoot ? ['-u', caps.sandboxHostUser!.name] : [];
+      cmd.push(...(dd >= 0 ? [...sv.slice(0, dd), ...userOpts, ...sv.slice(dd)] : [...sv, ...userOpts]));
+    }
+    cmd.push(bwrap.path, ...a);
+
+    seccompBytes ??= buildSeccompFilter();
+    const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
+    const started = new Date();
+    const t0 = performance.now();
+    const child = spawn(cmd[0]!, cmd.slice(1), {
+      stdio,
+      env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' },
+      // strace starts as root and drops to nobody itself (-u); otherwise node drops before exec.
+      ...(asRoot && !useStrace ? { uid, gid } : {}),
+    });
+    const out = new StreamCapture(limits.stdoutBytes);
+    const err = new StreamCapture(limits.stderrBytes);
+    out.attach(child.stdout);
+    err.attach(child.stderr);
+    const extra = child.stdio as unknown as (Readable & Writable)[];
+    const info: Readable = extra[3]!;
+    const block: Writable = extra[4]!;
+    const sec: Writable = extra[5]!;
+    for (const s of [info, block, sec]) s.on('error', () => undefined);
+    sec.end(seccompBytes);
+
+    let kill: Kill | null = null;
+    let released = false;
+    let setupError: string | null = null;
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+      child.on('error', (e) => {
+        setupError = `cannot start the sandbox: ${e.message}`;
+        resolve({ code: null, signal: null });
+      });
+      child.on('close', (code, signal) => resolve({ code, signal }));
+    });
+    const killEverything = async (k: Kill): Promise<void> => {
+      if (kill) return;
+      kill = k;
+      if (cg && released) await cg.killAll().catch(() => undefined);
+      // Before the release B is still blocked and not in the group: killing A takes it down (--die-with-parent).
+      if (!released || !cg) child.kill('SIGKILL');
+      setTimeout(() => child.kill('SIGKILL'), 500).unref();
+    };
+    // Join the cgroup as soon as bwrap tells us its init's pid, then let it go on.
+    let infoText = '';
+    info.on('data', (d: Buffer) => {
+      if (released || infoText.length > 4096) return;
+      infoText += d.toString('utf8');
+      const m = /"child-pid"\s*:\s*(\d+)/.exec(infoText);
+      if (!m) return;
+      try {
+        cg?.addProcess(Number(m[1]));
+        released = true;
+        block.end('x');
+      } catch (e) {
+        setupError = `cannot move the sandbox into its cgroup: ${(e as Error).message}`;
+        void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
+      }
+    });
+    const wall = setTimeout(() => void killEverything({ status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: killed by the host` }), limits.wallMs);
+    const poll = cg
+      ? setInterval(() => {
+          if (!released || kill || !cg) return;
+          const hit = cg.limitHit();
+          if (hit.memory) void killEverything({ status: 'RESOURCE_KILLED', limit: 'memoryBytes', reason: `memory limit ${limits.memoryBytes} bytes: the kernel OOM-killed a process; the run was ended` });
+          else if (hit.pids) void killEverything({ status: 'RESOURCE_KILLED', limit: 'pids', reason: `process limit ${limits.pids}: a fork was refused; the run was ended` });
+          else {
+            const cpu = cg.cpuTotalMs();
+            if (cpu !== null && cpu > limits.cpuMs) void killEverything({ status: 'RESOURCE_KILLED', limit: 'cpuMs', reason: `CPU time limit ${limits.cpuMs} ms exceeded (${Math.round(cpu)} ms): killed by the host` });
+          }
+        }, POLL_MS)
+      : null;
+
+    const end = await exited;
+    const wallMs = performance.now() - t0;
+    clearTimeout(wall);
+    if (poll) clearInterval(poll);
+    const ended = new Date();
+    // The program ended (or was killed): nothing of the sandbox may survive it.
+    if (cg) await cg.killAll().catch((e: Error) => cleanupErrors.push(`kill: ${e.message}`));
+    const usage = cg?.usage() ?? null;
+
+    // ---- side effects (strace) ----
+    let sideEffects: ObservedSideEffects | null = null;
+    let sideEffectsUnavailable: string | undefined;
+    let straceLog = '';
+    if (useStrace) {
+      try {
+        straceLog = readFileSync(logFile, 'utf8');
+        sideEffects = parseStraceLog(straceLog, { bwrapPath: bwrap.path });
+      } catch (e) {
+        sideEffectsUnavailable = `the strace log could not be parsed: ${(e as Error).message}`;
+      }
+    } else sideEffectsUnavailable = caps.strace ? 'syscall tracing was turned off for this run (traceSyscalls: false)' : 'strace is not installed on this host: side effects are unobserved';
+
+    // ---- exit ----
+    const stderrRes = err.result();
+    let exit: NsExit = { code: end.code, signal: end.signal, source: 'bwrap-exit-code' };
+    const fromStrace = useStrace ? programEndFromStrace(straceLog, sideEffects?.programPid ?? null) : null;
+    if (fromStrace) exit = { ...fromStrace, source: 'strace' };
+    else if (end.code !== null && end.code > 128 && end.code < 128 + 65) exit = { code: null, signal: SIGNALS[end.code - 128] ?? `SIG${end.code - 128}`, source: 'bwrap-exit-code' };
+    const bwrapFailed = !fromStrace && end.code === 1 && /^bwrap: /m.test(stderrRes.bytes.toString('utf8').slice(0, 4096)) && (sideEffects === null || sideEffects.programPid === null);
+    if (!released && !setupError && !kill) setupError = 'bwrap ended before the sandbox was set up';
+    if (bwrapFailed) setupError = `bwrap could not set up the sandbox: ${stderrRes.bytes.toString('utf8').slice(0, 300).trim()}`;
+
+    // ---- files ----
+    const limitsExceeded = new Set<LimitName>();
+    let outChanges: FsChange[] | null = null;
+    let outError: string | undefined;
+    try {
+      const after = await snapshotTree(outStage);
+      outChanges = diffSnapshots({ root: outStage, entries: new Map() }, after, { mountPoint: '/out' });
+    } catch (e) {
+      outError = `the /out diff failed: ${(e as Error).message}`;
+    }
+    try {
+      const sf = statfsSync(outStage);
+      if (caps.tmpfsSizeCaps.hostOut && sf.bavail === 0) limitsExceeded.add('outBytes');
+    } catch {
+      /* reported through outError when it matters */
+    }
+    let outBytesUsed = 0;
+    const sumTree = (p: string): void => {
+      for (const n of readdirSync(p)) {
+        const st = lstatSync(join(p, n));
+        if (st.isDirectory()) sumTree(join(p, n));
+        else if (st.isFile()) outBytesUsed += st.size;
+      }
+    };
+    try {
+      sumTree(outStage);
+      if (outBytesUsed > limits.outBytes) limitsExceeded.add('outBytes');
+      mkdirSync(spec.outDir, { recursive: true });
+      if (readdirSync(spec.outDir).length > 0) throw new Error(`outDir ${spec.outDir} is not empty`);
+      await copyTreeNoFollow(outStage, spec.outDir);
+    } catch (e) {
+      outError = [outError, `copying /out to ${spec.outDir} failed: ${(e as Error).message}`].filter(Boolean).join('; ');
+    }
+    const scopeObs: ScopeObservation[] = [];
+    let scopeBytes = 0;
+    for (const s of scopeDirs) {
+      try {
+        const changes = await diffOverlayUpper(s.upper, s.hostPath, s.hostPath);
+        for (const c of changes) if (c.change !== 'deleted' && c.type === 'file') scopeBytes += c.size;
+        scopeObs.push({ hostPath: s.hostPath, mechanism: useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs', changes });
+      } catch (e) {
+        scopeObs.push({ hostPath: s.hostPath, mechanism: useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs', changes: null, error: `the scope diff failed: ${(e as Error).message}` });
+      }
+    }
+
+    // ---- resources ----
+    const resources: NsResources = {
+      cpuUserMs: usage?.cpuUserMs ?? null,
+      cpuSystemMs: usage?.cpuSystemMs ?? null,
+      peakMemoryBytes: usage?.peakMemoryBytes ?? null,
+      diskWriteBytes: outBytesUsed + scopeBytes,
+      networkBytesIn: 0,
+      networkBytesOut: 0,
+      wallMs,
+      unmeasured: usage ? { ...usage.unmeasured } : { cpuUserMs: 'no usable cgroup on this host', cpuSystemMs: 'no usable cgroup on this host', peakMemoryBytes: 'no usable cgroup on this host' },
+      basis: {
+        diskWriteBytes: 'bytes of regular files left in /out and in the scope overlays at the end; /tmp writes and data deleted before the end are not counted',
+        networkBytesIn: 'empty network namespace (loopback only, never counted): no route out exists, so 0 by construction',
+        networkBytesOut: 'empty network namespace (loopback only, never counted): no route out exists, so 0 by construction',
+        wallMs: 'host clock from spawn to the end of the last sandbox process',
+      },
+    };
+    if (usage && resources.cpuUserMs !== null && resources.cpuSystemMs !== null && resources.cpuUserMs + resources.cpuSystemMs > limits.cpuMs) limitsExceeded.add('cpuMs');
+    if (usage?.oomKilled) limitsExceeded.add('memoryBytes');
+    if (usage?.pidsLimitHit) limitsExceeded.add('pids');
+    if (kill) {
+      const k = kill as Kill;
+      if (k.limit) limitsExceeded.add(k.limit);
+    }
+
+    // ---- status ----
+    let status: NsStatus;
+    let reason: string;
+    const k = kill as Kill | null;
+    if (setupError && (!k || k.status === 'SANDBOX_ERROR')) {
+      status = 'SANDBOX_ERROR';
+      reason = setupError;
+    } else if (k) {
+      status = k.status;
+      reason = k.reason;
+    } else if (usage?.oomKilled) {
+      status = 'RESOURCE_KILLED';
+      reason = `memory limit ${limits.memoryBytes} bytes: the kernel OOM-killed a process`;
+    } else if (exit.signal === 'SIGXCPU' || (exit.signal === 'SIGKILL' && limitsExceeded.has('cpuMs'))) {
+      status = 'RESOURCE_KILLED';
+      limitsExceeded.add('cpuMs');
+      reason = `CPU time limit ${limits.cpuMs} ms: killed by RLIMIT_CPU (${exit.signal})`;
+    } else if (exit.signal === 'SIGXFSZ') {
+      status = 'RESOURCE_KILLED';
+      limitsExceeded.add('outBytes');
+      reason = `output size limit ${limits.outBytes} bytes: killed by RLIMIT_FSIZE`;
+    } else if (exit.signal === 'SIGSYS') {
+      status = 'POLICY_ABORTED';
+      reason = 'the program made a syscall the seccomp policy forbids and was killed by SIGSYS';
+    } else if (exit.code === 0 && exit.signal === null) {
+      status = 'SUCCESS';
+      reason = 'exited with 0';
+    } else {
+      status = 'FAILURE';
+      reason = exit.signal ? `killed by ${exit.signal}` : `exited with ${exit.code}`;
+    }
+    return {
+      runId,
+      startedAt: started.toISOString(),
+      endedAt: ended.toISOString(),
+      wallMs,
+      exit,
+      status,
+      reason,
+      limitsExceeded: LIMIT_NAMES.filter((l) => limitsExceeded.has(l)),
+      stdout: out.result(),
+      stderr: stderrRes,
+      resources,
+      sideEffects,
+      ...(sideEffectsUnavailable ? { sideEffectsUnavailable } : {}),
+      fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: scopeObs },
+      inputs,
+      host: hostFacts(caps, spec, cg, useStrace),
+      problems: status === 'SANDBOX_ERROR' ? [{ code: 'NS_SANDBOX_FAILED', message: reason }] : [],
+    };
+  } finally {
+    if (cg) cleanupErrors.push(...(await cg.destroy()));
+    for (const m of mounted.reverse()) {
+      const e = await unmount(caps.umountBinary!, m);
+      if (e) cleanupErrors.push(e);
+    }
+    if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
+    else process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
+  }
+}

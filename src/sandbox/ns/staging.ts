@@ -1,0 +1,95 @@
+// Per-run host staging: a root-owned directory with the /in copies, the /out mount point (a
+// size-capped tmpfs when root), overlay upper/work dirs for scopes, and the strace log.
+// Everything mounted here is unmounted at the end, even on errors.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { chmod, chown, copyFile, lstat, mkdir, mkdtemp, readdir, readlink, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+let baseDir: Promise<string> | null = null;
+
+/** One root-owned base per process (mode 0711: the sandbox uid can traverse, not list). */
+export function stagingBase(): Promise<string> {
+  if (!baseDir) {
+    baseDir = (async () => {
+      const d = await mkdtemp(join(tmpdir(), 'airlock-ns-'));
+      await chmod(d, 0o711);
+      return d;
+    })();
+  }
+  return baseDir;
+}
+
+export function runCommand(file: string, args: string[]): Promise<{ code: number; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(file, args, { env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' }, timeout: 10_000 }, (err, _o, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      resolve({ code, stderr: String(stderr).trim() });
+    });
+  });
+}
+
+/** Copy one input into the staging /in (mode 0444) and hash the copy: what the sandbox reads is what we hashed. */
+export async function stageInput(hostPath: string, dest: string): Promise<{ sha256: string; bytes: number }> {
+  const st = await lstat(hostPath);
+  if (!st.isFile()) throw new Error(`input ${hostPath} is not a regular file`);
+  await copyFile(hostPath, dest);
+  await chmod(dest, 0o444);
+  const h = createHash('sha256');
+  let bytes = 0;
+  for await (const chunk of createReadStream(dest)) {
+    h.update(chunk as Buffer);
+    bytes += (chunk as Buffer).length;
+  }
+  return { sha256: h.digest('hex'), bytes };
+}
+
+export async function mountTmpfs(mountBin: string, dir: string, sizeBytes: number, uid: number, gid: number): Promise<void> {
+  // tmpfs rounds the size up to whole pages; nosuid/nodev so nothing privileged can be planted.
+  const r = await runCommand(mountBin, ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},mode=0755,uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
+  if (r.code !== 0) throw new Error(`cannot mount the /out tmpfs: ${r.stderr}`);
+}
+
+export async function mountOverlay(mountBin: string, lower: string, upper: string, work: string, merged: string): Promise<void> {
+  for (const p of [lower, upper, work]) if (/[,:\\]/.test(p)) throw new Error(`path ${p} contains a character overlayfs options cannot carry (, : \\)`);
+  const r = await runCommand(mountBin, ['-n', '-t', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, 'airlock-scope', merged]);
+  if (r.code !== 0) throw new Error(`cannot mount the overlay for ${lower}: ${r.stderr}`);
+}
+
+/** Unmount; a busy mount is detached lazily (it is gone from the tree, freed when the last user goes). */
+export async function unmount(umountBin: string, dir: string): Promise<string | null> {
+  let r = await runCommand(umountBin, ['-n', dir]);
+  if (r.code === 0) return null;
+  r = await runCommand(umountBin, ['-n', '-l', dir]);
+  return r.code === 0 ? null : `cannot unmount ${dir}: ${r.stderr}`;
+}
+
+export const chownTo = (p: string, uid: number, gid: number): Promise<void> => chown(p, uid, gid);
+export const mkdirMode = async (p: string, mode: number): Promise<void> => {
+  await mkdir(p, { mode });
+  await chmod(p, mode);
+};
+export const removeTree = (p: string): Promise<void> => rm(p, { recursive: true, force: true });
+
+/**
+ * Copy a finished /out tree to the caller's outDir without following anything: directories and
+ * regular files are copied, symlinks recreated as symlinks (their target is data, never resolved),
+ * fifos, sockets and devices are skipped (the diff reports them). Runs after every sandbox process
+ * is dead, so nothing changes under us.
+ */
+export async function copyTreeNoFollow(src: string, dest: string): Promise<void> {
+  await mkdir(dest, { recursive: true });
+  for (const name of await readdir(src)) {
+    const s = join(src, name);
+    const d = join(dest, name);
+    const st = await lstat(s);
+    if (st.isDirectory()) await copyTreeNoFollow(s, d);
+    else if (st.isSymbolicLink()) await symlink(await readlink(s), d);
+    else if (st.isFile()) {
+      await copyFile(s, d, 1 /* COPYFILE_EXCL */);
+      await chmod(d, st.mode & 0o111 ? 0o755 : 0o644);
+    }
+  }
+}

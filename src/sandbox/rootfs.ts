@@ -1,0 +1,143 @@
+// The read-only minimal root every ns run sees: /usr (and the /bin, /lib*, /sbin that point into it),
+// a generated /etc subset (no host passwd, shadow, hostname, resolv.conf), the interpreters' own
+// prefixes when they live outside /usr, a new /proc, a minimal /dev. Nothing of /home, /root, /run,
+// /var or the host's sockets.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { HostCapabilities } from './doctor.js';
+
+/** Directories under which an interpreter needs no extra bind (already in the root). */
+const SYSTEM_PREFIXES = ['/usr/', '/bin/', '/sbin/', '/lib/', '/lib64/', '/lib32/', '/libx32/'];
+export const SANDBOX_UID = 65534;
+export const SANDBOX_GID = 65534;
+
+export interface RootPlan {
+  /** bwrap arguments building the root (before /in, /out, /tmp and scopes). */
+  args: string[];
+  /** PATH inside: interpreter bin dirs first (so `python3` is the host's python3), then the system's. */
+  path: string[];
+  /** Interpreter prefixes bound (host path inside -> where it was read from). */
+  prefixes: { path: string; source: string }[];
+}
+
+let etcDir: string | null = null;
+
+/** Generated /etc files, written once per process into a fresh root-owned directory. */
+function generatedEtc(): string {
+  if (etcDir && existsSync(etcDir)) return etcDir;
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-etc-'));
+  chmodSync(dir, 0o755);
+  const files: Record<string, string> = {
+    passwd: `root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:airlock sandbox:/tmp:/usr/sbin/nologin\n`,
+    group: `root:x:0:\nsandbox:x:${SANDBOX_GID}:\n`,
+    hosts: '127.0.0.1 localhost\n::1 localhost\n',
+    'nsswitch.conf': 'passwd: files\ngroup: files\nhosts: files\n',
+  };
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text, { mode: 0o644 });
+  etcDir = dir;
+  return dir;
+}
+
+/** Can an unprivileged uid reach `p` (every ancestor searchable by "other")? */
+export function reachableByOthers(p: string): boolean {
+  let cur = dirname(p);
+  for (;;) {
+    try {
+      if ((statSync(cur).mode & 0o001) === 0) return false;
+    } catch {
+      return false;
+    }
+    if (cur === '/') return true;
+    cur = dirname(cur);
+  }
+}
+
+const run = (file: string, args: string[]): Promise<{ code: number; stderr: string }> =>
+  new Promise((resolve) => {
+    execFile(file, args, { env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' }, timeout: 10_000 }, (err, _o, stderr) => {
+      resolve({ code: err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0, stderr: String(stderr) });
+    });
+  });
+
+
+/**
+ * An interpreter prefix an unprivileged bwrap cannot reach (pyenv under /root, mode 0700) is bind-
+ * mounted read-only by root at /run/airlock/mirror/<hash>, once per host boot, and bwrap binds that.
+ * Only the prefix itself is exposed, never the rest of /root. Idempotent across processes.
+ */
+async function mirrorPrefix(prefix: string, caps: HostCapabilities): Promise<string> {
+  const hash = createHash('sha256').update(prefix).digest('hex').slice(0, 16);
+  const target = `/run/airlock/mirror/${hash}`;
+  const mounted = (readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === target));
+  if (mounted) return target;
+  if (!caps.isRoot || !caps.mountBinary) throw new Error(`interpreter prefix ${prefix} is not reachable by the sandbox uid and we cannot mirror it (not root)`);
+  mkdirSync(target, { recursive: true, mode: 0o755 });
+  for (const d of ['/run/airlock', '/run/airlock/mirror']) chmodSync(d, 0o755);
+  let r = await run(caps.mountBinary, ['--bind', prefix, target]);
+  if (r.code !== 0) throw new Error(`cannot mirror ${prefix}: ${r.stderr.trim()}`);
+  r = await run(caps.mountBinary, ['-o', 'remount,bind,ro,nosuid,nodev', target]);
+  if (r.code !== 0) throw new Error(`cannot make the mirror of ${prefix} read-only: ${r.stderr.trim()}`);
+  return target;
+}
+
+/** Build (and cache) the root plan. The plan is the same for every run of this process. */
+let planCache: Promise<RootPlan> | null = null;
+export function rootPlan(caps: HostCapabilities): Promise<RootPlan> {
+  if (!planCache) planCache = buildRootPlan(caps).catch((e) => {
+    planCache = null;
+    throw e;
+  });
+  return planCache;
+}
+
+async function buildRootPlan(caps: HostCapabilities): Promise<RootPlan> {
+  const args: string[] = ['--ro-bind', '/usr', '/usr'];
+  // /bin, /lib... are symlinks into /usr on merged-/usr hosts; otherwise bind them.
+  for (const top of ['/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32']) {
+    let st;
+    try {
+      st = lstatSync(top);
+    } catch {
+      continue;
+    }
+    if (st.isSymbolicLink()) args.push('--symlink', readlinkSync(top), top);
+    else if (st.isDirectory()) args.push('--ro-bind', top, top);
+  }
+  const etc = generatedEtc();
+  for (const f of ['passwd', 'group', 'hosts', 'nsswitch.conf']) args.push('--ro-bind', join(etc, f), `/etc/${f}`);
+  for (const f of ['/etc/ld.so.cache', '/etc/ld.so.conf', '/etc/localtime']) if (existsSync(f)) args.push('--ro-bind', f, f);
+  for (const d of ['/etc/ld.so.conf.d', '/etc/alternatives']) if (existsSync(d)) args.push('--ro-bind', d, d);
+  const path: string[] = [];
+  const prefixes: RootPlan['prefixes'] = [];
+  for (const it of caps.interpreters) {
+    const bin = dirname(it.executable);
+    if (!SYSTEM_PREFIXES.some((p) => `${it.prefix}/`.startsWith(p))) {
+      if (!prefixes.some((p) => p.path === it.prefix)) {
+        const source = caps.isRoot && !reachableByOthers(it.prefix) ? await mirrorPrefix(it.prefix, caps) : it.prefix;
+        args.push('--ro-bind', source, it.prefix);
+        prefixes.push({ path: it.prefix, source });
+      }
+    }
+    if (!path.includes(bin)) path.push(bin);
+  }
+  for (const p of ['/usr/local/bin', '/usr/bin', '/bin']) if (!path.includes(p)) path.push(p);
+  args.push('--proc', '/proc', '--dev', '/dev');
+  return { args, path, prefixes };
+}
+
+/** Resolve a bare argv[0] on the sandbox PATH (the bound paths are the same inside and out). */
+export function resolveOnRoot(name: string, path: string[]): string | null {
+  for (const dir of path) {
+    const p = join(dir, name);
+    try {
+      const st = statSync(p);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
+    } catch {
+      /* next */
+    }
+  }
+  return null;
+}

@@ -1,0 +1,151 @@
+// The raw observation of one `ns` sandbox run, as the host measured it.
+// Everything here comes from the host side (cgroup files, the strace log written by a root-owned
+// tracer, the host's own pipes and timers, the fs diff of host-side staging dirs): nothing the
+// sandboxed program can write is read as evidence.
+import type { Problem } from '../contracts/problem.js';
+import type { FsChange, ObservedSideEffects } from './observe/types.js';
+
+export type { FsChange, ObservedSideEffects } from './observe/types.js';
+
+export type NsStatus = 'SUCCESS' | 'FAILURE' | 'TIMEOUT' | 'RESOURCE_KILLED' | 'POLICY_ABORTED' | 'SANDBOX_ERROR';
+
+/** Every limit a run can carry. All are required: the caller (policy) decides the numbers. */
+export interface NsLimits {
+  /** Wall-clock time from spawn to kill, enforced by a host timer. */
+  wallMs: number;
+  /** CPU time of all the sandbox's processes together (cgroup accounting) and of each (RLIMIT_CPU). */
+  cpuMs: number;
+  /** cgroup memory limit (and swap = 0 where the host accounts swap). */
+  memoryBytes: number;
+  /** cgroup pids limit: processes + threads alive at once. */
+  pids: number;
+  /** Size cap of /out (tmpfs size when root, else RLIMIT_FSIZE per file + a post-check). */
+  outBytes: number;
+  /** Size cap of the /tmp tmpfs inside the sandbox. */
+  tmpBytes: number;
+  /** How much of stdout/stderr the host keeps (the rest is counted and hashed, then dropped). */
+  stdoutBytes: number;
+  stderrBytes: number;
+}
+
+export type LimitName = keyof NsLimits;
+
+export interface NsInput {
+  /** Host path of a file the caller has already hash-checked. */
+  hostPath: string;
+  /** File name under /in (no slash, no leading dot, [A-Za-z0-9._-]). */
+  name: string;
+}
+
+export interface NsScope {
+  /** Absolute host path of a declared scope (file or directory); seen at the same path inside, through a copy-on-write overlay. */
+  hostPath: string;
+}
+
+export interface NsRunSpec {
+  /** argv[0] absolute inside the sandbox, or a bare name resolved on the read-only root's PATH. */
+  argv: string[];
+  /** Extra environment on top of the allowlist (names [A-Z_][A-Z0-9_]*; see SAFE_ENV_RULES in env.ts). */
+  env?: Record<string, string>;
+  /** Working directory inside the sandbox (default /tmp). */
+  cwd?: string;
+  inputs?: NsInput[];
+  /** Host directory that receives a copy of /out when the run ends (created if missing; must be empty). */
+  outDir: string;
+  scopes?: NsScope[];
+  limits: NsLimits;
+  /** Observe syscalls with strace (default: true when strace is installed). */
+  traceSyscalls?: boolean;
+}
+
+export interface CapturedStream {
+  /** The first `cap` bytes. */
+  bytes: Buffer;
+  /** Every byte the program wrote, counted by the host. */
+  totalBytes: number;
+  truncated: boolean;
+  /** sha256 of the whole stream (not only the kept part). */
+  sha256: string;
+}
+
+export type ResourceField =
+  | 'cpuUserMs'
+  | 'cpuSystemMs'
+  | 'peakMemoryBytes'
+  | 'diskWriteBytes'
+  | 'networkBytesIn'
+  | 'networkBytesOut'
+  | 'wallMs';
+
+export type NsResources = Record<ResourceField, number | null> & {
+  /** Why each null figure could not be measured. */
+  unmeasured: Partial<Record<ResourceField, string>>;
+  /** How a measured figure was obtained when it is not obvious (e.g. network 0 by construction). */
+  basis: Partial<Record<ResourceField, string>>;
+};
+
+export interface NsExit {
+  code: number | null;
+  signal: string | null;
+  /** 'strace': the tracer saw the program's end; 'bwrap-exit-code': inferred from bwrap's 128+N convention. */
+  source: 'strace' | 'bwrap-exit-code' | 'none';
+}
+
+export interface ScopeObservation {
+  hostPath: string;
+  /** Overlay mechanism used: host overlayfs mounted by root, or bwrap >= 0.9 --overlay. */
+  mechanism: 'host-overlayfs' | 'bwrap-overlay';
+  changes: FsChange[] | null;
+  /** Why changes is null (the diff failed: the judge must treat the scope as unverifiable). */
+  error?: string;
+}
+
+export interface LimitEnforcement {
+  limit: LimitName;
+  /** How the host enforced it on this run; null when it was only reported. */
+  enforcedBy: string | null;
+  /** Why it was only reported, when it was. */
+  reportedOnlyReason?: string;
+}
+
+export interface NsHostFacts {
+  bwrapVersion: string;
+  cgroupVersion: 1 | 2 | null;
+  /** Host uid bwrap (hence the whole sandbox) ran as. */
+  hostUid: number;
+  /** uid the program sees inside. */
+  sandboxUid: number;
+  seccomp: boolean;
+  strace: boolean;
+  outMechanism: 'tmpfs-size' | 'rlimit-fsize+post-check';
+  limits: LimitEnforcement[];
+}
+
+export interface NsRunObservation {
+  runId: string;
+  startedAt: string;
+  endedAt: string;
+  wallMs: number;
+  exit: NsExit;
+  status: NsStatus;
+  /** Why the status is what it is (e.g. "wall time 300 ms exceeded", "memory limit: OOM kill"). */
+  reason: string;
+  /** Limits the run went over (a non-empty list is non-compliance whatever the status). */
+  limitsExceeded: LimitName[];
+  stdout: CapturedStream;
+  stderr: CapturedStream;
+  resources: NsResources;
+  sideEffects: ObservedSideEffects | null;
+  sideEffectsUnavailable?: string;
+  fs: {
+    /** Changes under /out (paths start with /out/). null when the diff failed. */
+    out: FsChange[] | null;
+    outError?: string;
+    scopes: ScopeObservation[];
+  };
+  /** sha256 of each input as bound at /in (measured by the runner just before the run). */
+  inputs: { name: string; sha256: string; bytes: number }[];
+  host: NsHostFacts;
+  /** Problems that made the run a SANDBOX_ERROR (spec invalid, host cannot sandbox...), else []. */
+  problems: Problem[];
+}

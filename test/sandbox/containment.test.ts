@@ -1,0 +1,121 @@
+// Hostile programs against the ns sandbox: each attack must fail AND be reported by the observation.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { doctor } from '../../src/sandbox/doctor.js';
+import { py, run, text } from './helpers-ns.js';
+
+const nets = (o: Awaited<ReturnType<typeof run>>) => o.sideEffects?.networkAttempts ?? [];
+
+test('TCP egress fails and the attempt (address, port, tcp) is reported', async () => {
+  const o = await py("import socket\ns=socket.socket()\ntry:\n s.connect(('1.1.1.1',443)); print('CONNECTED')\nexcept OSError as e: print('blocked', e.errno)");
+  assert.match(o.stdout.bytes.toString(), /^blocked/, text(o));
+  assert.ok(nets(o).some((n) => n.address === '1.1.1.1' && n.port === 443 && n.protocol === 'tcp' && n.result !== 'ok'), JSON.stringify(nets(o)));
+});
+
+test('UDP egress fails and the attempt is reported', async () => {
+  const o = await py("import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ntry:\n s.sendto(b'x',('8.8.8.8',53)); print('SENT')\nexcept OSError as e: print('blocked', e.errno)");
+  assert.match(o.stdout.bytes.toString(), /^blocked/, text(o));
+  assert.ok(nets(o).some((n) => n.address === '8.8.8.8' && n.port === 53 && n.protocol === 'udp'), JSON.stringify(nets(o)));
+});
+
+test('DNS: resolution fails and an explicit DNS query to a public resolver fails and is reported', async () => {
+  const q = "q=b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x07example\\x03com\\x00\\x00\\x01\\x00\\x01'";
+  const o = await py(`import socket\n${q}\ntry:\n print(socket.getaddrinfo('example.com', 80)); print('RESOLVED')\nexcept OSError: print('noresolve')\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(0.2)\ntry:\n s.sendto(q,('1.1.1.1',53)); print('ANSWER', s.recv(512))\nexcept OSError as e: print('blocked')`);
+  assert.equal(o.stdout.bytes.toString(), 'noresolve\nblocked\n', text(o));
+  assert.ok(nets(o).some((n) => n.address === '1.1.1.1' && n.port === 53 && n.protocol === 'udp'), JSON.stringify(nets(o)));
+});
+
+test('a unix socket to a host service (PostgreSQL) cannot be reached, the attempt is reported', async (t) => {
+  const sock = '/var/run/postgresql/.s.PGSQL.5432';
+  if (!existsSync(sock)) return t.skip(`no host service socket at ${sock} on this host`);
+  const o = await py(`import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('${sock}'); print('CONNECTED')\nexcept OSError as e: print('blocked', e.errno)`);
+  assert.match(o.stdout.bytes.toString(), /^blocked/, text(o));
+  assert.ok(nets(o).some((n) => n.family === 'unix' && n.path === sock && n.result !== 'ok'), JSON.stringify(nets(o)));
+});
+
+test('host secrets: /root, /etc/shadow and the host environment are absent', async () => {
+  process.env.AIRLOCK_TEST_SECRET = 'hunter2-host-secret';
+  const o = await run(['/bin/sh', '-c', 'ls -A /root 2>&1; cat /etc/shadow 2>&1; cat /proc/1/environ 2>&1 | tr "\\0" "\\n"; env; ls /home /run /var 2>&1; cat /etc/passwd']);
+  delete process.env.AIRLOCK_TEST_SECRET;
+  const out = o.stdout.bytes.toString();
+  assert.ok(!out.includes('hunter2'), 'the host environment leaked');
+  assert.match(out, /shadow: No such file/);
+  assert.ok(!/\.bashrc|\.ssh|\.profile/.test(out), `something of /root is visible: ${out}`);
+  assert.ok(!out.includes('postgres:'), 'the host passwd is visible');
+  assert.match(out, /\/home'?: No such file/);
+});
+
+test('writing outside /out fails; only /out changes are reported', async () => {
+  const marker = join(tmpdir(), `airlock-escape-${process.pid}`);
+  const o = await run(['/bin/sh', '-c', `for p in /etc/x /usr/x /in/x /x /proc/x ${marker}; do echo pwned > $p 2>/dev/null && echo "WROTE $p"; done; echo ok > /out/ok`]);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.deepEqual(o.stdout.bytes.toString().split('\n').filter((l) => l.startsWith('WROTE') && !l.includes(marker)), []);
+  assert.ok(!existsSync(marker), 'the sandbox /tmp reached the host /tmp');
+  assert.deepEqual(o.fs.out?.map((c) => c.path), ['/out/ok']);
+});
+
+test('a symlink and a hard link in /out pointing outside are reported as links, never followed', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-link-'));
+  writeFileSync(join(dir, 'f.txt'), 'input');
+  const outDir = join(dir, 'out');
+  const o = await run(['/bin/sh', '-c', 'ln -s /etc/passwd /out/sl; ln -s /root/.ssh/id_rsa /out/sl2; ln /in/f.txt /out/hl 2>&1 || echo HLFAIL; echo a > /out/a; ln /out/a /out/b'], { inputs: [{ hostPath: join(dir, 'f.txt'), name: 'f.txt' }], outDir });
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.match(o.stdout.bytes.toString(), /HLFAIL/, 'a hard link to a file outside /out must fail (EXDEV)');
+  const by = new Map((o.fs.out ?? []).map((c) => [c.path, c]));
+  assert.equal(by.get('/out/sl')?.type, 'symlink');
+  assert.equal(by.get('/out/sl')?.linkTarget, '/etc/passwd');
+  assert.equal(by.get('/out/sl')?.sha256After, undefined, 'a symlink must not be hashed through');
+  assert.ok(!by.has('/out/hl'));
+  assert.ok(by.get('/out/b')?.type === 'hardlink' || by.get('/out/a')?.type === 'hardlink' || (by.get('/out/b')?.nlink ?? 1) > 1, JSON.stringify(o.fs.out));
+  assert.ok(lstatSync(join(outDir, 'sl')).isSymbolicLink());
+  assert.equal(readlinkSync(join(outDir, 'sl')), '/etc/passwd');
+});
+
+test('a double-forked daemon does not outlive the run', async () => {
+  const tag = String(700000 + (process.pid % 99999));
+  const o = await run(['/bin/sh', '-c', `(setsid sh -c "sleep ${tag}; echo late > /out/late" &) ; sleep 0.1; echo started`]);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.match(o.stdout.bytes.toString(), /started/);
+  assert.ok((o.sideEffects?.processesSpawned.count ?? 0) >= 2, 'the daemon was not seen');
+  await new Promise((r) => setTimeout(r, 100));
+  const alive = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(tag);
+    } catch {
+      return false;
+    }
+  });
+  assert.deepEqual(alive, [], 'a sandbox process survived the run');
+});
+
+test('mount is trapped by seccomp: POLICY_ABORTED and reported', async () => {
+  const o = await py("import ctypes\nl=ctypes.CDLL(None, use_errno=True)\nprint(l.mount(b'none', b'/tmp', b'tmpfs', 0, None))");
+  assert.equal(o.status, 'POLICY_ABORTED', text(o));
+  assert.ok(o.sideEffects?.privilegedSyscalls.some((p) => p.name === 'mount' && p.outcome !== 'succeeded'), JSON.stringify(o.sideEffects?.privilegedSyscalls));
+});
+
+test('ptrace is trapped by seccomp: POLICY_ABORTED and reported', async () => {
+  const o = await py('import ctypes\nl=ctypes.CDLL(None, use_errno=True)\nprint(l.ptrace(16, 1, 0, 0))');
+  assert.equal(o.status, 'POLICY_ABORTED', text(o));
+  assert.ok(o.sideEffects?.privilegedSyscalls.some((p) => p.name === 'ptrace'), JSON.stringify(o.sideEffects?.privilegedSyscalls));
+});
+
+test('opening a device (/dev/sda, /dev/mem, /dev/kmem) fails and is reported', async () => {
+  const o = await run(['/bin/sh', '-c', 'for d in /dev/sda /dev/mem /dev/kmem /dev/vda; do cat $d >/dev/null 2>&1 && echo "READ $d"; done; echo done']);
+  assert.equal(o.stdout.bytes.toString().trim(), 'done', text(o));
+  const seen = (o.sideEffects?.deviceAccess ?? []).map((d) => d.path);
+  for (const d of ['/dev/sda', '/dev/mem', '/dev/kmem']) assert.ok(seen.includes(d), `${d} not reported: ${JSON.stringify(seen)}`);
+});
+
+test('the sandbox runs as an unprivileged host uid with no capabilities', async (t) => {
+  const caps = await doctor();
+  if (!caps.isRoot) return t.skip('doctor: not root, the sandbox runs as our own uid');
+  const o = await run(['/bin/sh', '-c', 'grep -E "^(Uid|CapEff|NoNewPrivs|Seccomp):" /proc/self/status']);
+  assert.match(o.stdout.bytes.toString(), /CapEff:\s+0+\n/);
+  assert.match(o.stdout.bytes.toString(), /NoNewPrivs:\s+1/);
+  assert.match(o.stdout.bytes.toString(), /Seccomp:\s+2/);
+  assert.equal(o.host.hostUid, 65534);
+});

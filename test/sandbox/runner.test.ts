@@ -1,0 +1,137 @@
+// The ns runner on honest programs and on resource limits (real bwrap, real processes).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { doctor } from '../../src/sandbox/doctor.js';
+import { validateSpec } from '../../src/sandbox/ns/runner.js';
+import { LIMITS, py, run, text } from './helpers-ns.js';
+
+const sha = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
+
+test('honest path: a Python script reads /in and writes /out with the right sha256s', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-in-'));
+  writeFileSync(join(dir, 'data.txt'), 'hello airlock\n');
+  const o = await py("d=open('/in/data.txt','rb').read(); open('/out/upper.txt','wb').write(d.upper()); print(len(d))", { inputs: [{ hostPath: join(dir, 'data.txt'), name: 'data.txt' }] });
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.stdout.bytes.toString(), '14\n');
+  assert.deepEqual(o.inputs, [{ name: 'data.txt', sha256: sha('hello airlock\n'), bytes: 14 }]);
+  const added = o.fs.out?.find((c) => c.path === '/out/upper.txt');
+  assert.equal(added?.change, 'added');
+  assert.equal(added?.sha256After, sha('HELLO AIRLOCK\n'));
+  assert.equal(o.resources.networkBytesOut, 0);
+  assert.ok(o.resources.cpuUserMs !== null && o.resources.peakMemoryBytes !== null && o.resources.peakMemoryBytes > 0);
+  assert.equal(o.host.hostUid, 65534);
+});
+
+test('honest path: a Node script reads /in and writes /out, copied to outDir', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-in-'));
+  writeFileSync(join(dir, 'n.json'), '{"n":41}');
+  const outDir = join(dir, 'result');
+  const o = await run(['node', '-e', "const fs=require('fs');const v=JSON.parse(fs.readFileSync('/in/n.json'));fs.writeFileSync('/out/r.json',JSON.stringify({n:v.n+1}))"], { inputs: [{ hostPath: join(dir, 'n.json'), name: 'n.json' }], outDir });
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.fs.out?.find((c) => c.path === '/out/r.json')?.sha256After, sha('{"n":42}'));
+  assert.equal(readFileSync(join(outDir, 'r.json'), 'utf8'), '{"n":42}');
+});
+
+test('the environment is the documented allowlist plus safe spec vars, nothing of the host', async () => {
+  process.env.AIRLOCK_FAKE_SECRET = 'sk-live-THIS-MUST-NOT-LEAK';
+  const o = await run(['/usr/bin/env'], { env: { MY_FLAG: '1' } });
+  delete process.env.AIRLOCK_FAKE_SECRET;
+  assert.equal(o.status, 'SUCCESS', text(o));
+  const names = o.stdout.bytes.toString().trim().split('\n').map((l) => l.split('=')[0]).sort();
+  assert.deepEqual(names, ['HOME', 'LANG', 'MY_FLAG', 'PATH', 'PWD', 'TMPDIR']);
+  assert.ok(!o.stdout.bytes.toString().includes('sk-live'));
+});
+
+test('spec validation refuses bad specs before anything runs', async () => {
+  const bad = validateSpec({ argv: [], outDir: 'rel', limits: { ...LIMITS, pids: 0 }, inputs: [{ hostPath: '/x', name: '../x' }], scopes: [{ hostPath: '/usr/lib' }], env: { LD_PRELOAD: 'x', PATH: '/' } });
+  const codes = new Set(bad.map((p) => p.code));
+  for (const c of ['NS_ARGV_EMPTY', 'NS_OUTDIR', 'NS_LIMIT_INVALID', 'NS_INPUT_NAME', 'NS_SCOPE_RESERVED', 'NS_ENV_FORBIDDEN', 'NS_ENV_RESERVED']) assert.ok(codes.has(c), c);
+  const o = await run(['no-such-program-xyz']);
+  assert.equal(o.status, 'SANDBOX_ERROR');
+  assert.equal(o.problems[0]?.code, 'NS_ARGV_NOT_FOUND');
+});
+
+test('flooding stdout: capped, truncated, counted and hashed in full, the run completes', async () => {
+  const o = await run(['/bin/sh', '-c', 'head -c 3000000 /dev/zero'], { limits: { stdoutBytes: 1000 } });
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.stdout.bytes.length, 1000);
+  assert.equal(o.stdout.totalBytes, 3_000_000);
+  assert.equal(o.stdout.truncated, true);
+  assert.equal(o.stdout.sha256, sha(Buffer.alloc(3_000_000)));
+});
+
+test('sleeping past the wall time is a TIMEOUT', async () => {
+  const t = Date.now();
+  const o = await run(['/bin/sleep', '10'], { limits: { wallMs: 300 } });
+  assert.equal(o.status, 'TIMEOUT', text(o));
+  assert.ok(o.limitsExceeded.includes('wallMs'));
+  assert.ok(Date.now() - t < 3000);
+});
+
+test('a CPU spin is killed at the CPU limit (RESOURCE_KILLED, cpu)', async () => {
+  const o = await run(['/bin/sh', '-c', 'while :; do :; done'], { limits: { cpuMs: 200, wallMs: 5000 } });
+  assert.equal(o.status, 'RESOURCE_KILLED', text(o));
+  assert.ok(o.limitsExceeded.includes('cpuMs'));
+  // v1 splits user/system by ticks: the sum can lag the precise total a little.
+  assert.ok((o.resources.cpuUserMs ?? 0) + (o.resources.cpuSystemMs ?? 0) >= 100);
+});
+
+test('a memory bomb is OOM-killed by the cgroup (RESOURCE_KILLED, memory)', async (t) => {
+  const caps = await doctor();
+  if (!caps.cgroup.controllers.includes('memory')) return t.skip(`doctor: no memory controller (${caps.cgroup.detail})`);
+  const o = await py('b=[]\nwhile True: b.append(bytearray(8<<20))', { limits: { memoryBytes: 64 << 20 } });
+  assert.equal(o.status, 'RESOURCE_KILLED', text(o));
+  assert.ok(o.limitsExceeded.includes('memoryBytes'));
+  assert.ok((o.resources.peakMemoryBytes ?? 0) <= (64 << 20) + (1 << 20));
+});
+
+test('a fork bomb hits the pids limit (RESOURCE_KILLED, pids) and the host is fine', async (t) => {
+  const caps = await doctor();
+  if (!caps.cgroup.controllers.includes('pids')) return t.skip(`doctor: no pids controller (${caps.cgroup.detail})`);
+  const o = await run(['/bin/sh', '-c', 'f(){ f | f & }; f; sleep 5'], { limits: { pids: 32, wallMs: 4000 } });
+  assert.equal(o.status, 'RESOURCE_KILLED', text(o));
+  assert.ok(o.limitsExceeded.includes('pids'));
+  const after = await run(['/bin/true']);
+  assert.equal(after.status, 'SUCCESS', text(after));
+});
+
+test('/out is size-capped', async () => {
+  const o = await run(['/bin/sh', '-c', 'head -c 300000 /dev/zero > /out/big; echo rc=$?'], { limits: { outBytes: 64 << 10 } });
+  assert.ok(o.limitsExceeded.includes('outBytes'), text(o));
+  const big = o.fs.out?.find((c) => c.path === '/out/big');
+  assert.ok(big && big.size <= 64 << 10);
+});
+
+test('a run of /bin/true leaves no cgroup and no mount behind', async () => {
+  const o = await run(['/bin/true']);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8');
+  assert.ok(!mounts.includes(o.runId), 'a staging mount survived');
+  const caps = await doctor();
+  for (const m of Object.values(caps.cgroup.mounts)) assert.ok(!existsSync(join(m, 'airlock', o.runId)), `cgroup survived under ${m}`);
+});
+
+test('a declared scope is seen through a copy-on-write overlay: the real files never change', async (t) => {
+  const caps = await doctor();
+  if (!caps.bwrap?.supports.overlay && !(caps.isRoot && caps.overlayfs)) return t.skip('doctor: no overlay possible on this host (not root or no overlayfs, bwrap < 0.9)');
+  const scope = mkdtempSync(join('/var/tmp', 'airlock-ns-scope-'));
+  // The sandbox writes as host uid 65534: it gets exactly the permissions `nobody` has on the scope.
+  chmodSync(scope, 0o777);
+  writeFileSync(join(scope, 'keep.txt'), 'original', { mode: 0o666 });
+  writeFileSync(join(scope, 'gone.txt'), 'delete me', { mode: 0o666 });
+  chmodSync(join(scope, 'keep.txt'), 0o666);
+  const o = await run(['/bin/sh', '-c', `echo changed > ${scope}/keep.txt; rm ${scope}/gone.txt; echo new > ${scope}/new.txt; cat ${scope}/keep.txt`], { scopes: [{ hostPath: scope }] });
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.stdout.bytes.toString(), 'changed\n');
+  assert.equal(readFileSync(join(scope, 'keep.txt'), 'utf8'), 'original');
+  assert.ok(existsSync(join(scope, 'gone.txt')) && !existsSync(join(scope, 'new.txt')));
+  const ch = new Map((o.fs.scopes[0]?.changes ?? []).map((c) => [c.path, c.change]));
+  assert.equal(ch.get(join(scope, 'keep.txt')), 'modified', JSON.stringify(o.fs.scopes));
+  assert.equal(ch.get(join(scope, 'gone.txt')), 'deleted');
+  assert.equal(ch.get(join(scope, 'new.txt')), 'added');
+  assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(o.runId), 'the overlay mount survived');
+});
