@@ -1,0 +1,79 @@
+/**
+ * The one internal model every front door (TR-*.md, Action Descriptor JSON, UTP command) is
+ * translated into. The sandbox, the judge and the renderers only ever see an Action.
+ */
+export type Lane = 'ns' | 'monty';
+
+export type RiskLevel = 'LOW' | 'MEDIUM' | 'HIGH' | 'CRITICAL';
+
+/** What runs. `argv` is exec'd as is (no shell); primitives are Airlock's own file operations. */
+export type ActionRun =
+  | { kind: 'argv'; argv: string[] }
+  | { kind: 'code'; language: 'python'; code: string }
+  | { kind: 'primitive'; op: FilePrimitive };
+
+/** FILE_* and DIRECTORY_* actions, carried out by Airlock's own code inside the sandbox. */
+export type FilePrimitive =
+  | { op: 'delete'; globs: string[] }
+  | { op: 'write'; path: string; contentBase64: string }
+  | { op: 'move'; from: string; to: string }
+  | { op: 'mkdir'; path: string }
+  | { op: 'rmdir'; path: string }
+  | { op: 'read'; path: string };
+
+export interface ActionInput {
+  name: string;
+  sha256: string;
+}
+
+/** Every limit is explicit: the front door or the policy must give a number. */
+export interface ActionLimits {
+  wallMs: number;
+  cpuMs: number;
+  memoryBytes: number;
+  /** Bytes the run may write (to /out and to the declared scope together). */
+  diskBytes: number;
+  pids: number;
+  stdoutBytes: number;
+  stderrBytes: number;
+}
+
+export interface DeclaredEffects {
+  /** Absolute paths or globs, as declared (`/p/tmp/*.log`). */
+  create: string[];
+  modify: string[];
+  delete: string[];
+  network: boolean;
+  systemStateChange: boolean;
+}
+
+export interface Action {
+  /** request_id (TR) or action_id (descriptor); the key for logs and audit. */
+  id: string;
+  source: 'tool-request' | 'action-descriptor' | 'utp';
+  lane: Lane;
+  run: ActionRun;
+  inputs: ActionInput[];
+  /** Absolute paths under /out that the request says it will produce (informational). */
+  outputsExpected: string[];
+  /** Declared filesystem scope (absolute), seen through a copy-on-write overlay. Empty for TRs. */
+  scope: { paths: string[]; recursive: boolean };
+  effects: DeclaredEffects;
+  limits: ActionLimits;
+  network: { mode: 'none' | 'allowlist'; allowlist: string[] };
+  risk: RiskLevel;
+  /** The declaration asks for a person's confirmation before promotion. */
+  confirmationRequired: boolean;
+  rollbackSupported: boolean;
+  sandboxRequired: boolean;
+  /** The human-readable line that says what runs (a TR's command line, a descriptor's argv...). */
+  display: string;
+}
+
+/** Host defaults for limits a front door does not state (a TR has no pids or output caps). */
+export const DEFAULT_LIMITS = {
+  pids: 64,
+  stdoutBytes: 1024 * 1024,
+  stderrBytes: 1024 * 1024,
+  diskBytes: 64 * 1024 * 1024,
+} as const;

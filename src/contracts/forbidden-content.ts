@@ -1,0 +1,371 @@
+/**
+ * Detectors for forbidden content in untrusted text (Tool Result spec, "Forbidden Content"):
+ * embedded secrets, inline executable payloads, claims that policy should change, and new
+ * instructions to fetch or execute. Program output is the main carrier of prompt injection, so
+ * these run over every line of a result, stream excerpts included; the gate can run them on any
+ * other untrusted text too.
+ *
+ * Design (docs/forbidden-content.md says precisely what each detector catches and misses):
+ * - Each category is one precompiled alternation of named patterns, run once over the whole text
+ *   (global regex), not per line: matches are rare, so line numbers are computed only for them.
+ * - Every quantifier that can run along a line is bounded, so no input is quadratic in line length.
+ * - Phrase patterns ("disable the sandbox", "run the following") are exempt when negated ("does not
+ *   allow network access") and, in host-written text only, when reported ("the program attempted
+ *   to disable the sandbox"). Concrete actionable steps (`curl … | sh`, `wget https://…`, base64
+ *   of an ELF) are never exempt: a result may say THAT something was asked, never HOW.
+ * - Findings carry a pattern name, never the matched text: untrusted text is not echoed into
+ *   problem messages (they reach quarantine reports and, possibly, an AI).
+ */
+import { findSecrets } from './secrets.js';
+
+export type ForbiddenCategory = 'secret' | 'exec_payload' | 'policy_claim' | 'instruction';
+
+/** Stable problem codes, one per category (the gate may map categories to its own prefix). */
+export const FORBIDDEN_CODES = {
+  secret: 'TS_SECRET',
+  exec_payload: 'TS_EXEC_PAYLOAD',
+  policy_claim: 'TS_POLICY_CLAIM',
+  instruction: 'TS_INSTRUCTION',
+} as const satisfies Record<ForbiddenCategory, string>;
+
+export type ForbiddenCode = (typeof FORBIDDEN_CODES)[ForbiddenCategory];
+
+export interface ForbiddenFinding {
+  category: ForbiddenCategory;
+  code: ForbiddenCode;
+  /** 1-based line number (counted from `ScanOptions.firstLine`). */
+  line: number;
+  /** Stable name of the pattern that matched (e.g. "download piped into an interpreter"). */
+  kind: string;
+}
+
+export interface ScanOptions {
+  /** Line number of the text's first line, so findings carry document line numbers. Default 1. */
+  firstLine?: number;
+  /**
+   * The text was written by the host (a result's Summary or Safety Notes), not by the program:
+   * reported requests ("the program attempted to disable the sandbox") are then allowed.
+   * Default false: in untrusted text a reported request is still an injection vector.
+   */
+  hostWritten?: boolean;
+  /**
+   * Flag fenced code blocks whose info string names an executable language. Default true; off for
+   * a stream excerpt's content, where fence lines are program output (data), not markdown.
+   */
+  checkFences?: boolean;
+  /** At most this many findings per category (hostile text can match on every line). Default 50. */
+  maxFindings?: number;
+}
+
+interface Pattern {
+  kind: string;
+  source: string;
+  /** Exempt when negated, or reported in host-written text. */
+  phrase: boolean;
+}
+
+interface Detector {
+  category: ForbiddenCategory;
+  re: RegExp;
+  patterns: Pattern[];
+}
+
+// Each pattern is one capture group of the alternation, so patterns use only (?:…) groups.
+function detector(category: ForbiddenCategory, flags: string, patterns: Pattern[]): Detector {
+  return { category, re: new RegExp(patterns.map((p) => `(${p.source})`).join('|'), `g${flags}`), patterns };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Executable payloads
+// ---------------------------------------------------------------------------------------------
+
+/** Fence info strings naming a language a reader (or an agent) could run. */
+const EXEC_LANGS = [
+  'sh', 'bash', 'zsh', 'ksh', 'csh', 'tcsh', 'fish', 'dash', 'shell', 'shellscript', 'shell-session', 'shellsession', 'console', 'terminal',
+  'powershell', 'pwsh', 'ps1', 'posh', 'bat', 'batch', 'cmd', 'dos', 'vbscript', 'vbs', 'applescript', 'osascript',
+  'python', 'python2', 'python3', 'py', 'py3', 'ipython', 'pycon', 'javascript', 'js', 'node', 'nodejs', 'mjs', 'cjs', 'jsx',
+  'typescript', 'ts', 'tsx', 'deno', 'ruby', 'rb', 'perl', 'pl', 'php', 'lua', 'tcl', 'r', 'julia', 'awk', 'sed',
+  'go', 'golang', 'rust', 'rs', 'c', 'cpp', 'c\\+\\+', 'csharp', 'cs', 'java', 'kotlin', 'swift', 'scala', 'groovy',
+  'html', 'xhtml', 'svg', 'hta', 'makefile', 'make', 'dockerfile', 'docker', 'sql', 'asm', 'nasm', 'wasm', 'wat',
+];
+
+const B64 = 'A-Za-z0-9+/';
+
+/** Case-sensitive payload patterns. */
+const execExact = detector('exec_payload', 'm', [
+  { kind: 'shebang line', source: String.raw`^[ \t]*#![ \t]*\/[^\s]`, phrase: false },
+  { kind: 'hex-escaped byte string', source: String.raw`(?:\\x[0-9a-fA-F]{2}){16,}`, phrase: false },
+  { kind: 'byte array literal', source: String.raw`(?:0x[0-9a-fA-F]{2}[ \t]*,[ \t]*){32,}`, phrase: false },
+]);
+
+/** Characters of base64 / base64url / hex runs. */
+const ENCODED = new Uint8Array(128);
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-') ENCODED[c.charCodeAt(0)] = 1;
+/** Base64 of a file magic: ELF (7f 45 4c 46), PE (MZ), a script (#!), gzip (1f 8b), zip (PK 03 04). */
+const MAGIC_B64 = /^(?:f0VMR[gG]|TV[o-r][A-Za-z0-9+/]|IyE[vg]|H4sI|UEsDB)[A-Za-z0-9+/]{20}/;
+const MIN_BLOB = 120;
+const MAX_HEX_DIGEST = 128; // sha512 in hex; longer hex runs are data, not a digest
+
+/** What an encoded run is, if it is a payload: magic-prefixed base64, a long base64 blob, a long hex blob. */
+function classifyRun(run: string): string | null {
+  if (MAGIC_B64.test(run.replace(/^[-_]+/, ''))) return 'base64 of an executable or archive';
+  if (run.length < MIN_BLOB) return null;
+  if (/^[0-9a-fA-F]+$/.test(run)) return run.length > MAX_HEX_DIGEST ? 'long hex blob' : null;
+  return /[A-Z]/.test(run) && /[a-z]/.test(run) && /[0-9]/.test(run) ? 'long base64 blob' : null;
+}
+
+/**
+ * Finds encoded runs with a character loop instead of a regex: a regex retries every position of
+ * a long run, this reads each character once (it was the slowest detector by far).
+ */
+function scanEncodedRuns(text: string, opts: ScanOptions, out: ForbiddenFinding[]): void {
+  const max = opts.maxFindings ?? 50;
+  const lineAt = lineTracker(text, opts.firstLine ?? 1);
+  let count = out.filter((f) => f.category === 'exec_payload').length;
+  const n = text.length;
+  let i = 0;
+  while (i < n && count < max) {
+    const c = text.charCodeAt(i);
+    if (c >= 128 || ENCODED[c] === 0) {
+      i++;
+      continue;
+    }
+    let j = i + 1;
+    while (j < n) {
+      const d = text.charCodeAt(j);
+      if (d >= 128 || ENCODED[d] === 0) break;
+      j++;
+    }
+    if (j - i >= 24) {
+      const kind = classifyRun(text.slice(i, j));
+      if (kind !== null) {
+        out.push({ category: 'exec_payload', code: FORBIDDEN_CODES.exec_payload, line: lineAt(i), kind });
+        count++;
+      }
+    }
+    i = j;
+  }
+}
+
+const DATA_URI_TYPES = [
+  String.raw`text\/(?:html|javascript|ecmascript|jscript|vbscript|x-[a-z0-9.+-]*(?:script|sh|python|perl|php|ruby|lua))`,
+  String.raw`application\/(?:javascript|ecmascript|x-javascript|x-sh|x-csh|x-shellscript|x-python[a-z0-9.-]*|x-perl|x-php|x-httpd-php|x-ruby|octet-stream|x-msdownload|x-msdos-program|x-ms-installer|x-msi|x-executable|x-elf|x-mach-binary|x-sharedlib|vnd\.microsoft\.portable-executable|x-dosexec|wasm|java-archive|x-java-archive|hta|xhtml\+xml|x-bat|x-powershell)`,
+  String.raw`image\/svg\+xml`,
+];
+
+/** Case-insensitive payload patterns. */
+const execFolded = detector('exec_payload', 'im', [
+  { kind: 'data: URI with code', source: String.raw`\bdata:(?:${DATA_URI_TYPES.join('|')})[;,]`, phrase: false },
+  { kind: 'script tag', source: String.raw`<script\b`, phrase: false },
+  { kind: 'javascript: URL', source: String.raw`\b(?:javascript|vbscript):(?=[^\s])`, phrase: false },
+  { kind: 'PowerShell encoded command', source: String.raw`\b(?:powershell|pwsh)(?:\.exe)?\b[^\n]{0,120}?[ \t][-/](?:e|ec|enc|encodedcommand)[ \t]+[${B64}=]{16,}`, phrase: false },
+  { kind: 'reverse shell', source: String.raw`\/dev\/(?:tcp|udp)\/[^\s]|\bnc(?:at)?[ \t]+(?:-[a-z]+[ \t]+)*-[ec][ \t]+[^\s]`, phrase: false },
+]);
+
+const execFence = detector('exec_payload', 'im', [
+  {
+    kind: 'fenced code block in an executable language',
+    source: String.raw`^ {0,3}(?:\x60{3,}|~{3,})[ \t]*\{?[ \t]*\.?(?:${EXEC_LANGS.join('|')})(?![\w+#-])`,
+    phrase: false,
+  },
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Policy-change claims and prompt-injection control phrases
+// ---------------------------------------------------------------------------------------------
+
+const CONTROLS = String.raw`sandbox(?:ing)?|seccomp|apparmor|selinux|firewall|isolation|security(?:[ \t]+(?:checks?|polic(?:y|ies)|controls?|restrictions?|scanners?))?|guardrails?|safety[ \t]+(?:checks?|filters?|rules?|measures?)|content[ \t]+filters?|network[ \t]+(?:restrictions?|isolation|polic(?:y|ies)|block(?:ing|s)?)|restrictions?|validation|validators?|approval(?:[ \t]+gate)?|gates?|airlock|allow-?list|whitelist|polic(?:y|ies)|quarantine|monitoring|audit(?:ing)?`;
+
+const policy = detector('policy_claim', 'im', [
+  {
+    kind: 'claim that a policy should change',
+    source: String.raw`\b(?:polic(?:y|ies)|allow-?list|whitelist|sandbox(?:ing)?|rules|restrictions?|permissions?|guardrails?|limits?|firewall)[ \t]+(?:should|must|needs?[ \t]+to|ought[ \t]+to|has[ \t]+to|have[ \t]+to|will[ \t]+have[ \t]+to)[ \t]+(?:(?:now|also|really|definitely)[ \t]+)?(?:be[ \t]+)?(?:allow(?:ed)?|permit(?:ted)?|include[ds]?|changed?|updated?|relax(?:ed)?|loosen(?:ed)?|disabled?|removed?|lifted|lift|extended|extend|expanded|expand|widened|widen|modified|modify|bypassed|bypass|turned[ \t]+off|opened|open|raised|raise|increased|increase|ignored|ignore|whitelisted|allowlisted)\b`,
+    phrase: true,
+  },
+  {
+    kind: 'request to disable a security control',
+    source: String.raw`\b(?:disable|turn[ \t]+off|switch[ \t]+off|bypass|circumvent|evade|remove|relax|loosen|weaken|lift|skip|escape|break[ \t]+out[ \t]+of|deactivate|get[ \t]+around)[ \t]+(?:(?:the|your|all|any|its|this|these|those|our|every)[ \t]+)?(?:${CONTROLS})\b`,
+    phrase: true,
+  },
+  {
+    kind: 'request to extend the allowlist',
+    source: String.raw`\badd[ \t]+(?:[^\s;,!?]+[ \t]+){0,6}?to[ \t]+(?:(?:the|your|its|our)[ \t]+)?(?:network[ \t]+|egress[ \t]+|host[ \t]+)?(?:allow-?[ \t]?list|whitelist|allowed[ \t]+(?:hosts|domains|destinations|list)|exceptions?[ \t]+list)\b|\b(?:should|must|needs?[ \t]+to)[ \t]+be[ \t]+(?:allowlisted|whitelisted|added[ \t]+to[ \t]+the[ \t]+(?:allow-?list|whitelist))\b`,
+    phrase: true,
+  },
+  {
+    kind: 'request to grant access or privileges',
+    source: String.raw`\b(?:grant|give|enable|allow|open(?:[ \t]+up)?|provide|unlock)[ \t]+(?:(?:me|us|it|this|the|that|tool|program|script|agent|model|assistant|sandbox|process|container|full|unrestricted)[ \t]+){0,3}(?:network|internet|outbound|egress|root|sudo|admin(?:istrator)?|elevated|privileged|unrestricted|full|host|filesystem|write|shell)[ \t]+(?:access|privileges?|permissions?|rights|mode)\b`,
+    phrase: true,
+  },
+  {
+    kind: 'request to change the policy',
+    source: String.raw`\b(?:change|update|modify|edit|rewrite|relax|loosen|weaken|extend|expand|widen|raise|increase|override)[ \t]+(?:(?:the|your|this|its|our)[ \t]+)?(?:(?:host|system|security|sandbox|network|execution|approval)[ \t]+)?(?:polic(?:y|ies)|allow-?list|whitelist|rules[ \t]+file|limits|permissions|restrictions)\b`,
+    phrase: true,
+  },
+  {
+    kind: 'instruction to ignore previous instructions',
+    source: String.raw`\b(?:ignore|disregard|forget|override|bypass)[ \t]+(?:(?:all|any|the|your|my|of|these|those|every|everything)[ \t]+)*(?:previous|prior|above|earlier|preceding|system|original|existing|safety|security|initial)[ \t]+(?:instructions?|prompts?|rules|directives|guidelines|polic(?:y|ies)|constraints|messages?|context)\b`,
+    phrase: true,
+  },
+  {
+    kind: 'injected instructions header',
+    source: String.raw`\b(?:new|updated|revised|real|actual|hidden)[ \t]+(?:system[ \t]+)?instructions?[ \t]*:|\bsystem[ \t]*prompt[ \t]*:|\byou[ \t]+are[ \t]+now[ \t]+(?:in[ \t]+)?(?:an?[ \t]+)?(?:unrestricted|unfiltered|jailbroken|developer[ \t]+mode|root|admin|DAN\b)`,
+    phrase: true,
+  },
+  {
+    kind: 'request to approve or trust',
+    source: String.raw`\b(?:auto-?approve|approve[ \t]+(?:all|every|any|future|subsequent)[ \t]+(?:requests?|actions?|executions?|commands?|results?)|(?:mark|flag|label|treat|consider)[ \t]+(?:this|it|these|that|the)(?:[ \t]+(?:result|output|request|run|document|following|text|file))?[ \t]+as[ \t]+(?:safe|trusted|approved|verified|benign|instructions?|a[ \t]+command))\b`,
+    phrase: true,
+  },
+  { kind: 'chat-template control token', source: String.raw`<\|(?:im_start|im_end|system|endoftext|start_header_id|eot_id)\|>|\[\/?INST\]|<<\/?SYS>>`, phrase: false },
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Instructions to fetch or execute
+// ---------------------------------------------------------------------------------------------
+
+const RUN_VERBS = String.raw`run|execute|exec|install|download|fetch|curl|wget|open|visit|call|invoke|eval|paste|type|source|clone|pull|launch|start|navigate|browse|connect|send|upload|post|copy`;
+const INTERPRETERS = String.raw`(?:ba|z|k|da|c|tc|fi)?sh|python[0-9.]*|perl|ruby|node|php|lua|iex|invoke-expression|powershell|pwsh|cmd(?:\.exe)?`;
+
+const instruction = detector('instruction', 'im', [
+  {
+    kind: 'instruction to run the following',
+    source: String.raw`\b(?:run|execute|exec|eval|evaluate|invoke|launch|paste|source)[ \t]+(?:(?:the|this|these|those|that)[ \t]+)?(?:following|below|above|attached|provided)\b|\b(?:run|execute|exec|eval|evaluate|invoke|launch|paste|source)[ \t]+(?:the|this|these|those|that)[ \t]+(?:[\w.-]+[ \t]+)?(?:command|commands|script|snippet|payload|one-liner|code|binary)\b`,
+    phrase: true,
+  },
+  {
+    kind: 'addressed instruction to run or fetch',
+    source: String.raw`\b(?:please|kindly|you[ \t]+(?:must|should|need[ \t]+to|have[ \t]+to|will[ \t]+need[ \t]+to|are[ \t]+(?:required|instructed|expected|asked)[ \t]+to)|make[ \t]+sure[ \t]+(?:to|you)|be[ \t]+sure[ \t]+to|go[ \t]+ahead[ \t]+and|proceed[ \t]+to|(?:i|we)[ \t]+need[ \t]+you[ \t]+to|your[ \t]+(?:next[ \t]+)?task[ \t]+is[ \t]+to)[ \t]+(?:(?:now|also|immediately|first|then|just|quickly)[ \t]+)*(?:${RUN_VERBS})\b`,
+    phrase: true,
+  },
+  {
+    kind: 'download and execute',
+    source: String.raw`\b(?:download|fetch)[ \t]+(?:[^\s.;:!?]+[ \t]+){0,6}?(?:and|then|&&|,)[ \t]+(?:then[ \t]+)?(?:run|execute|exec|install|launch|open|start|source|eval)\b`,
+    phrase: true,
+  },
+  {
+    kind: 'instruction to visit a URL',
+    source: String.raw`\b(?:visit|open|go[ \t]+to|navigate[ \t]+to|browse[ \t]+to|download(?:[ \t]+from)?|fetch(?:[ \t]+from)?)[ \t]+<?(?:https?|ftp):\/\/`,
+    phrase: true,
+  },
+  {
+    kind: 'download piped into an interpreter',
+    source: String.raw`\b(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod|base64|echo|printf|cat|xxd|openssl)\b[^\n|]{0,300}\|[ \t]*(?:sudo[ \t]+)?(?:${INTERPRETERS})\b`,
+    phrase: false,
+  },
+  {
+    kind: 'fetch command with a URL',
+    source: String.raw`\b(?:wget|curl|iwr|irm|invoke-webrequest|invoke-restmethod|start-bitstransfer|aria2c)[ \t][^\n]{0,300}?\b(?:https?|ftp|sftp|tftp):\/\/|\bgit[ \t]+clone[ \t]+[^\s]|\$\([ \t]*(?:curl|wget)\b|\x60[ \t]*(?:curl|wget)[ \t]`,
+    phrase: false,
+  },
+  {
+    kind: 'instruction to install a package',
+    source: String.raw`\b(?:run|try|use|type|execute|do)[ \t]*:?[ \t]*[\x60'"]?(?:sudo[ \t]+)?(?:python[0-9.]*[ \t]+-m[ \t]+)?(?:pip[0-9.]*|pipx|npm|npx|yarn|pnpm|gem|cargo|apt(?:-get)?|apk|yum|dnf|brew|choco|winget|conda|go)[ \t]+(?:install|add|get|i)\b`,
+    phrase: false,
+  },
+  {
+    kind: 'download cradle',
+    source: String.raw`\b(?:iex|invoke-expression)\b[^\n]{0,120}?(?:net\.webclient|downloadstring|\biwr\b|\birm\b|invoke-webrequest|invoke-restmethod)|net\.webclient\)?\.download(?:string|file|data)\b|\bcertutil(?:\.exe)?[ \t][^\n]{0,120}?-urlcache\b|\bmshta(?:\.exe)?[ \t]+(?:https?|javascript|vbscript):`,
+    phrase: false,
+  },
+]);
+
+/** A reporting verb earlier in the same clause: "the program attempted to …", "stdout asked the reader to …". */
+const REPORTED =
+  /\b(?:attempt(?:ed|ing|s)|tried|trying|tries|request(?:ed|ing|s)|ask(?:ed|ing|s)|want(?:ed|ing|s)|sought|seeking|prompt(?:ed|ing|s)|urg(?:ed|ing|es)|instruct(?:ed|ing|s)|told|telling|tells|print(?:ed|ing|s)|wr(?:ote|iting|ites)|emit(?:ted|ting|s)|output(?:ted|ting|s)?|contain(?:ed|ing|s)|includ(?:ed|ing|es)|said|says|saying|claim(?:ed|ing|s)|suggest(?:ed|ing|s)|demand(?:ed|ing|s)|recommend(?:ed|ing|s)|(?:was|were)[ \t]+(?:blocked|prevented|denied|stopped)[ \t]+from)\b[^.;:!?]*$/i;
+/** A negation right before the phrase: "does not allow network access", "never disable the sandbox". */
+const NEGATED = /(?:\bnot|n't|\bnever|\bcannot|\bno)[ \t]+(?:\w+[ \t]+)?$/i;
+
+function isExempt(text: string, index: number, hostWritten: boolean): boolean {
+  const lineStart = text.lastIndexOf('\n', index - 1) + 1;
+  const prefix = text.slice(Math.max(lineStart, index - 200), index);
+  return NEGATED.test(prefix) || (hostWritten && REPORTED.test(prefix));
+}
+
+/** Turns match offsets (increasing) into line numbers without splitting the text. */
+function lineTracker(text: string, firstLine: number): (index: number) => number {
+  let pos = 0;
+  let line = firstLine;
+  return (index) => {
+    for (let i = text.indexOf('\n', pos); i !== -1 && i < index; i = text.indexOf('\n', i + 1)) line++;
+    pos = Math.max(pos, index);
+    return line;
+  };
+}
+
+function runDetector(d: Detector, text: string, opts: ScanOptions, out: ForbiddenFinding[]): void {
+  const max = opts.maxFindings ?? 50;
+  const hostWritten = opts.hostWritten ?? false;
+  const lineAt = lineTracker(text, opts.firstLine ?? 1);
+  const seen = new Set<string>();
+  let count = out.filter((f) => f.category === d.category).length;
+  d.re.lastIndex = 0;
+  for (let m = d.re.exec(text); m !== null && count < max; m = d.re.exec(text)) {
+    if (m[0].length === 0) d.re.lastIndex++; // defensive: no pattern matches empty, but never loop
+    const i = m.findIndex((g, k) => k > 0 && g !== undefined) - 1;
+    const p = d.patterns[i];
+    if (!p) continue;
+    const kind = p.kind;
+    if (p.phrase && isExempt(text, m.index, hostWritten)) continue;
+    const line = lineAt(m.index);
+    const key = `${line}\u0000${kind}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ category: d.category, code: FORBIDDEN_CODES[d.category], line, kind });
+    count++;
+  }
+  d.re.lastIndex = 0;
+}
+
+/** Embedded secrets (secrets.ts patterns); the kind names the credential format, never the value. */
+export function findSecretContent(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
+  const first = opts.firstLine ?? 1;
+  return findSecrets(text)
+    .slice(0, opts.maxFindings ?? 50)
+    .map((s) => ({ category: 'secret', code: FORBIDDEN_CODES.secret, line: first + s.lineIndex, kind: s.kind }));
+}
+
+/** Inline executable payloads: shebangs, encoded binaries and blobs, code data: URIs, script tags, exec-language fences. */
+export function findExecPayloads(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
+  const out: ForbiddenFinding[] = [];
+  runDetector(execExact, text, opts, out);
+  scanEncodedRuns(text, opts, out);
+  runDetector(execFolded, text, opts, out);
+  if (opts.checkFences ?? true) runDetector(execFence, text, opts, out);
+  return out.sort((a, b) => a.line - b.line);
+}
+
+/** Claims that policy should change, requests to disable controls or grant access, prompt-injection phrases. */
+export function findPolicyClaims(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
+  const out: ForbiddenFinding[] = [];
+  runDetector(policy, text, opts, out);
+  return out;
+}
+
+/** New instructions to fetch or execute: "run the following", `curl … | sh`, "please execute", `wget https://…`. */
+export function findInstructions(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
+  const out: ForbiddenFinding[] = [];
+  runDetector(instruction, text, opts, out);
+  return out;
+}
+
+/** All four detectors, findings ordered by line. */
+export function findForbiddenContent(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
+  return [...findSecretContent(text, opts), ...findExecPayloads(text, opts), ...findPolicyClaims(text, opts), ...findInstructions(text, opts)].sort(
+    (a, b) => a.line - b.line,
+  );
+}
+
+/** Problem message for a finding: what matched (by pattern name) and what to do; never the text itself. */
+export function forbiddenMessage(f: ForbiddenFinding): string {
+  switch (f.category) {
+    case 'secret':
+      return `embedded secret (${f.kind}): remove or redact it; results must not carry credentials`;
+    case 'exec_payload':
+      return `inline executable payload (${f.kind}): store code or binaries as artifacts referenced by sha256, never inline`;
+    case 'policy_claim':
+      return `claim that policy should change (${f.kind}): a result may report that something asked for this, but not ask for it`;
+    case 'instruction':
+      return `instruction to fetch or execute (${f.kind}): report what was requested without actionable steps`;
+  }
+}

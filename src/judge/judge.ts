@@ -1,0 +1,158 @@
+import { globWithin, pathMatches } from '../contracts/action-descriptor.js';
+import type { Action } from '../action/action.js';
+import type { FsChange, NsRunObservation } from '../sandbox/types.js';
+
+export type Verdict = 'PROMOTE' | 'REQUIRE_CONFIRMATION' | 'BLOCK' | 'FORCE_ROLLBACK';
+
+export interface Compliance {
+  effects_within_declaration: boolean;
+  resources_within_limits: boolean;
+  within_scope: boolean;
+  sandbox_requirements_met: boolean;
+  rollback_possible: boolean;
+  no_privileged_syscalls: boolean;
+  no_device_access: boolean;
+  no_undeclared_network: boolean;
+}
+
+export interface Judgement {
+  compliance: Compliance;
+  verdict: Verdict;
+  /** Why the verdict is what it is: one line per finding, most serious first. */
+  reasons: string[];
+  /** What the program did that was not expected (for the Tool Result's Safety Notes). */
+  unexpected: string[];
+}
+
+const SPECIAL_TYPES = new Set(['symlink', 'hardlink', 'fifo', 'socket', 'char-device', 'block-device']);
+
+/** Which declared effect list covers a change of this kind. */
+function declaredFor(action: Action, c: FsChange): string[] {
+  if (c.change === 'added') return action.effects.create;
+  if (c.change === 'modified') return action.effects.modify;
+  return action.effects.delete;
+}
+
+/** Directories created implicitly as parents of a declared output are part of that output. */
+function coveredByDeclaration(action: Action, c: FsChange): boolean {
+  const list = declaredFor(action, c);
+  if (list.some((g) => pathMatches(g, c.path))) return true;
+  if (c.type === 'dir' && c.change === 'added') return action.effects.create.some((g) => g.startsWith(c.path + '/'));
+  return false;
+}
+
+function withinScope(action: Action, c: FsChange): boolean {
+  if (c.path === '/out' || c.path.startsWith('/out/')) return action.source !== 'action-descriptor';
+  return action.scope.paths.some((p) => globWithin({ pattern: p, mode: action.scope.recursive ? 'subtree' : 'exact' }, c.path));
+}
+
+/**
+ * Compares what was observed with what was declared (sandbox-result.schema.md §10-§13).
+ * Every hard failure of §13 is a BLOCK; any false compliance forbids PROMOTE; the host policy may
+ * still tighten the verdict afterwards.
+ */
+export function judge(action: Action, obs: NsRunObservation): Judgement {
+  const hard: string[] = [];
+  const soft: string[] = [];
+  const unexpected: string[] = [];
+
+  // Filesystem: every change declared and inside the scope; special files are never trusted.
+  const outChanges = obs.fs.out;
+  const scopeChanges = obs.fs.scopes.map((s) => s.changes);
+  const diffVerifiable = outChanges !== null && scopeChanges.every((c) => c !== null);
+  if (!diffVerifiable) {
+    hard.push(`filesystem diff cannot be verified: ${[obs.fs.outError, ...obs.fs.scopes.map((s) => s.error)].filter(Boolean).join('; ') || 'diff missing'}`);
+  }
+  const changes = [...(outChanges ?? []), ...scopeChanges.flatMap((c) => c ?? [])];
+  let effectsOk = diffVerifiable;
+  let scopeOk = diffVerifiable;
+  for (const c of changes) {
+    if (!withinScope(action, c)) {
+      scopeOk = false;
+      hard.push(`${c.change} ${c.path} is outside the declared scope`);
+    } else if (!coveredByDeclaration(action, c)) {
+      effectsOk = false;
+      hard.push(`undeclared filesystem effect: ${c.change} ${c.path}`);
+    }
+    if (SPECIAL_TYPES.has(c.type)) {
+      scopeOk = false;
+      const target = c.linkTarget ? ` -> ${c.linkTarget}` : c.hardlinkOf?.length ? ` (same inode as ${c.hardlinkOf.join(', ')})` : c.nlink && c.nlink > 1 ? ` (nlink ${c.nlink})` : '';
+      hard.push(`${c.path} is a ${c.type}${target}: special files are not accepted as outputs`);
+      unexpected.push(`created a ${c.type} at ${c.path}${target}`);
+    }
+  }
+
+  // Resources.
+  const resourcesOk = obs.limitsExceeded.length === 0 && obs.status !== 'TIMEOUT' && obs.status !== 'RESOURCE_KILLED';
+  if (!resourcesOk) {
+    const which = obs.limitsExceeded.length > 0 ? obs.limitsExceeded.join(', ') : obs.status === 'TIMEOUT' ? 'wallMs' : 'a resource limit';
+    hard.push(`resource limits exceeded (${which}): ${obs.reason}`);
+    unexpected.push(`exceeded its limits (${which})`);
+  }
+
+  // Side effects: privileged syscalls and device access must always be absent (§9).
+  const se = obs.sideEffects;
+  let privOk = se !== null;
+  let devOk = se !== null;
+  let netOk = se !== null;
+  if (se === null) {
+    hard.push(`side effects could not be observed: ${obs.sideEffectsUnavailable ?? 'no syscall trace'}`);
+  } else {
+    if (se.privilegedSyscalls.length > 0) {
+      privOk = false;
+      const list = se.privilegedSyscalls.map((p) => `${p.name} x${p.count} (${p.outcome})`).join(', ');
+      hard.push(`privileged system calls attempted: ${list}`);
+      unexpected.push(`attempted privileged system calls: ${list}`);
+    }
+    if (se.deviceAccess.length > 0) {
+      devOk = false;
+      const list = [...new Set(se.deviceAccess.map((d) => `${d.path} (${d.result})`))].join(', ');
+      hard.push(`device access attempted: ${list}`);
+      unexpected.push(`attempted to open devices: ${list}`);
+    }
+    if (se.networkAttempts.length > 0) {
+      const list = [...new Set(se.networkAttempts.map((n) => `${n.protocol ?? n.family} ${n.path ?? `${n.address}:${n.port}`} (${n.result})`))].join(', ');
+      unexpected.push(`attempted network connections: ${list}`);
+      if (!action.effects.network) {
+        netOk = false;
+        hard.push(`undeclared network use attempted: ${list}`);
+      }
+    }
+    const others = se.signalsSent.filter((s) => s.result !== 'ok');
+    if (others.length > 0) unexpected.push(`sent ${others.length} signal(s) that were refused`);
+  }
+
+  // Sandbox requirements: the run really was sandboxed, with every limit enforced (not only reported).
+  const reportedOnly = obs.host.limits.filter((l) => l.enforcedBy === null).map((l) => l.limit);
+  const sandboxOk = obs.status !== 'SANDBOX_ERROR' && obs.host.seccomp && reportedOnly.length === 0;
+  if (obs.status === 'SANDBOX_ERROR') hard.push(`sandbox error: ${obs.reason}`);
+  else if (!obs.host.seccomp) hard.push('the seccomp filter was not applied');
+  else if (reportedOnly.length > 0) hard.push(`limits only reported, not enforced on this host: ${reportedOnly.join(', ')}`);
+
+  const rollbackOk = action.rollbackSupported && diffVerifiable;
+  if (!action.rollbackSupported) hard.push('rollback is not supported for this action');
+
+  const compliance: Compliance = {
+    effects_within_declaration: effectsOk,
+    resources_within_limits: resourcesOk,
+    within_scope: scopeOk,
+    sandbox_requirements_met: sandboxOk,
+    rollback_possible: rollbackOk,
+    no_privileged_syscalls: privOk,
+    no_device_access: devOk,
+    no_undeclared_network: netOk,
+  };
+
+  if (obs.status === 'POLICY_ABORTED') unexpected.push(`the sandbox stopped the program: ${obs.reason}`);
+  const missing = action.outputsExpected.filter((p) => !(outChanges ?? []).some((c) => c.path === p));
+  if (missing.length > 0) soft.push(`expected outputs not produced: ${missing.join(', ')}`);
+  if (obs.status !== 'SUCCESS' && hard.length === 0) soft.push(`the program ended with ${obs.status}: ${obs.reason}`);
+  if (action.risk === 'CRITICAL') hard.push('risk level CRITICAL is blocked');
+  if (action.confirmationRequired) soft.push('the declaration asks for a person to confirm');
+  if (action.risk === 'HIGH') soft.push('risk level HIGH needs a person to confirm');
+
+  const allCompliant = Object.values(compliance).every(Boolean);
+  const verdict: Verdict = hard.length > 0 || !allCompliant ? 'BLOCK' : soft.length > 0 ? 'REQUIRE_CONFIRMATION' : 'PROMOTE';
+  const reasons = verdict === 'PROMOTE' ? ['every compliance check passed; effects match the declaration'] : [...hard, ...soft];
+  return { compliance, verdict, reasons, unexpected };
+}

@@ -1,0 +1,97 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { literalPrefix, pathSegments } from '../../contracts/action-descriptor.js';
+import type { Problem } from '../../contracts/problem.js';
+import type { Action } from '../../action/action.js';
+import { doctor } from '../doctor.js';
+import { runNs } from '../ns/runner.js';
+import type { NsRunObservation, NsRunSpec } from '../types.js';
+import { primitiveArgv } from './primitives.js';
+
+export type LaneOutcome = { ok: true; observation: NsRunObservation; argv: string[] } | { ok: false; problems: Problem[] };
+
+export const nsLaneRules = [
+  {
+    code: 'LANE_RUNTIME_MISSING',
+    spec: 'Issue 3: a language whose runtime the host lacks is a clear error (nothing runs).',
+    fix: 'Install the interpreter on the host (see `airlock doctor`), or use a language the host has.',
+  },
+  {
+    code: 'LANE_ACTION_NOT_RUNNABLE',
+    spec: 'Airlock runs COMMAND_EXECUTION and the FILE_*/DIRECTORY_* types; other action types have no carrier yet.',
+    fix: 'Express the action as a COMMAND_EXECUTION with an argv, or as a file primitive.',
+  },
+] as const;
+
+/** Interpreter words a TR may use, and how the ns lane runs them (see docs/tool-request.md). */
+function interpreterArgv(argv: string[], nodeMajor: number): { argv: string[] } | { problem: Problem } {
+  const [first, ...rest] = argv;
+  if (first === 'node' && /\.(ts|mts|cts)$/.test(rest.find((a) => !a.startsWith('-')) ?? '')) {
+    // Node runs TypeScript only from 22.6 (type stripping); older hosts lack the runtime.
+    if (nodeMajor < 22) return { problem: { code: 'LANE_RUNTIME_MISSING', message: `language ts needs Node >= 22.6 on the host; this host has Node ${process.versions.node}` } };
+    return { argv: ['node', '--experimental-strip-types', ...rest] };
+  }
+  return { argv };
+}
+
+/**
+ * Runs an Action in the ns lane. `inputsDir` holds the action's inputs by name, already hash-checked
+ * by the caller; `outDir` receives /out.
+ */
+export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string }): Promise<LaneOutcome> {
+  let argv: string[];
+  let staged: string | null = null;
+  const inputs = action.inputs.map((i) => ({ hostPath: join(ctx.inputsDir, i.name), name: i.name }));
+  if (action.run.kind === 'argv') {
+    const r = action.source === 'tool-request' ? interpreterArgv(action.run.argv, Number(process.versions.node.split('.')[0])) : { argv: action.run.argv };
+    if ('problem' in r) return { ok: false, problems: [r.problem] };
+    argv = r.argv;
+  } else if (action.run.kind === 'primitive') {
+    const p = primitiveArgv(action.run.op);
+    argv = p.argv;
+    if (p.stagedContent) {
+      staged = mkdtempSync(join(tmpdir(), 'airlock-content-'));
+      writeFileSync(join(staged, 'content'), p.stagedContent, { mode: 0o444 });
+      inputs.push({ hostPath: join(staged, 'content'), name: 'content' });
+    }
+  } else {
+    return { ok: false, problems: [{ code: 'LANE_ACTION_NOT_RUNNABLE', message: 'code actions run in the monty lane, not ns' }] };
+  }
+  const caps = await doctor();
+  if (action.source === 'tool-request' && !argv[0]?.startsWith('/')) {
+    const known = caps.interpreters.map((i) => i.name as string);
+    const wanted = argv[0] === 'python' || argv[0]?.startsWith('python3') ? 'python3' : (argv[0] ?? '');
+    if (!known.includes(wanted)) {
+      return { ok: false, problems: [{ code: 'LANE_RUNTIME_MISSING', message: `this host has no ${wanted} runtime for ${action.id} (found: ${known.join(', ') || 'none'}); see \`airlock doctor\`` }] };
+    }
+    if (argv[0] === 'python') argv = ['python3', ...argv.slice(1)];
+  }
+  const scopes = [...new Set(action.scope.paths.map((p) => '/' + literalPrefix(pathSegments(p)).join('/')))].map((hostPath) => ({ hostPath }));
+  const spec: NsRunSpec = {
+    argv,
+    cwd: action.source === 'tool-request' ? '/in' : '/tmp',
+    inputs,
+    outDir: ctx.outDir,
+    scopes,
+    limits: {
+      wallMs: action.limits.wallMs,
+      cpuMs: action.limits.cpuMs,
+      memoryBytes: action.limits.memoryBytes,
+      pids: action.limits.pids,
+      outBytes: action.limits.diskBytes,
+      tmpBytes: Math.min(action.limits.diskBytes, 64 * 1024 * 1024),
+      stdoutBytes: action.limits.stdoutBytes,
+      stderrBytes: action.limits.stderrBytes,
+    },
+  };
+  try {
+    const observation = await runNs(spec);
+    if (observation.problems.some((p) => p.code === 'NS_ARGV_NOT_FOUND')) {
+      return { ok: false, problems: observation.problems.map((p) => (p.code === 'NS_ARGV_NOT_FOUND' ? { ...p, code: 'LANE_RUNTIME_MISSING' } : p)) };
+    }
+    return { ok: true, observation, argv };
+  } finally {
+    if (staged) rmSync(staged, { recursive: true, force: true });
+  }
+}
