@@ -1,4 +1,5 @@
 import { actionDescriptorContract } from './action-descriptor.js';
+import { jsonRules } from './json-doc.js';
 import { markdownRules } from './markdown.js';
 import type { Contract, DocumentKind, Problem, Rule } from './problem.js';
 import { sandboxResultContract } from './sandbox-result.js';
@@ -27,7 +28,7 @@ export const checkRules: readonly Rule[] = [
 
 /** Every rule of every document, for --explain and docs/contracts.md. */
 export function allRules(): { kind: DocumentKind | 'document'; rule: Rule }[] {
-  const shared = [...textRules, ...markdownRules, ...checkRules].map((rule) => ({ kind: 'document' as const, rule }));
+  const shared = [...textRules, ...markdownRules, ...jsonRules, ...checkRules].map((rule) => ({ kind: 'document' as const, rule }));
   return [...shared, ...contracts.flatMap((c) => c.rules.map((rule) => ({ kind: c.kind, rule })))];
 }
 

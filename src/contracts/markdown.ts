@@ -1,5 +1,6 @@
-import { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, visit, type Node } from 'yaml';
+import { Composer, isAlias, isMap, isPair, isScalar, isSeq, LineCounter, Parser, visit, type CST, type Node } from 'yaml';
 import type { Problem, Result } from './problem.js';
+import { parseYamlSubset } from './yaml-subset.js';
 
 /** A line of a markdown body with its 1-based line number in the whole file. */
 export interface BodyLine {
@@ -50,83 +51,193 @@ export const markdownRules = [
 
 const FENCE = /^\s*(```|~~~)/;
 
+/**
+ * Front matter outside the fast subset goes to the full `yaml` parser, whose cost on hostile text
+ * is a few microseconds per character (and worse for some shapes): above this size such front
+ * matter is refused rather than risk a second of work per document.
+ */
+export const MAX_FULL_YAML_CHARS = 64 * 1024;
+/** Deeper front matter is refused before composing: `yaml` recurses per level and can crash V8. */
+export const MAX_YAML_DEPTH = 64;
+/** A hostile document can yield thousands of YAML errors; the first ones are enough to act on. */
+const MAX_YAML_PROBLEMS = 50;
+
+/** What the front matter reader hands on: data and where each key/item is. */
+interface FrontMatter {
+  data: unknown;
+  lineOf(path: readonly (string | number)[]): number;
+}
+
 /** Splits and parses front matter and `## ` sections. Never throws on any input string. */
 export function parseFrontMatterDocument(text: string): Result<FrontMatterDocument> {
   const lines = text.split('\n');
   if (lines[0]?.trimEnd() !== '---') {
     return { ok: false, problems: [{ code: 'FM_MISSING', message: 'document must start with a `---` front matter line', line: 1 }] };
   }
-  const close = lines.findIndex((l, i) => i > 0 && (l.trimEnd() === '---' || l.trimEnd() === '...'));
+  const close = findClosingFence(lines);
   if (close < 0) {
     return { ok: false, problems: [{ code: 'FM_MISSING', message: 'front matter is never closed with a `---` line', line: 1 }] };
   }
-  const yamlText = lines.slice(1, close).join('\n');
   const firstYamlLine = 2;
-  const counter = new LineCounter();
-  const problems: Problem[] = [];
-  let doc;
-  try {
-    doc = parseDocument(yamlText, { lineCounter: counter, uniqueKeys: true, prettyErrors: false, schema: 'core', version: '1.2' });
-  } catch (e) {
-    // The yaml package recurses on nesting; a hostile document can exhaust the stack.
-    return { ok: false, problems: [{ code: 'FM_YAML', message: `front matter cannot be parsed: ${(e as Error).message}`, line: firstYamlLine }] };
+  // Fast path first; anything outside the subset is read (and its problems reported) by `yaml`.
+  let fm: FrontMatter | undefined = parseYamlSubset(lines, 1, close, firstYamlLine);
+  if (!fm) {
+    const full = parseFullYaml(lines.slice(1, close).join('\n'), firstYamlLine);
+    if (!full.ok) return full;
+    fm = full.value;
   }
-  for (const err of doc.errors) {
-    const at = err.pos?.[0] ?? 0;
-    problems.push({ code: 'FM_YAML', message: err.message.split('\n')[0] ?? 'YAML error', line: counter.linePos(at).line + firstYamlLine - 1 });
-  }
-  if (problems.length > 0) return { ok: false, problems };
-  visit(doc, (_key, node) => {
-    if (isAlias(node) || ((isScalar(node) || isMap(node) || isSeq(node)) && (node.anchor || node.tag))) {
-      const at = (node as Node).range?.[0] ?? 0;
-      problems.push({ code: 'FM_ALIAS', message: 'YAML anchors, aliases and explicit tags are not allowed', line: counter.linePos(at).line + firstYamlLine - 1 });
-      return visit.BREAK;
-    }
-    return undefined;
-  });
-  if (problems.length > 0) return { ok: false, problems };
-  let data: unknown;
-  try {
-    data = doc.toJS({ maxAliasCount: 0 });
-  } catch (e) {
-    return { ok: false, problems: [{ code: 'FM_YAML', message: `front matter cannot be read: ${(e as Error).message}`, line: firstYamlLine }] };
-  }
+  const data = fm.data;
   if (data === null || typeof data !== 'object' || Array.isArray(data)) {
     return { ok: false, problems: [{ code: 'FM_NOT_MAPPING', message: 'front matter must be a mapping of fields', line: firstYamlLine }] };
   }
+  const { preamble, sections } = splitSections(lines, close + 1);
+  return { ok: true, value: { data, lineOf: fm.lineOf, preamble, sections } };
+}
 
-  const root = doc.contents;
-  const lineOf = (path: readonly (string | number)[]): number => {
-    let node: unknown = root;
-    let offset = 0;
-    for (const seg of path) {
-      if (isMap(node)) {
-        const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === seg);
-        if (!pair) break;
-        offset = (pair.key as Node).range?.[0] ?? offset;
-        node = pair.value;
-      } else if (isSeq(node) && typeof seg === 'number') {
-        const item = node.items[seg];
-        if (!item) break;
-        offset = (item as Node).range?.[0] ?? offset;
-        node = item;
-      } else break;
-    }
-    return counter.linePos(offset).line + firstYamlLine - 1;
-  };
+/** Index of the closing `---` (or `...`) line, or -1. */
+function findClosingFence(lines: readonly string[]): number {
+  for (let i = 1; i < lines.length; i++) {
+    const l = lines[i] as string;
+    const c = l.charCodeAt(0);
+    if (c !== 45 && c !== 46) continue; // only `-` or `.` can start a fence: skip trimEnd for the rest
+    const t = l.trimEnd();
+    if (t === '---' || t === '...') return i;
+  }
+  return -1;
+}
 
+/** Body lines after the front matter, split at `## ` headings outside code fences. */
+function splitSections(lines: readonly string[], from: number): { preamble: BodyLine[]; sections: Section[] } {
   const preamble: BodyLine[] = [];
   const sections: Section[] = [];
+  let target = preamble;
   let inFence = false;
-  for (let i = close + 1; i < lines.length; i++) {
+  for (let i = from; i < lines.length; i++) {
     const textLine = lines[i] as string;
     const line = i + 1;
-    if (FENCE.test(textLine)) inFence = !inFence;
-    const heading = !inFence && /^## (?!#)/.test(textLine);
-    if (heading) sections.push({ title: textLine.slice(3).trim(), line, lines: [] });
-    else (sections.at(-1)?.lines ?? preamble).push({ text: textLine, line });
+    // FENCE only when the line holds a fence character (the regex is the rare, slow case).
+    if ((textLine.includes('`') || textLine.includes('~')) && FENCE.test(textLine)) inFence = !inFence;
+    if (!inFence && textLine.startsWith('## ') && textLine.charCodeAt(3) !== 35 /* # */) {
+      const section: Section = { title: textLine.slice(3).trim(), line, lines: [] };
+      sections.push(section);
+      target = section.lines;
+    } else target.push({ text: textLine, line });
   }
-  return { ok: true, value: { data, lineOf, preamble, sections } };
+  return { preamble, sections };
+}
+
+/**
+ * The full YAML 1.2 (core schema) reading of front matter, with Airlock's limits: size and depth
+ * caps (hostile input), no anchors/aliases/tags, plain scalar keys only, each key once.
+ */
+function parseFullYaml(yamlText: string, firstYamlLine: number): Result<FrontMatter> {
+  const fail = (message: string, line = firstYamlLine): Result<FrontMatter> => ({ ok: false, problems: [{ code: 'FM_YAML', message, line }] });
+  if (yamlText.length > MAX_FULL_YAML_CHARS) {
+    return fail(
+      `front matter is ${yamlText.length} characters and uses YAML beyond simple \`key: value\` lines, lists and one-line values; ` +
+        `such front matter is limited to ${MAX_FULL_YAML_CHARS} characters: simplify it or make it smaller`,
+    );
+  }
+  const counter = new LineCounter();
+  const lineAt = (offset: number): number => counter.linePos(offset).line + firstYamlLine - 1;
+  try {
+    // The CST parser is iterative; the composer and toJS recurse, so depth is checked in between.
+    const tokens = Array.from(new Parser(counter.addNewLine).parse(yamlText));
+    const deep = tooDeepOffset(tokens, MAX_YAML_DEPTH);
+    if (deep !== undefined) return fail(`front matter nests deeper than ${MAX_YAML_DEPTH} levels`, lineAt(deep));
+    const docs = Array.from(new Composer({ uniqueKeys: false, schema: 'core', version: '1.2' }).compose(tokens, true, yamlText.length));
+    const doc = docs[0];
+    if (!doc) return fail('front matter cannot be parsed');
+    const problems: Problem[] = doc.errors.map((err) => ({ code: 'FM_YAML', message: err.message.split('\n')[0] ?? 'YAML error', line: lineAt(err.pos?.[0] ?? 0) }));
+    const second = docs[1];
+    if (second) problems.push({ code: 'FM_YAML', message: 'Source contains multiple documents; please use YAML.parseAllDocuments()', line: lineAt(second.range[0]) });
+    if (problems.length > 0) return { ok: false, problems: problems.slice(0, MAX_YAML_PROBLEMS) };
+
+    visit(doc, (_key, node) => {
+      if (isAlias(node) || ((isScalar(node) || isMap(node) || isSeq(node)) && (node.anchor || node.tag))) {
+        problems.push({ code: 'FM_ALIAS', message: 'YAML anchors, aliases and explicit tags are not allowed', line: lineAt((node as Node).range?.[0] ?? 0) });
+        return visit.BREAK;
+      }
+      return undefined;
+    });
+    if (problems.length > 0) return { ok: false, problems };
+    problems.push(...keyProblems(doc.contents, lineAt));
+    if (problems.length > 0) return { ok: false, problems: problems.slice(0, MAX_YAML_PROBLEMS) };
+
+    const data: unknown = doc.toJS({ maxAliasCount: 0 });
+    const root = doc.contents;
+    const lineOf = (path: readonly (string | number)[]): number => {
+      let node: unknown = root;
+      let offset = 0;
+      for (const seg of path) {
+        if (isMap(node)) {
+          const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === seg);
+          if (!pair) break;
+          offset = (pair.key as Node).range?.[0] ?? offset;
+          node = pair.value;
+        } else if (isSeq(node) && typeof seg === 'number') {
+          const item = node.items[seg];
+          if (!item) break;
+          offset = (item as Node).range?.[0] ?? offset;
+          node = item;
+        } else break;
+      }
+      return lineAt(offset);
+    };
+    return { ok: true, value: { data, lineOf } };
+  } catch (e) {
+    // Should not happen after the caps above; a parser bug must still not crash the caller.
+    return fail(`front matter cannot be parsed: ${(e as Error).message}`);
+  }
+}
+
+/** Offset of the first CST token nested deeper than `max` (iterative: the CST may be very deep). */
+function tooDeepOffset(tokens: CST.Token[], max: number): number | undefined {
+  const stack: [CST.Token, number][] = tokens.map((t) => [t, 0]);
+  while (stack.length > 0) {
+    const [tok, depth] = stack.pop() as [CST.Token, number];
+    if (depth > max) return tok.offset;
+    if (tok.type === 'document') {
+      if (tok.value) stack.push([tok.value, depth]);
+    } else if (tok.type === 'block-map' || tok.type === 'block-seq' || tok.type === 'flow-collection') {
+      for (const item of tok.items) {
+        if (item.key) stack.push([item.key, depth + 1]);
+        if (item.value) stack.push([item.value, depth + 1]);
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Keys must be plain scalars (a collection key would be stringified, slowly and with a process
+ * warning), and each key may appear once per mapping, also after conversion to a JS property name
+ * (`1` and `"1"` would silently overwrite each other). Linear: `yaml`'s own uniqueKeys is quadratic.
+ */
+function keyProblems(root: unknown, lineAt: (offset: number) => number): Problem[] {
+  const problems: Problem[] = [];
+  const stack: unknown[] = [root];
+  while (stack.length > 0 && problems.length < MAX_YAML_PROBLEMS) {
+    const node = stack.pop();
+    if (isSeq(node)) {
+      for (const item of node.items) stack.push(item);
+    } else if (isMap(node)) {
+      const seen = new Set<string>();
+      for (const pair of node.items) {
+        const key = pair.key;
+        if (!isScalar(key)) {
+          const at = (key as Node | null)?.range?.[0] ?? node.range?.[0] ?? 0;
+          problems.push({ code: 'FM_YAML', message: 'mapping keys must be plain field names, not collections or empty keys', line: lineAt(at) });
+          continue;
+        }
+        const name = key.value === null ? '' : String(key.value);
+        if (seen.has(name)) problems.push({ code: 'FM_YAML', message: 'Map keys must be unique', line: lineAt(key.range?.[0] ?? 0) });
+        seen.add(name);
+        stack.push(pair.value);
+      }
+    }
+  }
+  return problems;
 }
 
 /** The body of a section without its leading and trailing blank lines. */
