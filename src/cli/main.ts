@@ -32,6 +32,27 @@ program
     process.exitCode = checkExitCode(reports);
   });
 
+program
+  .command('run')
+  .description('validate a Tool Request (TR-*.md) or Action Descriptor (.json), run it once in the sandbox, observe and judge it')
+  .argument('<file>', 'the request or descriptor')
+  .option('--inputs <dir>', 'folder holding the declared input files (default: the file\'s folder)')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--json', 'print the Sandbox Result JSON on stdout')
+  .action(async (file: string, opts: { inputs?: string; workspace?: string; json?: boolean }) => {
+    const { runCommand } = await import('./run.js');
+    process.exitCode = await runCommand(file, opts);
+  });
+
+program
+  .command('doctor')
+  .description('print what this host can enforce for the sandbox, and which limits will only be reported')
+  .option('--json', 'print the capabilities as JSON')
+  .action(async (opts: { json?: boolean }) => {
+    const { doctorCommand } = await import('./doctor.js');
+    process.exitCode = await doctorCommand(opts);
+  });
+
 try {
   await program.parseAsync(process.argv);
 } catch (e) {

@@ -1,0 +1,39 @@
+import { resolve } from 'node:path';
+import type { RunOutcome } from '../pipeline/run.js';
+import { runFile } from '../pipeline/run.js';
+import { openWorkspace } from '../workspace/workspace.js';
+
+/** `airlock run FILE`: exit 0 a result was produced, 2 rejected before running, 3 internal or sandbox error. */
+export async function runCommand(file: string, opts: { inputs?: string; workspace?: string; json?: boolean }): Promise<number> {
+  const workspace = openWorkspace(opts.workspace);
+  const outcome = await runFile(resolve(file), { workspace, inputsDir: opts.inputs ? resolve(opts.inputs) : undefined });
+  if (outcome.kind === 'rejected') {
+    for (const p of outcome.problems) process.stderr.write(`${file}:${p.line ?? 1}: ${p.code}: ${p.message}${p.path ? ` [${p.path}]` : ''}\n`);
+    process.stderr.write(`${file}: REJECTED before running (${outcome.problems.length} problem${outcome.problems.length === 1 ? '' : 's'}); nothing ran\n`);
+    return 2;
+  }
+  if (opts.json) process.stdout.write(JSON.stringify(outcome.sandboxResult, null, 2) + '\n');
+  else process.stdout.write(summarize(outcome));
+  for (const p of outcome.selfCheckProblems) process.stderr.write(`airlock: internal error: our own Sandbox Result is invalid: ${p.code}: ${p.message}\n`);
+  return outcome.selfCheckProblems.length > 0 || outcome.sandboxResult.execution.status === 'SANDBOX_ERROR' ? 3 : 0;
+}
+
+function summarize(o: Extract<RunOutcome, { kind: 'ran' }>): string {
+  const sr = o.sandboxResult;
+  const ex = sr.execution;
+  const end = ex.exit_code !== null ? `exit ${ex.exit_code}` : ex.signal ? `signal ${ex.signal}` : 'no exit status';
+  const lines = [
+    `ran ${sr.action_id} once in sandbox ${sr.sandbox_id}: ${ex.status} (${end}) in ${(ex.wall_time_ms / 1000).toFixed(3)} s`,
+    `verdict: ${sr.verdict.recommended_action}`,
+    ...sr.verdict.reasons.map((r) => `  - ${r}`),
+  ];
+  for (const e of sr.filesystem_diff.added) lines.push(`added    ${e.path}${e.sha256_after ? `  sha256 ${e.sha256_after}` : ` (${e.type})`}`);
+  for (const e of sr.filesystem_diff.modified) lines.push(`modified ${e.path}`);
+  for (const e of sr.filesystem_diff.deleted) lines.push(`deleted  ${e.path}`);
+  lines.push(`sandbox result: ${o.sandboxResultFile}`);
+  if (o.toolResult) {
+    lines.push(`tool result:    ${o.toolResult.file} (${o.toolResult.valid ? 'valid: safe to hand on' : 'INVALID: would be quarantined'})`);
+    for (const p of o.toolResult.problems) lines.push(`  - ${p.code}: ${p.message}`);
+  }
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,157 @@
+import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
+import type { ActionDescriptor } from '../contracts/action-descriptor.js';
+import { checkText, type Problem } from '../contracts/index.js';
+import { sandboxResultContract, validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
+import { decodeDocument } from '../contracts/text.js';
+import type { ToolRequest } from '../contracts/tool-request.js';
+import { toolResultContract } from '../contracts/tool-result.js';
+import type { Action } from '../action/action.js';
+import { actionFromDescriptor } from '../action/from-action-descriptor.js';
+import { actionFromToolRequest } from '../action/from-tool-request.js';
+import { judge, type Judgement } from '../judge/judge.js';
+import { sha256Hex } from '../report/hash.js';
+import { buildSandboxResult } from '../report/sandbox-result.js';
+import { buildToolResult } from '../report/tool-result.js';
+import { runInNsLane } from '../sandbox/lanes/ns.js';
+import type { NsRunObservation } from '../sandbox/types.js';
+import type { Workspace } from '../workspace/workspace.js';
+
+export const runRules = [
+  { code: 'RUN_NOT_RUNNABLE', spec: 'airlock run takes a Tool Request (TR-*.md) or an Action Descriptor (.json).', fix: 'Give a TR-*.md or an Action Descriptor JSON file.' },
+  { code: 'RUN_INPUT_MISSING', spec: 'Issue 3: inputs are read from --inputs DIR (default: the request\'s folder) before anything runs.', fix: 'Put each declared input, by its name, in the inputs folder, or point --inputs at it.' },
+  { code: 'RUN_INPUT_NOT_FILE', spec: 'Airlock: an input is a regular file (not a link, folder or device).', fix: 'Replace the input with a regular file.' },
+  { code: 'RUN_INPUT_HASH_MISMATCH', spec: 'Issue 3: each input\'s sha256 is checked against the request before anything runs; a mismatch is a rejection.', fix: 'Use the exact file the request was approved for, or draft a new request with the new hash.' },
+  { code: 'RUN_NOT_BUILT', spec: 'Airlock runs every descriptor type it can carry; the rest are refused with this code, never skipped.', fix: 'See the README\'s "not built yet" list.' },
+] as const;
+
+export type RunOutcome =
+  | { kind: 'rejected'; problems: Problem[] }
+  | {
+      kind: 'ran';
+      sandboxId: string;
+      runDir: string;
+      sandboxResult: SandboxResult;
+      sandboxResultFile: string;
+      judgement: Judgement;
+      observation: NsRunObservation;
+      toolResult?: { file: string; valid: boolean; problems: Problem[] };
+      /** Our own Sandbox Result failed its own validation: a bug, reported as an internal error. */
+      selfCheckProblems: Problem[];
+    };
+
+const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${randomBytes(5).toString('hex')}`;
+
+/** Validates and runs one document once; writes the Sandbox Result, the Tool Result and artifacts. */
+export async function runFile(file: string, opts: { workspace: Workspace; inputsDir?: string }): Promise<RunOutcome> {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(file);
+  } catch (e) {
+    return { kind: 'rejected', problems: [{ code: 'RUN_NOT_RUNNABLE', message: `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? e}` }] };
+  }
+  const decoded = decodeDocument(bytes);
+  if ('problem' in decoded) return { kind: 'rejected', problems: [decoded.problem] };
+  const checked = checkText(basename(file), decoded.text);
+  if (checked.problems.length > 0) return { kind: 'rejected', problems: checked.problems };
+  const inputsDir = opts.inputsDir ?? dirname(file);
+  if (checked.kind === 'tool-request') {
+    const tr = checked.value as ToolRequest;
+    const bad = checkInputs(tr.inputs, inputsDir);
+    if (bad.length > 0) return { kind: 'rejected', problems: bad };
+    return runAction(actionFromToolRequest(tr), { workspace: opts.workspace, inputsDir });
+  }
+  if (checked.kind === 'action-descriptor') {
+    const descriptor = checked.value as ActionDescriptor;
+    const action = actionFromDescriptor(descriptor);
+    if ('problems' in action) return { kind: 'rejected', problems: action.problems };
+    return runAction(action, { workspace: opts.workspace, inputsDir, descriptor });
+  }
+  return { kind: 'rejected', problems: [{ code: 'RUN_NOT_RUNNABLE', message: `${basename(file)} is a ${checked.kind}, not something to run` }] };
+}
+
+/** Every declared input is a regular file in `dir` whose sha256 is the declared one. */
+export function checkInputs(inputs: { name: string; sha256: string }[], dir: string): Problem[] {
+  const problems: Problem[] = [];
+  for (const input of inputs) {
+    const p = join(dir, input.name);
+    if (!existsSync(p)) {
+      problems.push({ code: 'RUN_INPUT_MISSING', message: `input ${input.name} is not in ${dir}`, path: `inputs.${input.name}` });
+      continue;
+    }
+    if (!lstatSync(p).isFile()) {
+      problems.push({ code: 'RUN_INPUT_NOT_FILE', message: `input ${p} is not a regular file`, path: `inputs.${input.name}` });
+      continue;
+    }
+    const actual = sha256Hex(readFileSync(p));
+    if (actual !== input.sha256) {
+      problems.push({ code: 'RUN_INPUT_HASH_MISMATCH', message: `input ${input.name} has sha256 ${actual}, the request declares ${input.sha256}`, path: `inputs.${input.name}` });
+    }
+  }
+  return problems;
+}
+
+/**
+ * The library entry point: one Action through sandbox, observation, judge and render. The caller
+ * has validated the document and checked the inputs in `inputsDir`.
+ */
+export async function runAction(action: Action, ctx: { workspace: Workspace; inputsDir: string; descriptor?: ActionDescriptor }): Promise<RunOutcome> {
+  const sandboxId = newSandboxId();
+  const runDir = join(ctx.workspace.runs, sandboxId);
+  mkdirSync(runDir, { recursive: true, mode: 0o700 });
+  const lane = await runInNsLane(action, { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out') });
+  if (!lane.ok) return { kind: 'rejected', problems: lane.problems };
+  const obs = lane.observation;
+  const judgement = judge(action, obs);
+  keepTombstones(obs, ctx.workspace.tombstones);
+  const sandboxResult = buildSandboxResult({ action, sandboxId, obs, judgement });
+  if (ctx.descriptor) {
+    // A second opinion from the contract's own cross-document checks: any finding blocks.
+    const cross = validateSandboxResultAgainst(sandboxResult, ctx.descriptor);
+    if (cross.length > 0 && sandboxResult.verdict.recommended_action !== 'BLOCK') {
+      sandboxResult.verdict = { recommended_action: 'BLOCK', reasons: [...sandboxResult.verdict.reasons, ...cross.map((p) => `${p.code}: ${p.message}`)].slice(0, 64) };
+    }
+  }
+  const rendered = sandboxResultContract.render(sandboxResult);
+  const self = sandboxResultContract.parse(rendered);
+  const sandboxResultFile = join(runDir, 'sandbox-result.json');
+  writeFileSync(sandboxResultFile, rendered);
+
+  let toolResult: { file: string; valid: boolean; problems: Problem[] } | undefined;
+  if (action.source === 'tool-request') {
+    const backend = `airlock-ns (bubblewrap ${obs.host.bwrapVersion}, seccomp ${obs.host.seccomp ? 'on' : 'off'}, cgroup v${obs.host.cgroupVersion ?? '-'})`;
+    const { result, artifacts } = buildToolResult({ action, argv: lane.argv, obs, judgement, backend });
+    const artifactsDir = join(runDir, 'artifacts');
+    for (const a of artifacts) {
+      if (!a.bytes) continue;
+      mkdirSync(artifactsDir, { recursive: true });
+      writeFileSync(join(artifactsDir, a.path), a.bytes);
+    }
+    const text = toolResultContract.render(result);
+    const name = `${result.result_id}.md`;
+    // The result is untrusted data: validated like any document from outside.
+    const parsed = toolResultContract.parse(text, { fileName: name });
+    const tsFile = join(runDir, name);
+    writeFileSync(tsFile, text);
+    toolResult = { file: tsFile, valid: parsed.ok, problems: parsed.ok ? [] : parsed.problems };
+  }
+  return { kind: 'ran', sandboxId, runDir, sandboxResult, sandboxResultFile, judgement, observation: obs, toolResult, selfCheckProblems: self.ok ? [] : self.problems };
+}
+
+/** Keeps the pre-image of every file a run deleted or overwrote, by sha256 (the real file is unchanged). */
+function keepTombstones(obs: NsRunObservation, dir: string): void {
+  for (const scope of obs.fs.scopes) {
+    for (const c of scope.changes ?? []) {
+      if (c.change === 'added' || !c.sha256Before || (c.typeBefore ?? c.type) !== 'file') continue;
+      const dest = join(dir, c.sha256Before);
+      if (existsSync(dest)) continue;
+      try {
+        const bytes = readFileSync(c.path);
+        if (sha256Hex(bytes) === c.sha256Before) writeFileSync(dest, bytes, { mode: 0o400 });
+      } catch {
+        /* the file is gone or unreadable: the diff already records its hash; promotion re-checks */
+      }
+    }
+  }
+}

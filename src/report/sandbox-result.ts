@@ -1,0 +1,133 @@
+import type { DiffEntry, SandboxResult } from '../contracts/sandbox-result.js';
+import type { Action } from '../action/action.js';
+import type { Judgement } from '../judge/judge.js';
+import type { FsChange, NsRunObservation } from '../sandbox/types.js';
+
+const TYPE: Record<FsChange['type'], DiffEntry['type']> = {
+  file: 'file',
+  dir: 'dir',
+  symlink: 'symlink',
+  hardlink: 'hardlink',
+  fifo: 'fifo',
+  socket: 'socket',
+  'char-device': 'char_device',
+  'block-device': 'block_device',
+};
+const HASHED = new Set(['file', 'hardlink', 'symlink']);
+
+function entry(c: FsChange, tombstone: (sha: string) => string): DiffEntry {
+  const type = c.nlink && c.nlink > 1 && c.type === 'file' ? 'hardlink' : TYPE[c.type];
+  const e: DiffEntry = { path: c.path, type, mode: (c.mode & 0o7777).toString(8).padStart(4, '0'), size_bytes: c.size };
+  if (HASHED.has(type)) {
+    if (c.change !== 'added') e.sha256_before = c.sha256Before ?? null;
+    if (c.change !== 'deleted') e.sha256_after = c.sha256After ?? null;
+  }
+  if (type === 'symlink') e.link_target = c.linkTarget ?? '';
+  if (type === 'hardlink') e.link_target = c.hardlinkOf?.[0] ?? `(inode shared with ${(c.nlink ?? 2) - 1} path(s) outside the tree)`;
+  if (c.change === 'deleted') e.tombstone = c.sha256Before ? tombstone(c.sha256Before) : `lower:${c.path}`;
+  return e;
+}
+
+/**
+ * The Sandbox Result (sandbox-result.schema.md) of one run, from the host's observation and the
+ * judge's comparison. `tombstone` names where the pre-image of a deleted file is kept.
+ */
+export function buildSandboxResult(args: {
+  action: Action;
+  sandboxId: string;
+  obs: NsRunObservation;
+  judgement: Judgement;
+  tombstone?: (sha256: string) => string;
+}): SandboxResult {
+  const { action, obs, judgement } = args;
+  const tomb = args.tombstone ?? ((sha: string) => `sha256:${sha}`);
+  const unmeasured: Record<string, string> = {};
+  const res = obs.resources;
+  const resources: SandboxResult['resources'] = {
+    cpu_user_ms: res.cpuUserMs,
+    cpu_system_ms: res.cpuSystemMs,
+    peak_memory_bytes: res.peakMemoryBytes,
+    disk_write_bytes: res.diskWriteBytes,
+    network_bytes_in: res.networkBytesIn,
+    network_bytes_out: res.networkBytesOut,
+    wall_time_ms: Math.round(obs.wallMs),
+  };
+  const fieldOf: Record<string, keyof SandboxResult['resources']> = {
+    cpuUserMs: 'cpu_user_ms', cpuSystemMs: 'cpu_system_ms', peakMemoryBytes: 'peak_memory_bytes', diskWriteBytes: 'disk_write_bytes',
+    networkBytesIn: 'network_bytes_in', networkBytesOut: 'network_bytes_out',
+  };
+  for (const [k, f] of Object.entries(fieldOf)) {
+    const v = resources[f];
+    if (v === null) unmeasured[`resources.${f}`] = res.unmeasured[k as keyof typeof res.unmeasured] ?? 'not measured on this host';
+    else resources[f] = Math.round(v);
+  }
+
+  const se = obs.sideEffects;
+  let side_effects: SandboxResult['side_effects'];
+  if (se) {
+    const signals = new Map<string, number>();
+    for (const s of se.signalsSent) if (/^SIG[A-Z0-9+-]{1,16}$/.test(s.signal)) signals.set(s.signal, (signals.get(s.signal) ?? 0) + 1);
+    side_effects = {
+      processes_spawned: se.processesSpawned.count,
+      executables: se.processesSpawned.executables.map((e) => e.path),
+      signals_sent: [...signals].map(([signal, count]) => ({ signal, count })),
+      network_attempts: se.networkAttempts.map((n) => ({
+        address: n.family === 'unix' ? (n.path ?? '(unnamed)') : (n.address ?? '(unknown)'),
+        port: n.port ?? 0,
+        protocol: n.family === 'unix' ? 'unix' : n.protocol === 'tcp' || n.protocol === 'udp' || n.protocol === 'icmp' ? n.protocol : 'other',
+        allowed: false,
+      })),
+      privileged_syscalls: se.privilegedSyscalls.map((p) => ({ name: p.name, count: p.count, denied: p.outcome !== 'succeeded' })),
+      device_access: se.deviceAccess.map((d) => ({ path: d.path, denied: d.result !== 'ok' })),
+      network_used: se.networkAttempts.length > 0,
+      privileged_syscall_attempted: se.privilegedSyscalls.length > 0,
+      device_access_attempted: se.deviceAccess.length > 0,
+    };
+  } else {
+    const why = obs.sideEffectsUnavailable ?? 'no syscall trace on this host';
+    side_effects = {
+      processes_spawned: null, executables: null, signals_sent: null, network_attempts: null, privileged_syscalls: null,
+      device_access: null, network_used: null, privileged_syscall_attempted: null, device_access_attempted: null,
+    };
+    for (const k of Object.keys(side_effects)) unmeasured[`side_effects.${k}`] = why;
+  }
+
+  const changes = [...(obs.fs.out ?? []), ...obs.fs.scopes.flatMap((s) => s.changes ?? [])];
+  const diff: SandboxResult['filesystem_diff'] = { added: [], modified: [], deleted: [] };
+  for (const c of changes) {
+    const list = diff[c.change];
+    const e = entry(c, tomb);
+    const i = list.push(e) - 1;
+    for (const h of ['sha256_before', 'sha256_after'] as const) if (e[h] === null) unmeasured[`filesystem_diff.${c.change}[${i}].${h}`] = 'the file could not be hashed';
+  }
+
+  const stream = (s: NsRunObservation['stdout']) => ({
+    text: s.bytes.toString('utf8'),
+    total_bytes: s.totalBytes,
+    captured_bytes: s.bytes.length,
+    truncated: s.bytes.length < s.totalBytes,
+    sha256: s.sha256,
+  });
+  return {
+    schema_version: '1.0',
+    action_id: action.id,
+    sandbox_id: args.sandboxId,
+    execution: {
+      started_at: obs.startedAt,
+      ended_at: obs.endedAt,
+      wall_time_ms: Math.round(obs.wallMs),
+      status: obs.status,
+      exit_code: obs.exit.code,
+      signal: obs.exit.signal,
+      termination_reason: obs.reason.slice(0, 500) || obs.status,
+    },
+    outputs: { stdout: stream(obs.stdout), stderr: stream(obs.stderr) },
+    filesystem_diff: diff,
+    resources,
+    side_effects,
+    unmeasured,
+    compliance: { ...judgement.compliance },
+    verdict: { recommended_action: judgement.verdict, reasons: judgement.reasons.slice(0, 64).map((r) => r.slice(0, 500)) },
+    audit: { log_level: 'DETAILED', retain_days: 30, forensic_ref: null },
+  };
+}
