@@ -153,6 +153,9 @@ function parseFullYaml(yamlText: string, firstYamlLine: number): Result<FrontMat
     if (second) problems.push({ code: 'FM_YAML', message: 'Source contains multiple documents; please use YAML.parseAllDocuments()', line: lineAt(second.range[0]) });
     if (problems.length > 0) return { ok: false, problems: problems.slice(0, MAX_YAML_PROBLEMS) };
 
+    // Duplicates first (`yaml` used to report them as parse errors), then aliases, then odd keys.
+    const keys = keyProblems(doc.contents, lineAt);
+    if (keys.duplicates.length > 0) return { ok: false, problems: keys.duplicates.slice(0, MAX_YAML_PROBLEMS) };
     visit(doc, (_key, node) => {
       if (isAlias(node) || ((isScalar(node) || isMap(node) || isSeq(node)) && (node.anchor || node.tag))) {
         problems.push({ code: 'FM_ALIAS', message: 'YAML anchors, aliases and explicit tags are not allowed', line: lineAt((node as Node).range?.[0] ?? 0) });
@@ -161,8 +164,7 @@ function parseFullYaml(yamlText: string, firstYamlLine: number): Result<FrontMat
       return undefined;
     });
     if (problems.length > 0) return { ok: false, problems };
-    problems.push(...keyProblems(doc.contents, lineAt));
-    if (problems.length > 0) return { ok: false, problems: problems.slice(0, MAX_YAML_PROBLEMS) };
+    if (keys.notPlain.length > 0) return { ok: false, problems: keys.notPlain.slice(0, MAX_YAML_PROBLEMS) };
 
     const data: unknown = doc.toJS({ maxAliasCount: 0 });
     const root = doc.contents;
@@ -214,10 +216,11 @@ function tooDeepOffset(tokens: CST.Token[], max: number): number | undefined {
  * warning), and each key may appear once per mapping, also after conversion to a JS property name
  * (`1` and `"1"` would silently overwrite each other). Linear: `yaml`'s own uniqueKeys is quadratic.
  */
-function keyProblems(root: unknown, lineAt: (offset: number) => number): Problem[] {
-  const problems: Problem[] = [];
+function keyProblems(root: unknown, lineAt: (offset: number) => number): { duplicates: Problem[]; notPlain: Problem[] } {
+  const duplicates: Problem[] = [];
+  const notPlain: Problem[] = [];
   const stack: unknown[] = [root];
-  while (stack.length > 0 && problems.length < MAX_YAML_PROBLEMS) {
+  while (stack.length > 0) {
     const node = stack.pop();
     if (isSeq(node)) {
       for (const item of node.items) stack.push(item);
@@ -225,19 +228,21 @@ function keyProblems(root: unknown, lineAt: (offset: number) => number): Problem
       const seen = new Set<string>();
       for (const pair of node.items) {
         const key = pair.key;
+        stack.push(pair.value);
+        if (isAlias(key)) continue; // reported as FM_ALIAS
         if (!isScalar(key)) {
+          stack.push(key); // a collection key can hold duplicates of its own
           const at = (key as Node | null)?.range?.[0] ?? node.range?.[0] ?? 0;
-          problems.push({ code: 'FM_YAML', message: 'mapping keys must be plain field names, not collections or empty keys', line: lineAt(at) });
+          notPlain.push({ code: 'FM_YAML', message: 'mapping keys must be plain field names, not collections or empty keys', line: lineAt(at) });
           continue;
         }
         const name = key.value === null ? '' : String(key.value);
-        if (seen.has(name)) problems.push({ code: 'FM_YAML', message: 'Map keys must be unique', line: lineAt(key.range?.[0] ?? 0) });
+        if (seen.has(name)) duplicates.push({ code: 'FM_YAML', message: 'Map keys must be unique', line: lineAt(key.range?.[0] ?? 0) });
         seen.add(name);
-        stack.push(pair.value);
       }
     }
   }
-  return problems;
+  return { duplicates, notPlain };
 }
 
 /** The body of a section without its leading and trailing blank lines. */

@@ -264,7 +264,7 @@ const BAD_PLAIN_START = new Set([...',[]{}#&*!|>%@`\'"'].map((ch) => ch.charCode
 const FLOW_INDICATORS = new Set([...',[]{}'].map((ch) => ch.charCodeAt(0)));
 
 /**
- * End (exclusive, before any comment) of a one-line plain scalar starting at `from`. Refuses what
+ * End (exclusive, at the space before any comment) of a one-line plain scalar starting at `from`. Refuses what
  * would make YAML read more than a plain scalar: a `: ` (a nested mapping), a bad first character,
  * and in a flow sequence any flow indicator other than the `,` or `]` that ends it.
  */
@@ -284,7 +284,7 @@ function plainEnd(text: string, from: number, inFlow: boolean): number {
       if (Number.isNaN(n) || n === 32 || (inFlow && FLOW_INDICATORS.has(n))) throw OUTSIDE;
     } else if (c === 35 /* # */ && text.charCodeAt(i - 1) === 32) {
       if (inFlow) throw OUTSIDE; // a comment inside a flow sequence: it continues on another line
-      return i;
+      return i - 1; // at the space before the comment
     } else if (inFlow && FLOW_INDICATORS.has(c)) {
       if (c === 44 || c === 93) return i; // `,` or `]` ends the item
       throw OUTSIDE;

@@ -1,6 +1,6 @@
 import { globWithin, pathMatches } from '../contracts/action-descriptor.js';
 import type { Action } from '../action/action.js';
-import type { FsChange, NsRunObservation } from '../sandbox/types.js';
+import type { FsChange, NsRunObservation, ObservedSideEffects } from '../sandbox/types.js';
 
 export type Verdict = 'PROMOTE' | 'REQUIRE_CONFIRMATION' | 'BLOCK' | 'FORCE_ROLLBACK';
 
@@ -22,6 +22,11 @@ export interface Judgement {
   reasons: string[];
   /** What the program did that was not expected (for the Tool Result's Safety Notes). */
   unexpected: string[];
+}
+
+/** Network attempts that name a destination (address and port, or a unix socket path). */
+export function networkAttempts(se: ObservedSideEffects): ObservedSideEffects['networkAttempts'] {
+  return se.networkAttempts.filter((n) => n.path !== null || (n.address !== null && n.port !== null));
 }
 
 const SPECIAL_TYPES = new Set(['symlink', 'hardlink', 'fifo', 'socket', 'char-device', 'block-device']);
@@ -82,9 +87,12 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
     }
   }
 
-  // Resources.
-  const resourcesOk = obs.limitsExceeded.length === 0 && obs.status !== 'TIMEOUT' && obs.status !== 'RESOURCE_KILLED';
-  if (!resourcesOk) {
+  // Resources: within limits only when measured (an unmeasured figure proves nothing).
+  const r = obs.resources;
+  const unmeasured = (['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes', 'diskWriteBytes', 'wallMs'] as const).filter((k) => r[k] === null);
+  const resourcesOk = unmeasured.length === 0 && obs.limitsExceeded.length === 0 && obs.status !== 'TIMEOUT' && obs.status !== 'RESOURCE_KILLED';
+  if (unmeasured.length > 0 && obs.status !== 'SANDBOX_ERROR') hard.push(`resource use could not be measured: ${unmeasured.join(', ')}`);
+  else if (!resourcesOk && obs.status !== 'SANDBOX_ERROR') {
     const which = obs.limitsExceeded.length > 0 ? obs.limitsExceeded.join(', ') : obs.status === 'TIMEOUT' ? 'wallMs' : 'a resource limit';
     hard.push(`resource limits exceeded (${which}): ${obs.reason}`);
     unexpected.push(`exceeded its limits (${which})`);
@@ -110,8 +118,10 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
       hard.push(`device access attempted: ${list}`);
       unexpected.push(`attempted to open devices: ${list}`);
     }
-    if (se.networkAttempts.length > 0) {
-      const list = [...new Set(se.networkAttempts.map((n) => `${n.protocol ?? n.family} ${n.path ?? `${n.address}:${n.port}`} (${n.result})`))].join(', ');
+    // A socket() alone reaches nothing: an attempt is a connect/send/bind with a destination.
+    const attempts = networkAttempts(se);
+    if (attempts.length > 0) {
+      const list = [...new Set(attempts.map((n) => `${n.protocol ?? n.family} ${n.path ?? `${n.address}:${n.port}`} (${n.result})`))].join(', ');
       unexpected.push(`attempted network connections: ${list}`);
       if (!action.effects.network) {
         netOk = false;

@@ -1,6 +1,6 @@
 import type { DiffEntry, SandboxResult } from '../contracts/sandbox-result.js';
 import type { Action } from '../action/action.js';
-import type { Judgement } from '../judge/judge.js';
+import { networkAttempts, type Judgement } from '../judge/judge.js';
 import type { FsChange, NsRunObservation } from '../sandbox/types.js';
 
 const TYPE: Record<FsChange['type'], DiffEntry['type']> = {
@@ -65,13 +65,15 @@ export function buildSandboxResult(args: {
   const se = obs.sideEffects;
   let side_effects: SandboxResult['side_effects'];
   if (se) {
+    const attempts = networkAttempts(se);
     const signals = new Map<string, number>();
     for (const s of se.signalsSent) if (/^SIG[A-Z0-9+-]{1,16}$/.test(s.signal)) signals.set(s.signal, (signals.get(s.signal) ?? 0) + 1);
+    const attempts = networkAttempts(se);
     side_effects = {
       processes_spawned: se.processesSpawned.count,
       executables: se.processesSpawned.executables.map((e) => e.path),
       signals_sent: [...signals].map(([signal, count]) => ({ signal, count })),
-      network_attempts: se.networkAttempts.map((n) => ({
+      network_attempts: attempts.map((n) => ({
         address: n.family === 'unix' ? (n.path ?? '(unnamed)') : (n.address ?? '(unknown)'),
         port: n.port ?? 0,
         protocol: n.family === 'unix' ? 'unix' : n.protocol === 'tcp' || n.protocol === 'udp' || n.protocol === 'icmp' ? n.protocol : 'other',
@@ -79,7 +81,7 @@ export function buildSandboxResult(args: {
       })),
       privileged_syscalls: se.privilegedSyscalls.map((p) => ({ name: p.name, count: p.count, denied: p.outcome !== 'succeeded' })),
       device_access: se.deviceAccess.map((d) => ({ path: d.path, denied: d.result !== 'ok' })),
-      network_used: se.networkAttempts.length > 0,
+      network_used: attempts.length > 0,
       privileged_syscall_attempted: se.privilegedSyscalls.length > 0,
       device_access_attempted: se.deviceAccess.length > 0,
     };

@@ -1,0 +1,157 @@
+// Privileged host operations without an exec per run: one long-lived perl process (perl-base is
+// Essential on Debian/Ubuntu) calls mount(2), umount2(2) and prlimit64(2) directly for us. Spawning
+// `mount`, `umount` and `prlimit` cost ~9 ms of CPU per run (three dynamic-linked execs); a request
+// to the helper costs a pipe round trip. The helper reads only what this process writes to its stdin
+// (hex-encoded fields, so no path can break the framing), runs as our uid, and exits on stdin EOF.
+// Without perl (or on another arch) `hostOps()` is null and the runner execs the binaries as before.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { arch } from 'node:process';
+
+/** Syscall numbers: [mount, umount2, prlimit64]. Only the arches our seccomp filter supports. */
+const SYSCALLS: Record<string, [number, number, number]> = { x64: [165, 166, 302], arm64: [40, 39, 261] };
+
+// Requests: `<id> <op> <hex field>...\n`; answers: `<id> <errno> <hex message>\n` (errno 0 = done).
+// M target size uid gid: tmpfs; O lower upper work merged: overlay; U target: umount (lazy on EBUSY);
+// L pid cpuSoft cpuHard fsize|-: RLIMIT_CPU, RLIMIT_CORE=0 and optionally RLIMIT_FSIZE on pid.
+const PERL = String.raw`
+use strict; use warnings;
+my ($MOUNT, $UMOUNT2, $PRLIMIT) = map { 0 + $_ } @ARGV;
+$| = 1;
+sub h { my $x = pack('H*', $_[0] // ''); return "$x" }
+sub n { my $x = h($_[0]); die "bad number\n" unless $x =~ /^-?\d+$/; return 0 + $x }
+sub rl { my ($pid, $res, $soft, $hard) = @_; my $buf = pack('QQ', $soft, $hard);
+  return syscall($PRLIMIT, $pid, $res, $buf, 0) }
+while (my $line = <STDIN>) {
+  chomp $line;
+  my ($id, $op, @a) = split / /, $line;
+  my $r = -1; my $err = '';
+  eval {
+    if ($op eq 'M') {
+      my $data = 'size=' . n($a[1]) . ',mode=0755,uid=' . n($a[2]) . ',gid=' . n($a[3]);
+      $r = syscall($MOUNT, 'airlock-out' . '', h($a[0]), 'tmpfs' . '', 6, $data);  # MS_NOSUID|MS_NODEV
+    } elsif ($op eq 'O') {
+      my $data = 'lowerdir=' . h($a[0]) . ',upperdir=' . h($a[1]) . ',workdir=' . h($a[2]);
+      $r = syscall($MOUNT, 'airlock-scope' . '', h($a[3]), 'overlay' . '', 0, $data);
+    } elsif ($op eq 'U') {
+      my $t = h($a[0]);
+      $r = syscall($UMOUNT2, $t, 0);
+      $r = syscall($UMOUNT2, $t, 2) if $r != 0 && $! == 16;  # EBUSY -> MNT_DETACH
+    } elsif ($op eq 'L') {
+      my $pid = n($a[0]);
+      $r = rl($pid, 0, n($a[1]), n($a[2]));
+      $r = rl($pid, 4, 0, 0) if $r == 0;
+      $r = rl($pid, 1, n($a[3]), n($a[3])) if $r == 0 && h($a[3]) ne '-';
+    } else { $! = 22; }
+    $err = "$!" if $r != 0;
+    1;
+  } or do { $r = -1; $! = 22; $err = $@ || 'bad request'; };
+  my $errno = $r == 0 ? 0 : (0 + $! || 22);
+  print "$id $errno " . unpack('H*', $err) . "\n";
+}
+`;
+
+const hex = (s: string | number): string => Buffer.from(String(s), 'utf8').toString('hex');
+
+interface Pending {
+  resolve: (err: string | null) => void;
+}
+
+export class HostOps {
+  private child: ChildProcessWithoutNullStreams | null = null;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private buf = '';
+
+  constructor(
+    private readonly perl: string,
+    private readonly nums: [number, number, number],
+  ) {}
+
+  private start(): ChildProcessWithoutNullStreams {
+    if (this.child) return this.child;
+    const c = spawn(this.perl, ['-e', PERL, ...this.nums.map(String)], { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' } });
+    c.stdout.setEncoding('utf8');
+    c.stdout.on('data', (d: string) => this.onData(d));
+    c.stderr.resume();
+    const fail = (why: string): void => {
+      if (this.child === c) this.child = null;
+      for (const [, p] of this.pending) p.resolve(`the host helper stopped (${why})`);
+      this.pending.clear();
+    };
+    c.on('error', (e) => fail(e.message));
+    c.on('close', (code) => fail(`exit ${code}`));
+    c.stdin.on('error', () => undefined);
+    this.child = c;
+    this.idle();
+    return c;
+  }
+
+  private onData(d: string): void {
+    this.buf += d;
+    for (let nl = this.buf.indexOf('\n'); nl >= 0; nl = this.buf.indexOf('\n')) {
+      const line = this.buf.slice(0, nl);
+      this.buf = this.buf.slice(nl + 1);
+      const [id, errno, msg] = line.split(' ');
+      const p = this.pending.get(Number(id));
+      if (!p) continue;
+      this.pending.delete(Number(id));
+      p.resolve(errno === '0' ? null : `${Buffer.from(msg ?? '', 'hex').toString('utf8').trim() || 'failed'} (errno ${errno})`);
+    }
+    this.idle();
+  }
+
+  /** Keep node alive only while a request is in flight (an idle helper must not hold the process). */
+  private idle(): void {
+    const c = this.child;
+    if (!c) return;
+    const busy = this.pending.size > 0;
+    for (const s of [c.stdout, c.stdin] as unknown as { ref?: () => void; unref?: () => void }[]) (busy ? s.ref : s.unref)?.call(s);
+    if (busy) c.ref();
+    else c.unref();
+  }
+
+  private request(op: string, fields: (string | number)[]): Promise<string | null> {
+    return new Promise((resolve) => {
+      const c = this.start();
+      const id = this.nextId++;
+      this.pending.set(id, { resolve });
+      this.idle();
+      c.stdin.write(`${id} ${op} ${fields.map(hex).join(' ')}\n`);
+    });
+  }
+
+  /** Size-capped tmpfs (nosuid, nodev, root dir 0755 owned by uid:gid) on `dir`. Null: done; else the error. */
+  mountTmpfs(dir: string, sizeBytes: number, uid: number, gid: number): Promise<string | null> {
+    return this.request('M', [dir, sizeBytes, uid, gid]);
+  }
+
+  mountOverlay(lower: string, upper: string, work: string, merged: string): Promise<string | null> {
+    return this.request('O', [lower, upper, work, merged]);
+  }
+
+  /** umount2(dir, 0), then MNT_DETACH when busy. */
+  unmount(dir: string): Promise<string | null> {
+    return this.request('U', [dir]);
+  }
+
+  /** RLIMIT_CPU soft:hard seconds, RLIMIT_CORE 0 and (optionally) RLIMIT_FSIZE on `pid` (its future children inherit them). */
+  setRlimits(pid: number, cpuSoft: number, cpuHard: number, fsize: number | null): Promise<string | null> {
+    return this.request('L', [pid, cpuSoft, cpuHard, fsize ?? '-']);
+  }
+
+  /** Stop the helper (tests; the process otherwise ends it by closing stdin at exit). */
+  close(): void {
+    this.child?.stdin.end();
+    this.child = null;
+  }
+}
+
+let ops: HostOps | null | undefined;
+
+/** The process-wide helper, or null when perl or the syscall table is missing (the runner then execs binaries). */
+export function hostOps(perl: string | null): HostOps | null {
+  if (ops !== undefined) return ops;
+  const nums = SYSCALLS[arch];
+  ops = perl && nums ? new HostOps(perl, nums) : null;
+  return ops;
+}

@@ -1,0 +1,227 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { sandboxResultContract, type SandboxResult } from '../../src/contracts/sandbox-result.js';
+import { toolResultContract } from '../../src/contracts/tool-result.js';
+import { airlock } from '../helpers/cli.js';
+import { repoPath } from '../helpers/paths.js';
+import { writeRequest } from '../helpers/requests.js';
+
+const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
+const workspace = () => mkdtempSync(join(tmpdir(), 'airlock-ws-'));
+
+/** Runs `airlock run --json` and returns the Sandbox Result it printed, checked against the contract. */
+function runJson(file: string, ws: string, extra: string[] = []): { code: number | null; sr: SandboxResult; stderr: string } {
+  const r = airlock(['run', file, '--workspace', ws, '--json', ...extra]);
+  assert.ok(r.stdout.length > 0, `no Sandbox Result printed (exit ${r.code}): ${r.stderr}`);
+  const parsed = sandboxResultContract.parse(r.stdout);
+  assert.ok(parsed.ok, `the printed Sandbox Result must itself be valid: ${JSON.stringify(!parsed.ok && parsed.problems)}`);
+  return { code: r.code, sr: parsed.value, stderr: r.stderr };
+}
+
+function toolResultOf(ws: string, sandboxId: string) {
+  const dir = join(ws, 'runs', sandboxId);
+  const name = readdirSync(dir).find((f) => f.startsWith('TS-'));
+  assert.ok(name, 'a TS-*.md was written');
+  const text = readFileSync(join(dir, name), 'utf8');
+  return { name, text, parsed: toolResultContract.parse(text, { fileName: name }) };
+}
+
+test('the bundled python example runs once, writes /out with the right hash and a valid Tool Result (PROMOTE)', () => {
+  const ws = workspace();
+  const { code, sr } = runJson(repoPath('examples/requests/TR-20260209-160501Z-python-stats.md'), ws);
+  assert.equal(code, 0);
+  assert.equal(sr.execution.status, 'SUCCESS');
+  assert.equal(sr.verdict.recommended_action, 'PROMOTE');
+  const added = sr.filesystem_diff.added.find((e) => e.path === '/out/stats.json');
+  assert.ok(added, '/out/stats.json reported as added');
+  const onDisk = readFileSync(join(ws, 'runs', sr.sandbox_id, 'out', 'stats.json'));
+  assert.equal(added.sha256_after, sha(onDisk));
+  const stats = JSON.parse(onDisk.toString());
+  assert.ok(stats.temp_c && stats.rain_mm, 'the script computed both columns');
+  const ts = toolResultOf(ws, sr.sandbox_id);
+  assert.ok(ts.parsed.ok, JSON.stringify(!ts.parsed.ok && ts.parsed.problems));
+  assert.equal(ts.parsed.value.artifacts[0]?.sha256, sha(onDisk));
+  assert.equal(ts.parsed.value.stdout_sha256, sr.outputs.stdout.sha256);
+});
+
+test('a node script reads /in and writes /out (PROMOTE, hash matches)', () => {
+  const ws = workspace();
+  const req = writeRequest({
+    slug: 'node-upper',
+    language: 'node',
+    command: 'node upper.mjs /in/text.txt /out/upper.txt',
+    inputs: {
+      'upper.mjs': "import { readFileSync, writeFileSync } from 'node:fs';\nwriteFileSync(process.argv[3], readFileSync(process.argv[2], 'utf8').toUpperCase());\n",
+      'text.txt': 'hello airlock\n',
+    },
+    outputs: ['upper.txt'],
+  });
+  const { code, sr } = runJson(req.file, ws);
+  assert.equal(code, 0);
+  assert.equal(sr.verdict.recommended_action, 'PROMOTE', sr.verdict.reasons.join('; '));
+  assert.equal(sr.filesystem_diff.added.find((e) => e.path === '/out/upper.txt')?.sha256_after, sha('HELLO AIRLOCK\n'));
+});
+
+test('an input whose sha256 differs from the request is a rejection: exit 2, nothing runs', () => {
+  const ws = workspace();
+  const req = writeRequest({ slug: 'tampered', command: 'python3 a.py', inputs: { 'a.py': 'print(1)\n' } });
+  writeFileSync(join(req.dir, 'a.py'), 'print(2)\n');
+  const r = airlock(['run', req.file, '--workspace', ws]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /RUN_INPUT_HASH_MISMATCH/);
+  assert.deepEqual(readdirSync(join(ws, 'runs')), [], 'no sandbox was started');
+});
+
+test('an invalid request is rejected with its problems (exit 2)', () => {
+  const ws = workspace();
+  const req = writeRequest({ slug: 'chained', command: 'python3 a.py; rm -rf /out', inputs: { 'a.py': 'print(1)\n' } });
+  const r = airlock(['run', req.file, '--workspace', ws]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /TR_COMMAND_CHAINING/);
+});
+
+test('a language whose runtime the host lacks is a clear error (exit 2, LANE_RUNTIME_MISSING)', () => {
+  const ws = workspace();
+  const req = writeRequest({ slug: 'ruby-hello', language: 'ruby', command: 'ruby hello.rb', inputs: { 'hello.rb': 'puts 1\n' } });
+  const r = airlock(['run', req.file, '--workspace', ws]);
+  if (r.code === 0) return; // a host with ruby runs it; this host has none
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /LANE_RUNTIME_MISSING: this host has no ruby runtime/);
+});
+
+test('a hostile script (egress, device, undeclared file) is BLOCKed and the Tool Result says what it tried', () => {
+  const ws = workspace();
+  const script = [
+    'import socket, os',
+    'try:',
+    '    socket.create_connection(("1.1.1.1", 443), timeout=1)',
+    'except OSError as e:',
+    '    print("connect failed", e.errno)',
+    'try:',
+    '    open("/dev/sda", "rb")',
+    'except OSError as e:',
+    '    print("open failed", e.errno)',
+    'open("/out/extra.bin", "w").write("not declared")',
+  ].join('\n');
+  const req = writeRequest({ slug: 'hostile', command: 'python3 evil.py', inputs: { 'evil.py': script + '\n' } });
+  const { code, sr } = runJson(req.file, ws);
+  assert.equal(code, 0, 'a result was produced');
+  assert.equal(sr.verdict.recommended_action, 'BLOCK');
+  assert.equal(sr.compliance.no_undeclared_network, false);
+  assert.equal(sr.compliance.no_device_access, false);
+  assert.equal(sr.compliance.effects_within_declaration, false);
+  assert.ok(sr.side_effects.network_attempts?.some((n) => n.address === '1.1.1.1' && n.port === 443 && n.protocol === 'tcp'));
+  assert.ok(sr.side_effects.device_access?.some((d) => d.path === '/dev/sda'));
+  assert.ok(sr.verdict.reasons.some((r) => r.includes('undeclared filesystem effect: added /out/extra.bin')));
+  const ts = toolResultOf(ws, sr.sandbox_id);
+  assert.ok(ts.parsed.ok);
+  assert.match(ts.parsed.value.safety_notes.unexpected_behavior, /attempted network connections: tcp 1\.1\.1\.1:443/);
+  assert.match(ts.parsed.value.safety_notes.unexpected_behavior, /\/dev\/sda/);
+});
+
+test('mount and ptrace attempts abort the program and BLOCK (privileged syscalls reported)', () => {
+  const ws = workspace();
+  const script = 'import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.ptrace(0, 0, 0, 0)\nlibc.mount(b"none", b"/tmp", b"tmpfs", 0, None)\n';
+  const req = writeRequest({ slug: 'privileged', command: 'python3 p.py', inputs: { 'p.py': script } });
+  const { sr } = runJson(req.file, ws);
+  assert.equal(sr.verdict.recommended_action, 'BLOCK');
+  assert.equal(sr.compliance.no_privileged_syscalls, false);
+  assert.ok(sr.side_effects.privileged_syscalls?.some((p) => p.name === 'ptrace' && p.denied));
+});
+
+test('a fork bomb is killed by the pids limit and BLOCKed as over its resources', () => {
+  const ws = workspace();
+  const script = 'import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n';
+  const req = writeRequest({ slug: 'forkbomb', command: 'python3 f.py', inputs: { 'f.py': script }, timeLimitSec: 5 });
+  const { sr } = runJson(req.file, ws);
+  assert.equal(sr.execution.status, 'RESOURCE_KILLED');
+  assert.equal(sr.compliance.resources_within_limits, false);
+  assert.equal(sr.verdict.recommended_action, 'BLOCK');
+});
+
+test('flooding stdout: the Tool Result shows 200 lines and names the artifact holding the kept stream', () => {
+  const ws = workspace();
+  const req = writeRequest({ slug: 'flood', command: 'python3 f.py', inputs: { 'f.py': 'for i in range(5000):\n    print("line", i)\n' } });
+  const { sr } = runJson(req.file, ws);
+  assert.equal(sr.execution.status, 'SUCCESS');
+  const ts = toolResultOf(ws, sr.sandbox_id);
+  assert.ok(ts.parsed.ok, JSON.stringify(!ts.parsed.ok && ts.parsed.problems));
+  const out = ts.parsed.value.stdout;
+  assert.equal(out.lines.length, 200);
+  assert.equal(out.truncated?.total_lines, 5000);
+  const artifact = join(ws, 'runs', sr.sandbox_id, 'artifacts', out.truncated?.artifact ?? '');
+  assert.ok(existsSync(artifact));
+  assert.equal(readFileSync(artifact, 'utf8').split('\n').length, 5001);
+});
+
+function descriptor(root: string, over: Record<string, unknown>) {
+  return {
+    descriptor_version: '1.0',
+    action_id: '0f0e6a52-1d3b-4f7a-b9e2-0a4c6d8e1f24',
+    created_at: '2026-11-22T09:30:00Z',
+    created_by: 'ai',
+    intent_summary: 'Test action.',
+    action_type: 'FILE_DELETE',
+    risk_level: 'MEDIUM',
+    scope: { filesystem: { paths: [root], recursive: true }, network: { required: false }, ui: { required: false } },
+    resources: { max_cpu_ms: 5000, max_memory_mb: 256, max_disk_mb: 10, max_duration_ms: 30000 },
+    preconditions: {},
+    effects: { filesystem: { create: [], modify: [], delete: [`${root}/**/*.log`] }, network: false, system_state_change: false },
+    sandbox: { required: true, sandbox_type: 'namespace', allow_network: false, max_runs: 1 },
+    rollback: { supported: true, rollback_type: 'filesystem_snapshot', rollback_scope: 'declared_effects_only' },
+    confirmation: { required: false, reason: '', cooldown_on_repeat: false },
+    audit: { log: true, log_level: 'SUMMARY', retain_days: 30 },
+    ...over,
+  };
+}
+
+/** A real tree outside /tmp (the sandbox has its own /tmp), removed by the OS at reboot at worst. */
+function realTree(): string {
+  mkdirSync('/var/tmp/airlock-test', { recursive: true });
+  const root = mkdtempSync('/var/tmp/airlock-test/tree-');
+  writeFileSync(join(root, 'a.log'), 'alpha\n');
+  writeFileSync(join(root, 'b.log'), 'beta\n');
+  writeFileSync(join(root, 'keep.txt'), 'keep\n');
+  return root;
+}
+
+test('FILE_DELETE of *.log: the diff lists both deletions with hashes and tombstones; the real files never change', () => {
+  const ws = workspace();
+  const root = realTree();
+  const file = join(root, '..', `${root.split('/').pop()}-delete.json`);
+  writeFileSync(file, JSON.stringify(descriptor(root, {})));
+  const { code, sr } = runJson(file, ws);
+  assert.equal(code, 0);
+  assert.equal(sr.verdict.recommended_action, 'PROMOTE', sr.verdict.reasons.join('; '));
+  assert.deepEqual(sr.filesystem_diff.deleted.map((e) => e.path).sort(), [join(root, 'a.log'), join(root, 'b.log')]);
+  for (const e of sr.filesystem_diff.deleted) {
+    assert.equal(e.sha256_before, sha(readFileSync(e.path)));
+    assert.ok(existsSync(join(ws, 'tombstones', e.sha256_before as string)), 'pre-image kept in the tombstone store');
+  }
+  assert.deepEqual(readdirSync(root).sort(), ['a.log', 'b.log', 'keep.txt'], 'nothing real was deleted');
+});
+
+test('a COMMAND_EXECUTION that writes more than it declared is BLOCKed, and the real tree is untouched', () => {
+  const ws = workspace();
+  const root = realTree();
+  const before = statSync(join(root, 'keep.txt')).mtimeMs;
+  const d = descriptor(root, {
+    action_type: 'COMMAND_EXECUTION',
+    effects: { filesystem: { create: [`${root}/report.txt`], modify: [], delete: [] }, network: false, system_state_change: false },
+    command: ['/bin/sh', '-c', `echo r > ${root}/report.txt; echo x > ${root}/keep.txt; echo y > ${root}/sneaky.txt`],
+  });
+  const file = join(root, '..', `${root.split('/').pop()}-cmd.json`);
+  writeFileSync(file, JSON.stringify(d));
+  const { sr } = runJson(file, ws);
+  assert.equal(sr.verdict.recommended_action, 'BLOCK');
+  assert.equal(sr.compliance.effects_within_declaration, false);
+  assert.ok(sr.verdict.reasons.some((r) => r.includes(`undeclared filesystem effect: modified ${root}/keep.txt`)));
+  assert.ok(sr.verdict.reasons.some((r) => r.includes(`undeclared filesystem effect: added ${root}/sneaky.txt`)));
+  assert.equal(readFileSync(join(root, 'keep.txt'), 'utf8'), 'keep\n');
+  assert.equal(statSync(join(root, 'keep.txt')).mtimeMs, before);
+  assert.ok(!existsSync(join(root, 'sneaky.txt')) && !existsSync(join(root, 'report.txt')));
+});
