@@ -68,7 +68,6 @@ export function buildSandboxResult(args: {
     const attempts = networkAttempts(se);
     const signals = new Map<string, number>();
     for (const s of se.signalsSent) if (/^SIG[A-Z0-9+-]{1,16}$/.test(s.signal)) signals.set(s.signal, (signals.get(s.signal) ?? 0) + 1);
-    const attempts = networkAttempts(se);
     side_effects = {
       processes_spawned: se.processesSpawned.count,
       executables: se.processesSpawned.executables.map((e) => e.path),
