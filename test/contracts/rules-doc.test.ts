@@ -1,0 +1,32 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { test } from 'node:test';
+import { allRules } from '../../src/contracts/index.js';
+import { contractsDoc } from '../../src/contracts/rules-doc.js';
+import { explain } from '../../src/cli/check.js';
+import { repoPath } from '../helpers/paths.js';
+
+function testFiles(): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (dir: string) => {
+    for (const n of readdirSync(dir)) {
+      const p = join(dir, n);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (n.endsWith('.test.ts')) out[relative(repoPath(), p)] = readFileSync(p, 'utf8');
+    }
+  };
+  walk(repoPath('test'));
+  return out;
+}
+
+test('docs/contracts.md lists every rule as the registry has it (run `npm run docs:contracts` after changing rules)', () => {
+  assert.equal(readFileSync(repoPath('docs/contracts.md'), 'utf8'), contractsDoc(testFiles()));
+});
+
+test('rule codes are unique, and --explain knows every one of them', () => {
+  const codes = allRules().map((r) => r.rule.code);
+  assert.deepEqual(codes.filter((c, i) => codes.indexOf(c) !== i), []);
+  for (const c of codes) assert.match(explain(c) ?? '', new RegExp(`^${c} `));
+  assert.equal(explain('NO_SUCH_CODE'), undefined);
+});
