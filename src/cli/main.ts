@@ -53,6 +53,77 @@ program
     process.exitCode = await doctorCommand(opts);
   });
 
+const gate = () => import('./gate.js');
+
+program
+  .command('init')
+  .description('create a workspace: policy.yaml with safe defaults, the gate folders, store, audit log, artifacts')
+  .argument('[dir]', 'workspace folder (default: $AIRLOCK_HOME or ~/.airlock)')
+  .action(async (dir?: string) => {
+    process.exitCode = (await gate()).initCommand(dir);
+  });
+
+program
+  .command('keygen')
+  .description('make an Ed25519 key pair for an operator: private key kept outside the workspace, public key added to the policy')
+  .requiredOption('--operator <name>', 'operator name')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--key-dir <dir>', 'where the private key goes (default: $AIRLOCK_KEYS or ~/.config/airlock/keys)')
+  .action(async (opts: { operator: string; workspace?: string; keyDir?: string }) => {
+    process.exitCode = (await gate()).keygenCommand(opts);
+  });
+
+program
+  .command('approve')
+  .description('show a Tool Request, confirm, sign it as an operator, store its inputs and move it into requests_in/')
+  .argument('<file>', 'the TR-*.md (its input files beside it)')
+  .requiredOption('--operator <name>', 'the approving operator')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--key-dir <dir>', 'where the operator\'s private key is (default: $AIRLOCK_KEYS or ~/.config/airlock/keys)')
+  .option('--yes', 'approve without asking (for scripts)')
+  .action(async (file: string, opts: { operator: string; workspace?: string; keyDir?: string; yes?: boolean }) => {
+    process.exitCode = await (await gate()).approveCommand(file, opts);
+  });
+
+program
+  .command('serve')
+  .description('the gate service: run approved requests from requests_in/ once each, results to inbound/ or quarantine/')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--once', 'process what is waiting, then exit')
+  .option('--log-format <format>', 'text (default) or json', 'text')
+  .action(async (opts: { workspace?: string; once?: boolean; logFormat?: string }) => {
+    process.exitCode = await (await gate()).serveCommand(opts);
+  });
+
+program
+  .command('status')
+  .description('list what is waiting, running, accepted and quarantined')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--json', 'machine-readable')
+  .action(async (opts: { workspace?: string; json?: boolean }) => {
+    process.exitCode = (await gate()).statusCommand(opts);
+  });
+
+program
+  .command('policy')
+  .description('host policy tools')
+  .command('check')
+  .description('validate policy.yaml (same coded problems as `airlock check`)')
+  .argument('[file]', 'a policy file (default: the workspace\'s policy.yaml)')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--json', 'machine-readable')
+  .action(async (file: string | undefined, opts: { workspace?: string; json?: boolean }) => {
+    process.exitCode = (await gate()).policyCheckCommand({ ...opts, file });
+  });
+
+program
+  .command('demo')
+  .description('set up a demo workspace, approve the bundled example requests, serve them once, show where each result went')
+  .option('--workspace <dir>', 'demo workspace (default: a new folder under the temp dir)')
+  .action(async (opts: { workspace?: string }) => {
+    process.exitCode = await (await gate()).demoCommand(opts);
+  });
+
 try {
   await program.parseAsync(process.argv);
 } catch (e) {

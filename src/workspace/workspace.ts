@@ -1,14 +1,36 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DEFAULT_POLICY_YAML } from '../policy/policy.js';
 
-/** The folders of an Airlock workspace. Created on first use; see README "Workspace". */
+/** The folders of an Airlock workspace (see README "The ThreeGate flow"). */
 export interface Workspace {
   root: string;
+  policyFile: string;
+  /** AI-drafted requests waiting for an operator. */
+  drafts: string;
+  /** Approved requests waiting for the gate service. */
+  requestsIn: string;
+  /** Requests the service has claimed (atomic rename) and is running. */
+  running: string;
+  /** Tool Results just written, before their validation as untrusted data. */
+  resultsOut: string;
+  /** Validated results the AI may read. */
+  inbound: string;
+  /** Rejected requests and results, each with `<name>.reasons.json` beside it. */
+  quarantine: string;
+  /** Requests that ran, kept for the record. */
+  processed: string;
+  /** Content-addressed input store: `inputs/<sha256>`. */
+  inputs: string;
   /** One folder per sandbox run: sandbox-result.json, the TS-*.md, out/ and the full streams. */
   runs: string;
   /** Content-addressed pre-images of files a run deleted or overwrote (by sha256). */
   tombstones: string;
+  /** The embedded store (SQLite): replay ledger and claims. */
+  storeFile: string;
+  /** The hash-chained audit log. */
+  auditFile: string;
 }
 
 /** `--workspace DIR`, else `AIRLOCK_HOME`, else `~/.airlock`. */
@@ -16,9 +38,35 @@ export function workspaceRoot(explicit?: string): string {
   return resolve(explicit ?? process.env.AIRLOCK_HOME ?? join(homedir(), '.airlock'));
 }
 
-export function openWorkspace(explicit?: string): Workspace {
+export function workspacePaths(explicit?: string): Workspace {
   const root = workspaceRoot(explicit);
-  const ws: Workspace = { root, runs: join(root, 'runs'), tombstones: join(root, 'tombstones') };
-  for (const dir of [ws.root, ws.runs, ws.tombstones]) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return {
+    root,
+    policyFile: join(root, 'policy.yaml'),
+    drafts: join(root, 'drafts'),
+    requestsIn: join(root, 'requests_in'),
+    running: join(root, 'running'),
+    resultsOut: join(root, 'results_out'),
+    inbound: join(root, 'inbound'),
+    quarantine: join(root, 'quarantine'),
+    processed: join(root, 'processed'),
+    inputs: join(root, 'inputs'),
+    runs: join(root, 'runs'),
+    tombstones: join(root, 'tombstones'),
+    storeFile: join(root, 'store', 'airlock.db'),
+    auditFile: join(root, 'audit', 'audit.jsonl'),
+  };
+}
+
+const FOLDERS: (keyof Workspace)[] = ['drafts', 'requestsIn', 'running', 'resultsOut', 'inbound', 'quarantine', 'processed', 'inputs', 'runs', 'tombstones'];
+
+/** Opens a workspace, creating its folders (and a default policy.yaml) on first use. */
+export function openWorkspace(explicit?: string): Workspace {
+  const ws = workspacePaths(explicit);
+  mkdirSync(ws.root, { recursive: true, mode: 0o700 });
+  for (const k of FOLDERS) mkdirSync(ws[k], { recursive: true, mode: 0o700 });
+  mkdirSync(join(ws.root, 'store'), { recursive: true, mode: 0o700 });
+  mkdirSync(join(ws.root, 'audit'), { recursive: true, mode: 0o700 });
+  if (!existsSync(ws.policyFile)) writeFileSync(ws.policyFile, DEFAULT_POLICY_YAML, { mode: 0o600, flag: 'wx' });
   return ws;
 }

@@ -1,0 +1,77 @@
+import { createHash, sign, verify, type KeyObject } from 'node:crypto';
+import { z } from 'zod';
+import type { Problem } from '../contracts/problem.js';
+import type { Policy } from '../policy/policy.js';
+import { decodePublicKey } from './keys.js';
+
+/**
+ * A person's approval of one Tool Request: an Ed25519 signature over the exact bytes of the approved
+ * file (its front matter carries every input's sha256), kept beside it as `<file>.sig`. The TR itself
+ * stays a plain ThreeGate document.
+ */
+export const approvalSchema = z.strictObject({
+  alg: z.literal('ed25519'),
+  operator: z.string().min(1),
+  public_key: z.string(),
+  request_id: z.string(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  signed_utc: z.string(),
+  signature: z.string(),
+});
+export type Approval = z.infer<typeof approvalSchema>;
+
+export const approvalRules = [
+  { code: 'APPROVAL_UNSIGNED', spec: 'An unsigned request with approval strings is not approved.', fix: 'Have an operator run `airlock approve FILE --operator NAME`.' },
+  { code: 'APPROVAL_SIGNATURE_INVALID', spec: 'The approval is an Ed25519 signature by the named key over the approved bytes.', fix: 'Approve the request again; the .sig file is damaged or forged.' },
+  { code: 'APPROVAL_UNTRUSTED_KEY', spec: 'The signing key belongs to an operator the policy trusts.', fix: 'Add the operator with `airlock keygen`, or have a listed operator approve.' },
+  { code: 'APPROVAL_TAMPERED', spec: 'The request is unchanged since approval (sha256 of its bytes, inputs\' hashes included).', fix: 'Approve the changed request again: what runs is exactly what a person approved.' },
+  { code: 'APPROVAL_OPERATOR_MISMATCH', spec: 'approved_by names the operator who signed.', fix: 'Approve with `airlock approve`, which fills approved_by itself.' },
+  { code: 'APPROVAL_EXPIRED', spec: 'An approval expires after the policy\'s approval.expiry_hours.', fix: 'Approve the request again.' },
+  { code: 'APPROVAL_REPLAY', spec: 'A request_id runs at most once (the replay ledger).', fix: 'Draft a new request with a new request_id.' },
+] as const;
+
+const message = (a: Pick<Approval, 'request_id' | 'sha256' | 'signed_utc' | 'operator'>): Buffer =>
+  Buffer.from(`airlock-approval-v1\n${a.request_id}\n${a.sha256}\n${a.signed_utc}\n${a.operator}\n`);
+
+export const sha256Of = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
+
+export function signApproval(args: { requestId: string; bytes: Buffer; operator: string; key: KeyObject; publicKey: string; now: Date }): Approval {
+  const base = { request_id: args.requestId, sha256: sha256Of(args.bytes), signed_utc: args.now.toISOString(), operator: args.operator };
+  return { alg: 'ed25519', public_key: args.publicKey, ...base, signature: sign(null, message(base), args.key).toString('base64') };
+}
+
+/**
+ * Verifies an approval for the file bytes against the policy (trusted keys, expiry). The replay
+ * ledger is checked by the caller, which owns the store.
+ */
+export function verifyApproval(args: { sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string; policy: Policy; now: Date }): Problem[] {
+  if (args.sigText === null) return [{ code: 'APPROVAL_UNSIGNED', message: 'no operator signature (.sig) beside the request: approval strings alone do not approve' }];
+  let parsed: Approval;
+  try {
+    const r = approvalSchema.safeParse(JSON.parse(args.sigText));
+    if (!r.success) throw new Error(r.error.issues[0]?.message);
+    parsed = r.data;
+  } catch (e) {
+    return [{ code: 'APPROVAL_SIGNATURE_INVALID', message: `the .sig file is not a valid approval: ${(e as Error).message}` }];
+  }
+  const trusted = args.policy.operators.find((o) => o.public_key === parsed.public_key);
+  if (!trusted) return [{ code: 'APPROVAL_UNTRUSTED_KEY', message: `the request was signed by a key the policy does not list (operator ${parsed.operator})` }];
+  if (trusted.name !== parsed.operator) return [{ code: 'APPROVAL_UNTRUSTED_KEY', message: `the key belongs to operator ${trusted.name}, not ${parsed.operator}` }];
+  let valid = false;
+  try {
+    valid = verify(null, message(parsed), decodePublicKey(parsed.public_key), Buffer.from(parsed.signature, 'base64'));
+  } catch {
+    valid = false;
+  }
+  if (!valid) return [{ code: 'APPROVAL_SIGNATURE_INVALID', message: `the signature does not verify with ${trusted.name}'s key` }];
+  const problems: Problem[] = [];
+  if (parsed.request_id !== args.requestId) problems.push({ code: 'APPROVAL_TAMPERED', message: `the signature approves ${parsed.request_id}, not ${args.requestId}` });
+  if (sha256Of(args.bytes) !== parsed.sha256) problems.push({ code: 'APPROVAL_TAMPERED', message: 'the request changed after it was approved (its sha256 differs from the signed one)' });
+  if (args.approvedBy !== parsed.operator) problems.push({ code: 'APPROVAL_OPERATOR_MISMATCH', message: `approved_by is ${args.approvedBy} but ${parsed.operator} signed` });
+  const age = args.now.getTime() - Date.parse(parsed.signed_utc);
+  if (!(age <= args.policy.approval.expiry_hours * 3600_000)) {
+    problems.push({ code: 'APPROVAL_EXPIRED', message: `approved ${parsed.signed_utc}; approvals expire after ${args.policy.approval.expiry_hours} h (rule approval.expiry_hours)` });
+  }
+  if (age < -5 * 60_000) problems.push({ code: 'APPROVAL_EXPIRED', message: `the approval is dated in the future (${parsed.signed_utc})` });
+  return problems;
+}

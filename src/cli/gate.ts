@@ -1,0 +1,170 @@
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import { isSeq, parseDocument } from 'yaml';
+import { generateOperatorKey, keyDir } from '../approval/keys.js';
+import { openAuditLog } from '../audit/log.js';
+import { approvalSummary, commitApproval, prepareApproval } from '../gates/approve.js';
+import { gateLog } from '../gates/log.js';
+import { serveGate } from '../gates/service.js';
+import { formatStatus, gateStatus } from '../gates/status.js';
+import { parsePolicy } from '../policy/policy.js';
+import { openWorkspace, workspacePaths, type Workspace } from '../workspace/workspace.js';
+
+const printProblems = (file: string, problems: { code: string; message: string; line?: number; path?: string }[]) => {
+  for (const p of problems) process.stderr.write(`${file}:${p.line ?? 1}: ${p.code}: ${p.message}${p.path ? ` [${p.path}]` : ''}\n`);
+};
+
+export function initCommand(dir: string | undefined): number {
+  const existed = existsSync(workspacePaths(dir).policyFile);
+  const ws = openWorkspace(dir);
+  const lines = [
+    `${existed ? 'workspace already set up' : 'created workspace'} ${ws.root}`,
+    `  policy.yaml     the host policy (${existed ? 'kept as it was' : 'safe defaults'}); check it with \`airlock policy check\``,
+    '  drafts/         where the AI drafts TR-*.md requests (with their input files beside them)',
+    '  requests_in/    approved requests waiting for `airlock serve`',
+    '  results_out/    Tool Results before their validation',
+    '  inbound/        validated results the AI may read',
+    '  quarantine/     rejected requests and results, each with <name>.reasons.json',
+    '  inputs/, runs/, tombstones/, store/, audit/   input store, run records, pre-images, replay ledger, audit log',
+    'next:',
+    `  airlock keygen --operator YOUR_NAME --workspace ${ws.root}`,
+    `  airlock approve ${join(ws.drafts, 'TR-....md')} --operator YOUR_NAME --workspace ${ws.root}`,
+    `  airlock serve --workspace ${ws.root} --once`,
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+  return 0;
+}
+
+export function policyCheckCommand(opts: { workspace?: string; file?: string; json?: boolean }): number {
+  const file = opts.file ? resolve(opts.file) : workspacePaths(opts.workspace).policyFile;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    process.stderr.write(`${file}: cannot read (${(e as NodeJS.ErrnoException).code ?? e})\n`);
+    return 3;
+  }
+  const r = parsePolicy(text);
+  if (opts.json) process.stdout.write(JSON.stringify({ file, valid: r.ok, problems: r.ok ? [] : r.problems }, null, 2) + '\n');
+  else if (r.ok) process.stdout.write(`${file}: valid policy (${r.value.operators.length} operator${r.value.operators.length === 1 ? '' : 's'})\n`);
+  else {
+    for (const p of r.problems) process.stdout.write(`${file}:${p.line ?? 1}: ${p.code}: ${p.message}\n`);
+    process.stdout.write(`${file}: INVALID policy (${r.problems.length} problem${r.problems.length === 1 ? '' : 's'})\n`);
+  }
+  return r.ok ? 0 : 2;
+}
+
+/** Adds (or refuses to replace) an operator's public key in the workspace policy, keeping its comments. */
+function addOperator(ws: Workspace, name: string, publicKey: string): string | null {
+  const doc = parseDocument(readFileSync(ws.policyFile, 'utf8'));
+  const ops = doc.get('operators');
+  if (!isSeq(ops)) return 'policy.yaml has no operators list';
+  if (ops.items.some((o) => (o as { get?: (k: string) => unknown }).get?.('name') === name)) return `operator ${name} is already in ${ws.policyFile}; remove the entry first to replace its key`;
+  ops.flow = false;
+  ops.add(doc.createNode({ name, public_key: publicKey }));
+  const text = doc.toString({ lineWidth: 0 });
+  const check = parsePolicy(text);
+  if (!check.ok) return `the policy would become invalid: ${check.problems.map((p) => p.message).join('; ')}`;
+  writeFileSync(ws.policyFile, text, { mode: 0o600 });
+  return null;
+}
+
+export function keygenCommand(opts: { operator: string; workspace?: string; keyDir?: string }): number {
+  if (!/^[a-z0-9][a-z0-9._-]{0,63}$/.test(opts.operator)) {
+    process.stderr.write(`operator name ${JSON.stringify(opts.operator)} must be lowercase letters, digits, '.', '_' or '-'\n`);
+    return 2;
+  }
+  const ws = openWorkspace(opts.workspace);
+  const dir = keyDir(opts.keyDir);
+  const made = generateOperatorKey(opts.operator, dir);
+  if ('error' in made) {
+    process.stderr.write(`${made.error}\n`);
+    return 2;
+  }
+  const err = addOperator(ws, opts.operator, made.publicKey);
+  if (err) {
+    process.stderr.write(`${err}\n(the new private key is at ${made.privateKeyPath})\n`);
+    return 2;
+  }
+  openAuditLog(ws.auditFile).append({ type: 'operator_added', actor: opts.operator, detail: { public_key: made.publicKey } });
+  process.stdout.write(`private key: ${made.privateKeyPath} (owner-only; keep it with ${opts.operator}, outside the workspace)\npublic key:  ${made.publicKey} added to ${ws.policyFile}\n`);
+  return 0;
+}
+
+export async function approveCommand(file: string, opts: { operator: string; workspace?: string; keyDir?: string; yes?: boolean }): Promise<number> {
+  const ws = openWorkspace(opts.workspace);
+  const now = new Date();
+  const prepared = prepareApproval(resolve(file), opts.operator, now);
+  if (!prepared.ok) {
+    printProblems(file, prepared.problems);
+    process.stderr.write(`${file}: not approved (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'})\n`);
+    return 2;
+  }
+  process.stdout.write(approvalSummary(prepared.value.request));
+  if (!opts.yes) {
+    if (!process.stdin.isTTY) {
+      process.stderr.write('not approved: no terminal to confirm on; pass --yes to approve from a script\n');
+      return 2;
+    }
+    const rl = createInterface({ input: process.stdin, output: process.stdout });
+    const answer = await rl.question(`Approve and sign as ${opts.operator}? [y/N] `);
+    rl.close();
+    if (!/^y(es)?$/i.test(answer.trim())) {
+      process.stdout.write('not approved\n');
+      return 1;
+    }
+  }
+  const done = commitApproval({ file: resolve(file), prepared: prepared.value, operator: opts.operator, keyDir: keyDir(opts.keyDir), ws, now });
+  if (!done.ok) {
+    printProblems(file, done.problems);
+    return 2;
+  }
+  openAuditLog(ws.auditFile).append({ type: 'approved', request_id: prepared.value.request.frontMatter.request_id, actor: opts.operator, detail: { file: basename(done.dest) } });
+  process.stdout.write(`approved and signed by ${opts.operator}: ${done.dest}\n`);
+  return 0;
+}
+
+export async function serveCommand(opts: { workspace?: string; once?: boolean; logFormat?: string }): Promise<number> {
+  const ws = openWorkspace(opts.workspace);
+  const log = gateLog(opts.logFormat === 'json' ? 'json' : 'text');
+  const audit = openAuditLog(ws.auditFile);
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  if (!opts.once) log.info('serving', { workspace: ws.root }, `airlock serve: watching ${ws.requestsIn} (Ctrl-C to stop)`);
+  const r = await serveGate({ ws, log, audit, once: Boolean(opts.once), signal: stop.signal });
+  log.info('done', { processed: r.processed }, `airlock serve: ${r.processed} request${r.processed === 1 ? '' : 's'} processed`);
+  return 0;
+}
+
+export function statusCommand(opts: { workspace?: string; json?: boolean }): number {
+  const s = gateStatus(openWorkspace(opts.workspace));
+  process.stdout.write(opts.json ? JSON.stringify(s, null, 2) + '\n' : formatStatus(s));
+  return 0;
+}
+
+/** `airlock demo`: a fresh workspace, a demo operator, the bundled examples approved and served once. */
+export async function demoCommand(opts: { workspace?: string }): Promise<number> {
+  const root = opts.workspace ? resolve(opts.workspace) : mkdtempSync(join(tmpdir(), 'airlock-demo-'));
+  const keys = mkdtempSync(join(tmpdir(), 'airlock-demo-keys-'));
+  const examples = resolve(dirname(process.argv[1] ?? '.'), '..', '..', 'examples', 'requests');
+  process.stdout.write(`== airlock demo: workspace ${root}\n`);
+  initCommand(root);
+  process.stdout.write(`== an operator key (private key in ${keys}, outside the workspace)\n`);
+  if (keygenCommand({ operator: 'demo', workspace: root, keyDir: keys }) !== 0) return 3;
+  const ws = openWorkspace(root);
+  for (const f of readdirSync(examples)) copyFileSync(join(examples, f), join(ws.drafts, f));
+  for (const f of readdirSync(ws.drafts).filter((n) => n.startsWith('TR-') && n.endsWith('.md')).sort()) {
+    process.stdout.write(`== approve drafts/${f}\n`);
+    if ((await approveCommand(join(ws.drafts, f), { operator: 'demo', workspace: root, keyDir: keys, yes: true })) !== 0) return 3;
+  }
+  process.stdout.write('== airlock serve --once\n');
+  await serveCommand({ workspace: root, once: true });
+  process.stdout.write('== where each result went (airlock status)\n');
+  statusCommand({ workspace: root });
+  process.stdout.write(`read a result:  cat ${ws.inbound}/TS-*.md\naudit log:      airlock audit verify --workspace ${root}\n`);
+  return 0;
+}

@@ -1,0 +1,91 @@
+import { copyFileSync, existsSync, readFileSync, unlinkSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { Problem } from '../contracts/problem.js';
+import { normalizeText } from '../contracts/text.js';
+import { toolRequestContract, type ToolRequest } from '../contracts/tool-request.js';
+import { loadOperatorKey } from '../approval/keys.js';
+import { signApproval } from '../approval/signature.js';
+import { checkInputs } from '../pipeline/run.js';
+import type { Workspace } from '../workspace/workspace.js';
+import { writeAtomic } from './files.js';
+
+/** Sets `approved_by` / `approved_utc` in the front matter, adding them when missing. */
+export function withApproval(text: string, operator: string, utc: string): string {
+  const lines = normalizeText(text).split('\n');
+  const close = lines.findIndex((l, i) => i > 0 && l.trimEnd() === '---');
+  if (lines[0]?.trimEnd() !== '---' || close < 0) return text;
+  const set = (key: string, value: string) => {
+    const i = lines.findIndex((l, j) => j > 0 && j < close && l.startsWith(`${key}:`));
+    const line = `${key}: ${JSON.stringify(value)}`;
+    if (i >= 0) lines[i] = line;
+    else lines.splice(close, 0, line);
+  };
+  set('approved_by', operator);
+  set('approved_utc', utc);
+  return lines.join('\n');
+}
+
+export interface PreparedApproval {
+  request: ToolRequest;
+  /** The exact bytes that will be signed and run. */
+  text: string;
+  inputsDir: string;
+}
+
+/** Fills the approval fields and validates the whole request and its inputs (beside it). */
+export function prepareApproval(file: string, operator: string, now: Date): { ok: true; value: PreparedApproval } | { ok: false; problems: Problem[] } {
+  let raw: string;
+  try {
+    raw = readFileSync(file, 'utf8');
+  } catch (e) {
+    return { ok: false, problems: [{ code: 'RUN_NOT_RUNNABLE', message: `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? e}` }] };
+  }
+  const utc = now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const filled = withApproval(raw, operator, utc);
+  const parsed = toolRequestContract.parse(filled, { fileName: basename(file) });
+  if (!parsed.ok) return { ok: false, problems: parsed.problems };
+  const inputsDir = dirname(file);
+  const bad = checkInputs(parsed.value.inputs, inputsDir);
+  if (bad.length > 0) return { ok: false, problems: bad };
+  // The canonical rendering is what is signed: stable bytes for the same request.
+  return { ok: true, value: { request: parsed.value, text: toolRequestContract.render(parsed.value), inputsDir } };
+}
+
+/** What the operator sees before signing. */
+export function approvalSummary(r: ToolRequest): string {
+  const fm = r.frontMatter;
+  const lines = [
+    `request   ${fm.request_id}`,
+    `purpose   ${fm.purpose}`,
+    `drafted   by ${fm.requested_by} at ${fm.created_utc}`,
+    `runs      ${fm.backend === 'monty' ? 'Python code in the Monty interpreter (no filesystem but /in, /out)' : `${fm.language} in the ns sandbox`}`,
+    ...(r.command ? [`command   ${r.command.raw}`] : [`code      ${(r.code ?? '').split('\n').length} lines:`, ...(r.code ?? '').split('\n').map((l) => `  | ${l}`)]),
+    `inputs    ${r.inputs.length === 0 ? 'none' : ''}`,
+    ...r.inputs.map((i) => `  ${i.path}  sha256 ${i.sha256}`),
+    `outputs   ${r.outputs.map((o) => o.path).join(', ') || 'none'}`,
+    `limits    cpu ${fm.cpu_limit} cores, memory ${fm.memory_limit_mb} MB, time ${fm.time_limit_sec} s`,
+    `network   ${fm.network === 'none' ? 'none' : `allowlist: ${fm.network_allowlist.join(', ')}`}`,
+    `risk      ${r.risk.level} (${r.risk.justification}); data ${r.risk.dataSensitivity}`,
+  ];
+  return lines.join('\n') + '\n';
+}
+
+/**
+ * Signs a prepared request, stores its inputs in the content-addressed input store and moves it
+ * into requests_in/ (the .sig first, then the request, each atomically).
+ */
+export function commitApproval(args: { file: string; prepared: PreparedApproval; operator: string; keyDir: string; ws: Workspace; now: Date }): { ok: true; dest: string } | { ok: false; problems: Problem[] } {
+  const key = loadOperatorKey(args.operator, args.keyDir);
+  if ('error' in key) return { ok: false, problems: [{ code: 'APPROVAL_UNTRUSTED_KEY', message: key.error }] };
+  const bytes = Buffer.from(args.prepared.text);
+  const approval = signApproval({ requestId: args.prepared.request.frontMatter.request_id, bytes, operator: args.operator, key: key.key, publicKey: key.publicKey, now: args.now });
+  for (const input of args.prepared.request.inputs) {
+    const stored = join(args.ws.inputs, input.sha256);
+    if (!existsSync(stored)) copyFileSync(join(args.prepared.inputsDir, input.name), stored);
+  }
+  const dest = join(args.ws.requestsIn, basename(args.file));
+  writeAtomic(`${dest}.sig`, JSON.stringify(approval, null, 2) + '\n');
+  writeAtomic(dest, bytes);
+  if (args.file !== dest) unlinkSync(args.file);
+  return { ok: true, dest };
+}

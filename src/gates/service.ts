@@ -1,0 +1,200 @@
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, watch } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { checkText, type Problem } from '../contracts/index.js';
+import { toolResultContract } from '../contracts/tool-result.js';
+import type { ToolRequest } from '../contracts/tool-request.js';
+import { actionFromToolRequest } from '../action/from-tool-request.js';
+import { sha256Of, verifyApproval } from '../approval/signature.js';
+import { evaluatePolicy } from '../policy/evaluate.js';
+import { parsePolicy, type Policy } from '../policy/policy.js';
+import { runAction } from '../pipeline/run.js';
+import type { Workspace } from '../workspace/workspace.js';
+import { moveInto, quarantine, writeAtomic } from './files.js';
+import { Ledger } from './ledger.js';
+import type { GateLog } from './log.js';
+
+/** What the gate service records in the audit log (the hash-chained log implements it). */
+export interface AuditSink {
+  append(event: { type: string; request_id?: string; action_id?: string; sandbox_id?: string; actor?: string; detail?: Record<string, unknown> }): unknown;
+}
+
+export const gateRules = [
+  { code: 'GATE_INTERRUPTED', spec: 'After a crash, a run that had started is reported as interrupted, never silently retried (at most once).', fix: 'Look at the request; if it should run again, draft and approve a new request.' },
+  { code: 'GATE_RESULT_BLOCKED', spec: 'A result whose run the judge BLOCKed is not handed to the AI.', fix: 'Read the reasons: the program did something it did not declare.' },
+  { code: 'GATE_POLICY_INVALID', spec: 'The gate refuses to run anything while policy.yaml is invalid.', fix: 'Fix policy.yaml (`airlock policy check`).' },
+] as const;
+
+export interface GateOptions {
+  ws: Workspace;
+  log: GateLog;
+  audit: AuditSink;
+  /** Process what is waiting, then return. */
+  once: boolean;
+  signal?: AbortSignal;
+  now?: () => Date;
+}
+
+const isRequest = (n: string) => n.endsWith('.md') && !n.startsWith('.');
+
+/**
+ * The filesystem gate: requests_in/ -> (claim) running/ -> run once -> results_out/ -> inbound/ or
+ * quarantine/. Every move is an atomic rename; the replay ledger is written before anything runs.
+ */
+export async function serveGate(opts: GateOptions): Promise<{ processed: number }> {
+  const { ws, log } = opts;
+  const ledger = new Ledger(ws.storeFile);
+  try {
+    recover(opts, ledger);
+    let processed = 0;
+    for (;;) {
+      const waiting = readdirSync(ws.requestsIn).filter(isRequest).sort();
+      for (const name of waiting) {
+        if (opts.signal?.aborted) break;
+        if (await processOne(name, opts, ledger)) processed++;
+      }
+      if (opts.once || opts.signal?.aborted) return { processed };
+      await waitForWork(ws.requestsIn, opts.signal);
+    }
+  } finally {
+    ledger.close();
+  }
+}
+
+/** Waits until something lands in `dir` (fs.watch, with a 1 s rescan in case an event is missed). */
+function waitForWork(dir: string, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const watcher = watch(dir, () => done());
+    const timer = setTimeout(() => done(), 1000);
+    const onAbort = () => done();
+    signal?.addEventListener('abort', onAbort);
+    function done() {
+      watcher.close();
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }
+  });
+}
+
+/**
+ * After a crash: a claimed request the ledger says was running is reported as interrupted
+ * (quarantined with GATE_INTERRUPTED, never retried); a claimed request that never reached the
+ * ledger never ran, so it goes back to requests_in/.
+ */
+function recover(opts: GateOptions, ledger: Ledger): void {
+  const { ws, log } = opts;
+  const now = opts.now?.() ?? new Date();
+  for (const entry of ledger.running()) {
+    ledger.finish(entry.request_id, 'interrupted', entry.sandbox_id, 'the gate service stopped while this request was running', now);
+    opts.audit.append({ type: 'interrupted', request_id: entry.request_id, detail: { claimed_at: entry.claimed_at } });
+    const file = join(ws.running, `${entry.request_id}.md`);
+    if (existsSync(file)) {
+      quarantine(file, ws.quarantine, { decision: 'REJECT', problems: [{ code: 'GATE_INTERRUPTED', message: `the gate stopped while this request was running (claimed ${entry.claimed_at}); it is not run again` }] });
+    }
+    log.warn('interrupted', { request_id: entry.request_id }, `${entry.request_id}: INTERRUPTED by a crash of the gate; quarantined, not retried`);
+  }
+  for (const name of readdirSync(ws.running).filter(isRequest)) {
+    const id = basename(name, '.md');
+    if (ledger.get(id)) continue;
+    moveInto(join(ws.running, name), ws.requestsIn);
+    log.info('requeued', { request_id: id }, `${id}: claimed before a crash but never started; back in requests_in/`);
+  }
+}
+
+async function processOne(name: string, opts: GateOptions, ledger: Ledger): Promise<boolean> {
+  const { ws, log, audit } = opts;
+  const now = opts.now?.() ?? new Date();
+  const claimed = join(ws.running, name);
+  try {
+    moveClaim(join(ws.requestsIn, name), claimed);
+  } catch {
+    return false; // another worker claimed it first
+  }
+  const reject = (problems: Problem[], stage: string, requestId?: string) => {
+    const dest = quarantine(claimed, ws.quarantine, { decision: 'REJECT', stage, problems });
+    audit.append({ type: 'quarantined', request_id: requestId, detail: { stage, codes: problems.map((p) => p.code), file: basename(dest) } });
+    log.warn('quarantined', { request: name, stage, codes: problems.map((p) => p.code) }, `${name}: REJECT at ${stage} -> quarantine/ (${problems.map((p) => p.code).join(', ')})`);
+    return true;
+  };
+
+  const policyRead = parsePolicy(existsSync(ws.policyFile) ? readFileSync(ws.policyFile, 'utf8') : '');
+  if (!policyRead.ok) {
+    return reject([{ code: 'GATE_POLICY_INVALID', message: `policy.yaml is invalid: ${policyRead.problems.map((p) => `${p.code} ${p.message}`).join('; ')}` }], 'policy');
+  }
+  const policy: Policy = policyRead.value;
+  const bytes = readFileSync(claimed);
+  const checked = checkText(name, bytes.toString('utf8'));
+  if (checked.problems.length > 0 || checked.kind !== 'tool-request') {
+    return reject(checked.problems.length > 0 ? checked.problems : [{ code: 'RUN_NOT_RUNNABLE', message: `${name} is not a Tool Request` }], 'validate');
+  }
+  const tr = checked.value as ToolRequest;
+  const id = tr.frontMatter.request_id;
+  audit.append({ type: 'validated', request_id: id });
+  const action = actionFromToolRequest(tr);
+
+  // Approval: an operator's signature, or the policy's own approval for the requests it may approve alone.
+  const sigFile = `${claimed}.sig`;
+  const autoApproved = !existsSync(sigFile) && policy.approval.auto_approve.monty_without_inputs && action.lane === 'monty' && action.inputs.length === 0;
+  if (!autoApproved) {
+    const problems = verifyApproval({ sigText: existsSync(sigFile) ? readFileSync(sigFile, 'utf8') : null, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by, policy, now });
+    if (problems.length > 0) return reject(problems, 'approval', id);
+  }
+  const decision = evaluatePolicy(policy, action, tr.frontMatter.language);
+  if (decision.problems.length > 0) return reject(decision.problems, 'policy', id);
+  if (decision.confirmationRequired) action.confirmationRequired = true;
+
+  const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-gate-in-'));
+  try {
+    const missing = action.inputs.filter((i) => !existsSync(join(ws.inputs, i.sha256)));
+    if (missing.length > 0) {
+      return reject(missing.map((i) => ({ code: 'RUN_INPUT_MISSING', message: `input ${i.name} (sha256 ${i.sha256}) is not in the workspace's input store: approve the request with \`airlock approve\`, which stores its inputs` })), 'inputs', id);
+    }
+    for (const i of action.inputs) copyFileSync(join(ws.inputs, i.sha256), join(inputsDir, i.name));
+    if (!ledger.claim(id, sha256Of(bytes), now)) {
+      const prior = ledger.get(id);
+      return reject([{ code: 'APPROVAL_REPLAY', message: `request ${id} already ran (${prior?.state} since ${prior?.claimed_at}); a request runs at most once` }], 'replay', id);
+    }
+    audit.append({ type: 'approved', request_id: id, actor: autoApproved ? 'policy' : tr.frontMatter.approved_by, detail: { auto: autoApproved } });
+    log.info('running', { request_id: id, lane: action.lane }, `${id}: running in the ${action.lane} lane...`);
+    const started = Date.now();
+    const outcome = await runAction(action, { workspace: ws, inputsDir });
+    if (outcome.kind === 'rejected') {
+      ledger.finish(id, 'done', null, 'rejected before running', opts.now?.() ?? new Date());
+      return reject(outcome.problems, 'run', id);
+    }
+    const sr = outcome.sandboxResult;
+    audit.append({ type: 'ran', request_id: id, sandbox_id: outcome.sandboxId, detail: { status: sr.execution.status, exit_code: sr.execution.exit_code } });
+    audit.append({ type: 'judged', request_id: id, sandbox_id: outcome.sandboxId, detail: { verdict: sr.verdict.recommended_action, compliance: sr.compliance } });
+    ledger.finish(id, 'done', outcome.sandboxId, sr.verdict.recommended_action, opts.now?.() ?? new Date());
+    moveInto(claimed, ws.processed);
+
+    // The Tool Result is untrusted data: written to results_out/, validated from there, then moved.
+    const ts = outcome.toolResult;
+    if (!ts) return true;
+    const out = join(ws.resultsOut, basename(ts.file));
+    writeAtomic(out, readFileSync(ts.file));
+    const parsed = toolResultContract.parse(readFileSync(out, 'utf8'), { fileName: basename(out) });
+    const problems: Problem[] = parsed.ok ? [] : parsed.problems;
+    if (sr.verdict.recommended_action === 'BLOCK') problems.push(...sr.verdict.reasons.map((r) => ({ code: 'GATE_RESULT_BLOCKED', message: r })));
+    const secs = ((Date.now() - started) / 1000).toFixed(2);
+    if (problems.length === 0) {
+      const dest = moveInto(out, ws.inbound);
+      audit.append({ type: 'accepted', request_id: id, sandbox_id: outcome.sandboxId, detail: { result: basename(dest) } });
+      log.info('accepted', { request_id: id, result: dest, verdict: sr.verdict.recommended_action }, `${id}: ACCEPT -> inbound/${basename(dest)} (${sr.execution.status}, exit ${sr.execution.exit_code ?? sr.execution.signal}, ${sr.verdict.recommended_action}, ${secs} s)`);
+    } else {
+      const dest = quarantine(out, ws.quarantine, { decision: 'REJECT', stage: 'result', verdict: sr.verdict.recommended_action, sandbox_id: outcome.sandboxId, problems });
+      audit.append({ type: 'quarantined', request_id: id, sandbox_id: outcome.sandboxId, detail: { stage: 'result', codes: [...new Set(problems.map((p) => p.code))], file: basename(dest) } });
+      log.warn('quarantined', { request_id: id, result: dest, codes: problems.map((p) => p.code) }, `${id}: REJECT result -> quarantine/${basename(dest)} (${[...new Set(problems.map((p) => p.code))].join(', ')}; ${secs} s)`);
+    }
+    return true;
+  } finally {
+    rmSync(inputsDir, { recursive: true, force: true });
+  }
+}
+
+/** Claims a request: the rename of the request decides who runs it; its .sig follows. */
+function moveClaim(from: string, to: string): void {
+  renameSync(from, to);
+  if (existsSync(`${from}.sig`)) renameSync(`${from}.sig`, `${to}.sig`);
+}

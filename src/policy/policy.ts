@@ -1,0 +1,143 @@
+import { isMap, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import { z } from 'zod';
+import type { Problem, Result } from '../contracts/problem.js';
+
+/**
+ * The host's policy (WORKSPACE/policy.yaml): the host's word on what may run. Requests that ask for
+ * more than it allows are rejected with the rule that stopped them; nothing is silently clamped.
+ */
+const positive = z.number().positive();
+const int = z.number().int().positive();
+
+export const policySchema = z.strictObject({
+  version: z.literal(1),
+  /** Host maxima for every limit a request or descriptor can ask for. */
+  limits: z.strictObject({
+    cpu_cores: positive,
+    memory_mb: int,
+    time_sec: positive,
+    pids: int,
+    out_mb: int,
+    stdout_kb: int,
+  }),
+  languages: z.array(z.enum(['python', 'node', 'ts', 'go', 'ruby'])),
+  lanes: z.array(z.enum(['ns', 'monty'])).min(1),
+  /** Network ceiling: requests cannot widen it. */
+  network: z.strictObject({
+    allow: z.boolean(),
+    allowlist: z.array(z.string().min(1)),
+  }),
+  approval: z.strictObject({
+    /** Hours an operator's signature stays valid. */
+    expiry_hours: positive,
+    /** Requests the policy may approve without a person. */
+    auto_approve: z.strictObject({ monty_without_inputs: z.boolean() }),
+  }),
+  risk: z.strictObject({
+    low: z.enum(['allow', 'require_confirmation', 'block']),
+    medium: z.enum(['allow', 'require_confirmation', 'block']),
+    high: z.enum(['allow', 'require_confirmation', 'block']),
+    critical: z.enum(['allow', 'require_confirmation', 'block']),
+  }),
+  operators: z.array(
+    z.strictObject({
+      name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/),
+      /** `ed25519:<base64 of the 32-byte raw public key>` */
+      public_key: z.string().regex(/^ed25519:[A-Za-z0-9+/]{43}=$/),
+    }),
+  ),
+  retention: z.strictObject({ audit_days: int, artifacts_days: int, tombstones_days: int }),
+});
+
+export type Policy = z.infer<typeof policySchema>;
+
+export const policyRules = [
+  { code: 'POLICY_YAML', spec: 'policy.yaml is valid YAML with each key once.', fix: 'Fix the YAML at the line given.' },
+  { code: 'POLICY_FIELD', spec: 'policy.yaml has every field of the policy, with the right type and nothing unknown.', fix: 'Compare with the policy `airlock init` writes; the message names the field.' },
+  { code: 'POLICY_OPERATOR_DUPLICATE', spec: 'Each operator name appears once.', fix: 'Remove or rename the duplicate operator.' },
+  { code: 'POLICY_NETWORK', spec: 'A network allowlist ceiling is given only when network.allow is true.', fix: 'Set network.allow: true, or empty the allowlist.' },
+] as const;
+
+/** The policy `airlock init` writes: nothing risky is allowed without a person. */
+export const DEFAULT_POLICY_YAML = `# Airlock host policy: the host's word on what may run. Requests asking for more are rejected,
+# never clamped. Check it with \`airlock policy check\`.
+version: 1
+limits:              # host maxima for every limit a request may ask for
+  cpu_cores: 2
+  memory_mb: 2048
+  time_sec: 300
+  pids: 128          # processes + threads alive at once
+  out_mb: 256        # bytes a run may write to /out
+  stdout_kb: 1024    # stdout/stderr kept by the host
+languages: [python, node]
+lanes: [ns, monty]
+network:             # the ceiling: a request cannot widen it
+  allow: false
+  allowlist: []
+approval:
+  expiry_hours: 24   # an operator's signature is valid this long
+  auto_approve:      # requests the policy may approve without a person
+    monty_without_inputs: true
+risk:                # what each declared risk level needs
+  low: allow
+  medium: allow
+  high: require_confirmation
+  critical: block
+operators: []        # filled by \`airlock keygen --operator NAME\`
+retention:
+  audit_days: 365
+  artifacts_days: 30
+  tombstones_days: 30
+`;
+
+/** Parses policy.yaml text into a Policy or coded problems with lines. */
+export function parsePolicy(text: string): Result<Policy> {
+  const counter = new LineCounter();
+  let doc;
+  try {
+    doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true, prettyErrors: false, schema: 'core' });
+  } catch (e) {
+    return { ok: false, problems: [{ code: 'POLICY_YAML', message: (e as Error).message, line: 1 }] };
+  }
+  if (doc.errors.length > 0) {
+    return { ok: false, problems: doc.errors.map((e) => ({ code: 'POLICY_YAML', message: e.message.split('\n')[0] ?? 'YAML error', line: counter.linePos(e.pos[0]).line })) };
+  }
+  const lineOf = (path: (string | number)[]): number => {
+    let node: unknown = doc.contents;
+    let offset = 0;
+    for (const seg of path) {
+      if (isMap(node)) {
+        const pair = node.items.find((p) => (p.key as { value?: unknown })?.value === seg);
+        if (!pair) break;
+        offset = (pair.key as Node).range?.[0] ?? offset;
+        node = pair.value;
+      } else if (isSeq(node) && typeof seg === 'number') {
+        node = node.items[seg];
+        offset = (node as Node | undefined)?.range?.[0] ?? offset;
+      } else break;
+    }
+    return counter.linePos(offset).line;
+  };
+  const r = policySchema.safeParse(doc.toJS({ maxAliasCount: 0 }));
+  if (!r.success) {
+    return {
+      ok: false,
+      problems: r.error.issues.map((i) => ({
+        code: 'POLICY_FIELD',
+        message: `${i.path.join('.') || 'policy'}: ${i.message}`,
+        path: i.path.join('.'),
+        line: lineOf(i.path as (string | number)[]),
+      })),
+    };
+  }
+  const p = r.data;
+  const problems: Problem[] = [];
+  const names = p.operators.map((o) => o.name);
+  names.forEach((n, i) => {
+    if (names.indexOf(n) !== i) problems.push({ code: 'POLICY_OPERATOR_DUPLICATE', message: `operator ${n} is listed twice`, path: `operators.${i}`, line: lineOf(['operators', i]) });
+  });
+  if (!p.network.allow && p.network.allowlist.length > 0) {
+    problems.push({ code: 'POLICY_NETWORK', message: 'network.allowlist is set but network.allow is false', path: 'network.allowlist', line: lineOf(['network', 'allowlist']) });
+  }
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, value: p };
+}
