@@ -130,6 +130,12 @@ export async function serveCommand(opts: { workspace?: string; once?: boolean; l
   const ws = openWorkspace(opts.workspace);
   const log = gateLog(opts.logFormat === 'json' ? 'json' : 'text');
   const audit = openAuditLog(ws.auditFile);
+  // Retention follows the policy; pruning keeps the chain verifiable (an anchor and a `pruned` record).
+  const policy = parsePolicy(readFileSync(ws.policyFile, 'utf8'));
+  if (policy.ok) {
+    const pruned = audit.prune(policy.value.retention.audit_days);
+    if (pruned.pruned > 0) log.info('audit_pruned', { removed: pruned.pruned }, `audit log: ${pruned.pruned} records older than ${policy.value.retention.audit_days} days pruned (rule retention.audit_days)`);
+  }
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);

@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { checkExitCode, checkFile, explain, formatReport } from './check.js';
+import { registerAuditCommands } from './commands/audit.js';
 
 const program = new Command();
 program.name('airlock').description('The host between AI agents and the world.').version('0.1.0');
@@ -52,6 +53,8 @@ program
     const { doctorCommand } = await import('./doctor.js');
     process.exitCode = await doctorCommand(opts);
   });
+
+registerAuditCommands(program);
 
 const gate = () => import('./gate.js');
 
