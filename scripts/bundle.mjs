@@ -4,7 +4,7 @@
 import { build } from 'esbuild';
 
 await build({
-  entryPoints: { airlock: 'src/cli/main.ts' },
+  entryPoints: { airlock: 'src/cli/main.ts', 'monty-worker': 'src/sandbox/lanes/monty-worker.ts' },
   outdir: 'dist/bundle',
   entryNames: '[name]',
   chunkNames: 'chunks/[name]-[hash]',

@@ -134,9 +134,13 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
 
   // Sandbox requirements: the run really was sandboxed, with every limit enforced (not only reported).
   const reportedOnly = obs.host.limits.filter((l) => l.enforcedBy === null).map((l) => l.limit);
-  const sandboxOk = obs.status !== 'SANDBOX_ERROR' && obs.host.seccomp && reportedOnly.length === 0;
+  // The Monty lane's isolation is the interpreter itself (no syscalls on the program's behalf) in a
+  // separate child process; the ns lane's is bubblewrap plus our seccomp filter.
+  const monty = (obs as { monty?: { isolation: { isolatedChild: boolean } } }).monty;
+  const isolated = monty ? monty.isolation.isolatedChild : obs.host.seccomp;
+  const sandboxOk = obs.status !== 'SANDBOX_ERROR' && isolated && reportedOnly.length === 0;
   if (obs.status === 'SANDBOX_ERROR') hard.push(`sandbox error: ${obs.reason}`);
-  else if (!obs.host.seccomp) hard.push('the seccomp filter was not applied');
+  else if (!isolated) hard.push(monty ? 'the Monty child process was not isolated' : 'the seccomp filter was not applied');
   else if (reportedOnly.length > 0) hard.push(`limits only reported, not enforced on this host: ${reportedOnly.join(', ')}`);
 
   const rollbackOk = action.rollbackSupported && diffVerifiable;

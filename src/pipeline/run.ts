@@ -14,6 +14,7 @@ import { judge, type Judgement } from '../judge/judge.js';
 import { sha256Hex } from '../report/hash.js';
 import { buildSandboxResult } from '../report/sandbox-result.js';
 import { buildToolResult } from '../report/tool-result.js';
+import { runInMontyLane } from '../sandbox/lanes/monty.js';
 import { runInNsLane } from '../sandbox/lanes/ns.js';
 import type { NsRunObservation } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
@@ -100,7 +101,8 @@ export async function runAction(action: Action, ctx: { workspace: Workspace; inp
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
-  const lane = await runInNsLane(action, { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out') });
+  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out') };
+  const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) return { kind: 'rejected', problems: lane.problems };
   const obs = lane.observation;
   const judgement = judge(action, obs);
@@ -120,7 +122,10 @@ export async function runAction(action: Action, ctx: { workspace: Workspace; inp
 
   let toolResult: { file: string; valid: boolean; problems: Problem[] } | undefined;
   if (action.source === 'tool-request') {
-    const backend = `airlock-ns (bubblewrap ${obs.host.bwrapVersion}, seccomp ${obs.host.seccomp ? 'on' : 'off'}, cgroup v${obs.host.cgroupVersion ?? '-'})`;
+    const backend =
+      action.lane === 'monty'
+        ? `airlock-monty (@pydantic/monty in an isolated child process)`
+        : `airlock-ns (bubblewrap ${obs.host.bwrapVersion}, seccomp ${obs.host.seccomp ? 'on' : 'off'}, cgroup v${obs.host.cgroupVersion ?? '-'})`;
     const { result, artifacts } = buildToolResult({ action, argv: lane.argv, obs, judgement, backend });
     const artifactsDir = join(runDir, 'artifacts');
     for (const a of artifacts) {

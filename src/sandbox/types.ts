@@ -88,7 +88,7 @@ export interface NsExit {
   code: number | null;
   signal: string | null;
   /** 'strace': the tracer saw the program's end; 'bwrap-exit-code': inferred from bwrap's 128+N convention. */
-  source: 'strace' | 'bwrap-exit-code' | 'none';
+  source: 'strace' | 'bwrap-exit-code' | 'monty-worker' | 'none';
 }
 
 export interface ScopeObservation {
@@ -117,7 +117,7 @@ export interface NsHostFacts {
   sandboxUid: number;
   seccomp: boolean;
   strace: boolean;
-  outMechanism: 'tmpfs-size' | 'rlimit-fsize+post-check';
+  outMechanism: 'tmpfs-size' | 'rlimit-fsize+post-check' | 'monty-mount-write-cap';
   limits: LimitEnforcement[];
 }
 
