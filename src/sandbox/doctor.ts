@@ -54,6 +54,9 @@ export interface HostCapabilities {
   mountBinary: string | null;
   umountBinary: string | null;
   prlimitBinary: string | null;
+  /** perl, used as the long-lived host helper for mount(2)/umount2(2)/prlimit64(2) (src/sandbox/ns/hostops.ts);
+   *  null: the runner execs mount/umount/prlimit per run instead (slower, same guarantees). */
+  perlBinary: string | null;
   tmpfsSizeCaps: { hostOut: boolean; sandboxTmp: boolean; detail: string };
   interpreters: InterpreterInfo[];
   limits: LimitPlan[];
@@ -202,8 +205,10 @@ async function probeInterpreters(): Promise<InterpreterInfo[]> {
   return out;
 }
 
-export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' | 'prlimitBinary'>): LimitPlan[] {
+export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' | 'prlimitBinary'> & { perlBinary?: string | null }): LimitPlan[] {
   const cg = c.cgroup;
+  // rlimits are set by the perl helper (prlimit64 on bwrap's init) or by an exec of prlimit.
+  const rl = c.prlimitBinary !== null || (c.perlBinary ?? null) !== null;
   const mem = cg.usable && cg.controllers.includes('memory');
   const pids = cg.usable && cg.controllers.includes('pids');
   // v2 always has cpu.stat usage; v1 needs the cpuacct controller.
@@ -212,15 +217,15 @@ export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' 
     { limit: 'wallMs', enforced: true, how: 'host timer, then the whole cgroup / pid namespace is killed' },
     {
       limit: 'cpuMs',
-      enforced: cpuAcct || c.prlimitBinary !== null,
-      how: [cpuAcct ? 'host polls cgroup CPU usage of all processes and kills over the limit' : null, c.prlimitBinary ? 'RLIMIT_CPU per process (prlimit)' : null].filter(Boolean).join('; ') || 'no cgroup cpu accounting and no prlimit: only reported',
+      enforced: cpuAcct || rl,
+      how: [cpuAcct ? 'host polls cgroup CPU usage of all processes and kills over the limit' : null, rl ? 'RLIMIT_CPU per process (prlimit)' : null].filter(Boolean).join('; ') || 'no cgroup cpu accounting and no prlimit: only reported',
     },
     { limit: 'memoryBytes', enforced: mem, how: mem ? `cgroup v${cg.version} memory limit (swap ${cg.swapAccounting ? 'included' : 'not accounted'})` : 'no usable memory cgroup controller: only reported (and peak memory is unmeasured)' },
     { limit: 'pids', enforced: pids, how: pids ? `cgroup v${cg.version} pids.max` : 'no usable pids cgroup controller: only reported' },
     {
       limit: 'outBytes',
-      enforced: c.tmpfsSizeCaps.hostOut || c.prlimitBinary !== null,
-      how: c.tmpfsSizeCaps.hostOut ? 'size-capped tmpfs mounted by root on the host staging dir' : c.prlimitBinary ? 'RLIMIT_FSIZE per file + post-check of the total (a total over the cap is caught after the run, not prevented)' : 'only reported',
+      enforced: c.tmpfsSizeCaps.hostOut || rl,
+      how: c.tmpfsSizeCaps.hostOut ? 'size-capped tmpfs mounted by root on the host staging dir' : rl ? 'RLIMIT_FSIZE per file + post-check of the total (a total over the cap is caught after the run, not prevented)' : 'only reported',
     },
     { limit: 'tmpBytes', enforced: c.tmpfsSizeCaps.sandboxTmp, how: c.tmpfsSizeCaps.sandboxTmp ? 'bwrap --size on the /tmp tmpfs' : 'bwrap has no --size: only reported' },
     { limit: 'stdoutBytes', enforced: true, how: 'host keeps the first N bytes, counts and hashes the rest' },
@@ -247,10 +252,11 @@ async function probe(): Promise<HostCapabilities> {
   const mountBinary = findSystemBinary('mount');
   const umountBinary = findSystemBinary('umount');
   const prlimitBinary = findSystemBinary('prlimit');
+  const perlBinary = findSystemBinary('perl');
   const tmpfsSizeCaps = {
-    hostOut: isRoot && mountBinary !== null && umountBinary !== null,
+    hostOut: isRoot && ((mountBinary !== null && umountBinary !== null) || perlBinary !== null),
     sandboxTmp: bwrap?.supports.size ?? false,
-    detail: isRoot ? (mountBinary ? 'root: /out is a size-capped tmpfs mounted on the host' : 'root but no mount binary') : 'not root: /out is capped by RLIMIT_FSIZE per file and a post-check',
+    detail: isRoot ? (mountBinary || perlBinary ? 'root: /out is a size-capped tmpfs mounted on the host' : 'root but no mount binary') : 'not root: /out is capped by RLIMIT_FSIZE per file and a post-check',
   };
   const blockers: string[] = [];
   if (!bwrap) blockers.push('bubblewrap (bwrap) is not installed: apt-get install bubblewrap');
@@ -276,6 +282,7 @@ async function probe(): Promise<HostCapabilities> {
     mountBinary,
     umountBinary,
     prlimitBinary,
+    perlBinary,
     tmpfsSizeCaps,
     interpreters,
     limits: [],

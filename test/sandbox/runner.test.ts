@@ -6,7 +6,8 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { doctor } from '../../src/sandbox/doctor.js';
-import { validateSpec } from '../../src/sandbox/ns/runner.js';
+import { sandboxIdle, validateSpec } from '../../src/sandbox/ns/runner.js';
+import { stagingBase } from '../../src/sandbox/ns/staging.js';
 import { LIMITS, py, run, text } from './helpers-ns.js';
 
 const sha = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
@@ -106,9 +107,12 @@ test('/out is size-capped', async () => {
   assert.ok(big && big.size <= 64 << 10);
 });
 
-test('a run of /bin/true leaves no cgroup and no mount behind', async () => {
+test('a run of /bin/true leaves no cgroup, no mount and no staging dir behind (after sandboxIdle)', async () => {
   const o = await run(['/bin/true']);
   assert.equal(o.status, 'SUCCESS', text(o));
+  // Cleanup runs after the result is returned; sandboxIdle() is the documented wait for it.
+  await sandboxIdle();
+  assert.ok(!existsSync(join(await stagingBase(), o.runId)), 'the staging dir survived');
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8');
   assert.ok(!mounts.includes(o.runId), 'a staging mount survived');
   const caps = await doctor();
@@ -133,5 +137,6 @@ test('a declared scope is seen through a copy-on-write overlay: the real files n
   assert.equal(ch.get(join(scope, 'keep.txt')), 'modified', JSON.stringify(o.fs.scopes));
   assert.equal(ch.get(join(scope, 'gone.txt')), 'deleted');
   assert.equal(ch.get(join(scope, 'new.txt')), 'added');
+  await sandboxIdle();
   assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(o.runId), 'the overlay mount survived');
 });

@@ -12,7 +12,8 @@ const SYSCALLS: Record<string, [number, number, number]> = { x64: [165, 166, 302
 
 // Requests: `<id> <op> <hex field>...\n`; answers: `<id> <errno> <hex message>\n` (errno 0 = done).
 // M target size uid gid: tmpfs; O lower upper work merged: overlay; U target: umount (lazy on EBUSY);
-// L pid cpuSoft cpuHard fsize|-: RLIMIT_CPU, RLIMIT_CORE=0 and optionally RLIMIT_FSIZE on pid.
+// L pid cpuSoft cpuHard fsize|- uid gid: RLIMIT_CPU, RLIMIT_CORE=0 and optionally RLIMIT_FSIZE on pid
+// (whose real/effective/saved ids are uid/gid).
 const PERL = String.raw`
 use strict; use warnings;
 my ($MOUNT, $UMOUNT2, $PRLIMIT) = map { 0 + $_ } @ARGV;
@@ -28,19 +29,29 @@ while (my $line = <STDIN>) {
   eval {
     if ($op eq 'M') {
       my $data = 'size=' . n($a[1]) . ',mode=0755,uid=' . n($a[2]) . ',gid=' . n($a[3]);
-      $r = syscall($MOUNT, 'airlock-out' . '', h($a[0]), 'tmpfs' . '', 6, $data);  # MS_NOSUID|MS_NODEV
+      my ($src, $fs, $t) = ('airlock-out', 'tmpfs', h($a[0]));
+      $r = syscall($MOUNT, $src, $t, $fs, 6, $data);  # MS_NOSUID|MS_NODEV
     } elsif ($op eq 'O') {
       my $data = 'lowerdir=' . h($a[0]) . ',upperdir=' . h($a[1]) . ',workdir=' . h($a[2]);
-      $r = syscall($MOUNT, 'airlock-scope' . '', h($a[3]), 'overlay' . '', 0, $data);
+      my ($src, $fs, $t) = ('airlock-scope', 'overlay', h($a[3]));
+      $r = syscall($MOUNT, $src, $t, $fs, 0, $data);
     } elsif ($op eq 'U') {
       my $t = h($a[0]);
       $r = syscall($UMOUNT2, $t, 0);
       $r = syscall($UMOUNT2, $t, 2) if $r != 0 && $! == 16;  # EBUSY -> MNT_DETACH
     } elsif ($op eq 'L') {
-      my $pid = n($a[0]);
+      # prlimit64 on another uid needs CAP_SYS_RESOURCE (some hosts drop it) unless our real ids are
+      # the target's: take them for the call (the effective uid stays ours), then restore them.
+      my ($pid, $uid, $gid) = (n($a[0]), n($a[4]), n($a[5]));
+      my ($ru, $rg) = ($<, (split / /, $()[0]);
+      $( = $gid; $< = $uid;
       $r = rl($pid, 0, n($a[1]), n($a[2]));
       $r = rl($pid, 4, 0, 0) if $r == 0;
       $r = rl($pid, 1, n($a[3]), n($a[3])) if $r == 0 && h($a[3]) ne '-';
+      my $e = 0 + $!;
+      $< = $ru; $( = $rg;
+      exit 70 if $< != $ru || (split / /, $()[0] != $rg;  # never keep running with the wrong ids
+      $! = $e;
     } else { $! = 22; }
     $err = "$!" if $r != 0;
     1;
@@ -105,7 +116,7 @@ export class HostOps {
     const c = this.child;
     if (!c) return;
     const busy = this.pending.size > 0;
-    for (const s of [c.stdout, c.stdin] as unknown as { ref?: () => void; unref?: () => void }[]) (busy ? s.ref : s.unref)?.call(s);
+    for (const s of [c.stdout, c.stderr, c.stdin] as unknown as { ref?: () => void; unref?: () => void }[]) (busy ? s.ref : s.unref)?.call(s);
     if (busy) c.ref();
     else c.unref();
   }
@@ -134,9 +145,12 @@ export class HostOps {
     return this.request('U', [dir]);
   }
 
-  /** RLIMIT_CPU soft:hard seconds, RLIMIT_CORE 0 and (optionally) RLIMIT_FSIZE on `pid` (its future children inherit them). */
-  setRlimits(pid: number, cpuSoft: number, cpuHard: number, fsize: number | null): Promise<string | null> {
-    return this.request('L', [pid, cpuSoft, cpuHard, fsize ?? '-']);
+  /**
+   * RLIMIT_CPU soft:hard seconds, RLIMIT_CORE 0 and (optionally) RLIMIT_FSIZE on `pid`, a process running
+   * as uid:gid (its future children inherit them). Limits are only lowered.
+   */
+  setRlimits(pid: number, uid: number, gid: number, cpuSoft: number, cpuHard: number, fsize: number | null): Promise<string | null> {
+    return this.request('L', [pid, cpuSoft, cpuHard, fsize ?? '-', uid, gid]);
   }
 
   /** Stop the helper (tests; the process otherwise ends it by closing stdin at exit). */

@@ -1,14 +1,17 @@
 // The `ns` lane runner: one program, run once in bubblewrap, measured from the host.
 //
-// Process chain (root host):  node ─ prlimit ─ [strace -f -u nobody ─] bwrap(A) ─ bwrap init(B, pid 1) ─ program
+// Process chain (root host):  node ─ [strace -f -u nobody ─] bwrap(A) ─ bwrap init(B, pid 1) ─ program
 //   * strace runs as root (its log is root-owned, out of the sandbox's reach) and starts the rest as
-//     `nobody` (65534); without strace, node spawns prlimit with uid/gid 65534 directly.
-//     (prlimit runs before strace so its exec is not in the log; strace inherits the rlimits.) So bwrap and
+//     `nobody` (65534); without strace, node spawns bwrap with uid/gid 65534 directly. So bwrap and
 //     everything under it is an unprivileged host uid: an escape from the namespaces lands as nobody.
-//   * cgroup join without a wrapper: bwrap --info-fd tells us B's host pid, bwrap --block-fd holds B
-//     before it forks the program; we write B into the cgroup as root, then release it. Every process
-//     of the program is forked from B afterwards, so all of them are in the group.
+//   * cgroup join and rlimits without a wrapper: bwrap --info-fd tells us B's host pid, bwrap
+//     --block-fd holds B before it forks the program; we write B into the cgroup and set B's rlimits
+//     (prlimit64 through the host helper, hostops.ts), then release it. Every process of the program
+//     is forked from B afterwards, so all of them are in the group and inherit the rlimits.
+//     (No helper: `prlimit` execs first in the chain, before strace, as before.)
 //   * our seccomp filter travels on an extra fd (--seccomp), written by us and closed.
+//   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
+//     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { spawn, type StdioOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
@@ -24,7 +27,8 @@ import type { FsChange, LimitEnforcement, LimitName, NsExit, NsLimits, NsResourc
 import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
 import { buildSeccompFilter } from './seccomp.js';
-import { chownTo, copyTreeNoFollow, mkdirMode, mountOverlay, mountTmpfs, removeTree, stageInput, stagingBase, unmount } from './staging.js';
+import { hostOps } from './hostops.js';
+import { chownTo, copyTreeNoFollow, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 /** Paths a scope may not cover: the sandbox's own mounts and the read-only system root. */
@@ -34,6 +38,24 @@ const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'out
 const POLL_MS = 10;
 
 let seccompBytes: Buffer | null = null;
+
+/** Cleanups still running (cgroup removal, unmounts, staging removal), started after results were returned. */
+const pendingCleanups = new Set<Promise<void>>();
+
+/**
+ * Resolves when every cleanup of the runs started so far is done (loops: a run finishing meanwhile adds
+ * its own). Await it before asserting that nothing is left behind, and before process.exit().
+ */
+export async function sandboxIdle(): Promise<void> {
+  while (pendingCleanups.size > 0) await Promise.all([...pendingCleanups]);
+}
+
+function background(task: () => Promise<void>): void {
+  const p: Promise<void> = task()
+    .catch((e: Error) => process.emitWarning(`airlock ns cleanup failed: ${e.message}`))
+    .finally(() => pendingCleanups.delete(p));
+  pendingCleanups.add(p);
+}
 
 export function validateSpec(spec: NsRunSpec): Problem[] {
   const p: Problem[] = [];
@@ -76,7 +98,7 @@ function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup
       case 'wallMs':
         return { limit, enforcedBy: 'host timer + kill of the cgroup / pid namespace' };
       case 'cpuMs': {
-        const by = [cg?.enforces.cpuAccounting ? `cgroup v${cg.version} CPU accounting polled every ${POLL_MS} ms` : null, caps.prlimitBinary ? 'RLIMIT_CPU (whole seconds, per process)' : null].filter(Boolean).join(' + ');
+        const by = [cg?.enforces.cpuAccounting ? `cgroup v${cg.version} CPU accounting polled every ${POLL_MS} ms` : null, caps.prlimitBinary || caps.perlBinary ? 'RLIMIT_CPU (whole seconds, per process)' : null].filter(Boolean).join(' + ');
         return by ? { limit, enforcedBy: by } : { limit, enforcedBy: null, reportedOnlyReason: 'no cgroup CPU accounting and no prlimit' };
       }
       case 'memoryBytes':
@@ -198,14 +220,16 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const mounted: string[] = [];
   let cg: RunCgroup | null = null;
   const cleanupErrors: string[] = [];
+  const ops = hostOps(caps.perlBinary);
+  const mnt = mounter(caps, ops);
   try {
-    await mkdirMode(dir, 0o711);
-    await mkdirMode(inStage, 0o755);
-    await mkdirMode(outStage, 0o755);
+    mkdirModeSync(dir, 0o711);
+    mkdirModeSync(inStage, 0o755);
+    mkdirModeSync(outStage, 0o755);
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     const outP = (async () => {
       if (caps.tmpfsSizeCaps.hostOut) {
-        await mountTmpfs(caps.mountBinary!, outStage, limits.outBytes, uid, gid);
+        await mnt.tmpfs(outStage, limits.outBytes, uid, gid);
         mounted.push(outStage);
       } else await chownTo(outStage, uid, gid).catch(() => undefined);
     })();
@@ -218,7 +242,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         for (const d of [s.upper, s.work, s.merged]) await mkdirMode(d, 0o755);
         await chownTo(s.upper, uid, gid);
         if (!useBwrapOverlay) {
-          await mountOverlay(caps.mountBinary!, s.hostPath, s.upper, s.work, s.merged);
+          await mnt.overlay(s.hostPath, s.upper, s.work, s.merged);
           mounted.push(s.merged);
         }
       }),
@@ -246,13 +270,13 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     for (const [k, v] of Object.entries(env)) a.push('--setenv', k, v);
     a.push('--chdir', cwd, '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', program, ...spec.argv.slice(1));
 
-    // prlimit first (as root, before the tracer): its rlimits are inherited by strace, bwrap and the
-    // program, and its own exec stays out of the strace log, which starts at bwrap.
+    // rlimits: RLIMIT_CPU (whole seconds) and RLIMIT_CORE=0, plus RLIMIT_FSIZE when /out is not a capped
+    // tmpfs. With the host helper they are set on bwrap's init B while it is blocked (below); without
+    // it, prlimit execs first (as root, before the tracer), so its exec stays out of the strace log.
+    const cpuS = Math.ceil(limits.cpuMs / 1000);
+    const fsize = caps.tmpfsSizeCaps.hostOut ? null : limits.outBytes;
     const cmd: string[] = [];
-    if (caps.prlimitBinary) {
-      const cpuS = Math.ceil(limits.cpuMs / 1000);
-      cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(caps.tmpfsSizeCaps.hostOut ? [] : [`--fsize=${limits.outBytes}`]), '--');
-    }
+    if (!ops && caps.prlimitBinary) cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(fsize === null ? [] : [`--fsize=${fsize}`]), '--');
     if (useStrace) {
       const sv = straceArgv(logFile);
       sv[0] = caps.strace!.path;
@@ -293,29 +317,53 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       });
       child.on('close', (code, signal) => resolve({ code, signal }));
     });
+    let initPid: number | null = null;
     const killEverything = async (k: Kill): Promise<void> => {
       if (kill) return;
       kill = k;
       if (cg && released) await cg.killAll().catch(() => undefined);
-      // Before the release B is still blocked and not in the group: killing A takes it down (--die-with-parent).
+      if (!released) {
+        // B is still blocked on --block-fd: bwrap sets its parent-death signal only later, so killing A
+        // alone would orphan B, which keeps our pipes open (the run would never end). Kill B itself.
+        if (initPid !== null) {
+          try {
+            process.kill(initPid, 'SIGKILL');
+          } catch {
+            /* already gone */
+          }
+        }
+        if (cg) await cg.killAll().catch(() => undefined);
+      }
       if (!released || !cg) child.kill('SIGKILL');
       setTimeout(() => child.kill('SIGKILL'), 500).unref();
     };
-    // Join the cgroup as soon as bwrap tells us its init's pid, then let it go on.
+    // Join the cgroup and set the rlimits as soon as bwrap tells us its init's pid, then let it go on.
     let infoText = '';
+    let gotPid = false;
     info.on('data', (d: Buffer) => {
-      if (released || infoText.length > 4096) return;
+      if (gotPid || infoText.length > 4096) return;
       infoText += d.toString('utf8');
       const m = /"child-pid"\s*:\s*(\d+)/.exec(infoText);
       if (!m) return;
-      try {
-        cg?.addProcess(Number(m[1]));
+      gotPid = true;
+      const pid = Number(m[1]);
+      initPid = pid;
+      void (async () => {
+        try {
+          cg?.addProcess(pid);
+        } catch (e) {
+          setupError = `cannot move the sandbox into its cgroup: ${(e as Error).message}`;
+          return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
+        }
+        const rlErr = ops ? await ops.setRlimits(pid, uid, gid, cpuS, cpuS + 1, fsize) : null;
+        if (rlErr !== null) {
+          setupError = `cannot set the sandbox's rlimits: ${rlErr}`;
+          return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
+        }
+        if (kill) return;
         released = true;
         block.end('x');
-      } catch (e) {
-        setupError = `cannot move the sandbox into its cgroup: ${(e as Error).message}`;
-        void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
-      }
+      })();
     });
     const wall = setTimeout(() => void killEverything({ status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: killed by the host` }), limits.wallMs);
     const poll = cg
@@ -484,12 +532,17 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       problems: status === 'SANDBOX_ERROR' ? [{ code: 'NS_SANDBOX_FAILED', message: reason }] : [],
     };
   } finally {
-    if (cg) cleanupErrors.push(...(await cg.destroy()));
-    for (const m of mounted.reverse()) {
-      const e = await unmount(caps.umountBinary!, m);
-      if (e) cleanupErrors.push(e);
-    }
-    if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
-    else process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
+    // Every sandbox process is dead by now (killAll above, or nothing was started): what is left is
+    // bookkeeping, done after the result is returned and tracked by sandboxIdle().
+    const group = cg as RunCgroup | null;
+    background(async () => {
+      if (group) cleanupErrors.push(...(await group.destroy()));
+      for (const m of mounted.reverse()) {
+        const e = await mnt.unmount(m);
+        if (e) cleanupErrors.push(e);
+      }
+      if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
+      else process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
+    });
   }
 }

@@ -1,12 +1,13 @@
 // Per-run host staging: a root-owned directory with the /in copies, the /out mount point (a
 // size-capped tmpfs when root), overlay upper/work dirs for scopes, and the strace log.
-// Everything mounted here is unmounted at the end, even on errors.
+// Everything mounted here is unmounted at the end, even on errors (in the background: see runner.ts).
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { chmodSync, createReadStream, mkdirSync } from 'node:fs';
 import { chmod, chown, copyFile, lstat, mkdir, mkdtemp, readdir, readlink, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { HostOps } from './hostops.js';
 
 let baseDir: Promise<string> | null = null;
 
@@ -46,30 +47,58 @@ export async function stageInput(hostPath: string, dest: string): Promise<{ sha2
   return { sha256: h.digest('hex'), bytes };
 }
 
-export async function mountTmpfs(mountBin: string, dir: string, sizeBytes: number, uid: number, gid: number): Promise<void> {
-  // tmpfs rounds the size up to whole pages; nosuid/nodev so nothing privileged can be planted.
-  const r = await runCommand(mountBin, ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},mode=0755,uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
-  if (r.code !== 0) throw new Error(`cannot mount the /out tmpfs: ${r.stderr}`);
+/** What the runner needs to mount and unmount: the perl helper when present, else execs of mount/umount. */
+export interface Mounter {
+  /** Size-capped tmpfs (tmpfs rounds up to whole pages; nosuid/nodev so nothing privileged can be planted). */
+  tmpfs(dir: string, sizeBytes: number, uid: number, gid: number): Promise<void>;
+  overlay(lower: string, upper: string, work: string, merged: string): Promise<void>;
+  /** Unmount; a busy mount is detached lazily (gone from the tree, freed when the last user goes). Null: done. */
+  unmount(dir: string): Promise<string | null>;
 }
 
-export async function mountOverlay(mountBin: string, lower: string, upper: string, work: string, merged: string): Promise<void> {
-  for (const p of [lower, upper, work]) if (/[,:\\]/.test(p)) throw new Error(`path ${p} contains a character overlayfs options cannot carry (, : \\)`);
-  const r = await runCommand(mountBin, ['-n', '-t', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, 'airlock-scope', merged]);
-  if (r.code !== 0) throw new Error(`cannot mount the overlay for ${lower}: ${r.stderr}`);
-}
-
-/** Unmount; a busy mount is detached lazily (it is gone from the tree, freed when the last user goes). */
-export async function unmount(umountBin: string, dir: string): Promise<string | null> {
-  let r = await runCommand(umountBin, ['-n', dir]);
-  if (r.code === 0) return null;
-  r = await runCommand(umountBin, ['-n', '-l', dir]);
-  return r.code === 0 ? null : `cannot unmount ${dir}: ${r.stderr}`;
+export function mounter(bins: { mountBinary: string | null; umountBinary: string | null }, ops: HostOps | null): Mounter {
+  const need = (b: string | null, what: string): string => {
+    if (!b) throw new Error(`no ${what} binary and the host helper failed`);
+    return b;
+  };
+  return {
+    async tmpfs(dir, sizeBytes, uid, gid) {
+      const err = ops ? await ops.mountTmpfs(dir, sizeBytes, uid, gid) : 'no host helper';
+      if (err === null) return;
+      if (ops && !/helper stopped/.test(err)) throw new Error(`cannot mount the /out tmpfs: ${err}`);
+      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},mode=0755,uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
+      if (r.code !== 0) throw new Error(`cannot mount the /out tmpfs: ${r.stderr}`);
+    },
+    async overlay(lower, upper, work, merged) {
+      for (const p of [lower, upper, work]) if (/[,:\\]/.test(p)) throw new Error(`path ${p} contains a character overlayfs options cannot carry (, : \\)`);
+      const err = ops ? await ops.mountOverlay(lower, upper, work, merged) : 'no host helper';
+      if (err === null) return;
+      if (ops && !/helper stopped/.test(err)) throw new Error(`cannot mount the overlay for ${lower}: ${err}`);
+      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, 'airlock-scope', merged]);
+      if (r.code !== 0) throw new Error(`cannot mount the overlay for ${lower}: ${r.stderr}`);
+    },
+    async unmount(dir) {
+      const err = ops ? await ops.unmount(dir) : 'no host helper';
+      if (err === null) return null;
+      if (ops && !/helper stopped/.test(err)) return `cannot unmount ${dir}: ${err}`;
+      if (!bins.umountBinary) return `cannot unmount ${dir}: no umount binary (${err})`;
+      let r = await runCommand(bins.umountBinary, ['-n', dir]);
+      if (r.code === 0) return null;
+      r = await runCommand(bins.umountBinary, ['-n', '-l', dir]);
+      return r.code === 0 ? null : `cannot unmount ${dir}: ${r.stderr}`;
+    },
+  };
 }
 
 export const chownTo = (p: string, uid: number, gid: number): Promise<void> => chown(p, uid, gid);
 export const mkdirMode = async (p: string, mode: number): Promise<void> => {
   await mkdir(p, { mode });
   await chmod(p, mode);
+};
+/** Synchronous mkdir + chmod (umask-proof): a few microseconds on a local dir, cheaper than two thread-pool round trips. */
+export const mkdirModeSync = (p: string, mode: number): void => {
+  mkdirSync(p, { mode });
+  chmodSync(p, mode);
 };
 export const removeTree = (p: string): Promise<void> => rm(p, { recursive: true, force: true });
 

@@ -1,0 +1,130 @@
+// npm run bench:sandbox — a full Airlock run of /bin/true through the library API (validate,
+// sandbox, observe, judge, render; no Node start-up) against a bare bwrap of /bin/true spawned from
+// Node, 200 sequential runs each, in one process; then runs/s with 2 in parallel; and the Monty
+// lane's p50 for a trivial program beside the ns lane's.
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { checkText } from '../dist/src/contracts/index.js';
+import { actionFromDescriptor } from '../dist/src/action/from-action-descriptor.js';
+import { actionFromToolRequest } from '../dist/src/action/from-tool-request.js';
+import { runAction } from '../dist/src/pipeline/run.js';
+import { openWorkspace } from '../dist/src/workspace/workspace.js';
+import { fmt, summary } from './stats.mjs';
+
+const N = Number(process.env.BENCH_RUNS ?? 200);
+const ws = openWorkspace(mkdtempSync(join(tmpdir(), 'airlock-bench-')));
+const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-bench-in-'));
+mkdirSync('/var/tmp/airlock-bench/scope', { recursive: true });
+
+const descriptor = JSON.stringify({
+  descriptor_version: '1.0',
+  action_id: '6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b',
+  created_at: '2026-11-22T00:00:00Z',
+  created_by: 'ai',
+  intent_summary: 'Run /bin/true.',
+  action_type: 'COMMAND_EXECUTION',
+  risk_level: 'LOW',
+  scope: { filesystem: { paths: ['/var/tmp/airlock-bench/scope'], recursive: false }, network: { required: false }, ui: { required: false } },
+  resources: { max_cpu_ms: 1000, max_memory_mb: 64, max_disk_mb: 1, max_duration_ms: 5000 },
+  preconditions: {},
+  effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false },
+  sandbox: { required: true, sandbox_type: 'namespace', allow_network: false, max_runs: 1 },
+  rollback: { supported: true, rollback_type: 'filesystem_snapshot', rollback_scope: 'declared_effects_only' },
+  confirmation: { required: false, reason: '', cooldown_on_repeat: false },
+  audit: { log: true, log_level: 'SUMMARY', retain_days: 30 },
+  command: ['/bin/true'],
+});
+
+const montyRequest = `---
+request_type: tool_request
+schema_version: 1
+request_id: "TR-20261122-000000Z-bench-monty"
+created_utc: "2026-11-22T00:00:00Z"
+requested_by: "core_draft"
+approved_by: "bench"
+approved_utc: "2026-11-22T00:00:01Z"
+purpose: "Benchmark a trivial Monty program."
+language: "python"
+backend: "monty"
+network: "none"
+network_allowlist: []
+cpu_limit: "1"
+memory_limit_mb: 64
+time_limit_sec: 5
+inputs: []
+outputs_expected: []
+constraints: []
+---
+
+## Code
+
+\`\`\`python
+1 + 1
+\`\`\`
+
+## Input Files
+
+None.
+
+## Output Expectations
+
+None.
+
+## Risk Assessment
+
+- Risk level: low
+- Justification: arithmetic.
+- Data sensitivity: public
+- Network rationale: none
+`;
+
+/** One full Airlock run: validate the document, translate, sandbox, observe, judge, render. */
+async function airlockRun(name, text, from) {
+  const checked = checkText(name, text);
+  if (checked.problems.length) throw new Error(JSON.stringify(checked.problems));
+  const action = from(checked.value);
+  const r = await runAction(action, { workspace: ws, inputsDir });
+  if (r.kind !== 'ran') throw new Error(JSON.stringify(r.problems));
+  rmSync(r.runDir, { recursive: true, force: true });
+  return r;
+}
+const nsRun = () => airlockRun('bench.json', descriptor, actionFromDescriptor);
+const montyRun = () => airlockRun('TR-20261122-000000Z-bench-monty.md', montyRequest, actionFromToolRequest);
+
+const bareArgs = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev', '--', '/bin/true'];
+const bare = () =>
+  new Promise((resolve, reject) => {
+    const p = spawn('bwrap', bareArgs, { stdio: 'ignore' });
+    p.once('error', reject);
+    p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bwrap exit ${code}`))));
+  });
+
+async function timeEach(fn, n) {
+  const ms = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await fn();
+    ms.push(performance.now() - t0);
+  }
+  return summary(ms);
+}
+
+const first = await nsRun();
+console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? 'yes (strace)' : 'no'}`);
+for (let i = 0; i < 10; i++) { await nsRun(); await bare(); }
+const b = await timeEach(bare, N);
+const a = await timeEach(nsRun, N);
+console.log(`bare bwrap /bin/true         p50 ${fmt(b.p50)} ms  p99 ${fmt(b.p99)} ms  (n=${N})`);
+console.log(`airlock run /bin/true (full)  p50 ${fmt(a.p50)} ms  p99 ${fmt(a.p99)} ms  (n=${N})`);
+console.log(`ratio p50 airlock / bare: ${fmt(a.p50 / b.p50)}x   [targets: p50 <= 12 ms, <= 2.5x bare, p99 <= 30 ms]`);
+const P = Math.min(N, 100);
+const t0 = performance.now();
+let next = 0;
+await Promise.all([0, 1].map(async () => { while (next++ < P) await nsRun(); }));
+console.log(`throughput with 2 in parallel: ${fmt((P / (performance.now() - t0)) * 1000, 1)} runs/s  [target >= 150]`);
+await montyRun();
+const m = await timeEach(montyRun, Math.min(N, 50));
+console.log(`monty lane, trivial program   p50 ${fmt(m.p50)} ms  p99 ${fmt(m.p99)} ms  (n=${Math.min(N, 50)}); ns lane p50 ${fmt(a.p50)} ms`);
+rmSync(ws.root, { recursive: true, force: true });
