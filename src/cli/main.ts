@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { checkExitCode, checkFile, explain, formatReport } from './check.js';
 import { registerAuditCommands } from './commands/audit.js';
+import { registerUtpCommands } from './commands/utp.js';
 
 const program = new Command();
 program.name('airlock').description('The host between AI agents and the world.').version('0.1.0');
@@ -55,6 +56,7 @@ program
   });
 
 registerAuditCommands(program);
+registerUtpCommands(program);
 
 const gate = () => import('./gate.js');
 
@@ -90,11 +92,22 @@ program
 
 program
   .command('serve')
-  .description('the gate service: run approved requests from requests_in/ once each, results to inbound/ or quarantine/')
+  .description('the gate service: run approved requests from requests_in/ once each (results to inbound/ or quarantine/); with --nats, the UTP tool service')
   .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
-  .option('--once', 'process what is waiting, then exit')
-  .option('--log-format <format>', 'text (default) or json', 'text')
-  .action(async (opts: { workspace?: string; once?: boolean; logFormat?: string }) => {
+  .option('--once', 'process what is waiting, then exit (folder gate)')
+  .option('--log-format <format>', 'text (default) or json (folder gate)', 'text')
+  .option('--nats <url>', 'serve registered UTP tools over NATS JetStream (e.g. nats://127.0.0.1:4222)')
+  .option('--db <db>', 'UTP store: postgres://user@host/db[?schema=name], or a SQLite file (default <workspace>/airlock.db)')
+  .option('--stream <name>', 'JetStream stream (UTP)', 'AIRLOCK_UTP')
+  .option('--durable <name>', 'durable pull consumer shared by every worker (UTP)', 'airlock-utp')
+  .option('--concurrency <n>', 'calls run at once by this worker (UTP)', (v) => Number(v), 32)
+  .option('--lease-ms <ms>', 'claim lease; a dead worker\'s calls are answered executor_lost after it (UTP)', (v) => Number(v), 30000)
+  .action(async (opts: { workspace?: string; once?: boolean; logFormat?: string; nats?: string; db?: string; stream?: string; durable?: string; concurrency?: number; leaseMs?: number }) => {
+    if (opts.nats) {
+      const { serveNats } = await import('./commands/utp.js');
+      process.exitCode = await serveNats({ nats: opts.nats, db: opts.db, workspace: opts.workspace, stream: opts.stream, durable: opts.durable, concurrency: opts.concurrency, leaseMs: opts.leaseMs });
+      return;
+    }
     process.exitCode = await (await gate()).serveCommand(opts);
   });
 

@@ -158,5 +158,5 @@ test('airlock policy check reports problems with lines and codes', () => {
   writeFileSync(policy, readFileSync(policy, 'utf8').replace('memory_mb: 2048', 'memory_mb: lots'));
   const r = airlock(['policy', 'check', '--workspace', env.ws]);
   assert.equal(r.code, 2);
-  assert.match(r.stdout, /policy\.yaml:5: POLICY_FIELD: limits\.memory_mb/);
+  assert.match(r.stdout, /policy\.yaml:6: POLICY_FIELD: limits\.memory_mb/);
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -208,6 +208,9 @@ test('FILE_DELETE of *.log: the diff lists both deletions with hashes and tombst
 test('a COMMAND_EXECUTION that writes more than it declared is BLOCKed, and the real tree is untouched', () => {
   const ws = workspace();
   const root = realTree();
+  // The sandbox acts with host nobody's permissions on the scope's files (README, "not built yet"):
+  // keep.txt must be writable by nobody for the attempt to modify it to get through.
+  chmodSync(join(root, 'keep.txt'), 0o666);
   const before = statSync(join(root, 'keep.txt')).mtimeMs;
   const d = descriptor(root, {
     action_type: 'COMMAND_EXECUTION',

@@ -1,0 +1,187 @@
+// UTP benchmark (issue 6): `npm run bench:utp` (builds first). Needs NATS with JetStream and
+// PostgreSQL (AIRLOCK_BENCH_NATS, AIRLOCK_BENCH_PG override the defaults).
+//
+//   raw       NATS request/reply round trip (the floor)
+//   echo      the no-sandbox echo tool through the whole UTP path: tool.call card, JetStream
+//             command, claim, card read, result card + inbox report (one transaction), wakeup,
+//             result card read — with SQLite and with PostgreSQL, 1 and 3 workers
+//   python    python.run of `1+1`; exec: sandbox.exec of /bin/true (the real sandbox)
+//
+// Latency: sequential calls (p50/p99). Throughput: many calls in flight (calls/s).
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+
+const dist = new URL('../dist/src/', import.meta.url);
+const { connectNats } = await import(new URL('utp/connect.js', dist));
+const { UtpService } = await import(new URL('utp/service.js', dist));
+const { callTool } = await import(new URL('utp/client.js', dist));
+const { BUILTIN_TOOLS, defaultToolSubject } = await import(new URL('utp/tools.js', dist));
+const { SqliteStore } = await import(new URL('store/sqlite.js', dist));
+const { PostgresStore } = await import(new URL('store/postgres.js', dist));
+const { openWorkspace } = await import(new URL('workspace/workspace.js', dist));
+
+// A worker process: `node bench/utp.mjs --worker <json>` (the benchmark's workers run as processes, as deployed).
+const wi = process.argv.indexOf('--worker');
+if (wi > 0) {
+  const cfg = JSON.parse(process.argv[wi + 1]);
+  const nc = await connectNats(cfg.nats);
+  const store = cfg.kind === 'sqlite' ? new SqliteStore(cfg.sqlite) : new PostgresStore(cfg.pg, { schema: cfg.schema, poolSize: 16 });
+  await store.init();
+  const svcs = [];
+  for (let i = 0; i < (cfg.services ?? 1); i++) {
+    const svc = new UtpService({ nats: nc, store, workspace: openWorkspace(cfg.workspace), stream: cfg.stream, durable: 'bench', concurrency: 64, log: () => undefined });
+    await svc.start();
+    svcs.push(svc);
+  }
+  process.stdout.write('ready\n');
+  process.on('SIGTERM', () => void Promise.all(svcs.map((s) => s.stop())).then(() => nc.close()).then(() => store.close()).then(() => process.exit(0)));
+  await new Promise(() => undefined);
+}
+
+const NATS = process.env.AIRLOCK_BENCH_NATS ?? 'nats://127.0.0.1:4222';
+const PG = process.env.AIRLOCK_BENCH_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
+const quick = process.argv.includes('--quick');
+const LAT_N = quick ? 200 : 1000;
+const TPUT_N = quick ? 1000 : 4000;
+const IN_FLIGHT = 128;
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const ms = (x) => Math.round(x * 1000) / 1000;
+const rows = [];
+const record = (name, lat, tput, extra = {}) => {
+  const row = { name, p50_ms: lat ? ms(pct(lat, 50)) : null, p99_ms: lat ? ms(pct(lat, 99)) : null, calls_per_s: tput === undefined ? null : Math.round(tput), ...extra };
+  rows.push(row);
+  process.stderr.write(`${name.padEnd(34)} p50 ${String(row.p50_ms).padStart(8)} ms  p99 ${String(row.p99_ms).padStart(8)} ms  ${row.calls_per_s === null ? '' : row.calls_per_s + ' calls/s'} ${Object.keys(extra).length ? JSON.stringify(extra) : ''}\n`);
+  return row;
+};
+
+const nc = await connectNats(NATS);
+
+// ---- raw NATS request/reply ------------------------------------------------------------------
+{
+  const subj = `bench.raw.${randomBytes(4).toString('hex')}`;
+  const sub = nc.subscribe(subj, { callback: (_e, m) => m.respond(m.data) });
+  await nc.flush();
+  const payload = new globalThis.TextEncoder().encode(JSON.stringify({ agent_id: 'a', agent_turn_id: 't', tool_call_id: 'c', turn_epoch: 1 }));
+  for (let i = 0; i < 200; i++) await nc.request(subj, payload);
+  const lat = [];
+  for (let i = 0; i < LAT_N * 2; i++) {
+    const t = performance.now();
+    await nc.request(subj, payload);
+    lat.push(performance.now() - t);
+  }
+  const t0 = performance.now();
+  let next = 0;
+  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => { while (next++ < TPUT_N * 5) await nc.request(subj, payload); }));
+  record('raw NATS request/reply', lat, (TPUT_N * 5) / ((performance.now() - t0) / 1000));
+  sub.unsubscribe();
+}
+
+// ---- UTP deployments -------------------------------------------------------------------------
+async function deployment(kind, workers) {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-bench-'));
+  const ws = openWorkspace(dir);
+  const schema = `airlock_bench_${randomBytes(4).toString('hex')}`;
+  const open = async () => {
+    const s = kind === 'sqlite' ? new SqliteStore(join(dir, 'airlock.db')) : new PostgresStore(PG, { schema, poolSize: 16 });
+    await s.init();
+    return s;
+  };
+  const client = await open();
+  const project = `b${randomBytes(4).toString('hex')}`;
+  for (const name of ['echo', 'python.run', 'sandbox.exec']) {
+    await client.upsertTool({ project_id: project, tool_name: name, target_subject: defaultToolSubject('v1', project, 'c', name), ...BUILTIN_TOOLS[name] });
+  }
+  const stream = `AIRLOCK_BENCH_${randomBytes(4).toString('hex').toUpperCase()}`;
+  const children = [];
+  // SQLite is the one-host store: its workers share one process (SQLite serialises writers across
+  // processes with sleeping busy-waits); PostgreSQL workers are separate processes, as deployed.
+  const perProcess = kind === 'sqlite' ? workers : 1;
+  const cfg = { kind, nats: NATS, pg: PG, schema, sqlite: join(dir, 'airlock.db'), workspace: ws.root, stream, services: perProcess };
+  const spawnWorker = () =>
+    new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--worker', JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      children.push(child);
+      child.stdout.on('data', (b) => b.toString().includes('ready') && resolve(child));
+      child.on('exit', (c) => reject(new Error(`bench worker exited with ${c}`)));
+    });
+  await spawnWorker(); // creates the stream and the consumer
+  await Promise.all(Array.from({ length: workers / perProcess - 1 }, spawnWorker));
+  const call = (tool, args) =>
+    callTool({ nats: nc, store: client, subject: defaultToolSubject('v1', project, 'c', tool), tool, agentId: 'bench', agentTurnId: `turn-${randomUUID()}`, turnEpoch: 1, arguments: args, timeoutMs: 60_000 });
+  return {
+    call,
+    async close() {
+      await Promise.all(children.map((c) => new Promise((r) => { c.removeAllListeners('exit'); c.on('exit', r); c.kill('SIGTERM'); })));
+      await (await nc.jetstreamManager()).streams.delete(stream).catch(() => undefined);
+      if (kind === 'postgres') await client.dropSchema();
+      await client.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function measure(name, d, tool, args, n, tputN) {
+  for (let i = 0; i < Math.min(50, n); i++) await d.call(tool, args); // warm-up
+  const lat = [];
+  const statuses = {};
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    const r = await d.call(tool, args);
+    lat.push(performance.now() - t);
+    const s = r.ok ? r.status : r.problems[0].code;
+    statuses[s] = (statuses[s] ?? 0) + 1;
+  }
+  let tput;
+  if (tputN) {
+    const t0 = performance.now();
+    let next = 0;
+    let bad = 0;
+    await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
+      while (next++ < tputN) {
+        const r = await d.call(tool, args);
+        if (!r.ok || r.status !== 'success') bad++;
+      }
+    }));
+    tput = tputN / ((performance.now() - t0) / 1000);
+    if (bad) statuses.throughput_failures = bad;
+  }
+  return record(name, lat, tput, statuses.success === n ? {} : { statuses });
+}
+
+for (const kind of ['sqlite', 'postgres']) {
+  for (const workers of [1, 3]) {
+    const d = await deployment(kind, workers);
+    await measure(`echo UTP ${kind} ${workers} worker${workers > 1 ? 's' : ''}`, d, 'echo', { x: 1 }, LAT_N, TPUT_N);
+    await d.close();
+  }
+}
+{
+  const d = await deployment('sqlite', 1);
+  await measure('python.run 1+1 (sqlite, 1 worker)', d, 'python.run', { code: 'print(1+1)' }, quick ? 10 : 30, 0);
+  await measure('sandbox.exec /bin/true (sqlite, 1)', d, 'sandbox.exec', { argv: ['/bin/true'] }, quick ? 10 : 30, 0);
+  await d.close();
+}
+await nc.close();
+
+const raw = rows[0].p50_ms;
+const find = (n) => rows.find((r) => r.name === n);
+const targets = {
+  overhead_ratio_sqlite_p50: ms(find('echo UTP sqlite 1 worker').p50_ms / raw),
+  overhead_ratio_postgres_p50: ms(find('echo UTP postgres 1 worker').p50_ms / raw),
+  sqlite_calls_per_s_best: Math.max(find('echo UTP sqlite 1 worker').calls_per_s, find('echo UTP sqlite 3 workers').calls_per_s),
+  postgres_calls_per_s_best: Math.max(find('echo UTP postgres 1 worker').calls_per_s, find('echo UTP postgres 3 workers').calls_per_s),
+};
+targets.met = {
+  overhead_p50_at_most_5x_raw: targets.overhead_ratio_sqlite_p50 <= 5,
+  sqlite_at_least_1000_per_s: targets.sqlite_calls_per_s_best >= 1000,
+  postgres_at_least_500_per_s: targets.postgres_calls_per_s_best >= 500,
+};
+process.stdout.write(JSON.stringify({ node: process.version, rows, targets }, null, 2) + '\n');

@@ -1,0 +1,236 @@
+import type { Command } from 'commander';
+
+/**
+ * `airlock tools add|list|remove`, `airlock approvals [list|approve|reject]` and the body of
+ * `airlock serve --nats URL`. Everything heavy (stores, NATS, the sandbox) is imported inside the
+ * handlers: registering these commands costs nothing at CLI start-up.
+ *
+ * Exit codes: 0 done; 2 the input was refused (problems printed); 3 usage error, a service that is
+ * down, or an internal error.
+ */
+
+interface StoreOpts {
+  db?: string;
+  workspace?: string;
+}
+
+const storeOptions = (c: Command): Command =>
+  c
+    .option('--db <db>', 'postgres://user@host/db[?schema=name], or a SQLite file (default: <workspace>/airlock.db)')
+    .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)');
+
+async function withStore<T>(opts: StoreOpts, f: (store: import('../../store/types.js').Store) => Promise<T>): Promise<T | undefined> {
+  const { workspaceRoot } = await import('../../workspace/workspace.js');
+  const { openStore } = await import('../../store/open.js');
+  let store;
+  try {
+    store = await openStore(opts.db, workspaceRoot(opts.workspace));
+  } catch (e) {
+    process.stderr.write(`airlock: ${(e as Error).message}\n`);
+    process.exitCode = 3;
+    return undefined;
+  }
+  try {
+    return await f(store);
+  } finally {
+    await store.close();
+  }
+}
+
+/** `--parameters` / `--options`: inline JSON, or `@file`. */
+async function readJsonArg(value: string, what: string): Promise<{ value: Record<string, unknown> } | { error: string }> {
+  let text = value;
+  if (value.startsWith('@')) {
+    const { readFileSync } = await import('node:fs');
+    try {
+      text = readFileSync(value.slice(1), 'utf8');
+    } catch (e) {
+      return { error: `cannot read ${what} file ${value.slice(1)}: ${(e as NodeJS.ErrnoException).code ?? e}` };
+    }
+  }
+  const { parseJsonDocument } = await import('../../contracts/json-doc.js');
+  const doc = parseJsonDocument(text);
+  if (!doc.ok) return { error: `${what}: ${doc.problems.map((p) => `${p.code} ${p.message}`).join('; ')}` };
+  const v = doc.value.data;
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { error: `${what} must be a JSON object` };
+  return { value: v as Record<string, unknown> };
+}
+
+const fail = (message: string, code = 2): void => {
+  process.stderr.write(`airlock: ${message}\n`);
+  process.exitCode = code;
+};
+
+export function registerUtpCommands(program: Command): void {
+  const tools = program.command('tools').description('the UTP tool registry (resource.tools): what `airlock serve --nats` serves');
+
+  storeOptions(
+    tools
+      .command('add')
+      .description('register (or replace) a tool: project, name, subject, parameters (JSON Schema), after_execution, options')
+      .argument('<name>', 'tool_name, e.g. python.run')
+      .requiredOption('--project <id>', 'project_id (a subject token)')
+      .option('--subject <subject>', 'target_subject: cg.<ver>.<project>.<channel>.cmd.tool.<target>...')
+      .option('--channel <id>', 'with --project: use the default subject cg.<ver>.<project>.<channel>.cmd.tool.<name>')
+      .option('--ver <ver>', 'subject version for --channel', 'v1')
+      .option('--builtin <tool>', 'start from a built-in tool: python.run, sandbox.exec, echo')
+      .option('--description <text>', 'what the tool does (shown to agents)')
+      .option('--parameters <json>', 'JSON Schema of the arguments (inline JSON or @file)')
+      .option('--options <json>', 'how Airlock runs it (inline JSON or @file; see docs/utp-service.md)')
+      .option('--after-execution <mode>', 'suspend | terminate'),
+  ).action(
+    async (
+      name: string,
+      o: StoreOpts & { project: string; subject?: string; channel?: string; ver: string; builtin?: string; description?: string; parameters?: string; options?: string; afterExecution?: string },
+    ) => {
+      const { BUILTIN_TOOLS, checkToolRecord, defaultToolSubject } = await import('../../utp/tools.js');
+      const base = o.builtin === undefined ? undefined : BUILTIN_TOOLS[o.builtin];
+      if (o.builtin !== undefined && !base) return fail(`unknown built-in ${o.builtin}; built-ins: ${Object.keys(BUILTIN_TOOLS).join(', ')}`, 3);
+      if (!o.subject && !o.channel) return fail('give --subject, or --channel to use the default subject', 3);
+      const parameters = o.parameters === undefined ? base?.parameters : await readJsonArg(o.parameters, '--parameters');
+      const options = o.options === undefined ? base?.options : await readJsonArg(o.options, '--options');
+      for (const x of [parameters, options]) if (x && 'error' in x) return fail(String(x.error));
+      const pick = (x: unknown) => (x && typeof x === 'object' && 'value' in x ? (x as { value: Record<string, unknown> }).value : (x as Record<string, unknown> | undefined));
+      const record = {
+        project_id: o.project,
+        tool_name: name,
+        description: o.description ?? base?.description ?? '',
+        parameters: pick(parameters) ?? { type: 'object' },
+        target_subject: o.subject ?? defaultToolSubject(o.ver, o.project, o.channel as string, name),
+        after_execution: (o.afterExecution ?? base?.after_execution ?? 'suspend') as 'suspend' | 'terminate',
+        options: pick(options) ?? {},
+      };
+      const checked = checkToolRecord(record);
+      if (!checked.ok) {
+        for (const p of checked.problems) process.stderr.write(`${p.code} ${p.path ?? ''}: ${p.message}\n`);
+        process.exitCode = 2;
+        return;
+      }
+      await withStore(o, async (store) => {
+        await store.upsertTool(record);
+        process.stdout.write(`registered ${record.project_id}/${record.tool_name} on ${record.target_subject}\n`);
+      });
+    },
+  );
+
+  storeOptions(
+    tools
+      .command('list')
+      .description('list registered tools')
+      .option('--project <id>', 'only this project')
+      .option('--json', 'print JSON'),
+  ).action(async (o: StoreOpts & { project?: string; json?: boolean }) => {
+    await withStore(o, async (store) => {
+      const rows = await store.listTools(o.project);
+      if (o.json) return void process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+      if (rows.length === 0) return void process.stdout.write('no tools registered (airlock tools add --builtin python.run ...)\n');
+      for (const t of rows) {
+        const opts = t.options as { runner?: string; approval?: { required?: boolean } };
+        process.stdout.write(`${t.project_id}/${t.tool_name}  ${t.target_subject}  runner=${opts.runner ?? '?'}  after=${t.after_execution}${opts.approval?.required ? '  approval=required' : ''}\n`);
+      }
+    });
+  });
+
+  storeOptions(tools.command('remove').description('remove a tool').argument('<name>', 'tool_name').requiredOption('--project <id>', 'project_id')).action(
+    async (name: string, o: StoreOpts & { project: string }) => {
+      await withStore(o, async (store) => {
+        if (await store.removeTool(o.project, name)) process.stdout.write(`removed ${o.project}/${name}\n`);
+        else fail(`no tool ${o.project}/${name}`);
+      });
+    },
+  );
+
+  const approvals = program.command('approvals').description('calls of tools whose options require a person\'s approval');
+  const list = async (o: StoreOpts & { all?: boolean; json?: boolean }) => {
+    await withStore(o, async (store) => {
+      const rows = await store.listApprovals(o.all ? undefined : 'pending');
+      if (o.json) return void process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+      if (rows.length === 0) return void process.stdout.write(o.all ? 'no approvals\n' : 'nothing waits for approval\n');
+      for (const a of rows) {
+        const left = Math.max(0, Math.round((a.expires_at - Date.now()) / 1000));
+        process.stdout.write(`${a.id}  ${a.state}  ${a.project_id}/${a.tool_name}  call ${a.tool_call_id}${a.state === 'pending' ? `  expires in ${left}s` : ''}\n  arguments: ${JSON.stringify(a.summary.arguments ?? {}).slice(0, 500)}\n`);
+      }
+    });
+  };
+  // `list` is the default subcommand (options live on subcommands only: commander gives an option
+  // defined on both a parent and its subcommand to the parent).
+  storeOptions(approvals.command('list', { isDefault: true }).description('list pending approvals').option('--all', 'include decided ones').option('--json', 'print JSON')).action(list);
+  for (const verb of ['approve', 'reject'] as const) {
+    storeOptions(
+      approvals
+        .command(verb)
+        .description(verb === 'approve' ? 'let the call run' : 'refuse the call (answered failed / auth_failed)')
+        .argument('<id>', 'approval id (apr-...)')
+        .option('--by <name>', 'who decides (default: $USER)')
+        .option('--reason <text>', 'why'),
+    ).action(async (id: string, o: StoreOpts & { by?: string; reason?: string }) => {
+      await withStore(o, async (store) => {
+        const done = await store.decideApproval(id, verb === 'approve' ? 'approved' : 'rejected', o.by ?? process.env.USER ?? null, o.reason ?? null);
+        if (done) process.stdout.write(`${verb === 'approve' ? 'approved' : 'rejected'} ${id}\n`);
+        else {
+          const a = await store.getApproval(id);
+          fail(a ? `${id} is already ${a.state}` : `no approval ${id}`);
+        }
+      });
+    });
+  }
+}
+
+export interface ServeNatsOptions {
+  /** NATS URL (nats://host:4222). */
+  nats: string;
+  /** postgres://... or a SQLite file; default <workspace>/airlock.db. */
+  db?: string;
+  workspace?: string;
+  stream?: string;
+  durable?: string;
+  concurrency?: number;
+  leaseMs?: number;
+}
+
+/**
+ * `airlock serve --nats URL [--db ...] [--workspace DIR]`: serves the registered tools until
+ * SIGINT/SIGTERM, then finishes the calls in flight. Logs are JSON lines on stderr. Returns the exit code.
+ */
+export async function serveNats(opts: ServeNatsOptions): Promise<number> {
+  const { openWorkspace } = await import('../../workspace/workspace.js');
+  const { openStore } = await import('../../store/open.js');
+  const { connectNats } = await import('../../utp/connect.js');
+  const { UtpService } = await import('../../utp/service.js');
+  const ws = openWorkspace(opts.workspace);
+  let store;
+  let nc;
+  try {
+    store = await openStore(opts.db, ws.root);
+    nc = await connectNats(opts.nats);
+  } catch (e) {
+    process.stderr.write(`airlock: ${(e as Error).message}\n`);
+    await store?.close();
+    return 3;
+  }
+  const service = new UtpService({
+    nats: nc,
+    store,
+    workspace: ws,
+    ...(opts.stream ? { stream: opts.stream } : {}),
+    ...(opts.durable ? { durable: opts.durable } : {}),
+    ...(opts.concurrency ? { concurrency: opts.concurrency } : {}),
+    ...(opts.leaseMs ? { leaseMs: opts.leaseMs } : {}),
+  });
+  try {
+    await service.start();
+  } catch (e) {
+    process.stderr.write(`airlock: ${(e as Error).message}\n`);
+    await nc.close();
+    await store.close();
+    return 3;
+  }
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await service.stop();
+  await nc.drain().catch(() => undefined);
+  await store.close();
+  return 0;
+}

@@ -1,0 +1,326 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { rowToApproval, rowToClaim, rowToInbox, rowToTool, type Row } from './rows.js';
+import {
+  StoreUnavailableError,
+  type Anchor,
+  type AnswerInput,
+  type AnswerOutcome,
+  type ApprovalRecord,
+  type ApprovalState,
+  type ClaimOutcome,
+  type ClaimRecord,
+  type InboxReport,
+  type Store,
+  type ToolRecord,
+} from './types.js';
+
+/**
+ * The embedded store: one SQLite file (WAL mode, so several worker processes on one host can share
+ * it; writers serialise on SQLite's lock with a busy timeout). Statements are synchronous; the
+ * async interface is for parity with PostgreSQL.
+ */
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS cards (
+  card_id TEXT PRIMARY KEY,
+  type TEXT NOT NULL,
+  agent_turn_id TEXT,
+  tool_call_id TEXT,
+  body TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS cards_one_result ON cards (agent_turn_id, tool_call_id) WHERE type = 'tool.result';
+CREATE TABLE IF NOT EXISTS tools (
+  project_id TEXT NOT NULL,
+  tool_name TEXT NOT NULL,
+  description TEXT NOT NULL,
+  parameters TEXT NOT NULL,
+  target_subject TEXT NOT NULL,
+  after_execution TEXT NOT NULL,
+  options TEXT NOT NULL,
+  PRIMARY KEY (project_id, tool_name)
+);
+CREATE TABLE IF NOT EXISTS claims (
+  agent_turn_id TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL,
+  tool_call_card_id TEXT,
+  context TEXT,
+  worker_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  lease_until INTEGER NOT NULL,
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  result_card_id TEXT,
+  wakeup TEXT,
+  woken INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (agent_turn_id, tool_call_id)
+);
+CREATE INDEX IF NOT EXISTS claims_running ON claims (state, lease_until);
+CREATE INDEX IF NOT EXISTS claims_worker ON claims (worker_id, state);
+CREATE TABLE IF NOT EXISTS inbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  agent_id TEXT NOT NULL,
+  agent_turn_id TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  UNIQUE (agent_turn_id, tool_call_id, kind)
+);
+CREATE INDEX IF NOT EXISTS inbox_agent ON inbox (agent_id, id);
+CREATE TABLE IF NOT EXISTS approvals (
+  id TEXT PRIMARY KEY,
+  agent_turn_id TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  tool_name TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  state TEXT NOT NULL,
+  decided_by TEXT,
+  reason TEXT,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  decided_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
+`;
+
+const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code?.startsWith('SQLITE_CONSTRAINT') === true;
+
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const;
+  readonly file: string;
+  private db: Database.Database | null = null;
+
+  constructor(file: string) {
+    this.file = file;
+  }
+
+  private readonly statements = new Map<string, Database.Statement>();
+  /** Prepared statements are cached: preparing costs more than running most of these. */
+  private st(sql: string): Database.Statement {
+    let s = this.statements.get(sql);
+    if (!s) {
+      s = this.d.prepare(sql);
+      this.statements.set(sql, s);
+    }
+    return s;
+  }
+
+  private get d(): Database.Database {
+    if (!this.db) throw new StoreUnavailableError('the SQLite store is not open: call init() first');
+    return this.db;
+  }
+
+  async init(): Promise<void> {
+    if (this.db) return;
+    try {
+      if (this.file !== ':memory:') mkdirSync(dirname(this.file), { recursive: true, mode: 0o700 });
+      const db = new Database(this.file);
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      db.pragma('busy_timeout = 5000');
+      db.exec(SCHEMA);
+      this.db = db;
+    } catch (e) {
+      throw new StoreUnavailableError(`cannot open the SQLite store ${this.file}: ${(e as Error).message}; check the path is writable (or give --db)`);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.statements.clear();
+    this.db?.close();
+    this.db = null;
+  }
+
+  async now(): Promise<number> {
+    return Date.now();
+  }
+
+  async putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean> {
+    try {
+      this.st('INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(card.card_id, card.type, anchor?.agent_turn_id ?? null, anchor?.tool_call_id ?? null, JSON.stringify(card), Date.now());
+      return true;
+    } catch (e) {
+      if (isUniqueViolation(e)) return false;
+      throw e;
+    }
+  }
+
+  async getCard(cardId: string): Promise<unknown | undefined> {
+    const row = this.st('SELECT body FROM cards WHERE card_id = ?').get(cardId) as Row | undefined;
+    return row ? JSON.parse(String(row.body)) : undefined;
+  }
+
+  async getResultCardFor(a: Anchor): Promise<unknown | undefined> {
+    const row = this.st("SELECT body FROM cards WHERE type = 'tool.result' AND agent_turn_id = ? AND tool_call_id = ?").get(a.agent_turn_id, a.tool_call_id) as Row | undefined;
+    return row ? JSON.parse(String(row.body)) : undefined;
+  }
+
+  async countResultCards(a: Anchor): Promise<number> {
+    const row = this.st("SELECT count(*) AS n FROM cards WHERE type = 'tool.result' AND agent_turn_id = ? AND tool_call_id = ?").get(a.agent_turn_id, a.tool_call_id) as Row;
+    return Number(row.n);
+  }
+
+  async upsertTool(t: ToolRecord): Promise<void> {
+    this.st(
+        `INSERT INTO tools (project_id, tool_name, description, parameters, target_subject, after_execution, options) VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (project_id, tool_name) DO UPDATE SET description = excluded.description, parameters = excluded.parameters,
+           target_subject = excluded.target_subject, after_execution = excluded.after_execution, options = excluded.options`,
+      )
+      .run(t.project_id, t.tool_name, t.description, JSON.stringify(t.parameters), t.target_subject, t.after_execution, JSON.stringify(t.options));
+  }
+
+  async getTool(projectId: string, toolName: string): Promise<ToolRecord | undefined> {
+    const row = this.st('SELECT * FROM tools WHERE project_id = ? AND tool_name = ?').get(projectId, toolName) as Row | undefined;
+    return row ? rowToTool(row) : undefined;
+  }
+
+  async listTools(projectId?: string): Promise<ToolRecord[]> {
+    const rows = (projectId === undefined
+      ? this.st('SELECT * FROM tools ORDER BY project_id, tool_name').all()
+      : this.st('SELECT * FROM tools WHERE project_id = ? ORDER BY tool_name').all(projectId)) as Row[];
+    return rows.map(rowToTool);
+  }
+
+  async removeTool(projectId: string, toolName: string): Promise<boolean> {
+    return this.st('DELETE FROM tools WHERE project_id = ? AND tool_name = ?').run(projectId, toolName).changes > 0;
+  }
+
+  async claim(a: Anchor, cardId: string | null, workerId: string, leaseMs: number, context: Record<string, unknown>): Promise<ClaimOutcome> {
+    const now = Date.now();
+    // INSERT OR IGNORE is the whole race: exactly one inserter wins the primary key.
+    const r = this.st(
+        `INSERT INTO claims (agent_turn_id, tool_call_id, tool_call_card_id, context, worker_id, state, lease_until, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?) ON CONFLICT DO NOTHING`,
+      )
+      .run(a.agent_turn_id, a.tool_call_id, cardId, JSON.stringify(context), workerId, now + leaseMs, now, now);
+    const claim = (await this.getClaim(a)) as ClaimRecord;
+    return r.changes === 1 ? { claimed: true, claim } : { claimed: false, existing: claim };
+  }
+
+  async getClaim(a: Anchor): Promise<ClaimRecord | undefined> {
+    const row = this.st('SELECT * FROM claims WHERE agent_turn_id = ? AND tool_call_id = ?').get(a.agent_turn_id, a.tool_call_id) as Row | undefined;
+    return row ? rowToClaim(row) : undefined;
+  }
+
+  async heartbeat(workerId: string, leaseMs: number): Promise<Anchor[]> {
+    const now = Date.now();
+    this.st("UPDATE claims SET lease_until = ?, updated_at = ? WHERE worker_id = ? AND state = 'running'").run(now + leaseMs, now, workerId);
+    const rows = this.st("SELECT agent_turn_id, tool_call_id FROM claims WHERE worker_id = ? AND state = 'running' AND cancel_requested = 1")
+      .all(workerId) as Row[];
+    return rows.map((r) => ({ agent_turn_id: String(r.agent_turn_id), tool_call_id: String(r.tool_call_id) }));
+  }
+
+  async takeOverExpired(workerId: string, leaseMs: number, limit: number): Promise<ClaimRecord[]> {
+    const now = Date.now();
+    const rows = this.st(
+        `UPDATE claims SET worker_id = ?, lease_until = ?, updated_at = ?
+         WHERE rowid IN (SELECT rowid FROM claims WHERE state = 'running' AND lease_until < ? LIMIT ?) AND state = 'running' AND lease_until < ?
+         RETURNING *`,
+      )
+      .all(workerId, now + leaseMs, now, now, limit, now) as Row[];
+    return rows.map(rowToClaim);
+  }
+
+  async answer(a: AnswerInput): Promise<AnswerOutcome> {
+    const d = this.d;
+    const now = Date.now();
+    const tx = d.transaction((): AnswerOutcome => {
+      const u = this.st(
+          `UPDATE claims SET state = 'answered', result_card_id = ?, wakeup = ?, updated_at = ?
+           WHERE agent_turn_id = ? AND tool_call_id = ? AND state = 'running' AND worker_id = ?`,
+        )
+        .run(a.card.card_id, JSON.stringify(a.wakeup), now, a.agent_turn_id, a.tool_call_id, a.worker_id);
+      if (u.changes !== 1) return { ok: false, reason: 'not-owner', existing: undefined };
+      this.st('INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
+        a.card.card_id,
+        'tool.result',
+        a.agent_turn_id,
+        a.tool_call_id,
+        JSON.stringify(a.card),
+        now,
+      );
+      this.st('INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
+        a.report.agent_id,
+        a.agent_turn_id,
+        a.tool_call_id,
+        a.report.kind,
+        JSON.stringify(a.report.payload),
+        now,
+      );
+      return { ok: true };
+    });
+    try {
+      const r = tx.immediate();
+      if (!r.ok) return { ...r, existing: await this.getClaim(a) };
+      return r;
+    } catch (e) {
+      if (isUniqueViolation(e)) return { ok: false, reason: 'duplicate', existing: await this.getClaim(a) };
+      throw e;
+    }
+  }
+
+  async markWoken(a: Anchor): Promise<void> {
+    this.st('UPDATE claims SET woken = 1 WHERE agent_turn_id = ? AND tool_call_id = ?').run(a.agent_turn_id, a.tool_call_id);
+  }
+
+  async unwokenAnswers(olderThanMs: number, limit: number): Promise<ClaimRecord[]> {
+    const rows = this.st("SELECT * FROM claims WHERE state = 'answered' AND woken = 0 AND updated_at < ? ORDER BY updated_at LIMIT ?")
+      .all(Date.now() - olderThanMs, limit) as Row[];
+    return rows.map(rowToClaim);
+  }
+
+  async requestCancel(a: Anchor): Promise<ClaimRecord | undefined> {
+    this.st("UPDATE claims SET cancel_requested = 1 WHERE agent_turn_id = ? AND tool_call_id = ? AND state = 'running'").run(a.agent_turn_id, a.tool_call_id);
+    return this.getClaim(a);
+  }
+
+  async listInbox(filter: { agent_id?: string; anchor?: Anchor; limit?: number } = {}): Promise<InboxReport[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (filter.agent_id !== undefined) {
+      where.push('agent_id = ?');
+      args.push(filter.agent_id);
+    }
+    if (filter.anchor) {
+      where.push('agent_turn_id = ? AND tool_call_id = ?');
+      args.push(filter.anchor.agent_turn_id, filter.anchor.tool_call_id);
+    }
+    const sql = `SELECT * FROM inbox ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY id LIMIT ?`;
+    return (this.st(sql).all(...args, filter.limit ?? 1000) as Row[]).map(rowToInbox);
+  }
+
+  async createApproval(a: Omit<ApprovalRecord, 'state' | 'decided_by' | 'reason' | 'decided_at' | 'created_at'>): Promise<ApprovalRecord> {
+    const now = Date.now();
+    this.st(
+        `INSERT INTO approvals (id, agent_turn_id, tool_call_id, project_id, tool_name, summary, state, created_at, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+      )
+      .run(a.id, a.agent_turn_id, a.tool_call_id, a.project_id, a.tool_name, JSON.stringify(a.summary), now, a.expires_at);
+    return (await this.getApproval(a.id)) as ApprovalRecord;
+  }
+
+  async getApproval(id: string): Promise<ApprovalRecord | undefined> {
+    const row = this.st('SELECT * FROM approvals WHERE id = ?').get(id) as Row | undefined;
+    return row ? rowToApproval(row) : undefined;
+  }
+
+  async listApprovals(state?: ApprovalState): Promise<ApprovalRecord[]> {
+    const rows = (state === undefined
+      ? this.st('SELECT * FROM approvals ORDER BY created_at').all()
+      : this.st('SELECT * FROM approvals WHERE state = ? ORDER BY created_at').all(state)) as Row[];
+    return rows.map(rowToApproval);
+  }
+
+  async decideApproval(id: string, state: Exclude<ApprovalState, 'pending'>, by: string | null, reason: string | null): Promise<boolean> {
+    return (
+      this.st("UPDATE approvals SET state = ?, decided_by = ?, reason = ?, decided_at = ? WHERE id = ? AND state = 'pending'")
+        .run(state, by, reason, Date.now(), id).changes === 1
+    );
+  }
+}

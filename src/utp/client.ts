@@ -1,0 +1,244 @@
+import { randomUUID } from 'node:crypto';
+import { headers as natsHeaders, type NatsConnection, type Subscription } from 'nats';
+import type { Problem } from '../contracts/problem.js';
+import {
+  buildWakeupSubject,
+  checkCallbackAgainstResultCard,
+  commandPayload,
+  effectiveAfterExecution,
+  parseCallback,
+  parseCard,
+  parseSubject,
+  type AfterExecution,
+  type JsonObject,
+  type ToolCallback,
+  type ToolResultCard,
+  type ToolResultContent,
+  type ToolStatus,
+} from '../contracts/utp.js';
+import type { Store } from '../store/types.js';
+import { cancelSubject, defaultToolSubject } from './tools.js';
+
+/**
+ * The agent side of a UTP call, for TypeScript agents and for tests:
+ * write the tool.call card, publish the command (payload fields AND CG-* headers) on the tool's
+ * subject through JetStream, wait for `cmd.agent.<agent_id>.wakeup`, read the tool.result card.
+ */
+
+export const clientRules = [
+  { code: 'UTPC_BAD_INPUT', spec: 'Airlock client: ids are UTP identifiers, agent_id a subject token (it names the wakeup subject), the subject a cmd.tool subject.', fix: 'Fix the named option.' },
+  { code: 'UTPC_PUBLISH', spec: 'Airlock client: the command is published through JetStream (a stream must capture the subject).', fix: 'Start `airlock serve --nats URL` (it creates the stream), and check the subject is a registered target_subject.' },
+  { code: 'UTPC_TIMEOUT', spec: 'Airlock client: no wakeup arrived within timeoutMs.', fix: 'Raise timeoutMs, or check that `airlock serve` is running.' },
+  { code: 'UTPC_BAD_ANSWER', spec: 'UTP 4.2: the wakeup carries routing and pointer fields and names a valid tool.result card.', fix: 'A bug on the serving side: report it with the logged problems.' },
+] as const;
+
+export interface CallToolOptions {
+  nats: NatsConnection;
+  /** The card store shared with the service (the tool.call card is written to it). */
+  store: Store;
+  /** The tool's target_subject; or give project + channel (+ ver, default v1) for the default subject of `tool`. */
+  subject?: string;
+  project?: string;
+  channel?: string;
+  ver?: string;
+  tool: string;
+  agentId: string;
+  agentTurnId: string;
+  turnEpoch: number;
+  toolCallId?: string;
+  stepId?: string;
+  traceId?: string;
+  traceparent?: string;
+  afterExecution?: AfterExecution;
+  arguments: JsonObject;
+  timeoutMs?: number;
+  /** Where the identity goes: both payload and CG-* headers (default), or only one of them. */
+  identityIn?: 'both' | 'payload' | 'headers';
+}
+
+export type CallToolOutcome =
+  | {
+      ok: true;
+      toolCallId: string;
+      status: ToolStatus;
+      /** The tool.result content (result, error). */
+      content: ToolResultContent;
+      card: ToolResultCard;
+      callback: ToolCallback;
+      /** after_execution with the `__cg_control` override applied (UTP 3.1). */
+      afterExecution: AfterExecution;
+      /** The wakeup's traceparent header (a child span of the command's). */
+      traceparent?: string;
+    }
+  | { ok: false; toolCallId: string; problems: Problem[] };
+
+interface Waiter {
+  resolve(v: { payload: unknown; headers: Record<string, string> }): void;
+}
+
+/** One core subscription per (connection, wakeup subject), shared by every call that waits on it. */
+const routers = new WeakMap<NatsConnection, Map<string, { sub: Subscription; waiters: Map<string, Waiter> }>>();
+
+function router(nc: NatsConnection, subject: string) {
+  let bySubject = routers.get(nc);
+  if (!bySubject) routers.set(nc, (bySubject = new Map()));
+  let r = bySubject.get(subject);
+  if (r) return r;
+  const waiters = new Map<string, Waiter>();
+  const sub = nc.subscribe(subject, {
+    callback: (err, msg) => {
+      if (err) return;
+      let payload: unknown;
+      try {
+        payload = JSON.parse(new TextDecoder().decode(msg.data));
+      } catch {
+        return;
+      }
+      const p = payload as Record<string, unknown>;
+      const k = `${String(p?.agent_turn_id)}\u0000${String(p?.tool_call_id)}`;
+      const w = waiters.get(k);
+      if (!w) return;
+      waiters.delete(k);
+      const hs: Record<string, string> = {};
+      if (msg.headers) for (const name of msg.headers.keys()) hs[name] = msg.headers.get(name);
+      w.resolve({ payload, headers: hs });
+    },
+  });
+  r = { sub, waiters };
+  bySubject.set(subject, r);
+  return r;
+}
+
+const bad = (toolCallId: string, code: string, message: string): CallToolOutcome => ({ ok: false, toolCallId, problems: [{ code, message }] });
+
+/** One whole UTP call. Never throws for a failed call: the outcome says what happened. */
+export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
+  const toolCallId = o.toolCallId ?? `call-${randomUUID()}`;
+  const subject = o.subject ?? (o.project && o.channel ? defaultToolSubject(o.ver ?? 'v1', o.project, o.channel, o.tool) : undefined);
+  if (!subject) return bad(toolCallId, 'UTPC_BAD_INPUT', 'give subject, or project and channel');
+  const route = parseSubject(subject);
+  if (!route.ok || route.value.kind !== 'tool') return bad(toolCallId, 'UTPC_BAD_INPUT', `subject ${subject.slice(0, 200)} is not a cmd.tool subject`);
+  const wake = buildWakeupSubject({ ver: route.value.ver, projectId: route.value.projectId, channelId: route.value.channelId, target: o.agentId });
+  if (!wake.ok) return bad(toolCallId, 'UTPC_BAD_INPUT', 'agentId must be one subject token ([A-Za-z0-9_-]): it names the wakeup subject');
+  const after = o.afterExecution ?? 'suspend';
+
+  const cardId = `card-call-${randomUUID()}`;
+  const callCard = {
+    card_id: cardId,
+    type: 'tool.call',
+    created_at: new Date().toISOString(),
+    content: {
+      tool_call_id: toolCallId,
+      tool_name: o.tool,
+      arguments: o.arguments,
+      agent_turn_id: o.agentTurnId,
+      ...(o.stepId ? { step_id: o.stepId } : {}),
+      ...(o.traceId ? { trace_id: o.traceId } : {}),
+    },
+    ...(o.stepId || o.traceId || o.traceparent
+      ? { metadata: { ...(o.stepId ? { step_id: o.stepId } : {}), ...(o.traceId ? { trace_id: o.traceId } : {}), ...(o.traceparent ? { traceparent: o.traceparent } : {}) } }
+      : {}),
+  };
+  const checked = parseCard(callCard);
+  if (!checked.ok) return { ok: false, toolCallId, problems: checked.problems };
+  await o.store.putCard(callCard);
+
+  const { waiters } = router(o.nats, wake.value);
+  const k = `${o.agentTurnId}\u0000${toolCallId}`;
+  let timer: NodeJS.Timeout | undefined;
+  const woken = new Promise<{ payload: unknown; headers: Record<string, string> } | 'timeout'>((resolve) => {
+    waiters.set(k, { resolve });
+    timer = setTimeout(() => {
+      waiters.delete(k);
+      resolve('timeout');
+    }, o.timeoutMs ?? 60_000);
+  });
+
+  const payload = commandPayload({
+    form: 'tool',
+    agent_id: o.agentId,
+    agent_turn_id: o.agentTurnId,
+    turn_epoch: o.turnEpoch,
+    tool_call_id: toolCallId,
+    after_execution: after,
+    tool_call_card_id: cardId,
+    tool_name: o.tool,
+    ...(o.stepId ? { step_id: o.stepId } : {}),
+  });
+  const placement = o.identityIn ?? 'both';
+  if (placement === 'headers') for (const f of ['agent_id', 'agent_turn_id', 'turn_epoch', 'tool_call_id', 'step_id']) delete payload[f];
+  const h = natsHeaders();
+  if (placement !== 'payload') {
+    h.set('CG-Agent-Id', o.agentId);
+    h.set('CG-Turn-Id', o.agentTurnId);
+    h.set('CG-Turn-Epoch', String(o.turnEpoch));
+    h.set('CG-Tool-Call-Id', toolCallId);
+    if (o.stepId) h.set('CG-Step-Id', o.stepId);
+  }
+  if (o.traceparent) h.set('traceparent', o.traceparent);
+  try {
+    // msgID: JetStream drops a re-publish of the same call within its duplicate window.
+    await o.nats.jetstream().publish(subject, JSON.stringify(payload), { headers: h, msgID: `${o.agentTurnId}:${toolCallId}` });
+  } catch (e) {
+    clearTimeout(timer);
+    waiters.delete(k);
+    return bad(toolCallId, 'UTPC_PUBLISH', `cannot publish the command on ${subject}: ${(e as Error).message} (is \`airlock serve\` running with this tool registered?)`);
+  }
+  const w = await woken;
+  clearTimeout(timer);
+  if (w === 'timeout') return bad(toolCallId, 'UTPC_TIMEOUT', `no wakeup for ${toolCallId} within ${o.timeoutMs ?? 60_000} ms`);
+  return readAnswer(o.store, toolCallId, w.payload, w.headers);
+}
+
+/** Checks a wakeup against the UTP callback rules and reads the tool.result card it points to. */
+export async function readAnswer(store: Store, toolCallId: string, payload: unknown, headers: Record<string, string>): Promise<CallToolOutcome> {
+  const cb = parseCallback(payload, headers);
+  if (!cb.ok) return { ok: false, toolCallId, problems: cb.problems };
+  const raw = await store.getCard(cb.value.tool_result_card_id);
+  if (raw === undefined) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup names tool.result card ${cb.value.tool_result_card_id}, which is not in the store`);
+  const card = parseCard(raw);
+  if (!card.ok) return { ok: false, toolCallId, problems: card.problems };
+  const match = checkCallbackAgainstResultCard(cb.value, card.value);
+  if (!match.ok) return { ok: false, toolCallId, problems: match.problems };
+  const content = match.value.content;
+  return {
+    ok: true,
+    toolCallId,
+    status: content.status,
+    content,
+    card: match.value,
+    callback: cb.value,
+    afterExecution: effectiveAfterExecution(content),
+    ...(headers.traceparent ? { traceparent: headers.traceparent } : {}),
+  };
+}
+
+/** Asks the service to cancel a call (Airlock's cancel command; docs/utp-service.md). */
+export async function cancelTool(o: {
+  nats: NatsConnection;
+  subject: string;
+  agentId: string;
+  agentTurnId: string;
+  turnEpoch: number;
+  toolCallId: string;
+  toolCallCardId?: string;
+  afterExecution?: AfterExecution;
+}): Promise<Problem[]> {
+  const route = parseSubject(o.subject);
+  if (!route.ok || route.value.kind !== 'tool') return [{ code: 'UTPC_BAD_INPUT', message: 'subject must be the tool\'s cmd.tool subject' }];
+  const subject = cancelSubject(route.value.ver, route.value.projectId, route.value.channelId);
+  const payload = {
+    agent_id: o.agentId,
+    agent_turn_id: o.agentTurnId,
+    turn_epoch: o.turnEpoch,
+    tool_call_id: o.toolCallId,
+    after_execution: o.afterExecution ?? 'suspend',
+    tool_call_card_id: o.toolCallCardId ?? `cancel-${o.toolCallId}`.slice(0, 256),
+  };
+  try {
+    await o.nats.jetstream().publish(subject, JSON.stringify(payload));
+    return [];
+  } catch (e) {
+    return [{ code: 'UTPC_PUBLISH', message: `cannot publish the cancel on ${subject}: ${(e as Error).message}` }];
+  }
+}

@@ -1,0 +1,238 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Action, ActionLimits } from '../action/action.js';
+import type { SandboxResult } from '../contracts/sandbox-result.js';
+import type { JsonObject, JsonValue, ToolError, ToolStatus } from '../contracts/utp.js';
+import type { ToolRecord } from '../store/types.js';
+import type { Workspace } from '../workspace/workspace.js';
+import { DEFAULT_TOOL_LIMITS, type ToolOptions } from './tools.js';
+
+/**
+ * Runs one validated call of a registered tool: builds the Action (src/action/action.ts) from the
+ * tool's options and the call's arguments, runs it through the pipeline's runAction, and
+ * summarises the Sandbox Result for the tool.result card. The argv is always Airlock's: the
+ * arguments fill argv elements (sandbox.exec, command templates) or a file (python), never flags
+ * of Airlock's own invocation.
+ */
+
+export interface Execution {
+  status: ToolStatus;
+  /** Built by Airlock only (host authority: no tool output lands at the top level, so never `__cg_control`). */
+  result: JsonObject;
+  error?: ToolError;
+}
+
+export const STDOUT_EXCERPT_CHARS = 4096;
+
+let montyAvailable: Promise<boolean> | undefined;
+/** Whether `@pydantic/monty` loads on this host (asked once). */
+export function montyLoads(): Promise<boolean> {
+  montyAvailable ??= import('@pydantic/monty').then(
+    () => true,
+    () => false,
+  );
+  return montyAvailable;
+}
+
+function limitsFor(opts: ToolOptions, args: JsonObject): ActionLimits {
+  const l = { ...DEFAULT_TOOL_LIMITS, ...opts.limits };
+  const asked = typeof args.timeout_ms === 'number' && Number.isInteger(args.timeout_ms) && args.timeout_ms > 0 ? args.timeout_ms : undefined;
+  const wallMs = asked === undefined ? l.wall_ms : Math.min(asked, l.wall_ms);
+  return {
+    wallMs,
+    cpuMs: Math.min(l.cpu_ms, Math.max(wallMs, 1000)),
+    memoryBytes: l.memory_bytes,
+    diskBytes: l.disk_bytes,
+    pids: l.pids,
+    stdoutBytes: l.stdout_bytes,
+    stderrBytes: l.stderr_bytes,
+  };
+}
+
+function baseAction(run: Action['run'], lane: Action['lane'], limits: ActionLimits, display: string): Action {
+  return {
+    id: randomUUID(),
+    source: 'utp',
+    lane,
+    run,
+    inputs: [],
+    outputsExpected: [],
+    scope: { paths: [], recursive: false },
+    // /out is the tool's output area (reported with hashes); nothing else may change.
+    effects: { create: ['/out/**'], modify: ['/out/**'], delete: ['/out/**'], network: false, systemStateChange: false },
+    limits,
+    network: { mode: 'none', allowlist: [] },
+    risk: 'LOW',
+    confirmationRequired: false,
+    rollbackSupported: true,
+    sandboxRequired: true,
+    display: display.slice(0, 200),
+  };
+}
+
+/** The argv of a `command` tool: elements that are exactly `{{name}}` take the string/number argument `name`. */
+export function fillTemplate(template: string[], args: JsonObject): { argv: string[] } | { missing: string } {
+  const argv: string[] = [];
+  for (const t of template) {
+    const m = /^\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}$/.exec(t);
+    if (!m) {
+      argv.push(t);
+      continue;
+    }
+    const v = args[m[1] as string];
+    if (typeof v === 'string' && v.length > 0) argv.push(v);
+    else if (typeof v === 'number' && Number.isFinite(v)) argv.push(String(v));
+    else return { missing: m[1] as string };
+  }
+  return { argv };
+}
+
+const fail = (status: ToolStatus, code: string, message: string, detail?: JsonValue, result: JsonObject = {}): Execution => ({
+  status,
+  result: { ...result, error_code: code, error_message: message },
+  error: detail === undefined ? { code, message } : { code, message, detail },
+});
+
+const sleep = (ms: number, signal: AbortSignal): Promise<'slept' | 'aborted'> =>
+  new Promise((resolve) => {
+    if (signal.aborted) return resolve('aborted');
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve('slept');
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      resolve('aborted');
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+
+export interface ExecuteContext {
+  workspace: Workspace;
+  /** Aborted by a cancel command: passed to runAction (which may or may not stop the sandbox early). */
+  signal: AbortSignal;
+}
+
+export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: JsonObject, ctx: ExecuteContext): Promise<Execution> {
+  const limits = limitsFor(opts, args);
+  if (opts.runner === 'echo') {
+    const delay = typeof args.delay_ms === 'number' && args.delay_ms > 0 ? args.delay_ms : 0;
+    if (delay > limits.wallMs) {
+      await sleep(limits.wallMs, ctx.signal);
+      return fail('timeout', 'tool_timeout', `echo: wall time ${limits.wallMs} ms exceeded`, { wall_ms: limits.wallMs });
+    }
+    if (delay > 0 && (await sleep(delay, ctx.signal)) === 'aborted') return fail('canceled', 'canceled', 'the call was canceled while it ran');
+    return { status: 'success', result: { runner: 'echo', echo: args } };
+  }
+
+  let action: Action;
+  let inputsDir: string | undefined;
+  const cleanup: string[] = [];
+  if (opts.runner === 'python') {
+    const code = typeof args.code === 'string' ? args.code : '';
+    if (await montyLoads()) action = baseAction({ kind: 'code', language: 'python', code }, 'monty', limits, `python.run (monty): ${code.split('\n')[0]}`);
+    else {
+      ({ action, inputsDir } = pythonInNs(code, limits, ctx.workspace));
+      cleanup.push(inputsDir);
+    }
+  } else if (opts.runner === 'exec') {
+    const argv = Array.isArray(args.argv) ? args.argv.filter((a): a is string => typeof a === 'string') : [];
+    // The sandbox root is the host's root, read-only: a missing absolute program is the caller's mistake.
+    if (argv[0]?.startsWith('/') && !existsSync(argv[0])) return fail('failed', 'bad_request', `${argv[0].slice(0, 200)} does not exist in the sandbox`);
+    action = baseAction({ kind: 'argv', argv }, 'ns', limits, argv.join(' '));
+  } else {
+    const filled = fillTemplate(opts.argv ?? [], args);
+    if ('missing' in filled) return fail('failed', 'bad_request', `argument ${filled.missing} must be a non-empty string or a number: it fills an argv element of ${tool.tool_name}`);
+    action = baseAction({ kind: 'argv', argv: filled.argv }, 'ns', limits, filled.argv.join(' '));
+  }
+
+  try {
+    let outcome = await run(action, inputsDir, ctx);
+    // The Monty lane may not be wired into runAction on this build: fall back to python3 in ns.
+    if (outcome.kind === 'rejected' && action.lane === 'monty' && outcome.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
+      const ns = pythonInNs(action.run.kind === 'code' ? action.run.code : '', limits, ctx.workspace);
+      cleanup.push(ns.inputsDir);
+      action = ns.action;
+      outcome = await run(action, ns.inputsDir, ctx);
+    }
+    if (outcome.kind === 'rejected') {
+      const runtime = outcome.problems.some((p) => p.code === 'LANE_RUNTIME_MISSING');
+      const detail = { problems: outcome.problems.slice(0, 10).map((p) => ({ code: p.code, message: p.message })) } as JsonObject;
+      if (runtime && opts.runner !== 'python') return fail('failed', 'bad_request', 'the program to run was not found in the sandbox', detail);
+      if (runtime) return fail('failed', 'upstream_unavailable', 'this host has no Python runtime for the sandbox', detail);
+      return fail('failed', 'internal_error', 'the sandbox refused the action', detail);
+    }
+    return summarise(outcome.sandboxResult, action);
+  } finally {
+    for (const d of cleanup) rmSync(d, { recursive: true, force: true });
+  }
+}
+
+type RunOutcome = Awaited<ReturnType<typeof import('../pipeline/run.js').runAction>>;
+
+async function run(action: Action, inputsDir: string | undefined, ctx: ExecuteContext): Promise<RunOutcome> {
+  const { runAction } = await import('../pipeline/run.js');
+  let dir = inputsDir;
+  if (!dir) {
+    dir = join(ctx.workspace.root, 'utp-inputs', 'empty');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  }
+  // `signal` is passed for lanes that can stop early on cancel; runAction ignores what it does not know.
+  const runCtx = { workspace: ctx.workspace, inputsDir: dir, signal: ctx.signal };
+  return runAction(action, runCtx);
+}
+
+function pythonInNs(code: string, limits: ActionLimits, ws: Workspace): { action: Action; inputsDir: string } {
+  const inputsDir = join(ws.root, 'utp-inputs', randomUUID());
+  mkdirSync(inputsDir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(inputsDir, 'main.py'), code, { mode: 0o444 });
+  const sha256 = createHash('sha256').update(code).digest('hex');
+  const action = baseAction({ kind: 'argv', argv: ['python3', '/in/main.py'] }, 'ns', limits, `python.run (ns): ${code.split('\n')[0]}`);
+  action.inputs = [{ name: 'main.py', sha256 }];
+  return { action, inputsDir };
+}
+
+const excerpt = (s: { text: string; total_bytes: number; truncated: boolean; sha256: string }): JsonObject => ({
+  text: s.text.length > STDOUT_EXCERPT_CHARS ? s.text.slice(0, STDOUT_EXCERPT_CHARS) : s.text,
+  total_bytes: s.total_bytes,
+  truncated: s.truncated || s.text.length > STDOUT_EXCERPT_CHARS,
+  sha256: s.sha256,
+});
+
+/** The Observation, summarised: verdict, status, exit code, stdout/stderr excerpts, /out files with hashes. */
+export function summarise(sr: SandboxResult, action: Action): Execution {
+  const outputs = [...sr.filesystem_diff.added, ...sr.filesystem_diff.modified]
+    .filter((e) => e.path.startsWith('/out/') && e.type === 'file')
+    .slice(0, 100)
+    .map((e) => ({ path: e.path, sha256: e.sha256_after ?? null, size_bytes: e.size_bytes }));
+  const x = sr.execution;
+  const result: JsonObject = {
+    lane: action.lane,
+    sandbox_id: sr.sandbox_id,
+    verdict: { recommended_action: sr.verdict.recommended_action, reasons: sr.verdict.reasons.slice(0, 10) },
+    execution: { status: x.status, exit_code: x.exit_code, signal: x.signal, wall_time_ms: x.wall_time_ms, termination_reason: x.termination_reason.slice(0, 500) },
+    stdout: excerpt(sr.outputs.stdout),
+    stderr: excerpt(sr.outputs.stderr),
+    outputs,
+  };
+  const detail: JsonObject = { execution_status: x.status, termination_reason: x.termination_reason.slice(0, 500) };
+  switch (x.status) {
+    case 'TIMEOUT':
+      return fail('timeout', 'tool_timeout', `the run exceeded its wall-clock limit of ${action.limits.wallMs} ms and was killed`, detail, result);
+    case 'RESOURCE_KILLED':
+      return fail('failed', 'resource_limit', 'the run went over a resource limit and was killed', detail, result);
+    case 'POLICY_ABORTED':
+      return fail('failed', 'policy_violation', 'the sandbox policy stopped the run', detail, result);
+    case 'SANDBOX_ERROR':
+      return fail('failed', 'upstream_unavailable', 'the sandbox could not run the action on this host', detail, result);
+    case 'FAILURE':
+      return fail('failed', 'nonzero_exit', `the program ended with ${x.exit_code === null ? `signal ${x.signal}` : `exit code ${x.exit_code}`}`, detail, result);
+    default:
+      break;
+  }
+  if (sr.verdict.recommended_action === 'BLOCK' || sr.verdict.recommended_action === 'FORCE_ROLLBACK') {
+    return fail('failed', 'policy_violation', `the judge recommends ${sr.verdict.recommended_action}`, { ...detail, reasons: sr.verdict.reasons.slice(0, 10) }, result);
+  }
+  return { status: 'success', result };
+}

@@ -1,0 +1,582 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { AckPolicy, DeliverPolicy, headers as natsHeaders, nanos, RetentionPolicy, StorageType, type JsMsg, type JetStreamManager, type NatsConnection } from 'nats';
+import type { Problem } from '../contracts/problem.js';
+import {
+  buildWakeupSubject,
+  callbackPayload,
+  checkCommandAgainstCallCard,
+  childTraceparent,
+  parseCard,
+  parseSubject,
+  parseToolResultContent,
+  parseTraceparent,
+  SUBJECT_TOKEN,
+  type AfterExecution,
+  type JsonObject,
+  type JsonValue,
+  type ToolCallback,
+  type ToolCallCard,
+  type ToolResultContent,
+  type UtpIdentity,
+} from '../contracts/utp.js';
+import type { Anchor, ClaimRecord, Store, ToolRecord } from '../store/types.js';
+import type { Workspace } from '../workspace/workspace.js';
+import { executeTool, type Execution } from './execute.js';
+import { decodeCommand, type CallContext } from './intake.js';
+import { cancelSubject, checkArguments, checkToolRecord, DEFAULT_APPROVAL_TIMEOUT_MS, type ToolOptions } from './tools.js';
+
+/**
+ * Airlock as a UTP tool service (issue 6; docs/utp-service.md). Every worker — in this process or
+ * another, on this host or another — pulls from ONE durable JetStream pull consumer over one
+ * stream that captures the registered target_subjects, and shares one Store.
+ *
+ *   message -> decode/validate -> claim (agent_turn_id, tool_call_id) in the store -> ack
+ *           -> read the tool.call card -> check arguments -> [approval] -> run -> answer:
+ *              tool.result card + inbox report + claim state in ONE transaction -> wakeup
+ *
+ * At most once: the claim is an INSERT on the anchor's primary key before anything runs, and the
+ * message is acknowledged right after it, so JetStream never hands the call to a second runner.
+ * A worker that dies leaves a running claim whose lease (renewed by a heartbeat) expires; any
+ * worker's sweeper then takes it over and answers `failed` / `executor_lost` — the tool is never
+ * re-run. A redelivered or duplicate command finds the claim: it never runs, and if the call is
+ * answered its wakeup is published again (same tool_result_card_id; no new card, no new report).
+ */
+
+export const serviceRules = [
+  { code: 'UTPS_CARD_NOT_FOUND', spec: 'UTP 4.1: arguments are read from the tool.call card named by tool_call_card_id.', fix: 'Write the tool.call card to the card store before publishing the command.' },
+  { code: 'UTPS_UNKNOWN_TOOL', spec: 'UTP 2: a tool is a row of resource.tools (project_id, tool_name).', fix: 'Register the tool with `airlock tools add`, or fix tool_name in the tool.call card.' },
+  { code: 'UTPS_WRONG_SUBJECT', spec: 'UTP 4.1: a command is published on the tool\'s target_subject.', fix: 'Publish the command on the target_subject the registry gives for the tool.' },
+  { code: 'UTPS_BAD_ARGUMENTS', spec: 'UTP 2: the arguments follow the tool\'s `parameters` JSON Schema.', fix: 'Fix the arguments in the tool.call card (see the tool\'s parameters).' },
+  { code: 'UTPS_MISSING_CARD_ID', spec: 'UTP 4.1: tool_call_card_id is the core entry point; missing, the validation-failure path is taken.', fix: 'Send tool_call_card_id.' },
+] as const;
+
+export interface ServiceOptions {
+  nats: NatsConnection;
+  store: Store;
+  workspace: Workspace;
+  /** JetStream stream and durable consumer names (every worker of one deployment uses the same two). */
+  stream?: string;
+  durable?: string;
+  workerId?: string;
+  /** A running claim whose worker has not renewed it for this long is presumed lost. */
+  leaseMs?: number;
+  ackWaitMs?: number;
+  maxDeliver?: number;
+  /** Calls this worker runs at once. */
+  concurrency?: number;
+  maxPayloadBytes?: number;
+  /** How often the sweeper looks for expired claims and unpublished wakeups. */
+  sweepMs?: number;
+  /** An answered call whose wakeup was not published after this long gets it published by a sweeper. */
+  wakeupRetryMs?: number;
+  /** How often the registry is re-read (new tools, new subjects on the stream). */
+  refreshMs?: number;
+  approvalPollMs?: number;
+  log?: (event: Record<string, unknown>) => void;
+  /** Called right before a tool runs (after every check and approval): audits and tests count runs with it. */
+  onRun?: (call: { agent_turn_id: string; tool_call_id: string; tool_name: string }) => void;
+}
+
+export interface ServiceStats {
+  received: number;
+  answered: number;
+  duplicates: number;
+  dropped: number;
+  executorLost: number;
+  republished: number;
+}
+
+interface Running {
+  abort: AbortController;
+}
+
+const key = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
+
+export class UtpService {
+  readonly workerId: string;
+  readonly stream: string;
+  readonly durable: string;
+  readonly stats: ServiceStats = { received: 0, answered: 0, duplicates: 0, dropped: 0, executorLost: 0, republished: 0 };
+  private readonly o: Required<Omit<ServiceOptions, 'workerId' | 'stream' | 'durable' | 'log' | 'onRun'>> & { log: (e: Record<string, unknown>) => void };
+  private readonly running = new Map<string, Running>();
+  private readonly tools = new Map<string, { record: ToolRecord; options: ToolOptions | null }>();
+  private readonly subjectAfter = new Map<string, AfterExecution>();
+  private jsm: JetStreamManager | undefined;
+  private stopping = false;
+  private loop: Promise<void> | undefined;
+  private timers: NodeJS.Timeout[] = [];
+  private inFlight = 0;
+  private wake: (() => void) | undefined;
+  private subjects: string[] = [];
+  private readonly onRun: ServiceOptions['onRun'];
+
+  constructor(opts: ServiceOptions) {
+    this.workerId = opts.workerId ?? `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
+    this.stream = opts.stream ?? 'AIRLOCK_UTP';
+    this.durable = opts.durable ?? 'airlock-utp';
+    const leaseMs = opts.leaseMs ?? 30_000;
+    this.onRun = opts.onRun;
+    this.o = {
+      nats: opts.nats,
+      store: opts.store,
+      workspace: opts.workspace,
+      leaseMs,
+      ackWaitMs: opts.ackWaitMs ?? 30_000,
+      maxDeliver: opts.maxDeliver ?? 5,
+      concurrency: opts.concurrency ?? 32,
+      maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024,
+      sweepMs: opts.sweepMs ?? Math.max(100, Math.floor(leaseMs / 2)),
+      wakeupRetryMs: opts.wakeupRetryMs ?? 10_000,
+      refreshMs: opts.refreshMs ?? 5_000,
+      approvalPollMs: opts.approvalPollMs ?? 250,
+      log: opts.log ?? ((e) => process.stderr.write(JSON.stringify(e) + '\n')),
+    };
+  }
+
+  private log(level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown> = {}): void {
+    this.o.log({ ts: new Date().toISOString(), level, event, worker: this.workerId, ...fields });
+  }
+
+  // ---- set-up --------------------------------------------------------------------------------
+
+  /** Creates/updates the stream and the durable consumer, then starts pulling, heart-beating and sweeping. */
+  async start(): Promise<void> {
+    this.jsm = await this.o.nats.jetstreamManager();
+    await this.refreshRegistry();
+    if (this.subjects.length === 0) throw new Error('no tools are registered: add one with `airlock tools add` before `airlock serve`');
+    await this.ensureStreamAndConsumer();
+    const every = (ms: number, f: () => Promise<void>) => {
+      const t = setInterval(() => void f().catch((e: Error) => this.log('error', 'timer-failed', { error: e.message })), ms);
+      t.unref();
+      this.timers.push(t);
+    };
+    every(Math.max(50, Math.floor(this.o.leaseMs / 3)), () => this.heartbeat());
+    every(this.o.sweepMs, () => this.sweep());
+    every(this.o.refreshMs, async () => {
+      const before = this.subjects.join(' ');
+      await this.refreshRegistry();
+      if (this.subjects.join(' ') !== before) await this.ensureStreamAndConsumer();
+    });
+    this.loop = this.pull();
+    this.log('info', 'serving', { stream: this.stream, durable: this.durable, subjects: this.subjects });
+  }
+
+  /** Stops pulling, waits for the calls in flight (their answers are written), stops the timers. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    await this.loop;
+    while (this.inFlight > 0) await new Promise((r) => setTimeout(r, 20));
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+  }
+
+  private async refreshRegistry(): Promise<void> {
+    const rows = await this.o.store.listTools();
+    this.tools.clear();
+    this.subjectAfter.clear();
+    const subjects = new Set<string>();
+    for (const t of rows) {
+      const checked = checkToolRecord(t);
+      this.tools.set(`${t.project_id}\u0000${t.tool_name}`, { record: t, options: checked.ok ? checked.value.parsedOptions : null });
+      if (!checked.ok) this.log('warn', 'tool-invalid', { project_id: t.project_id, tool_name: t.tool_name, problems: checked.problems });
+      const s = parseSubject(t.target_subject);
+      if (!s.ok || s.value.kind !== 'tool') continue;
+      subjects.add(t.target_subject);
+      subjects.add(cancelSubject(s.value.ver, s.value.projectId, s.value.channelId));
+      this.subjectAfter.set(t.target_subject, t.after_execution);
+    }
+    this.subjects = [...subjects].sort();
+  }
+
+  private async ensureStreamAndConsumer(): Promise<void> {
+    const jsm = this.jsm as JetStreamManager;
+    const info = await jsm.streams.info(this.stream).catch(() => undefined);
+    if (!info) {
+      try {
+        await jsm.streams.add({
+          name: this.stream,
+          subjects: this.subjects,
+          // A work queue: a command is removed once a worker acknowledged it.
+          retention: RetentionPolicy.Workqueue,
+          storage: StorageType.File,
+          max_age: nanos(7 * 24 * 3600 * 1000),
+          duplicate_window: nanos(120_000),
+        });
+      } catch (e) {
+        // Another worker created it first (or the subjects overlap another stream: say so).
+        if (!(await jsm.streams.info(this.stream).catch(() => undefined))) {
+          throw new Error(`cannot create JetStream stream ${this.stream} over ${this.subjects.join(', ')}: ${(e as Error).message}`, { cause: e });
+        }
+      }
+    } else {
+      const want = [...new Set([...(info.config.subjects ?? []), ...this.subjects])].sort();
+      if (want.join(' ') !== [...(info.config.subjects ?? [])].sort().join(' ')) {
+        await jsm.streams.update(this.stream, { subjects: want });
+        this.log('info', 'stream-subjects-updated', { subjects: want });
+      }
+    }
+    const consumer = await jsm.consumers.info(this.stream, this.durable).catch(() => undefined);
+    if (!consumer) {
+      try {
+        await jsm.consumers.add(this.stream, {
+          durable_name: this.durable,
+          ack_policy: AckPolicy.Explicit,
+          ack_wait: nanos(this.o.ackWaitMs),
+          max_deliver: this.o.maxDeliver,
+          deliver_policy: DeliverPolicy.All,
+          max_ack_pending: 10_000,
+        });
+      } catch (e) {
+        if (!(await jsm.consumers.info(this.stream, this.durable).catch(() => undefined))) throw e;
+      }
+    }
+  }
+
+  // ---- the pull loop -------------------------------------------------------------------------
+
+  private async pull(): Promise<void> {
+    const js = this.o.nats.jetstream();
+    const consumer = await js.consumers.get(this.stream, this.durable);
+    while (!this.stopping) {
+      const free = this.o.concurrency - this.inFlight;
+      if (free <= 0) {
+        await new Promise<void>((r) => (this.wake = r));
+        continue;
+      }
+      try {
+        const batch = await consumer.fetch({ max_messages: free, expires: 1000 });
+        for await (const m of batch) {
+          this.inFlight++;
+          void this.handle(m)
+            .catch((e: Error) => this.log('error', 'handler-crashed', { error: e.stack ?? String(e) }))
+            .finally(() => {
+              this.inFlight--;
+              this.wake?.();
+              this.wake = undefined;
+            });
+          if (this.stopping) break;
+        }
+      } catch (e) {
+        if (this.stopping || this.o.nats.isClosed()) break;
+        this.log('warn', 'fetch-failed', { error: (e as Error).message });
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  /** One message, start to finish. Never throws into the loop; every path acks, naks or terms. */
+  private async handle(m: JsMsg): Promise<void> {
+    this.stats.received++;
+    const intake = decodeCommand(m.subject, m.data, m.headers, {
+      maxPayloadBytes: this.o.maxPayloadBytes,
+      afterExecutionFor: (s) => this.subjectAfter.get(s),
+    });
+    if (intake.kind === 'drop') {
+      this.stats.dropped++;
+      this.log('warn', 'dropped', { subject: m.subject, seq: m.info.streamSequence, problems: intake.problems.slice(0, 10) });
+      // No reason string: servers before 2.10 ignore `+TERM <reason>` entirely (the reason is in our log).
+      m.term();
+      return;
+    }
+    const ctx = intake.ctx;
+    const anchor: Anchor = { agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id };
+    if (intake.kind === 'cancel') return this.handleCancel(m, ctx, anchor);
+
+    let claim;
+    let rawCard: Promise<unknown>;
+    try {
+      // The card read runs beside the claim (reading runs nothing); it is used only if the claim is won.
+      rawCard = intake.kind === 'command' && ctx.tool_call_card_id ? this.o.store.getCard(ctx.tool_call_card_id).catch(() => undefined) : Promise.resolve(undefined);
+      claim = await this.o.store.claim(anchor, ctx.tool_call_card_id, this.workerId, this.o.leaseMs, contextRecord(ctx));
+    } catch (e) {
+      // The store is down: let JetStream redeliver later (bounded by max_deliver).
+      this.log('error', 'claim-failed', { ...anchor, error: (e as Error).message, delivery: m.info.redeliveryCount });
+      m.nak(1000);
+      return;
+    }
+    m.ack();
+    if (!claim.claimed) return this.onDuplicate(claim.existing, m.info.redelivered);
+
+    const run: Running = { abort: new AbortController() };
+    this.running.set(key(anchor), run);
+    try {
+      let callCard: ToolCallCard | undefined;
+      let execution: Execution;
+      if (intake.kind === 'invalid') {
+        execution = failure('failed', 'bad_request', 'the tool command is invalid; the tool was not run', intake.problems);
+        this.log('warn', 'invalid-command', { ...anchor, problems: intake.problems.slice(0, 10) });
+      } else {
+        const r = await this.runCall(ctx, run, await rawCard);
+        callCard = r.callCard;
+        execution = r.execution;
+      }
+      await this.finish(ctx, execution, callCard);
+    } catch (e) {
+      this.log('error', 'call-crashed', { ...anchor, error: (e as Error).stack ?? String(e) });
+      await this.finish(ctx, failure('failed', 'internal_error', 'Airlock failed while handling the call')).catch(() => undefined);
+    } finally {
+      this.running.delete(key(anchor));
+    }
+  }
+
+  /** The valid-command path: card, tool, arguments, approval, run. */
+  private async runCall(ctx: CallContext, run: Running, prefetched: unknown): Promise<{ execution: Execution; callCard?: ToolCallCard }> {
+    const cmd = { ...ctx.identity, form: 'tool' as const, after_execution: ctx.after_execution, tool_call_card_id: ctx.tool_call_card_id ?? '', ...(ctx.tool_name ? { tool_name: ctx.tool_name } : {}) };
+    const raw = prefetched ?? (ctx.tool_call_card_id ? await this.o.store.getCard(ctx.tool_call_card_id) : undefined);
+    if (raw === undefined) return { execution: failure('failed', 'bad_request', `no tool.call card ${ctx.tool_call_card_id} in the card store`, [{ code: 'UTPS_CARD_NOT_FOUND', message: 'the tool.call card named by tool_call_card_id does not exist' }]) };
+    const parsed = parseCard(raw);
+    if (!parsed.ok) return { execution: failure('failed', 'bad_request', 'the tool.call card is invalid', parsed.problems) };
+    const matched = checkCommandAgainstCallCard(cmd, parsed.value);
+    if (!matched.ok) return { execution: failure('failed', 'bad_request', 'the tool.call card does not match the command', matched.problems) };
+    const callCard = matched.value;
+    const name = callCard.content.tool_name;
+    const entry = this.tools.get(`${ctx.route.projectId}\u0000${name}`) ?? (await this.lookupTool(ctx.route.projectId, name));
+    if (!entry) return { callCard, execution: failure('failed', 'bad_request', `no tool ${name} is registered in project ${ctx.route.projectId}`, [{ code: 'UTPS_UNKNOWN_TOOL', message: `unknown tool ${name}` }]) };
+    if (entry.record.target_subject !== ctx.subject) {
+      return { callCard, execution: failure('failed', 'bad_request', `tool ${name} is served on ${entry.record.target_subject}, not on ${ctx.subject}`, [{ code: 'UTPS_WRONG_SUBJECT', message: 'the command subject is not the tool\'s target_subject' }]) };
+    }
+    if (!entry.options) return { callCard, execution: failure('failed', 'internal_error', `tool ${name} has invalid options in the registry`) };
+    const args = callCard.content.arguments;
+    const bad = checkArguments(entry.record, args);
+    if (bad.length > 0) return { callCard, execution: failure('failed', 'bad_request', `the arguments do not match the parameters of ${name}`, bad) };
+
+    if (entry.options.approval?.required) {
+      const decision = await this.awaitApproval(ctx, entry, args, run);
+      if (decision !== 'approved') return { callCard, execution: decisionFailure(decision) };
+    }
+    if (run.abort.signal.aborted) return { callCard, execution: failure('canceled', 'canceled', 'the call was canceled before it ran') };
+    this.onRun?.({ agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id, tool_name: name });
+    const execution = await executeTool(entry.record, entry.options, args, { workspace: this.o.workspace, signal: run.abort.signal });
+    if (run.abort.signal.aborted && execution.status !== 'canceled') {
+      // The cancel came while the sandbox ran: the caller asked for no result, so none is promised.
+      return { callCard, execution: { status: 'canceled', result: { ...execution.result, error_code: 'canceled', error_message: 'the call was canceled while it ran' }, error: { code: 'canceled', message: 'the call was canceled while it ran', detail: { run_status: execution.status } } } };
+    }
+    return { callCard, execution };
+  }
+
+  private async lookupTool(projectId: string, name: string): Promise<{ record: ToolRecord; options: ToolOptions | null } | undefined> {
+    const t = await this.o.store.getTool(projectId, name);
+    if (!t) return undefined;
+    const c = checkToolRecord(t);
+    const entry = { record: t, options: c.ok ? c.value.parsedOptions : null };
+    this.tools.set(`${projectId}\u0000${name}`, entry);
+    return entry;
+  }
+
+  private async awaitApproval(ctx: CallContext, entry: { record: ToolRecord; options: ToolOptions | null }, args: JsonObject, run: Running): Promise<'approved' | 'rejected' | 'expired' | 'canceled'> {
+    const id = `apr-${randomUUID()}`;
+    const timeout = entry.options?.approval?.timeout_ms ?? DEFAULT_APPROVAL_TIMEOUT_MS;
+    const now = await this.o.store.now();
+    await this.o.store.createApproval({
+      id,
+      agent_turn_id: ctx.identity.agent_turn_id,
+      tool_call_id: ctx.identity.tool_call_id,
+      project_id: ctx.route.projectId,
+      tool_name: entry.record.tool_name,
+      summary: { agent_id: ctx.identity.agent_id, subject: ctx.subject, arguments: args, ...(entry.options?.description_for_approver ? { note: entry.options.description_for_approver } : {}) },
+      expires_at: now + timeout,
+    });
+    this.log('info', 'approval-pending', { id, tool_name: entry.record.tool_name, agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id });
+    for (;;) {
+      if (run.abort.signal.aborted) {
+        await this.o.store.decideApproval(id, 'canceled', null, 'the call was canceled');
+        return 'canceled';
+      }
+      const a = await this.o.store.getApproval(id);
+      if (a && a.state !== 'pending') return a.state === 'approved' ? 'approved' : a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired';
+      if ((await this.o.store.now()) >= now + timeout) {
+        // decideApproval only moves a pending one: a decision that raced the timeout wins.
+        if (await this.o.store.decideApproval(id, 'expired', null, `no decision within ${timeout} ms`)) return 'expired';
+        continue;
+      }
+      await new Promise((r) => setTimeout(r, this.o.approvalPollMs));
+    }
+  }
+
+  // ---- answering -----------------------------------------------------------------------------
+
+  /** Writes the tool.result card + inbox report atomically (if this worker still owns the claim), then wakes the agent. */
+  private async finish(ctx: CallContext, execution: Execution, callCard?: ToolCallCard): Promise<void> {
+    const id = ctx.identity;
+    const anchor = { agent_turn_id: id.agent_turn_id, tool_call_id: id.tool_call_id };
+    if (!callCard && ctx.tool_call_card_id) {
+      // For trace/step metadata when the call was not run (invalid command, executor lost).
+      const raw = await this.o.store.getCard(ctx.tool_call_card_id).catch(() => undefined);
+      const c = raw === undefined ? undefined : parseCard(raw);
+      if (c?.ok && c.value.type === 'tool.call' && c.value.content.tool_call_id === id.tool_call_id) callCard = c.value;
+    }
+    let content: ToolResultContent = { tool_call_id: id.tool_call_id, status: execution.status, after_execution: ctx.after_execution, result: execution.result, ...(execution.error ? { error: execution.error } : {}) };
+    const self = parseToolResultContent(content);
+    if (!self.ok) {
+      // Our own answer failed our own contract: a bug; answer an honest internal_error instead.
+      this.log('error', 'result-self-check-failed', { ...anchor, problems: self.problems });
+      content = { tool_call_id: id.tool_call_id, status: 'failed', after_execution: ctx.after_execution, result: { error_code: 'internal_error', error_message: 'Airlock built an invalid result' }, error: { code: 'internal_error', message: 'Airlock built an invalid result' } };
+    }
+    const stepId = callCard?.metadata?.step_id ?? callCard?.content.step_id ?? id.step_id;
+    const traceId = callCard?.metadata?.trace_id ?? callCard?.content.trace_id;
+    const parentTp = id.traceparent ?? callCard?.metadata?.traceparent;
+    const tp = parentTp ? childTraceparent(parentTp) : undefined;
+    const childTp = tp?.ok ? tp.value : undefined;
+    const tpTrace = childTp ? parseTraceparent(childTp) : undefined;
+    const metadata: Record<string, string> = {};
+    if (traceId) metadata.trace_id = traceId;
+    if (stepId) metadata.step_id = stepId;
+    // The card's traceparent must carry the card's trace_id (readCard checks it).
+    if (childTp && tpTrace?.ok && (!traceId || tpTrace.value.traceId === traceId)) metadata.traceparent = childTp;
+    const card = { card_id: `card-result-${randomUUID()}`, type: 'tool.result' as const, created_at: new Date().toISOString(), content, ...(Object.keys(metadata).length ? { metadata } : {}) };
+    const callback: ToolCallback = {
+      agent_id: id.agent_id,
+      agent_turn_id: id.agent_turn_id,
+      turn_epoch: id.turn_epoch,
+      tool_call_id: id.tool_call_id,
+      ...(stepId ? { step_id: stepId } : {}),
+      tool_result_card_id: card.card_id,
+      status: content.status,
+      after_execution: ctx.after_execution,
+    };
+    const payload = callbackPayload(callback);
+    const hs: Record<string, string> = {
+      'CG-Agent-Id': id.agent_id,
+      'CG-Turn-Id': id.agent_turn_id,
+      'CG-Turn-Epoch': String(id.turn_epoch),
+      'CG-Tool-Call-Id': id.tool_call_id,
+      ...(stepId ? { 'CG-Step-Id': stepId } : {}),
+      ...(childTp ? { traceparent: childTp } : {}),
+    };
+    const subject = wakeupSubjectFor(ctx);
+    const outcome = await this.o.store.answer({
+      ...anchor,
+      worker_id: this.workerId,
+      card,
+      report: { agent_id: id.agent_id, kind: 'tool.report', payload },
+      wakeup: { subject: subject ?? '', payload, headers: hs },
+    });
+    if (!outcome.ok) {
+      // Someone else answered (our lease expired and a sweeper answered executor_lost): ours is discarded.
+      this.log('warn', 'answer-discarded', { ...anchor, reason: outcome.reason, status: content.status });
+      return;
+    }
+    this.stats.answered++;
+    this.log('info', 'answered', { ...anchor, status: content.status, code: content.error?.code, card_id: card.card_id });
+    if (subject) await this.publishWakeup(anchor, subject, payload, hs);
+    else this.log('warn', 'no-wakeup-subject', { ...anchor, reason: 'agent_id is not a subject token: the report is in the inbox, no wakeup is published' });
+  }
+
+  private async publishWakeup(anchor: Anchor, subject: string, payload: Record<string, unknown>, hs: Record<string, string>): Promise<void> {
+    const h = natsHeaders();
+    for (const [k, v] of Object.entries(hs)) h.set(k, v);
+    this.o.nats.publish(subject, JSON.stringify(payload), { headers: h });
+    // Not awaited: a lost "woken" flag only means a sweeper publishes the same wakeup again later.
+    void this.o.store.markWoken(anchor).catch((e: Error) => this.log('warn', 'mark-woken-failed', { ...anchor, error: e.message }));
+  }
+
+  /** A duplicate or redelivered command: never run again; an answered call is woken again with the same card. */
+  private async onDuplicate(existing: ClaimRecord, redelivered: boolean): Promise<void> {
+    this.stats.duplicates++;
+    const anchor = { agent_turn_id: existing.agent_turn_id, tool_call_id: existing.tool_call_id };
+    this.log('info', 'duplicate', { ...anchor, state: existing.state, redelivered, result_card_id: existing.result_card_id });
+    if (existing.state === 'answered' && existing.wakeup?.subject) {
+      this.stats.republished++;
+      await this.publishWakeup(anchor, existing.wakeup.subject, existing.wakeup.payload, existing.wakeup.headers);
+    }
+  }
+
+  private async handleCancel(m: JsMsg, ctx: CallContext, anchor: Anchor): Promise<void> {
+    try {
+      const mine = this.running.get(key(anchor));
+      if (mine) {
+        await this.o.store.requestCancel(anchor);
+        mine.abort.abort();
+        m.ack();
+        this.log('info', 'cancel-requested', { ...anchor, where: 'this worker' });
+        return;
+      }
+      const c = await this.o.store.claim(anchor, ctx.tool_call_card_id, this.workerId, this.o.leaseMs, contextRecord(ctx));
+      m.ack();
+      if (c.claimed) {
+        // Canceled before any worker saw the command: answered now; the command, if it comes, is a duplicate.
+        this.log('info', 'cancel-before-start', { ...anchor });
+        await this.finish(ctx, failure('canceled', 'canceled', 'the call was canceled before it started'));
+        return;
+      }
+      if (c.existing.state === 'running') {
+        await this.o.store.requestCancel(anchor);
+        this.log('info', 'cancel-requested', { ...anchor, where: c.existing.worker_id });
+      } else this.log('info', 'cancel-too-late', { ...anchor, result_card_id: c.existing.result_card_id });
+    } catch (e) {
+      this.log('error', 'cancel-failed', { ...anchor, error: (e as Error).message });
+      m.nak(1000);
+    }
+  }
+
+  // ---- leases --------------------------------------------------------------------------------
+
+  private async heartbeat(): Promise<void> {
+    if (this.running.size === 0) return;
+    const canceled = await this.o.store.heartbeat(this.workerId, this.o.leaseMs);
+    for (const a of canceled) this.running.get(key(a))?.abort.abort();
+  }
+
+  /** Expired claims (their worker died) are answered failed/executor_lost; stuck wakeups are published. */
+  private async sweep(): Promise<void> {
+    const lost = await this.o.store.takeOverExpired(this.workerId, this.o.leaseMs, 100);
+    for (const c of lost) {
+      const ctx = contextFromRecord(c);
+      if (!ctx) {
+        this.log('error', 'executor-lost-unanswerable', { agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id });
+        continue;
+      }
+      this.stats.executorLost++;
+      this.log('warn', 'executor-lost', { agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id });
+      await this.finish(ctx, failure('failed', 'executor_lost', 'the worker running this call stopped before answering; the call was not re-run (at most once)'));
+    }
+    for (const c of await this.o.store.unwokenAnswers(this.o.wakeupRetryMs, 100)) {
+      if (!c.wakeup?.subject) continue;
+      this.stats.republished++;
+      await this.publishWakeup({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }, c.wakeup.subject, c.wakeup.payload, c.wakeup.headers);
+    }
+  }
+}
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+function failure(status: ToolResultContent['status'], code: string, message: string, problems?: Problem[]): Execution {
+  const detail: JsonValue | undefined = problems && problems.length > 0 ? { problems: problems.slice(0, 20).map((p) => ({ code: p.code, message: p.message.slice(0, 500), ...(p.path ? { path: p.path } : {}) })) } : undefined;
+  return { status, result: { error_code: code, error_message: message }, error: detail === undefined ? { code, message } : { code, message, detail } };
+}
+
+function decisionFailure(d: 'rejected' | 'expired' | 'canceled'): Execution {
+  if (d === 'rejected') return failure('failed', 'auth_failed', 'a person rejected this call (airlock approvals reject)');
+  if (d === 'canceled') return failure('canceled', 'canceled', 'the call was canceled while it waited for approval');
+  return failure('timeout', 'approval_timeout', 'no one approved this call in time');
+}
+
+function wakeupSubjectFor(ctx: CallContext): string | undefined {
+  if (!SUBJECT_TOKEN.test(ctx.identity.agent_id)) return undefined;
+  const s = buildWakeupSubject({ ver: ctx.route.ver, projectId: ctx.route.projectId, channelId: ctx.route.channelId, target: ctx.identity.agent_id });
+  return s.ok ? s.value : undefined;
+}
+
+/** What a claim keeps so another worker can answer the call without its command. */
+function contextRecord(ctx: CallContext): Record<string, unknown> {
+  return { subject: ctx.subject, identity: ctx.identity, after_execution: ctx.after_execution, tool_call_card_id: ctx.tool_call_card_id, ...(ctx.tool_name ? { tool_name: ctx.tool_name } : {}) };
+}
+
+function contextFromRecord(c: ClaimRecord): CallContext | undefined {
+  const x = c.context;
+  if (!x || typeof x.subject !== 'string') return undefined;
+  const route = parseSubject(x.subject);
+  if (!route.ok) return undefined;
+  const identity = x.identity as UtpIdentity;
+  if (!identity || identity.agent_turn_id !== c.agent_turn_id || identity.tool_call_id !== c.tool_call_id) return undefined;
+  return {
+    subject: x.subject,
+    route: route.value,
+    identity,
+    after_execution: x.after_execution === 'terminate' ? 'terminate' : 'suspend',
+    tool_call_card_id: c.tool_call_card_id,
+    ...(typeof x.tool_name === 'string' ? { tool_name: x.tool_name } : {}),
+  };
+}

@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { callTool } from '../../src/utp/client.js';
+import { startHarness, type Harness } from './harness.js';
+
+/** The built-in tools through the whole UTP path, in the real sandbox. */
+
+let h: Harness;
+before(async () => {
+  h = await startHarness({ db: 'sqlite' });
+});
+after(async () => {
+  await h?.stop();
+});
+
+const call = (tool: string, args: Record<string, unknown>) =>
+  callTool({ nats: h.nc, store: h.store, subject: h.subject(tool), tool, agentId: 'agent-b', agentTurnId: `turn-${randomUUID()}`, turnEpoch: 1, arguments: args as never, timeoutMs: 30_000 });
+
+interface Summary {
+  lane: string;
+  sandbox_id: string;
+  verdict: { recommended_action: string };
+  execution: { status: string; exit_code: number | null };
+  stdout: { text: string; sha256: string };
+  outputs: { path: string; sha256: string; size_bytes: number }[];
+}
+
+test('python.run: 1+1 printed, a summary of the Sandbox Result in the card', async () => {
+  const r = await call('python.run', { code: 'print(1+1)' });
+  assert.ok(r.ok, JSON.stringify(r));
+  assert.equal(r.status, 'success', JSON.stringify(r.content));
+  const s = r.content.result as unknown as Summary;
+  assert.equal(s.stdout.text.trim(), '2');
+  assert.match(s.stdout.sha256, /^[0-9a-f]{64}$/);
+  assert.equal(s.execution.exit_code, 0);
+  assert.ok(['PROMOTE', 'REQUIRE_CONFIRMATION'].includes(s.verdict.recommended_action));
+});
+
+test('python.run: a file written to /out is reported with its hash; an exception is failed/nonzero_exit', async () => {
+  const r = await call('python.run', { code: "open('/out/r.txt','w').write('hi')\nprint('ok')" });
+  assert.ok(r.ok);
+  const s = r.content.result as unknown as Summary;
+  if (s.lane === 'ns') {
+    assert.equal(r.status, 'success', JSON.stringify(r.content));
+    const out = s.outputs.find((o) => o.path === '/out/r.txt');
+    assert.ok(out, JSON.stringify(s.outputs));
+    assert.equal(out.sha256, '8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4');
+  }
+  const bad = await call('python.run', { code: 'raise SystemExit(3)' });
+  assert.ok(bad.ok);
+  assert.equal(bad.status, 'failed');
+  assert.equal(bad.content.error?.code, 'nonzero_exit');
+});
+
+test('sandbox.exec: /bin/true succeeds, /bin/false fails, a missing program is a bad request', async () => {
+  const t = await call('sandbox.exec', { argv: ['/bin/true'] });
+  assert.ok(t.ok && t.status === 'success', JSON.stringify(t));
+  const f = await call('sandbox.exec', { argv: ['/bin/false'] });
+  assert.ok(f.ok);
+  assert.equal(f.status, 'failed');
+  assert.equal(f.content.error?.code, 'nonzero_exit');
+  assert.equal((f.content.result as unknown as Summary).execution.exit_code, 1);
+  const m = await call('sandbox.exec', { argv: ['/no/such/program'] });
+  assert.ok(m.ok);
+  assert.equal(m.status, 'failed');
+  assert.equal(m.content.error?.code, 'bad_request');
+});
+
+test('sandbox.exec: a run over timeout_ms is killed and answers timeout / tool_timeout', async () => {
+  const t0 = Date.now();
+  const r = await call('sandbox.exec', { argv: ['/bin/sleep', '30'], timeout_ms: 500 });
+  assert.ok(r.ok);
+  assert.equal(r.status, 'timeout', JSON.stringify(r.content));
+  assert.equal(r.content.error?.code, 'tool_timeout');
+  assert.ok(Date.now() - t0 < 10_000, 'killed, not waited for');
+});

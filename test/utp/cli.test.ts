@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { Command } from 'commander';
+import { registerUtpCommands } from '../../src/cli/commands/utp.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
+
+/** `airlock tools` and `airlock approvals` through commander, on a SQLite workspace. */
+
+const ws = mkdtempSync(join(tmpdir(), 'airlock-cli-'));
+after(() => rmSync(ws, { recursive: true, force: true }));
+
+async function run(args: string[]): Promise<{ out: string; err: string; code: number }> {
+  const program = new Command();
+  program.exitOverride();
+  registerUtpCommands(program);
+  let out = '';
+  let err = '';
+  const ow = process.stdout.write.bind(process.stdout);
+  const ew = process.stderr.write.bind(process.stderr);
+  process.stdout.write = ((s: string) => ((out += s), true)) as typeof process.stdout.write;
+  process.stderr.write = ((s: string) => ((err += s), true)) as typeof process.stderr.write;
+  process.exitCode = 0;
+  try {
+    await program.parseAsync(['node', 'airlock', ...args, '--workspace', ws]);
+  } finally {
+    process.stdout.write = ow;
+    process.stderr.write = ew;
+  }
+  const code = Number(process.exitCode ?? 0);
+  process.exitCode = 0;
+  return { out, err, code };
+}
+
+test('tools add --builtin, list, add with JSON options from a file, remove', async () => {
+  const a = await run(['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', 'proj', '--channel', 'ch']);
+  assert.equal(a.code, 0, a.err);
+  assert.match(a.out, /registered proj\/python.run on cg\.v1\.proj\.ch\.cmd\.tool\.python\.run/);
+  const opts = join(ws, 'opts.json');
+  writeFileSync(opts, JSON.stringify({ runner: 'command', argv: ['/usr/bin/wc', '-c', '{{file}}'], approval: { required: true, timeout_ms: 60000 } }));
+  const b = await run(['tools', 'add', 'wc', '--project', 'proj', '--subject', 'cg.v1.proj.ch.cmd.tool.wc', '--parameters', '{"type":"object","properties":{"file":{"type":"string"}}}', '--options', `@${opts}`, '--after-execution', 'terminate']);
+  assert.equal(b.code, 0, b.err);
+  const l = await run(['tools', 'list']);
+  assert.match(l.out, /proj\/python.run\s+cg\.v1\.proj\.ch\.cmd\.tool\.python\.run\s+runner=python/);
+  assert.match(l.out, /proj\/wc .*after=terminate\s+approval=required/);
+  const j = JSON.parse((await run(['tools', 'list', '--json', '--project', 'proj'])).out);
+  assert.deepEqual(j.map((t: { tool_name: string }) => t.tool_name), ['python.run', 'wc']);
+  assert.equal((await run(['tools', 'remove', 'wc', '--project', 'proj'])).code, 0);
+  assert.equal((await run(['tools', 'remove', 'wc', '--project', 'proj'])).code, 2);
+});
+
+test('tools add refuses a bad record with the rule codes', async () => {
+  const r = await run(['tools', 'add', 'x', '--project', 'proj', '--subject', 'cg.v1.other.ch.cmd.tool.x', '--options', '{"runner":"teleport"}', '--parameters', '{"type":"array"}']);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /UTPS_TOOL_SUBJECT/);
+  assert.match(r.err, /UTPS_TOOL_OPTIONS/);
+  assert.match(r.err, /UTPS_TOOL_PARAMETERS/);
+  const reserved = await run(['tools', 'add', 'y', '--project', 'proj', '--subject', 'cg.v1.proj.ch.cmd.tool.airlock.cancel', '--options', '{"runner":"echo"}']);
+  assert.equal(reserved.code, 2);
+  assert.match(reserved.err, /reserved/);
+  const bad = await run(['tools', 'add', 'y', '--project', 'proj', '--channel', 'ch', '--options', '{not json']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /JSON_SYNTAX/);
+});
+
+test('approvals: list pending, approve, reject, a decided one cannot be decided again', async () => {
+  const store = new SqliteStore(join(ws, 'airlock.db'));
+  await store.init();
+  const now = Date.now();
+  for (const id of ['apr-1', 'apr-2']) {
+    await store.createApproval({ id, agent_turn_id: 't', tool_call_id: `c-${id}`, project_id: 'proj', tool_name: 'wc', summary: { arguments: { file: '/etc/hosts' } }, expires_at: now + 60_000 });
+  }
+  await store.close();
+  const l = await run(['approvals']);
+  assert.match(l.out, /apr-1\s+pending\s+proj\/wc/);
+  assert.match(l.out, /\/etc\/hosts/);
+  const ap = await run(['approvals', 'approve', 'apr-1', '--by', 'alice']);
+  assert.equal(ap.code, 0, ap.err);
+  const r = await run(['approvals', 'reject', 'apr-2', '--reason', 'no']);
+  assert.equal(r.code, 0);
+  const again = await run(['approvals', 'approve', 'apr-2']);
+  assert.equal(again.code, 2);
+  assert.match(again.err, /already rejected/);
+  assert.match((await run(['approvals', 'list'])).out, /nothing waits/);
+  const all = JSON.parse((await run(['approvals', 'list', '--all', '--json'])).out);
+  assert.deepEqual(all.map((a: { id: string; state: string; decided_by: string | null }) => [a.id, a.state]), [['apr-1', 'approved'], ['apr-2', 'rejected']]);
+});

@@ -1,0 +1,130 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { NatsConnection } from 'nats';
+import { PostgresStore } from '../../src/store/postgres.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
+import type { Store, ToolRecord } from '../../src/store/types.js';
+import { connectNats } from '../../src/utp/connect.js';
+import { UtpService, type ServiceOptions } from '../../src/utp/service.js';
+import { BUILTIN_TOOLS, defaultToolSubject } from '../../src/utp/tools.js';
+import { openWorkspace, type Workspace } from '../../src/workspace/workspace.js';
+import { disposePostgres, freshPostgres, NATS_URL } from '../store/services.js';
+
+/** A whole UTP deployment for one test file: NATS, a store, registered tools, one service. */
+export interface Harness {
+  nc: NatsConnection;
+  store: Store;
+  ws: Workspace;
+  project: string;
+  channel: string;
+  stream: string;
+  durable: string;
+  service: UtpService;
+  logs: Record<string, unknown>[];
+  runs: string[];
+  subject(tool: string): string;
+  stop(): Promise<void>;
+}
+
+export async function natsOrFail(): Promise<NatsConnection> {
+  try {
+    return await connectNats(NATS_URL, { timeoutMs: 2000 });
+  } catch (e) {
+    throw new Error(`NATS with JetStream is required for this test at ${NATS_URL}: ${(e as Error).message}\nStart it with \`nats-server -js\` or set AIRLOCK_TEST_NATS.`, { cause: e });
+  }
+}
+
+export const token = (prefix: string): string => `${prefix}${randomBytes(5).toString('hex')}`;
+
+/** The tools every harness registers (builtins plus a few test shapes). */
+export function testTools(project: string, channel: string): ToolRecord[] {
+  const b = (name: string, over: Partial<ToolRecord> = {}): ToolRecord => ({
+    project_id: project,
+    tool_name: name,
+    target_subject: defaultToolSubject('v1', project, channel, name),
+    ...(BUILTIN_TOOLS[name.startsWith('echo') ? 'echo' : name] as Pick<ToolRecord, 'description' | 'parameters' | 'options' | 'after_execution'>),
+    ...over,
+  });
+  return [
+    b('echo'),
+    b('python.run'),
+    b('sandbox.exec'),
+    b('echo.short', { options: { runner: 'echo', limits: { wall_ms: 300 } } }),
+    b('echo.approve', { options: { runner: 'echo', approval: { required: true, timeout_ms: 1500 } } }),
+    b('echo.strict', { parameters: { type: 'object', properties: { n: { type: 'integer', minimum: 0 } }, required: ['n'], additionalProperties: false } }),
+    b('wc', { after_execution: 'suspend', description: 'print a text through a command template', parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] }, options: { runner: 'command', argv: ['/usr/bin/printf', '%s', '{{text}}'] } }),
+  ];
+}
+
+export async function startHarness(opts: { db: 'sqlite' | 'postgres'; service?: Partial<ServiceOptions>; store?: (s: Store) => Store } = { db: 'sqlite' }): Promise<Harness> {
+  const nc = await natsOrFail();
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-utp-'));
+  const ws = openWorkspace(dir);
+  let store: Store;
+  if (opts.db === 'postgres') store = await freshPostgres();
+  else {
+    store = new SqliteStore(join(dir, 'airlock.db'));
+    await store.init();
+  }
+  const project = token('p');
+  const channel = 'ch1';
+  for (const t of testTools(project, channel)) await store.upsertTool(t);
+  const stream = token('AIRLOCK_T_').toUpperCase();
+  const durable = token('airlock-t-');
+  const logs: Record<string, unknown>[] = [];
+  const runs: string[] = [];
+  const service = new UtpService({
+    nats: nc,
+    store: opts.store ? opts.store(store) : store,
+    workspace: ws,
+    stream,
+    durable,
+    leaseMs: 1000,
+    ackWaitMs: 2000,
+    sweepMs: 200,
+    wakeupRetryMs: 1000,
+    maxPayloadBytes: 64 * 1024,
+    approvalPollMs: 50,
+    log: (e) => logs.push(e),
+    onRun: (c) => runs.push(c.tool_call_id),
+    ...opts.service,
+  });
+  await service.start();
+  return {
+    nc,
+    store,
+    ws,
+    project,
+    channel,
+    stream,
+    durable,
+    service,
+    logs,
+    runs,
+    subject: (tool) => defaultToolSubject('v1', project, channel, tool),
+    stop: async () => {
+      await service.stop();
+      const jsm = await nc.jetstreamManager();
+      await jsm.streams.delete(stream).catch(() => undefined);
+      await nc.close();
+      if (store instanceof PostgresStore) await disposePostgres(store);
+      else await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits until `f` returns a value (polling), or fails after `ms`. */
+export async function eventually<T>(f: () => Promise<T | undefined> | T | undefined, ms = 5000, what = 'condition'): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(25);
+  }
+}

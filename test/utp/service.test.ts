@@ -1,0 +1,356 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
+import { CALLBACK_KEYS, parseCallback, parseCard, parseTraceparent, type ToolResultCard } from '../../src/contracts/utp.js';
+import type { Store } from '../../src/store/types.js';
+import { callTool, cancelTool, readAnswer } from '../../src/utp/client.js';
+import { eventually, sleep, startHarness, type Harness } from './harness.js';
+
+/** The UTP command path against real NATS JetStream and a SQLite store (postgres-service.test.ts: the same core on PostgreSQL). */
+
+interface Wakeup {
+  subject: string;
+  payload: Record<string, unknown>;
+  headers: Record<string, string>;
+}
+
+let h: Harness;
+let sub: Subscription;
+const wakeups: Wakeup[] = [];
+
+before(async () => {
+  h = await startHarness({ db: 'sqlite' });
+  sub = h.nc.subscribe(`cg.v1.${h.project}.${h.channel}.cmd.agent.*.wakeup`, {
+    callback: (_e, m: Msg) => {
+      const hs: Record<string, string> = {};
+      if (m.headers) for (const k of m.headers.keys()) hs[k] = m.headers.get(k);
+      wakeups.push({ subject: m.subject, payload: JSON.parse(new TextDecoder().decode(m.data)), headers: hs });
+    },
+  });
+});
+after(async () => {
+  sub?.unsubscribe();
+  await h?.stop();
+});
+
+const ids = () => ({ agentTurnId: `turn-${randomUUID()}`, toolCallId: `call-${randomUUID()}` });
+const call = (tool: string, args: Record<string, unknown>, extra: Partial<Parameters<typeof callTool>[0]> = {}) =>
+  callTool({ nats: h.nc, store: h.store, subject: h.subject(tool), tool, agentId: 'agent-1', turnEpoch: 3, arguments: args as never, timeoutMs: 10_000, ...ids(), ...extra });
+
+/** Writes a tool.call card and returns a valid command payload for it (for hand-made messages). */
+async function prepared(tool: string, args: Record<string, unknown> = {}, store: Store = h.store) {
+  const { agentTurnId, toolCallId } = ids();
+  const cardId = `card-call-${randomUUID()}`;
+  await store.putCard({ card_id: cardId, type: 'tool.call', created_at: new Date().toISOString(), content: { tool_call_id: toolCallId, tool_name: tool, arguments: args } });
+  const payload: Record<string, unknown> = { agent_id: 'agent-1', agent_turn_id: agentTurnId, turn_epoch: 1, tool_call_id: toolCallId, after_execution: 'suspend', tool_call_card_id: cardId };
+  return { payload, anchor: { agent_turn_id: agentTurnId, tool_call_id: toolCallId }, cardId };
+}
+
+async function publish(subject: string, data: unknown, hs: Record<string, string> = {}): Promise<void> {
+  const hdr = natsHeaders();
+  for (const [k, v] of Object.entries(hs)) hdr.set(k, v);
+  const bytes = data instanceof Uint8Array ? data : new TextEncoder().encode(typeof data === 'string' ? data : JSON.stringify(data));
+  await h.nc.jetstream().publish(subject, bytes, { headers: hdr });
+}
+
+async function resultOf(anchor: { agent_turn_id: string; tool_call_id: string }, ms = 5000): Promise<ToolResultCard> {
+  const raw = await eventually(() => h.store.getResultCardFor(anchor), ms, `a tool.result for ${anchor.tool_call_id}`);
+  const c = parseCard(raw);
+  assert.ok(c.ok, JSON.stringify(!c.ok && c.problems));
+  assert.equal(c.value.type, 'tool.result');
+  return c.value as ToolResultCard;
+}
+
+const problemCodes = (card: ToolResultCard): string[] =>
+  (((card.content.error?.detail as { problems?: { code: string }[] } | undefined)?.problems ?? []) as { code: string }[]).map((p) => p.code);
+
+describe('the happy path', () => {
+  test('callTool: card, command, run, one result card, one report, a wakeup with exactly the routing fields', async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const r = await call('echo', { hello: 'world', n: [1, 2] }, { stepId: 'step-9', traceId: '4bf92f3577b34da6a3ce929d0e0e4736', traceparent, afterExecution: 'terminate' });
+    assert.ok(r.ok, JSON.stringify(!r.ok && r.problems));
+    assert.equal(r.status, 'success');
+    assert.deepEqual(r.content.result, { runner: 'echo', echo: { hello: 'world', n: [1, 2] } });
+    assert.equal(r.content.tool_call_id, r.toolCallId);
+    // The callback: routing and pointer fields only, untouched.
+    const w = wakeups.find((x) => x.payload.tool_call_id === r.toolCallId);
+    assert.ok(w, 'a wakeup was published');
+    assert.equal(w.subject, `cg.v1.${h.project}.${h.channel}.cmd.agent.agent-1.wakeup`);
+    assert.deepEqual(Object.keys(w.payload).sort(), [...CALLBACK_KEYS].sort());
+    assert.equal(w.payload.agent_turn_id, r.callback.agent_turn_id);
+    assert.equal(w.payload.turn_epoch, 3);
+    assert.equal(w.payload.after_execution, 'terminate');
+    assert.equal(w.payload.tool_result_card_id, r.card.card_id);
+    assert.equal(w.payload.step_id, 'step-9');
+    assert.ok(parseCallback(w.payload, w.headers).ok, 'payload and CG-* headers agree');
+    assert.equal(w.headers['CG-Turn-Epoch'], '3');
+    // Trace: result metadata copies trace_id/step_id; traceparent is a child span of the command's.
+    assert.equal(r.card.metadata?.trace_id, '4bf92f3577b34da6a3ce929d0e0e4736');
+    assert.equal(r.card.metadata?.step_id, 'step-9');
+    const child = parseTraceparent(r.card.metadata?.traceparent);
+    assert.ok(child.ok);
+    assert.equal(child.value.traceId, '4bf92f3577b34da6a3ce929d0e0e4736');
+    assert.notEqual(child.value.parentId, '00f067aa0ba902b7');
+    assert.equal(w.headers.traceparent, r.card.metadata?.traceparent);
+    assert.equal(r.afterExecution, 'terminate', 'no __cg_control: the command\'s after_execution applies');
+    // One report in the inbox, equal to the callback.
+    const inbox = await h.store.listInbox({ anchor: { agent_turn_id: r.callback.agent_turn_id, tool_call_id: r.toolCallId } });
+    assert.equal(inbox.length, 1);
+    assert.deepEqual(inbox[0]?.payload, w.payload);
+  });
+
+  test('identity in CG-* headers only, or in the payload only: both accepted', async () => {
+    const a = await call('echo', { x: 1 }, { identityIn: 'headers' });
+    assert.ok(a.ok && a.status === 'success', JSON.stringify(a));
+    const b = await call('echo', { x: 2 }, { identityIn: 'payload' });
+    assert.ok(b.ok && b.status === 'success', JSON.stringify(b));
+  });
+
+  test('unknown extra payload fields are ignored', async () => {
+    const { payload, anchor } = await prepared('echo', { k: 'v' });
+    await publish(h.subject('echo'), { ...payload, future_field: { deep: true }, context_box_id: 'box-1' });
+    const card = await resultOf(anchor);
+    assert.equal(card.content.status, 'success');
+  });
+
+  test('a command template tool runs its argv in the sandbox with the argument as one argv element', async () => {
+    const r = await call('wc', { text: 'a b; rm -rf /' });
+    assert.ok(r.ok);
+    assert.equal(r.status, 'success', JSON.stringify(r.content));
+    assert.equal((r.content.result as { stdout: { text: string } }).stdout.text, 'a b; rm -rf /');
+  });
+});
+
+describe('validation: recoverable commands get a failed tool.result and the tool never runs', () => {
+  const failedWith = async (anchor: { agent_turn_id: string; tool_call_id: string }, code: string, problem?: string) => {
+    const card = await resultOf(anchor);
+    assert.equal(card.content.status, 'failed');
+    assert.equal(card.content.error?.code, code);
+    if (problem) assert.ok(problemCodes(card).includes(problem), `expected ${problem} in ${JSON.stringify(card.content.error)}`);
+    assert.ok(!h.runs.includes(anchor.tool_call_id), 'the tool did not run');
+    const w = await eventually(() => wakeups.find((x) => x.payload.tool_call_id === anchor.tool_call_id), 3000, 'the wakeup');
+    assert.equal(w.payload.status, 'failed');
+    assert.equal(w.payload.tool_result_card_id, card.card_id);
+    return card;
+  };
+
+  for (const k of ['args', 'arguments', 'result']) {
+    test(`inline \`${k}\` is refused (UTP_INLINE_ARGS)`, async () => {
+      const { payload, anchor } = await prepared('echo');
+      await publish(h.subject('echo'), { ...payload, [k]: { x: 1 } });
+      await failedWith(anchor, 'bad_request', 'UTP_INLINE_ARGS');
+    });
+  }
+
+  test('missing tool_call_card_id: failed (UTP_MISSING_FIELD)', async () => {
+    const { payload, anchor } = await prepared('echo');
+    delete payload.tool_call_card_id;
+    await publish(h.subject('echo'), payload);
+    await failedWith(anchor, 'bad_request', 'UTP_MISSING_FIELD');
+  });
+
+  test('missing after_execution: answered with the tool\'s registered after_execution', async () => {
+    const { payload, anchor } = await prepared('echo');
+    delete payload.after_execution;
+    await publish(h.subject('echo'), payload);
+    const card = await failedWith(anchor, 'bad_request', 'UTP_MISSING_FIELD');
+    assert.equal(card.content.after_execution, 'suspend');
+  });
+
+  test('the tool.call card does not exist', async () => {
+    const { payload, anchor } = await prepared('echo');
+    await publish(h.subject('echo'), { ...payload, tool_call_card_id: 'card-none' });
+    await failedWith(anchor, 'bad_request', 'UTPS_CARD_NOT_FOUND');
+  });
+
+  test('the card\'s tool_call_id differs from the command\'s (UTP_CARD_MISMATCH)', async () => {
+    const { payload, anchor, cardId } = await prepared('echo');
+    const other = await prepared('echo');
+    await publish(h.subject('echo'), { ...other.payload, tool_call_card_id: cardId });
+    await failedWith(other.anchor, 'bad_request', 'UTP_CARD_MISMATCH');
+    void payload;
+    void anchor;
+  });
+
+  test('arguments that break the tool\'s parameters (UTPS_BAD_ARGUMENTS)', async () => {
+    const { payload, anchor } = await prepared('echo.strict', { n: -1, extra: true });
+    await publish(h.subject('echo.strict'), payload);
+    await failedWith(anchor, 'bad_request', 'UTPS_BAD_ARGUMENTS');
+    const ok = await call('echo.strict', { n: 2 });
+    assert.ok(ok.ok && ok.status === 'success');
+  });
+
+  test('a tool not in the registry, and a tool published on another tool\'s subject', async () => {
+    const a = await prepared('no.such.tool');
+    await publish(h.subject('echo'), a.payload);
+    await failedWith(a.anchor, 'bad_request', 'UTPS_UNKNOWN_TOOL');
+    const b = await prepared('echo.strict', { n: 1 });
+    await publish(h.subject('echo'), b.payload);
+    await failedWith(b.anchor, 'bad_request', 'UTPS_WRONG_SUBJECT');
+  });
+
+  test('a wrong type in a non-identity field (after_execution: 5)', async () => {
+    const { payload, anchor } = await prepared('echo');
+    await publish(h.subject('echo'), { ...payload, after_execution: 5 });
+    await failedWith(anchor, 'bad_request', 'UTP_BAD_AFTER_EXECUTION');
+  });
+
+  test('an over-size payload with the identity in headers is answered (UTPS_PAYLOAD_TOO_LARGE)', async () => {
+    const { payload, anchor } = await prepared('echo');
+    const big = JSON.stringify({ ...payload, padding: 'x'.repeat(200 * 1024) });
+    await publish(h.subject('echo'), big, { 'CG-Agent-Id': 'agent-1', 'CG-Turn-Id': anchor.agent_turn_id, 'CG-Turn-Epoch': '1', 'CG-Tool-Call-Id': anchor.tool_call_id });
+    await failedWith(anchor, 'bad_request', 'UTPS_PAYLOAD_TOO_LARGE');
+  });
+});
+
+describe('unrecoverable messages are acknowledged, logged with a reason, and never poison the consumer', () => {
+  const dropsBefore = () => h.service.stats.dropped;
+
+  test('not JSON, binary junk, wrong identity types, a header/payload conflict, a 10 MB payload: dropped or refused, and the service keeps serving', async () => {
+    const n0 = dropsBefore();
+    await publish(h.subject('echo'), 'this is { not json');
+    await publish(h.subject('echo'), new Uint8Array([0xff, 0xfe, 0x00, 0x01, 0x80]));
+    const { payload } = await prepared('echo');
+    await publish(h.subject('echo'), { ...payload, turn_epoch: '3', agent_turn_id: 12 });
+    const conflict = await prepared('echo');
+    await publish(h.subject('echo'), conflict.payload, { 'CG-Turn-Id': 'another-turn' });
+    await publish(h.subject('echo'), '[1,2,3]');
+    await eventually(() => (h.service.stats.dropped >= n0 + 5 ? true : undefined), 5000, 'five drops');
+    const reasons = h.logs.filter((l) => l.event === 'dropped').map((l) => (l.problems as { code: string }[]).map((p) => p.code));
+    assert.ok(reasons.some((r) => r.includes('JSON_SYNTAX')), JSON.stringify(reasons));
+    assert.ok(reasons.some((r) => r.includes('UTPS_PAYLOAD_NOT_UTF8')));
+    assert.ok(reasons.some((r) => r.includes('UTP_IDENTITY_CONFLICT')), 'a conflicting identity is never answered: no one knows which is true');
+    assert.ok(reasons.some((r) => r.includes('UTP_BAD_TURN_EPOCH') || r.includes('UTP_BAD_ID')));
+    assert.equal(await h.store.getResultCardFor(conflict.anchor), undefined);
+    // 10 MB: NATS itself refuses it (max_payload), before any worker sees it.
+    await assert.rejects(publish(h.subject('echo'), 'x'.repeat(10 * 1024 * 1024)), /payload|MAX_PAYLOAD/i);
+    // Still serving, and nothing is stuck in the consumer.
+    const r = await call('echo', { after: 'junk' });
+    assert.ok(r.ok && r.status === 'success');
+    const info = await (await h.nc.jetstreamManager()).consumers.info(h.stream, h.durable);
+    assert.equal(info.num_ack_pending, 0);
+  });
+});
+
+describe('exactly one answer per call', () => {
+  test('the same command delivered twice: one run, one result card, one report; both wakeups name the same card', async () => {
+    const { payload, anchor } = await prepared('echo', { once: true });
+    await publish(h.subject('echo'), payload);
+    await publish(h.subject('echo'), payload);
+    const card = await resultOf(anchor);
+    await eventually(() => (wakeups.filter((w) => w.payload.tool_call_id === anchor.tool_call_id).length >= 2 ? true : undefined), 5000, 'two wakeups');
+    const ws = wakeups.filter((w) => w.payload.tool_call_id === anchor.tool_call_id);
+    assert.ok(ws.every((w) => w.payload.tool_result_card_id === card.card_id));
+    assert.equal(h.runs.filter((x) => x === anchor.tool_call_id).length, 1, 'ran once');
+    assert.equal(await h.store.countResultCards(anchor), 1);
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'no duplicate report');
+  });
+
+  test('a claim whose worker died (lease expired) is answered failed/executor_lost, and the tool is not re-run', async () => {
+    const { payload, anchor, cardId } = await prepared('echo');
+    const ctx = { subject: h.subject('echo'), identity: { agent_id: 'agent-1', agent_turn_id: anchor.agent_turn_id, turn_epoch: 1, tool_call_id: anchor.tool_call_id }, after_execution: 'suspend', tool_call_card_id: cardId };
+    await h.store.claim(anchor, cardId, 'a-dead-worker', 300, ctx);
+    const card = await resultOf(anchor, 5000);
+    assert.equal(card.content.status, 'failed');
+    assert.equal(card.content.error?.code, 'executor_lost');
+    const w = await eventually(() => wakeups.find((x) => x.payload.tool_call_id === anchor.tool_call_id), 3000, 'the wakeup');
+    assert.equal(w.payload.tool_result_card_id, card.card_id);
+    // The command arriving late (redelivery) does not run it.
+    await publish(h.subject('echo'), payload);
+    await sleep(300);
+    assert.ok(!h.runs.includes(anchor.tool_call_id));
+    assert.equal(await h.store.countResultCards(anchor), 1);
+  });
+
+  test('an answered call whose wakeup was never published gets it from a sweeper', async () => {
+    const { anchor, cardId } = await prepared('echo');
+    await h.store.claim(anchor, cardId, 'w-crashed-after-commit', 60_000, {});
+    const wakeup = { subject: `cg.v1.${h.project}.${h.channel}.cmd.agent.agent-1.wakeup`, payload: { agent_id: 'agent-1', ...anchor, turn_epoch: 1, tool_result_card_id: 'card-r', status: 'success', after_execution: 'suspend' }, headers: {} };
+    await h.store.answer({
+      ...anchor,
+      worker_id: 'w-crashed-after-commit',
+      card: { card_id: 'card-r-' + randomUUID(), type: 'tool.result', created_at: new Date().toISOString(), content: { status: 'success', after_execution: 'suspend' } },
+      report: { agent_id: 'agent-1', kind: 'tool.report', payload: wakeup.payload },
+      wakeup,
+    });
+    await eventually(() => wakeups.find((x) => x.payload.tool_call_id === anchor.tool_call_id), 5000, 'the re-published wakeup');
+    await eventually(async () => ((await h.store.getClaim(anchor))?.woken ? true : undefined), 2000, 'woken');
+  });
+});
+
+describe('timeouts, cancel, approvals', () => {
+  test('a run over its wall limit answers timeout / tool_timeout', async () => {
+    const r = await call('echo.short', { delay_ms: 5000 });
+    assert.ok(r.ok);
+    assert.equal(r.status, 'timeout');
+    assert.equal(r.content.error?.code, 'tool_timeout');
+  });
+
+  test('cancel while it runs: canceled', async () => {
+    const i = ids();
+    const pending = call('echo', { delay_ms: 20_000 }, i);
+    await eventually(() => (h.runs.includes(i.toolCallId) ? true : undefined), 5000, 'the run to start');
+    const t0 = Date.now();
+    assert.deepEqual(await cancelTool({ nats: h.nc, subject: h.subject('echo'), agentId: 'agent-1', agentTurnId: i.agentTurnId, turnEpoch: 3, toolCallId: i.toolCallId }), []);
+    const r = await pending;
+    assert.ok(r.ok);
+    assert.equal(r.status, 'canceled');
+    assert.equal(r.content.error?.code, 'canceled');
+    assert.ok(Date.now() - t0 < 3000, 'promptly');
+  });
+
+  test('cancel before the command arrives: canceled, and the command never runs', async () => {
+    const { payload, anchor } = await prepared('echo');
+    await cancelTool({ nats: h.nc, subject: h.subject('echo'), agentId: 'agent-1', agentTurnId: anchor.agent_turn_id, turnEpoch: 1, toolCallId: anchor.tool_call_id });
+    const card = await resultOf(anchor);
+    assert.equal(card.content.status, 'canceled');
+    await publish(h.subject('echo'), payload);
+    await sleep(300);
+    assert.ok(!h.runs.includes(anchor.tool_call_id));
+    assert.equal(await h.store.countResultCards(anchor), 1);
+  });
+
+  test('approval: waits in `approvals` until approved (runs), rejected (failed/auth_failed) or timed out', async () => {
+    const decide = async (state: 'approved' | 'rejected', toolCallId: string) => {
+      const a = await eventually(async () => (await h.store.listApprovals('pending')).find((x) => x.tool_call_id === toolCallId), 5000, 'a pending approval');
+      assert.deepEqual(a.summary.arguments, { v: toolCallId.slice(0, 10) });
+      assert.ok(!h.runs.includes(toolCallId), 'nothing runs before the decision');
+      assert.equal(await h.store.decideApproval(a.id, state, 'tester', state === 'rejected' ? 'not today' : null), true);
+    };
+    const i1 = ids();
+    const p1 = call('echo.approve', { v: i1.toolCallId.slice(0, 10) }, i1);
+    await decide('approved', i1.toolCallId);
+    const r1 = await p1;
+    assert.ok(r1.ok && r1.status === 'success');
+    const i2 = ids();
+    const p2 = call('echo.approve', { v: i2.toolCallId.slice(0, 10) }, i2);
+    await decide('rejected', i2.toolCallId);
+    const r2 = await p2;
+    assert.ok(r2.ok);
+    assert.equal(r2.status, 'failed');
+    assert.equal(r2.content.error?.code, 'auth_failed');
+    assert.ok(!h.runs.includes(i2.toolCallId));
+    const r3 = await call('echo.approve', { v: 'x' });
+    assert.ok(r3.ok);
+    assert.equal(r3.status, 'timeout');
+    assert.equal(r3.content.error?.code, 'approval_timeout');
+  });
+});
+
+describe('client', () => {
+  test('readAnswer refuses a wakeup whose card does not match', async () => {
+    const r = await call('echo', {});
+    assert.ok(r.ok);
+    const forged = { ...r.callback, status: 'failed' };
+    const x = await readAnswer(h.store, r.toolCallId, forged, {});
+    assert.equal(x.ok, false);
+    assert.ok(!x.ok && x.problems.some((p) => p.code === 'UTP_CARD_MISMATCH'));
+  });
+
+  test('a client timeout is a value, not a throw', async () => {
+    const r = await callTool({ nats: h.nc, store: h.store, subject: h.subject('echo'), tool: 'echo', agentId: 'agent-1', turnEpoch: 1, agentTurnId: 't', arguments: { delay_ms: 2000 }, timeoutMs: 200 });
+    assert.equal(r.ok, false);
+    assert.ok(!r.ok && r.problems[0]?.code === 'UTPC_TIMEOUT');
+  });
+});
