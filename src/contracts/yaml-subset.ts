@@ -46,6 +46,7 @@ const MAX_DEPTH = 64;
 const MAX_KEY_LENGTH = 1000;
 
 /** Characters the subset never accepts: tabs, control and C1 characters, line/paragraph separators, BOM, non-characters, lone surrogates. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const FORBIDDEN_CHARS = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 /** Cheap pre-test: printable ASCII only needs no further character check. */
 const NON_PRINTABLE_ASCII = /[^\x20-\x7e]/;
@@ -54,11 +55,11 @@ const NON_PRINTABLE_ASCII = /[^\x20-\x7e]/;
 class OutsideSubset {}
 const OUTSIDE = new OutsideSubset();
 
-/** One meaningful line: its indentation, the text after it, and its 1-based line number. */
-interface Rec {
-  ind: number;
-  text: string;
-  line: number;
+/** The meaningful lines (not blank, not comments): indentation, text after it, 1-based line number. */
+interface Lines {
+  ind: number[];
+  text: string[];
+  line: number[];
 }
 
 /**
@@ -66,7 +67,7 @@ interface Rec {
  * `firstLine` is the 1-based line number of `lines[start]` in the whole file.
  */
 export function parseYamlSubset(lines: readonly string[], start = 0, end = lines.length, firstLine = 1): SubsetDocument | undefined {
-  const recs: Rec[] = [];
+  const ls: Lines = { ind: [], text: [], line: [] };
   for (let i = start; i < end; i++) {
     const raw = lines[i] as string;
     if (NON_PRINTABLE_ASCII.test(raw) && FORBIDDEN_CHARS.test(raw)) return undefined;
@@ -74,15 +75,27 @@ export function parseYamlSubset(lines: readonly string[], start = 0, end = lines
     while (raw.charCodeAt(ind) === 32) ind++;
     if (ind === raw.length || raw.charCodeAt(ind) === 35 /* # */) continue; // blank or comment line
     if (ind === 0 && isDocumentMarker(raw)) return undefined;
-    recs.push({ ind, text: ind === 0 ? raw : raw.slice(ind), line: firstLine + (i - start) });
+    ls.ind.push(ind);
+    ls.text.push(ind === 0 ? raw : raw.slice(ind));
+    ls.line.push(firstLine + (i - start));
   }
-  const first = recs[0];
-  if (!first || first.ind !== 0) return undefined; // empty, or not a mapping at column 0: let `yaml` judge
+  if (ls.ind.length === 0 || ls.ind[0] !== 0) return undefined; // empty, or not a mapping at column 0: let `yaml` judge
+  const data = read(ls, false)?.value;
+  if (data === undefined) return undefined;
+  // Lines are rarely asked for (only when reporting a problem): read them on first use.
+  let kids: LineKids | undefined;
+  const lineOf = (path: YamlPath): number => {
+    kids ??= read(ls, true)?.kids ?? new Map<string, LineEntry>();
+    return lookupLine(kids, path, firstLine);
+  };
+  return { data, lineOf };
+}
+
+function read(ls: Lines, track: boolean): { value: Record<string, unknown>; kids: LineKids | undefined } | undefined {
   try {
-    const p = new Reader(recs);
-    const { value, kids } = p.map(0, 1);
-    if (p.pos !== recs.length) return undefined;
-    return { data: value, lineOf: (path) => lookupLine(kids, path, firstLine) };
+    const r = new Reader(ls, track);
+    const value = r.map(0, 1, undefined);
+    return r.pos === ls.ind.length ? { value, kids: r.kids } : undefined;
   } catch (e) {
     if (e === OUTSIDE) return undefined;
     throw e; // a bug, not an input problem
@@ -113,84 +126,103 @@ function lookupLine(root: LineKids, path: YamlPath, firstLine: number): number {
   return line;
 }
 
-/** Recursive descent over the meaningful lines; every method either consumes input or throws OUTSIDE. */
+/**
+ * Recursive descent over the meaningful lines; every method either consumes input or throws
+ * OUTSIDE. With `track`, each method also leaves the line entries of what it read in `kids`.
+ */
 class Reader {
   pos = 0;
-  constructor(private readonly recs: Rec[]) {}
+  kids: LineKids | undefined = undefined;
+  constructor(
+    private readonly ls: Lines,
+    private readonly track: boolean,
+  ) {}
 
-  /** A block mapping whose keys sit at column `ind`; the current line is its first key. */
-  map(ind: number, depth: number): { value: Record<string, unknown>; kids: Map<string, LineEntry> } {
+  /**
+   * A block mapping whose keys sit at column `ind`; the current line is its first key. `firstText`
+   * replaces the current line's text when the mapping starts after a `- ` on that line.
+   */
+  map(ind: number, depth: number, firstText: string | undefined): Record<string, unknown> {
     if (depth > MAX_DEPTH) throw OUTSIDE;
     const value: Record<string, unknown> = {};
-    const kids = new Map<string, LineEntry>();
-    const recs = this.recs;
-    while (this.pos < recs.length) {
-      const r = recs[this.pos] as Rec;
-      if (r.ind < ind) break;
-      if (r.ind > ind) throw OUTSIDE;
-      const keyEnd = keyLength(r.text);
+    const kids = this.track ? new Map<string, LineEntry>() : undefined;
+    const { ind: inds, text: texts, line: lineNos } = this.ls;
+    let text = firstText;
+    while (this.pos < inds.length) {
+      if (text === undefined) {
+        const at = inds[this.pos] as number;
+        if (at < ind) break;
+        if (at > ind) throw OUTSIDE;
+        text = texts[this.pos] as string;
+      }
+      const keyEnd = keyLength(text);
       if (keyEnd === 0) throw OUTSIDE;
-      const key = r.text.slice(0, keyEnd);
-      if (!isPlainStringKey(key) || kids.has(key)) throw OUTSIDE;
+      const key = text.slice(0, keyEnd);
+      if (!isPlainStringKey(key) || Object.hasOwn(value, key)) throw OUTSIDE;
+      const line = lineNos[this.pos] as number;
       this.pos++;
       let v = keyEnd + 1;
-      while (r.text.charCodeAt(v) === 32) v++;
-      const entry: LineEntry = { line: r.line, kids: undefined };
-      if (v === r.text.length || r.text.charCodeAt(v) === 35 /* # after a space: comment */) {
-        const nested = this.blockValue(ind, depth + 1);
-        value[key] = nested.value;
-        entry.kids = nested.kids;
-      } else {
-        const inline = inlineValue(r.text, v, r.line);
-        value[key] = inline.value;
-        entry.kids = inline.kids;
-      }
-      kids.set(key, entry);
+      while (text.charCodeAt(v) === 32) v++;
+      this.kids = undefined;
+      value[key] =
+        v === text.length || text.charCodeAt(v) === 35 /* # after a space: comment */ ? this.blockValue(ind, depth + 1) : this.inline(text, v, line);
+      kids?.set(key, { line, kids: this.kids });
+      text = undefined;
     }
-    return { value, kids };
+    this.kids = kids;
+    return value;
   }
 
   /** The value of a key written without an inline value: a nested block, or null. */
-  private blockValue(keyInd: number, depth: number): { value: unknown; kids: LineKids | undefined } {
-    const r = this.recs[this.pos];
-    if (!r || r.ind < keyInd) return { value: null, kids: undefined };
-    const isItem = isSeqItem(r.text);
-    if (r.ind === keyInd) return isItem ? this.seq(r.ind, depth) : { value: null, kids: undefined };
-    if (isItem) return this.seq(r.ind, depth);
-    if (keyLength(r.text) > 0) return this.map(r.ind, depth);
+  private blockValue(keyInd: number, depth: number): unknown {
+    if (this.pos >= this.ls.ind.length) return null;
+    const at = this.ls.ind[this.pos] as number;
+    const text = this.ls.text[this.pos] as string;
+    if (at < keyInd) return null;
+    const isItem = isSeqItem(text);
+    if (at === keyInd) return isItem ? this.seq(at, depth) : null;
+    if (isItem) return this.seq(at, depth);
+    if (keyLength(text) > 0) return this.map(at, depth, undefined);
     throw OUTSIDE; // a more indented scalar line: a multi-line scalar
   }
 
   /** A block sequence whose `-` indicators sit at column `ind`; the current line is its first item. */
-  seq(ind: number, depth: number): { value: unknown[]; kids: LineEntry[] } {
+  private seq(ind: number, depth: number): unknown[] {
     if (depth > MAX_DEPTH) throw OUTSIDE;
     const value: unknown[] = [];
-    const kids: LineEntry[] = [];
-    const recs = this.recs;
-    while (this.pos < recs.length) {
-      const r = recs[this.pos] as Rec;
-      if (r.ind < ind) break;
-      if (r.ind > ind) throw OUTSIDE;
-      if (!isSeqItem(r.text)) break;
+    const kids: LineEntry[] | undefined = this.track ? [] : undefined;
+    const { ind: inds, text: texts, line: lineNos } = this.ls;
+    while (this.pos < inds.length) {
+      const at = inds[this.pos] as number;
+      const text = texts[this.pos] as string;
+      if (at < ind) break;
+      if (at > ind) throw OUTSIDE;
+      if (!isSeqItem(text)) break;
+      const line = lineNos[this.pos] as number;
       let v = 1;
-      while (r.text.charCodeAt(v) === 32) v++;
-      // `-` alone (the item on later lines or null) and `- - x` are outside the subset.
-      if (v === r.text.length || r.text.charCodeAt(v) === 35 || isSeqItem(r.text.slice(v))) throw OUTSIDE;
-      const rest = r.text.slice(v);
+      while (text.charCodeAt(v) === 32) v++;
+      // `-` alone (the item on later lines, or null) is outside the subset.
+      if (v === text.length || text.charCodeAt(v) === 35) throw OUTSIDE;
+      const rest = text.slice(v);
+      this.kids = undefined;
       if (keyLength(rest) > 0) {
         // `- key: value`: a mapping whose keys sit at the column of this first key.
-        recs[this.pos] = { ind: ind + v, text: rest, line: r.line };
-        const m = this.map(ind + v, depth + 1);
-        value.push(m.value);
-        kids.push({ line: r.line, kids: m.kids });
+        value.push(this.map(ind + v, depth + 1, rest));
       } else {
         this.pos++;
-        const inline = inlineValue(rest, 0, r.line);
-        value.push(inline.value);
-        kids.push({ line: r.line, kids: inline.kids });
+        value.push(this.inline(rest, 0, line)); // `- - x` fails here: `-` then a space is no scalar
       }
+      kids?.push({ line, kids: this.kids });
     }
-    return { value, kids };
+    this.kids = kids;
+    return value;
+  }
+
+  /** A one-line value; a flow sequence's items all sit on this line. */
+  private inline(text: string, from: number, line: number): unknown {
+    const value = inlineValue(text, from);
+    this.kids = this.track && Array.isArray(value) ? value.map(() => ({ line, kids: undefined })) : undefined;
+    return value;
   }
 }
 
@@ -217,19 +249,18 @@ function isAsciiLetter(c: number): boolean {
   return (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 }
 
-/** Identifier keys that the core schema would not read as strings, or that JS objects treat specially. */
+/** Identifier keys that the core schema would not read as strings (null/bool words), or that JS objects treat specially. */
 function isPlainStringKey(key: string): boolean {
-  if (key.length > MAX_KEY_LENGTH || key === '__proto__') return false;
-  return resolvePlain(key) === key;
+  return key.length <= MAX_KEY_LENGTH && key !== '__proto__' && !(key.length <= 5 && CORE_WORDS.has(key));
 }
 
 /**
  * A value written on the key's or item's own line, starting at `text[from]` (not a space):
  * a quoted or plain scalar, or a flow sequence. The rest of the line may only be a comment.
  */
-function inlineValue(text: string, from: number, line: number): { value: unknown; kids: LineKids | undefined } {
+function inlineValue(text: string, from: number): unknown {
   const c = text.charCodeAt(from);
-  if (c === 91 /* [ */) return flowSequence(text, from, line);
+  if (c === 91 /* [ */) return flowSequence(text, from);
   let value: unknown;
   let end: number;
   if (c === 34 /* " */ || c === 39 /* ' */) {
@@ -241,7 +272,7 @@ function inlineValue(text: string, from: number, line: number): { value: unknown
     value = resolvePlain(trimSpaces(text.slice(from, end)));
   }
   expectLineEnd(text, end);
-  return { value, kids: undefined };
+  return value;
 }
 
 /** After a value: only spaces, optionally followed by a `# comment`. */
@@ -295,14 +326,13 @@ function plainEnd(text: string, from: number, inFlow: boolean): number {
 }
 
 /** `[a, "b", 'c']` on one line. Empty items, trailing commas and nested collections are refused. */
-function flowSequence(text: string, from: number, line: number): { value: unknown[]; kids: LineEntry[] } {
+function flowSequence(text: string, from: number): unknown[] {
   const value: unknown[] = [];
-  const kids: LineEntry[] = [];
   let i = from + 1;
   while (text.charCodeAt(i) === 32) i++;
   if (text.charCodeAt(i) === 93 /* ] */) {
     expectLineEnd(text, i + 1);
-    return { value, kids };
+    return value;
   }
   for (;;) {
     const c = text.charCodeAt(i);
@@ -315,7 +345,6 @@ function flowSequence(text: string, from: number, line: number): { value: unknow
       value.push(resolvePlain(trimSpaces(text.slice(i, e))));
       i = e;
     }
-    kids.push({ line, kids: undefined });
     while (text.charCodeAt(i) === 32) i++;
     const sep = text.charCodeAt(i);
     if (sep === 93) break;
@@ -325,7 +354,7 @@ function flowSequence(text: string, from: number, line: number): { value: unknow
     if (text.charCodeAt(i) === 93 || i >= text.length) throw OUTSIDE; // trailing comma or line end
   }
   expectLineEnd(text, i + 1);
-  return { value, kids };
+  return value;
 }
 
 /** A `'single quoted'` scalar on one line; `end` is just after the closing quote. */
@@ -368,6 +397,9 @@ const HEX_DIGITS = /^[0-9a-fA-F]+$/;
 
 /** A `"double quoted"` scalar on one line, with YAML's escapes; `end` is just after the closing quote. */
 function doubleQuoted(text: string, from: number): { value: string; end: number } {
+  const close = text.indexOf('"', from + 1);
+  const escape = text.indexOf('\\', from + 1);
+  if (close > 0 && (escape < 0 || escape > close)) return { value: text.slice(from + 1, close), end: close + 1 }; // no escapes: the common case
   let out = '';
   let chunk = from + 1;
   for (let i = from + 1; i < text.length; i++) {
@@ -407,15 +439,34 @@ const CORE_FLOAT_NAN = /^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/;
 const CORE_FLOAT_EXP = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$/;
 const CORE_FLOAT = /^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)$/;
 
+const CORE_WORDS = new Map<string, null | boolean>([
+  ['null', null], ['Null', null], ['NULL', null], ['~', null],
+  ['true', true], ['True', true], ['TRUE', true], ['false', false], ['False', false], ['FALSE', false],
+]);
+
 /** What the core schema makes of a plain scalar's text. Exported for tests. */
 export function resolvePlain(s: string): unknown {
   const c = s.charCodeAt(0);
-  // Only these first characters can start a non-string: digits + - . ~ n N t T f F, or empty.
-  const maybe =
-    s.length === 0 || (c >= 48 && c <= 57) || c === 43 || c === 45 || c === 46 || c === 126 || c === 110 || c === 78 || c === 116 || c === 84 || c === 102 || c === 70;
-  if (!maybe) return s;
+  // Numbers start with a digit, a sign or a dot; the null and bool words are matched whole.
+  // (Equivalent to trying the core tags in order: no word can match a numeric test and vice versa.)
+  const numeric = (c >= 48 && c <= 57) || c === 43 || c === 45 || c === 46;
+  if (!numeric) {
+    if (s.length === 0) return null;
+    const word = s.length <= 5 ? CORE_WORDS.get(s) : undefined;
+    return word === undefined ? s : word;
+  }
+  if (CORE_INT_OCT.test(s)) return parseInt(s.slice(2), 8);
+  if (CORE_INT.test(s)) return parseInt(s, 10);
+  if (CORE_INT_HEX.test(s)) return parseInt(s.slice(2), 16);
+  if (CORE_FLOAT_NAN.test(s)) return s.slice(-3).toLowerCase() === 'nan' ? NaN : s[0] === '-' ? -Infinity : Infinity;
+  if (CORE_FLOAT_EXP.test(s) || CORE_FLOAT.test(s)) return parseFloat(s);
+  return s;
+}
+
+/** The same, the slow and obvious way: every core tag's test in `yaml`'s order. Exported for tests. */
+export function resolvePlainByTags(s: string): unknown {
   if (CORE_NULL.test(s)) return null;
-  if (CORE_BOOL.test(s)) return c === 116 || c === 84;
+  if (CORE_BOOL.test(s)) return s[0] === 't' || s[0] === 'T';
   if (CORE_INT_OCT.test(s)) return parseInt(s.slice(2), 8);
   if (CORE_INT.test(s)) return parseInt(s, 10);
   if (CORE_INT_HEX.test(s)) return parseInt(s.slice(2), 16);
