@@ -57,7 +57,7 @@ export function verifyApproval(args: { sigText: string | null; bytes: Buffer; re
   const trusted = args.policy.operators.find((o) => o.public_key === parsed.public_key);
   if (!trusted) return [{ code: 'APPROVAL_UNTRUSTED_KEY', message: `the request was signed by a key the policy does not list (operator ${parsed.operator})` }];
   if (trusted.name !== parsed.operator) return [{ code: 'APPROVAL_UNTRUSTED_KEY', message: `the key belongs to operator ${trusted.name}, not ${parsed.operator}` }];
-  let valid = false;
+  let valid: boolean;
   try {
     valid = verify(null, message(parsed), decodePublicKey(parsed.public_key), Buffer.from(parsed.signature, 'base64'));
   } catch {

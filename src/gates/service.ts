@@ -42,7 +42,7 @@ const isRequest = (n: string) => n.endsWith('.md') && !n.startsWith('.');
  * quarantine/. Every move is an atomic rename; the replay ledger is written before anything runs.
  */
 export async function serveGate(opts: GateOptions): Promise<{ processed: number }> {
-  const { ws, log } = opts;
+  const { ws } = opts;
   const ledger = new Ledger(ws.storeFile);
   try {
     recover(opts, ledger);

@@ -17,7 +17,7 @@ const list = (dir: string, pred: (n: string) => boolean) => (existsSync(dir) ? r
 export function gateStatus(ws: Workspace): GateStatus {
   const md = (n: string) => n.endsWith('.md') && !n.startsWith('.');
   const quarantined = list(ws.quarantine, md).map((file) => {
-    let codes: string[] = [];
+    let codes: string[];
     try {
       const r = JSON.parse(readFileSync(join(ws.quarantine, `${file}.reasons.json`), 'utf8')) as { problems?: { code: string }[] };
       codes = [...new Set((r.problems ?? []).map((p) => p.code))];
