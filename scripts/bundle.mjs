@@ -1,21 +1,27 @@
-// Bundles the CLI: Node resolves and compiles a few files instead of hundreds, which is most of
-// `airlock check`'s start-up time. Subcommands load their code on demand (code splitting), so
-// `check` does not pay for the sandbox or the stores.
+// Bundles the CLI for a fast start: one CommonJS file that the launcher (scripts/launch.cjs)
+// compiles with a V8 code cache, so `airlock check` pays neither module resolution nor most of
+// the compilation. Subcommands' code is initialised only when they run (esbuild turns their
+// dynamic imports into lazy module initialisers). The Monty worker is its own ESM entry.
+import { copyFileSync, rmSync } from 'node:fs';
 import { build } from 'esbuild';
 
+rmSync('dist/bundle', { recursive: true, force: true });
+const common = { bundle: true, platform: 'node', target: 'node20', minify: true, sourcemap: 'linked', logLevel: 'warning' };
 await build({
-  entryPoints: { airlock: 'src/cli/main.ts', 'monty-worker': 'src/sandbox/lanes/monty-worker.ts' },
-  outdir: 'dist/bundle',
-  entryNames: '[name]',
-  chunkNames: 'chunks/[name]-[hash]',
-  bundle: true,
-  splitting: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node20',
-  minify: true,
-  sourcemap: 'linked',
-  external: ['better-sqlite3', 'pg', 'nats', '@nats-io/*', '@pydantic/monty', 'pg-native'],
-  banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
-  logLevel: 'warning',
+  ...common,
+  entryPoints: ['src/cli/main.ts'],
+  outfile: 'dist/bundle/airlock.cjs',
+  format: 'cjs',
+  external: ['better-sqlite3', 'pg', 'pg-native', 'nats', '@pydantic/monty'],
+  define: { 'import.meta.url': '__airlockFileUrl' },
+  banner: { js: "const __airlockFileUrl = require('node:url').pathToFileURL(__filename).href;" },
 });
+await build({
+  ...common,
+  entryPoints: ['src/sandbox/lanes/monty-worker.ts'],
+  outfile: 'dist/bundle/monty-worker.js',
+  format: 'esm',
+  external: ['@pydantic/monty'],
+  banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+});
+copyFileSync('scripts/launch.cjs', 'dist/bundle/launch.cjs');

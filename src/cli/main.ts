@@ -140,9 +140,7 @@ program
     process.exitCode = await (await gate()).demoCommand(opts);
   });
 
-try {
-  await program.parseAsync(process.argv);
-} catch (e) {
+program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`airlock: internal error: ${(e as Error).stack ?? e}\n`);
   process.exitCode = 3;
-}
+});

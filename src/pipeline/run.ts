@@ -101,7 +101,7 @@ export async function runAction(action: Action, ctx: { workspace: Workspace; inp
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
-  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out') };
+  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs };
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) return { kind: 'rejected', problems: lane.problems };
   const obs = lane.observation;

@@ -56,6 +56,8 @@ export interface NsRunSpec {
   limits: NsLimits;
   /** Observe syscalls with strace (default: true when strace is installed). */
   traceSyscalls?: boolean;
+  /** Keep the new content of added/modified scope files here, by sha256 (what promotion applies). */
+  keepScopeContent?: string;
 }
 
 export interface CapturedStream {

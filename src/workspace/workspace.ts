@@ -27,6 +27,8 @@ export interface Workspace {
   runs: string;
   /** Content-addressed pre-images of files a run deleted or overwrote (by sha256). */
   tombstones: string;
+  /** Content-addressed new content of files a run added or modified in its scope (what promotion applies). */
+  blobs: string;
   /** The embedded store (SQLite): replay ledger and claims. */
   storeFile: string;
   /** The hash-chained audit log. */
@@ -53,12 +55,13 @@ export function workspacePaths(explicit?: string): Workspace {
     inputs: join(root, 'inputs'),
     runs: join(root, 'runs'),
     tombstones: join(root, 'tombstones'),
+    blobs: join(root, 'blobs'),
     storeFile: join(root, 'store', 'airlock.db'),
     auditFile: join(root, 'audit', 'audit.jsonl'),
   };
 }
 
-const FOLDERS: (keyof Workspace)[] = ['drafts', 'requestsIn', 'running', 'resultsOut', 'inbound', 'quarantine', 'processed', 'inputs', 'runs', 'tombstones'];
+const FOLDERS: (keyof Workspace)[] = ['drafts', 'requestsIn', 'running', 'resultsOut', 'inbound', 'quarantine', 'processed', 'inputs', 'runs', 'tombstones', 'blobs'];
 
 /** Opens a workspace, creating its folders (and a default policy.yaml) on first use. */
 export function openWorkspace(explicit?: string): Workspace {

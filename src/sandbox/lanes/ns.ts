@@ -39,7 +39,7 @@ function interpreterArgv(argv: string[], nodeMajor: number): { argv: string[] } 
  * Runs an Action in the ns lane. `inputsDir` holds the action's inputs by name, already hash-checked
  * by the caller; `outDir` receives /out.
  */
-export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string }): Promise<LaneOutcome> {
+export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string }): Promise<LaneOutcome> {
   let argv: string[];
   let staged: string | null = null;
   const inputs = action.inputs.map((i) => ({ hostPath: join(ctx.inputsDir, i.name), name: i.name }));
@@ -74,6 +74,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     inputs,
     outDir: ctx.outDir,
     scopes,
+    ...(ctx.blobDir ? { keepScopeContent: ctx.blobDir } : {}),
     limits: {
       wallMs: action.limits.wallMs,
       cpuMs: action.limits.cpuMs,

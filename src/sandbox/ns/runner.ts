@@ -13,8 +13,8 @@
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { spawn, type StdioOptions } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import type { Problem } from '../../contracts/problem.js';
@@ -450,6 +450,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       try {
         const changes = await diffOverlayUpper(s.upper, s.hostPath, s.hostPath);
         for (const c of changes) if (c.change !== 'deleted' && c.type === 'file') scopeBytes += c.size;
+        if (spec.keepScopeContent) keepContent(changes, s.upper, s.hostPath, spec.keepScopeContent);
         scopeObs.push({ hostPath: s.hostPath, mechanism: useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs', changes });
       } catch (e) {
         scopeObs.push({ hostPath: s.hostPath, mechanism: useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs', changes: null, error: `the scope diff failed: ${(e as Error).message}` });
@@ -544,5 +545,27 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
       else process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
     });
+  }
+}
+
+/**
+ * Copies the new content of every added or modified regular file in a scope out of the overlay's
+ * upper dir into a content-addressed store (`<dir>/<sha256>`), before the upper dir is discarded:
+ * what promotion later applies is exactly the verified bytes. Copied without following links and
+ * re-hashed; a file whose bytes no longer match its diff hash is not kept (promotion then refuses).
+ */
+function keepContent(changes: FsChange[], upper: string, mountPoint: string, dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const c of changes) {
+    if (c.change === 'deleted' || c.type !== 'file' || !c.sha256After) continue;
+    const dest = join(dir, c.sha256After);
+    if (existsSync(dest)) continue;
+    const fd = openSync(join(upper, c.path.slice(mountPoint.length + 1)), constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      const bytes = readFileSync(fd);
+      if (createHash('sha256').update(bytes).digest('hex') === c.sha256After) writeFileSync(dest, bytes, { mode: 0o400 });
+    } finally {
+      closeSync(fd);
+    }
   }
 }
