@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,10 +29,16 @@ export const STDOUT_EXCERPT_CHARS = 4096;
 let montyAvailable: Promise<boolean> | undefined;
 /** Whether `@pydantic/monty` loads on this host (asked once). */
 export function montyLoads(): Promise<boolean> {
-  montyAvailable ??= import('@pydantic/monty').then(
-    () => true,
-    () => false,
-  );
+  // require, not import(): the CLI bundle is CommonJS run from a code-cached vm.Script, where a
+  // dynamic import() of a package is not available on Node 20.
+  montyAvailable ??= Promise.resolve().then(() => {
+    try {
+      createRequire(import.meta.url)('@pydantic/monty');
+      return true;
+    } catch {
+      return false;
+    }
+  });
   return montyAvailable;
 }
 

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 
 /**
@@ -37,7 +39,7 @@ interface ShowOpts {
 }
 
 async function logFile(workspace: string | undefined): Promise<{ root: string; file: string } | undefined> {
-  const [{ workspaceRoot }, { existsSync }, { join }] = await Promise.all([import('../../workspace/workspace.js'), import('node:fs'), import('node:path')]);
+  const { workspaceRoot } = await import('../../workspace/workspace.js');
   const root = workspaceRoot(workspace);
   if (!existsSync(root)) {
     process.stderr.write(`airlock: no workspace at ${root}; run \`airlock init\` or pass --workspace DIR\n`);

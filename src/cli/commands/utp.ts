@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 
 /**
@@ -41,7 +42,6 @@ async function withStore<T>(opts: StoreOpts, f: (store: import('../../store/type
 async function readJsonArg(value: string, what: string): Promise<{ value: Record<string, unknown> } | { error: string }> {
   let text = value;
   if (value.startsWith('@')) {
-    const { readFileSync } = await import('node:fs');
     try {
       text = readFileSync(value.slice(1), 'utf8');
     } catch (e) {

@@ -1,0 +1,41 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { airlock } from '../helpers/cli.js';
+import { repoPath } from '../helpers/paths.js';
+
+test('airlock check: every bundled example is valid (exit 0, one verdict line per file)', () => {
+  const files = ['examples/requests/TR-20260209-160501Z-python-stats.md', 'examples/actions/delete-logs.json', 'examples/utp/tool-command.json'].map((f) => repoPath(f));
+  const r = airlock(['check', ...files]);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.equal(r.stdout.trim().split('\n').length, 3);
+  assert.match(r.stdout, /python-stats\.md: valid tool-request/);
+});
+
+test('airlock check: an invalid document prints FILE:LINE: CODE: message and exits 2', () => {
+  const r = airlock(['check', repoPath('test/fixtures/invalid/FM_YAML/TR-20260209-160501Z-duplicate-key.md')]);
+  assert.equal(r.code, 2);
+  assert.match(r.stdout, /duplicate-key\.md:3: FM_YAML: /);
+  assert.match(r.stdout, /INVALID tool-request \(1 problem\)/);
+});
+
+test('airlock check: an unreadable file exits 3; --json gives a machine-readable report', () => {
+  assert.equal(airlock(['check', '/nonexistent/TR-x.md']).code, 3);
+  const r = airlock(['check', '--json', repoPath('test/fixtures/invalid/DOC_UNKNOWN_KIND/notes.json')]);
+  assert.equal(r.code, 2);
+  const report = JSON.parse(r.stdout) as { valid: boolean; files: { problems: { code: string }[] }[] };
+  assert.equal(report.valid, false);
+  assert.equal(report.files[0]?.problems[0]?.code, 'DOC_UNKNOWN_KIND');
+});
+
+test('airlock check --explain prints the rule and the fix; an unknown code exits 3', () => {
+  const r = airlock(['check', '--explain', 'TR_COMMAND_PIPE']);
+  assert.equal(r.code, 0);
+  assert.match(r.stdout, /^TR_COMMAND_PIPE \(tool-request\)\n {2}Rule: .+\n {2}Fix: {2}.+/);
+  assert.equal(airlock(['check', '--explain', 'NOPE_NOT_A_CODE']).code, 3);
+});
+
+test('the CLI bundle has no dynamic import() left: it runs from a code-cached vm.Script, where Node 20 cannot resolve one', () => {
+  const bundle = readFileSync(repoPath('dist/bundle/airlock.cjs'), 'utf8');
+  assert.deepEqual(bundle.match(/\bimport\("[^"]*"\)/g) ?? [], []);
+});
