@@ -14,8 +14,10 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-echo "setup: npm ci"
-npm ci --no-audit --no-fund --loglevel=error
+# `npm install` honours package-lock.json; `npm ci` refuses it here because @pydantic/monty lists
+# optional per-platform packages that the registry does not serve for every platform.
+echo "setup: npm install (from package-lock.json)"
+npm install --no-audit --no-fund --loglevel=error
 echo "setup: build"
 npm run --silent build
 echo "setup: done (./bin/airlock --help)"
