@@ -161,3 +161,19 @@ test('airlock policy check reports problems with lines and codes', () => {
   const line = readFileSync(policy, 'utf8').split('\n').findIndex((l) => l.includes('memory_mb: lots')) + 1;
   assert.match(r.stdout, new RegExp(`policy\\.yaml:${line}: POLICY_FIELD: limits\\.memory_mb`));
 });
+
+test('an audit log edited after the gate wrote it is caught by `airlock audit verify`, which names the record', () => {
+  const env = setup();
+  draftAndApprove(env, hello);
+  serveOnce(env.ws);
+  assert.equal(airlock(['audit', 'verify', '--workspace', env.ws]).code, 0);
+  const log = join(env.ws, 'audit', 'audit.jsonl');
+  const lines = readFileSync(log, 'utf8').split('\n');
+  const i = lines.findIndex((l) => l.includes('"type":"judged"'));
+  assert.ok(i >= 0, 'the gate recorded its judgement');
+  lines[i] = (lines[i] as string).replace('"PROMOTE"', '"BLOCK"');
+  writeFileSync(log, lines.join('\n'));
+  const r = airlock(['audit', 'verify', '--workspace', env.ws]);
+  assert.equal(r.code, 2);
+  assert.match(r.stdout + r.stderr, new RegExp(`line ${i + 1}\\b[^\\n]*AUDIT_EDITED|AUDIT_EDITED[^\\n]*line ${i + 1}\\b`));
+});
