@@ -1,5 +1,6 @@
-import { Composer, isAlias, isMap, isPair, isScalar, isSeq, LineCounter, Parser, visit, type CST, type Node } from 'yaml';
+import { Composer, isAlias, isMap, isScalar, isSeq, LineCounter, Parser, visit, type CST, type Node } from 'yaml';
 import type { Problem, Result } from './problem.js';
+import { yamlOffsetOf } from './yaml-lines.js';
 import { parseYamlSubset } from './yaml-subset.js';
 
 /** A line of a markdown body with its 1-based line number in the whole file. */
@@ -170,24 +171,7 @@ function parseFullYaml(yamlText: string, firstYamlLine: number): Result<FrontMat
 
     const data: unknown = doc.toJS({ maxAliasCount: 0 });
     const root = doc.contents;
-    const lineOf = (path: readonly (string | number)[]): number => {
-      let node: unknown = root;
-      let offset = 0;
-      for (const seg of path) {
-        if (isMap(node)) {
-          const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === seg);
-          if (!pair) break;
-          offset = (pair.key as Node).range?.[0] ?? offset;
-          node = pair.value;
-        } else if (isSeq(node) && typeof seg === 'number') {
-          const item = node.items[seg];
-          if (!item) break;
-          offset = (item as Node).range?.[0] ?? offset;
-          node = item;
-        } else break;
-      }
-      return lineAt(offset);
-    };
+    const lineOf = (path: readonly (string | number)[]): number => lineAt(yamlOffsetOf(root, path));
     return { ok: true, value: { data, lineOf } };
   } catch (e) {
     // Should not happen after the caps above; a parser bug must still not crash the caller.

@@ -1,6 +1,7 @@
-import { isMap, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
 import type { Problem, Result } from '../contracts/problem.js';
+import { yamlOffsetOf } from '../contracts/yaml-lines.js';
 
 /**
  * The host's policy (WORKSPACE/policy.yaml): the host's word on what may run. Requests that ask for
@@ -102,22 +103,7 @@ export function parsePolicy(text: string): Result<Policy> {
   if (doc.errors.length > 0) {
     return { ok: false, problems: doc.errors.map((e) => ({ code: 'POLICY_YAML', message: e.message.split('\n')[0] ?? 'YAML error', line: counter.linePos(e.pos[0]).line })) };
   }
-  const lineOf = (path: (string | number)[]): number => {
-    let node: unknown = doc.contents;
-    let offset = 0;
-    for (const seg of path) {
-      if (isMap(node)) {
-        const pair = node.items.find((p) => (p.key as { value?: unknown })?.value === seg);
-        if (!pair) break;
-        offset = (pair.key as Node).range?.[0] ?? offset;
-        node = pair.value;
-      } else if (isSeq(node) && typeof seg === 'number') {
-        node = node.items[seg];
-        offset = (node as Node | undefined)?.range?.[0] ?? offset;
-      } else break;
-    }
-    return counter.linePos(offset).line;
-  };
+  const lineOf = (path: (string | number)[]): number => counter.linePos(yamlOffsetOf(doc.contents, path)).line;
   const r = policySchema.safeParse(doc.toJS({ maxAliasCount: 0 }));
   if (!r.success) {
     return {
