@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { checkExitCode, checkFile, explain, formatReport } from './check.js';
 import { registerAuditCommands } from './commands/audit.js';
+import { registerCommitCommands } from './commands/commit.js';
 import { registerUtpCommands } from './commands/utp.js';
 
 const program = new Command();
@@ -57,6 +58,7 @@ program
 
 registerAuditCommands(program);
 registerUtpCommands(program);
+registerCommitCommands(program);
 
 const gate = () => import('./gate.js');
 

@@ -1,5 +1,7 @@
 import { globWithin, pathMatches } from '../contracts/action-descriptor.js';
 import type { Action } from '../action/action.js';
+import { PROXY_HOST, PROXY_PORT } from '../network/forwarder.js';
+import { refusedLines, type NetworkObservation } from '../network/records.js';
 import type { FsChange, NsRunObservation, ObservedSideEffects } from '../sandbox/types.js';
 
 export type Verdict = 'PROMOTE' | 'REQUIRE_CONFIRMATION' | 'BLOCK' | 'FORCE_ROLLBACK';
@@ -24,9 +26,15 @@ export interface Judgement {
   unexpected: string[];
 }
 
-/** Network attempts that name a destination (address and port, or a unix socket path). */
-export function networkAttempts(se: ObservedSideEffects): ObservedSideEffects['networkAttempts'] {
-  return se.networkAttempts.filter((n) => n.path !== null || (n.address !== null && n.port !== null));
+/**
+ * Network attempts that name a destination (address and port, or a unix socket path). With the
+ * network (`network` given), connections to the host proxy's endpoint are the proxy's business: its
+ * own record says where they went; every other attempt went around it.
+ */
+export function networkAttempts(se: ObservedSideEffects, network?: NetworkObservation): ObservedSideEffects['networkAttempts'] {
+  const toProxy = (n: ObservedSideEffects['networkAttempts'][number]): boolean =>
+    network !== undefined && n.protocol === 'tcp' && n.port === PROXY_PORT && (n.address === PROXY_HOST || n.address === `::ffff:${PROXY_HOST}`);
+  return se.networkAttempts.filter((n) => (n.path !== null || (n.address !== null && n.port !== null)) && !toProxy(n));
 }
 
 const SPECIAL_TYPES = new Set(['symlink', 'hardlink', 'fifo', 'socket', 'char-device', 'block-device']);
@@ -90,7 +98,7 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
   // Resources: within limits only when measured (an unmeasured figure proves nothing).
   const r = obs.resources;
   const unmeasured = (['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes', 'diskWriteBytes', 'wallMs'] as const).filter((k) => r[k] === null);
-  const resourcesOk = unmeasured.length === 0 && obs.limitsExceeded.length === 0 && obs.status !== 'TIMEOUT' && obs.status !== 'RESOURCE_KILLED';
+  let resourcesOk = unmeasured.length === 0 && obs.limitsExceeded.length === 0 && obs.status !== 'TIMEOUT' && obs.status !== 'RESOURCE_KILLED';
   if (unmeasured.length > 0 && obs.status !== 'SANDBOX_ERROR') hard.push(`resource use could not be measured: ${unmeasured.join(', ')}`);
   else if (!resourcesOk && obs.status !== 'SANDBOX_ERROR') {
     const which = obs.limitsExceeded.length > 0 ? obs.limitsExceeded.join(', ') : obs.status === 'TIMEOUT' ? 'wallMs' : 'a resource limit';
@@ -119,13 +127,41 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
       unexpected.push(`attempted to open devices: ${list}`);
     }
     // A socket() alone reaches nothing: an attempt is a connect/send/bind with a destination.
-    const attempts = networkAttempts(se);
+    const attempts = networkAttempts(se, obs.network);
     if (attempts.length > 0) {
       const list = [...new Set(attempts.map((n) => `${n.protocol ?? n.family} ${n.path ?? `${n.address}:${n.port}`} (${n.result})`))].join(', ');
-      unexpected.push(`attempted network connections: ${list}`);
+      unexpected.push(`attempted network connections${obs.network ? ' around the proxy' : ''}: ${list}`);
       if (!action.effects.network) {
         netOk = false;
         hard.push(`undeclared network use attempted: ${list}`);
+      } else if (obs.network) {
+        // The declaration is "through the host proxy, to the allowlist": anything else is undeclared.
+        // A unix-socket connect to a path that does not exist in the sandbox (libc asking nscd)
+        // reached nothing and is listed above, not held against the run.
+        const around = attempts.filter((n) => !(n.family === 'unix' && n.result === 'ENOENT'));
+        if (around.length > 0) {
+          netOk = false;
+          hard.push(`network use around the proxy attempted (the only declared route is the host proxy): ${[...new Set(around.map((n) => `${n.protocol ?? n.family} ${n.path ?? `${n.address}:${n.port}`} (${n.result})`))].join(', ')}`);
+        }
+      }
+    }
+    const net = obs.network;
+    if (net) {
+      const refused = refusedLines(net);
+      const used = net.connections.some((c) => c.allowed);
+      if (!action.effects.network && (used || refused.length > 0)) {
+        netOk = false;
+        hard.push(`undeclared network use through the proxy: ${net.connections.length} request(s)`);
+      }
+      if (refused.length > 0) {
+        netOk = false;
+        hard.push(`network requests outside the declared allowlist (refused by the host proxy): ${refused.slice(0, 8).join('; ')}${refused.length > 8 ? `; and ${refused.length - 8} more` : ''}`);
+        unexpected.push(`asked the network proxy for destinations outside its allowlist: ${refused.slice(0, 8).join('; ')}`);
+      }
+      if (net.capsHit.length > 0) {
+        resourcesOk = false;
+        hard.push(`network caps exceeded (${net.capsHit.join(', ')}): ${obs.reason}`);
+        unexpected.push(`exceeded its network caps (${net.capsHit.join(', ')})`);
       }
     }
     const others = se.signalsSent.filter((s) => s.result !== 'ok');

@@ -65,6 +65,7 @@ export async function runFile(file: string, opts: { workspace: Workspace; inputs
   }
   if (checked.kind === 'action-descriptor') {
     const descriptor = checked.value as ActionDescriptor;
+    if (descriptor.action_type === 'MULTI_STEP_COMPOSITE') return (await import('./composite.js')).runComposite(descriptor, { workspace: opts.workspace, inputsDir });
     const action = actionFromDescriptor(descriptor);
     if ('problems' in action) return { kind: 'rejected', problems: action.problems };
     return runAction(action, { workspace: opts.workspace, inputsDir, descriptor });
@@ -101,6 +102,8 @@ export async function runAction(action: Action, ctx: { workspace: Workspace; inp
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
+  // Promotion (src/commit) re-reads the declaration the run was judged against.
+  if (ctx.descriptor) writeFileSync(join(runDir, 'descriptor.json'), JSON.stringify(ctx.descriptor, null, 2) + '\n', { mode: 0o600 });
   const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs };
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) return { kind: 'rejected', problems: lane.problems };

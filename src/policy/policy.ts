@@ -47,6 +47,8 @@ export const policySchema = z.strictObject({
       public_key: z.string().regex(/^ed25519:[A-Za-z0-9+/]{43}=$/),
     }),
   ),
+  /** After a rollback, the same declaration may not be promoted again for this long (cooldown_on_repeat). */
+  confirmation: z.strictObject({ cooldown_seconds: int }),
   retention: z.strictObject({ audit_days: int, artifacts_days: int, tombstones_days: int }),
 });
 
@@ -85,6 +87,8 @@ risk:                # what each declared risk level needs
   high: require_confirmation
   critical: block
 operators: []        # filled by \`airlock keygen --operator NAME\`
+confirmation:
+  cooldown_seconds: 3600   # after a rollback, the same action waits this long before it may be promoted again
 retention:
   audit_days: 365
   artifacts_days: 30

@@ -65,22 +65,25 @@ export function buildSandboxResult(args: {
   const se = obs.sideEffects;
   let side_effects: SandboxResult['side_effects'];
   if (se) {
-    const attempts = networkAttempts(se);
+    const attempts = networkAttempts(se, obs.network);
+    // Requests to the host proxy, allowed or refused (the proxy's record), then raw attempts around it.
+    type Attempt = NonNullable<SandboxResult['side_effects']['network_attempts']>[number];
+    const proxied: Attempt[] = (obs.network?.connections ?? []).map((c) => ({ address: c.host.slice(0, 256) || '(none)', port: c.port, protocol: 'tcp', allowed: c.allowed }));
     const signals = new Map<string, number>();
     for (const s of se.signalsSent) if (/^SIG[A-Z0-9+-]{1,16}$/.test(s.signal)) signals.set(s.signal, (signals.get(s.signal) ?? 0) + 1);
     side_effects = {
       processes_spawned: se.processesSpawned.count,
       executables: se.processesSpawned.executables.map((e) => e.path),
       signals_sent: [...signals].map(([signal, count]) => ({ signal, count })),
-      network_attempts: attempts.map((n) => ({
+      network_attempts: [...proxied, ...attempts.map((n): Attempt => ({
         address: n.family === 'unix' ? (n.path ?? '(unnamed)') : (n.address ?? '(unknown)'),
         port: n.port ?? 0,
         protocol: n.family === 'unix' ? 'unix' : n.protocol === 'tcp' || n.protocol === 'udp' || n.protocol === 'icmp' ? n.protocol : 'other',
         allowed: false,
-      })),
+      }))].slice(0, 10_000),
       privileged_syscalls: se.privilegedSyscalls.map((p) => ({ name: p.name, count: p.count, denied: p.outcome !== 'succeeded' })),
       device_access: se.deviceAccess.map((d) => ({ path: d.path, denied: d.result !== 'ok' })),
-      network_used: attempts.length > 0,
+      network_used: attempts.length > 0 || proxied.length > 0 || (obs.network?.bytesIn ?? 0) + (obs.network?.bytesOut ?? 0) > 0,
       privileged_syscall_attempted: se.privilegedSyscalls.length > 0,
       device_access_attempted: se.deviceAccess.length > 0,
     };

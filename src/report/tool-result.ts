@@ -1,6 +1,7 @@
-import { captureStream, SIGNALS, utcStamp, standardSafetyNotes, type SignalName, type ToolResult, type ToolResultArtifact } from '../contracts/tool-result.js';
+import { captureStream, DESTINATION_RE, SIGNALS, utcStamp, standardSafetyNotes, type SignalName, type ToolResult, type ToolResultArtifact } from '../contracts/tool-result.js';
 import type { Action } from '../action/action.js';
 import type { Judgement } from '../judge/judge.js';
+import { contactedDestinations } from '../network/records.js';
 import type { NsRunObservation } from '../sandbox/types.js';
 import { sha256Hex } from './hash.js';
 
@@ -58,7 +59,9 @@ export function buildToolResult(args: {
   const err = stream('stderr');
   const signal = obs.exit.signal && obs.exit.signal in SIGNALS ? (obs.exit.signal as SignalName) : undefined;
   const exitCode = obs.exit.code ?? (signal ? 128 + SIGNALS[signal] : -1);
-  const network = { network_used: 'none' as const, network_destinations: [] as string[] };
+  // From the host proxy's record: every destination actually contacted (allowed and connected).
+  const destinations = contactedDestinations(obs.network).filter((d) => DESTINATION_RE.test(d)).slice(0, 256);
+  const network: Pick<ToolResult, 'network_used' | 'network_destinations'> = destinations.length > 0 ? { network_used: 'allowlist', network_destinations: destinations } : { network_used: 'none', network_destinations: [] };
   const unexpected = [...judgement.unexpected];
   for (const n of ['stdout', 'stderr'] as const) {
     if (obs[n].truncated) unexpected.push(`${n} was ${obs[n].totalBytes} bytes; the host kept the first ${obs[n].bytes.length}`);

@@ -4,6 +4,9 @@
 // sandboxed program can write is read as evidence.
 import type { Problem } from '../contracts/problem.js';
 import type { FsChange, ObservedSideEffects } from './observe/types.js';
+import type { NetworkGrant } from '../network/allowlist.js';
+import type { NetworkCaps, NetworkObservation } from '../network/records.js';
+import type { Resolver } from '../network/resolver.js';
 
 export type { FsChange, ObservedSideEffects } from './observe/types.js';
 
@@ -58,6 +61,17 @@ export interface NsRunSpec {
   traceSyscalls?: boolean;
   /** Keep the new content of added/modified scope files here, by sha256 (what promotion applies). */
   keepScopeContent?: string;
+  /** Network by allowlist (docs/network.md): absent = no network at all (empty namespace, no proxy). */
+  network?: NsNetworkSpec;
+}
+
+/** What the run may reach through the host proxy, and how much. */
+export interface NsNetworkSpec {
+  /** The request's allowlist intersected with the policy's ceiling (networkGrant() in src/network/allowlist.ts). */
+  grant: NetworkGrant;
+  caps: NetworkCaps;
+  /** How the proxy resolves names (default: the host's resolver). Injected by tests and benchmarks only. */
+  resolve?: Resolver;
 }
 
 export interface CapturedStream {
@@ -148,6 +162,8 @@ export interface NsRunObservation {
   /** sha256 of each input as bound at /in (measured by the runner just before the run). */
   inputs: { name: string; sha256: string; bytes: number }[];
   host: NsHostFacts;
+  /** Present when the run had the network: every request to the host proxy, allowed or refused. */
+  network?: NetworkObservation;
   /** Problems that made the run a SANDBOX_ERROR (spec invalid, host cannot sandbox...), else []. */
   problems: Problem[];
 }

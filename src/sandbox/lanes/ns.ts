@@ -8,6 +8,9 @@ import { doctor } from '../doctor.js';
 import { runNs } from '../ns/runner.js';
 import type { NsRunObservation, NsRunSpec } from '../types.js';
 import { primitiveArgv } from './primitives.js';
+import { networkGrant } from '../../network/allowlist.js';
+import { DEFAULT_NETWORK_CAPS, type NetworkCaps } from '../../network/records.js';
+import type { Resolver } from '../../network/resolver.js';
 
 export type LaneOutcome = { ok: true; observation: NsRunObservation; argv: string[] } | { ok: false; problems: Problem[] };
 
@@ -22,7 +25,32 @@ export const nsLaneRules = [
     spec: 'Airlock runs COMMAND_EXECUTION and the FILE_*/DIRECTORY_* types; other action types have no carrier yet.',
     fix: 'Express the action as a COMMAND_EXECUTION with an argv, or as a file primitive.',
   },
+  {
+    code: 'LANE_NETWORK_NO_CEILING',
+    spec: 'Issue 7: the policy file sets the network ceiling; a run that asks for the network needs it.',
+    fix: 'Run the request through the gate (which reads policy.yaml), or pass the policy\'s network section to the lane.',
+  },
+  {
+    code: 'LANE_NETWORK_EMPTY',
+    spec: 'Issue 7: a request cannot widen the ceiling: the run may reach the intersection of its allowlist and the policy\'s.',
+    fix: 'Ask only for destinations the policy\'s network.allowlist covers (host and port), or have the operator add them.',
+  },
+  {
+    code: 'NET_ALLOW_ENTRY',
+    spec: 'Issue 7: allowlist entries are host[:port], *.host[:port], an IP or range [:port], or an http(s) URL.',
+    fix: 'Rewrite the entry (docs/network.md gives the grammar); a bare * or *.tld is never an allowlist.',
+  },
 ] as const;
+
+/** The host's side of a run that asks for the network (from policy.yaml). */
+export interface LaneNetworkContext {
+  /** policy.network: the ceiling. */
+  ceiling: { allow: boolean; allowlist: readonly string[] };
+  /** Per-run caps (default DEFAULT_NETWORK_CAPS). */
+  caps?: NetworkCaps;
+  /** Tests and benchmarks only: how the proxy resolves names. */
+  resolve?: Resolver;
+}
 
 /** Interpreter words a TR may use, and how the ns lane runs them (see docs/tool-request.md). */
 function interpreterArgv(argv: string[], nodeMajor: number): { argv: string[] } | { problem: Problem } {
@@ -39,7 +67,18 @@ function interpreterArgv(argv: string[], nodeMajor: number): { argv: string[] } 
  * Runs an Action in the ns lane. `inputsDir` holds the action's inputs by name, already hash-checked
  * by the caller; `outDir` receives /out.
  */
-export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string }): Promise<LaneOutcome> {
+export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string; network?: LaneNetworkContext }): Promise<LaneOutcome> {
+  // Network: only what the request asks for AND the policy allows; nothing when either says none.
+  let network: NsRunSpec['network'];
+  if (action.network.mode === 'allowlist') {
+    if (!ctx.network) return { ok: false, problems: [{ code: 'LANE_NETWORK_NO_CEILING', message: `${action.id} asks for the network but no host policy ceiling was given to this run: nothing ran` }] };
+    const { grant, problems } = networkGrant(action.network.allowlist, ctx.network.ceiling);
+    if (problems.length > 0) return { ok: false, problems };
+    if (grant.rules.length === 0) {
+      return { ok: false, problems: [{ code: 'LANE_NETWORK_EMPTY', message: `nothing of ${action.id}'s network allowlist (${action.network.allowlist.join(', ').slice(0, 300)}) is within the policy's ceiling${ctx.network.ceiling.allow ? '' : ' (network.allow: false)'}: nothing ran` }] };
+    }
+    network = { grant, caps: ctx.network.caps ?? DEFAULT_NETWORK_CAPS, ...(ctx.network.resolve ? { resolve: ctx.network.resolve } : {}) };
+  }
   let argv: string[];
   let staged: string | null = null;
   const inputs = action.inputs.map((i) => ({ hostPath: join(ctx.inputsDir, i.name), name: i.name }));
@@ -75,6 +114,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     outDir: ctx.outDir,
     scopes,
     ...(ctx.blobDir ? { keepScopeContent: ctx.blobDir } : {}),
+    ...(network ? { network } : {}),
     limits: {
       wallMs: action.limits.wallMs,
       cpuMs: action.limits.cpuMs,

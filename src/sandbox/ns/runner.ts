@@ -28,6 +28,10 @@ import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
 import { buildSeccompFilter } from './seccomp.js';
 import { hostOps } from './hostops.js';
+import { describeGrant } from '../../network/allowlist.js';
+import { PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
+import { NetworkProxy } from '../../network/proxy.js';
+import type { NetworkObservation } from '../../network/records.js';
 import { chownTo, copyTreeNoFollow, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
@@ -86,11 +90,36 @@ export function validateSpec(spec: NsRunSpec): Problem[] {
     const v = spec.limits?.[k];
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) p.push({ code: 'NS_LIMIT_INVALID', message: `limits.${k} must be a positive integer (got ${String(v).slice(0, 40)})`, path: `limits.${k}` });
   }
+  if (spec.network !== undefined) p.push(...checkNetworkSpec(spec));
   if (spec.limits && spec.limits.pids < 2) p.push({ code: 'NS_LIMIT_INVALID', message: 'limits.pids must be at least 2 (the sandbox init and the program)', path: 'limits.pids' });
   return p;
 }
 
 const emptyStream = (): StreamCapture => new StreamCapture(0);
+
+/** The proxy variables the runner sets when the run has the network (callers cannot set them). */
+export const PROXY_ENV_NAMES = ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'no_proxy'] as const;
+
+function proxyEnv(): Record<string, string> {
+  const url = `http://${PROXY_HOST}:${PROXY_PORT}`;
+  const env: Record<string, string> = {};
+  for (const k of PROXY_ENV_NAMES) env[k] = /no_proxy/i.test(k) ? '' : url;
+  return env;
+}
+
+function checkNetworkSpec(spec: NsRunSpec): Problem[] {
+  const p: Problem[] = [];
+  const n = spec.network!;
+  if (!n || typeof n !== 'object' || !Array.isArray(n.grant?.rules) || !Array.isArray(n.grant?.addressRules)) return [{ code: 'NS_NETWORK_SPEC', message: 'network must carry a grant (rules, addressRules) from networkGrant()', path: 'network' }];
+  for (const k of ['bytesOut', 'bytesIn', 'connections'] as const) {
+    const v = n.caps?.[k];
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) p.push({ code: 'NS_NETWORK_SPEC', message: `network.caps.${k} must be a positive integer (got ${String(v).slice(0, 40)})`, path: `network.caps.${k}` });
+  }
+  for (const k of Object.keys(spec.env ?? {})) {
+    if ((PROXY_ENV_NAMES as readonly string[]).includes(k)) p.push({ code: 'NS_ENV_RESERVED', message: `${k} is set by the sandbox runner when the run has the network and cannot be overridden: remove it`, path: `env.${k}` });
+  }
+  return p;
+}
 
 function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, strace: boolean): NsRunObservation['host'] {
   const limits: LimitEnforcement[] = LIMIT_NAMES.map((limit) => {
@@ -203,6 +232,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   if (scopes.length && !useBwrapOverlay && !(caps.isRoot && caps.overlayfs && caps.mountBinary)) {
     return errorObservation(runId, caps, [{ code: 'NS_OVERLAY_UNAVAILABLE', message: `declared scopes need a copy-on-write overlay: bwrap ${bwrap.version} has no --overlay and host overlayfs needs root and the overlay filesystem; nothing ran, the real files were not touched` }]);
   }
+  if (spec.network && (!asRoot || !caps.perlBinary)) {
+    return errorObservation(runId, caps, [{ code: 'NS_NETWORK_UNAVAILABLE', message: `the run asks for the network, which needs ${!asRoot ? 'root (the bridge joins the sandbox\'s network namespace)' : 'perl (the bridge into the sandbox\'s network namespace)'}: nothing ran; without the bridge the sandbox has no network at all` }]);
+  }
   const plan = await rootPlan(caps);
   let program = spec.argv[0]!;
   if (!program.startsWith('/')) {
@@ -222,6 +254,12 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const cleanupErrors: string[] = [];
   const ops = hostOps(caps.perlBinary);
   const mnt = mounter(caps, ops);
+  // Network: the host proxy of this run (unix socket in the root-owned staging dir) and the bridge
+  // that carries 127.0.0.1:PROXY_PORT inside the sandbox's own network namespace to it.
+  let proxy: NetworkProxy | null = null;
+  let forwarder: Forwarder | null = null;
+  let onNetworkCap: ((message: string) => void) | null = null;
+  const proxySocket = join(dir, 'proxy.sock');
   try {
     mkdirModeSync(dir, 0o711);
     mkdirModeSync(inStage, 0o755);
@@ -249,11 +287,15 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     );
     if (caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids });
     if (useStrace) writeFileSync(logFile, '', { mode: 0o600 });
+    if (spec.network) {
+      proxy = new NetworkProxy({ grant: spec.network.grant, caps: spec.network.caps, ...(spec.network.resolve ? { resolve: spec.network.resolve } : {}), onCap: (_cap, message) => onNetworkCap?.(message) });
+      await proxy.listen(proxySocket, { uid, gid });
+    }
     const [inputs] = await Promise.all([inputsP, outP, scopesP]);
 
     // ---- bwrap arguments ----
     const cwd = spec.cwd ?? '/tmp';
-    const env = { ...(spec.env ?? {}), ...baseEnv(plan.path, cwd) };
+    const env = { ...(spec.env ?? {}), ...baseEnv(plan.path, cwd), ...(spec.network ? proxyEnv() : {}) };
     const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--hostname', 'airlock'];
     if (bwrap.supports.disableUserns) a.push('--disable-userns');
     a.push(...plan.args);
@@ -360,11 +402,21 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
           setupError = `cannot set the sandbox's rlimits: ${rlErr}`;
           return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
         }
+        // The bridge must listen before the program can run: B is still blocked here.
+        if (proxy && !kill) {
+          try {
+            forwarder = await startForwarder({ perl: caps.perlBinary!, initPid: pid, socketPath: proxySocket, uid, gid });
+          } catch (e) {
+            setupError = `cannot bridge the sandbox to its network proxy: ${(e as Error).message}`;
+            return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
+          }
+        }
         if (kill) return;
         released = true;
         block.end('x');
       })();
     });
+    onNetworkCap = (message) => void killEverything({ status: 'RESOURCE_KILLED', limit: null, reason: message });
     const wall = setTimeout(() => void killEverything({ status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: killed by the host` }), limits.wallMs);
     const poll = cg
       ? setInterval(() => {
@@ -387,6 +439,13 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // The program ended (or was killed): nothing of the sandbox may survive it.
     if (cg) await cg.killAll().catch((e: Error) => cleanupErrors.push(`kill: ${e.message}`));
     const usage = cg?.usage() ?? null;
+    // Its network ends with it: cut every connection, then read the host's record.
+    let network: NetworkObservation | undefined;
+    if (proxy) {
+      (forwarder as Forwarder | null)?.stop();
+      await proxy.close();
+      network = proxy.observation({ address: PROXY_HOST, port: PROXY_PORT, bridge: `unix socket -> host proxy (perl bridge in the sandbox's network namespace)` }, describeGrant(spec.network!.grant));
+    }
 
     // ---- side effects (strace) ----
     let sideEffects: ObservedSideEffects | null = null;
@@ -463,14 +522,18 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       cpuSystemMs: usage?.cpuSystemMs ?? null,
       peakMemoryBytes: usage?.peakMemoryBytes ?? null,
       diskWriteBytes: outBytesUsed + scopeBytes,
-      networkBytesIn: 0,
-      networkBytesOut: 0,
+      networkBytesIn: network ? network.bytesIn : 0,
+      networkBytesOut: network ? network.bytesOut : 0,
       wallMs,
       unmeasured: usage ? { ...usage.unmeasured } : { cpuUserMs: 'no usable cgroup on this host', cpuSystemMs: 'no usable cgroup on this host', peakMemoryBytes: 'no usable cgroup on this host' },
       basis: {
         diskWriteBytes: 'bytes of regular files left in /out and in the scope overlays at the end; /tmp writes and data deleted before the end are not counted',
-        networkBytesIn: 'empty network namespace (loopback only, never counted): no route out exists, so 0 by construction',
-        networkBytesOut: 'empty network namespace (loopback only, never counted): no route out exists, so 0 by construction',
+        networkBytesIn: network
+          ? 'bytes received from the destinations, counted by the host proxy (the only route out of the empty network namespace)'
+          : 'empty network namespace (loopback only, never counted): no route out exists, so 0 by construction',
+        networkBytesOut: network
+          ? 'bytes sent to the destinations, counted by the host proxy (the only route out of the empty network namespace)'
+          : 'empty network namespace (loopback only, never counted): no route out exists, so 0 by construction',
         wallMs: 'host clock from spawn to the end of the last sandbox process',
       },
     };
@@ -530,13 +593,17 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: scopeObs },
       inputs,
       host: hostFacts(caps, spec, cg, useStrace),
+      ...(network ? { network } : {}),
       problems: status === 'SANDBOX_ERROR' ? [{ code: 'NS_SANDBOX_FAILED', message: reason }] : [],
     };
   } finally {
     // Every sandbox process is dead by now (killAll above, or nothing was started): what is left is
     // bookkeeping, done after the result is returned and tracked by sandboxIdle().
     const group = cg as RunCgroup | null;
+    (forwarder as Forwarder | null)?.stop();
+    const px = proxy as NetworkProxy | null;
     background(async () => {
+      if (px) await px.close();
       if (group) cleanupErrors.push(...(await group.destroy()));
       for (const m of mounted.reverse()) {
         const e = await mnt.unmount(m);

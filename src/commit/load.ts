@@ -1,0 +1,88 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { actionDescriptorContract, type ActionDescriptor } from '../contracts/action-descriptor.js';
+import { sandboxResultContract, validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
+import { canonicalJson } from '../audit/canonical.js';
+import { parsePolicy, type Policy } from '../policy/policy.js';
+import type { Workspace } from '../workspace/workspace.js';
+import { fail, type CommitResult } from './types.js';
+
+/** A run as promotion sees it: its Sandbox Result and descriptor, both re-validated. */
+export interface LoadedRun {
+  sandboxId: string;
+  runDir: string;
+  result: SandboxResult;
+  descriptor: ActionDescriptor;
+  resultSha256: string;
+  diffSha256: string;
+  declarationSha256: string;
+  /** Findings of the cross-check against the descriptor (any of them forbids promotion). */
+  cross: { code: string; message: string; path?: string }[];
+}
+
+const SANDBOX_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+export const validSandboxId = (id: string): boolean => SANDBOX_ID.test(id);
+
+const sha256 = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
+
+function canonicalHash(value: unknown): string {
+  const c = canonicalJson(value);
+  if ('error' in c) throw new Error(`not JSON data: ${c.error}`); // validated documents are JSON: a bug
+  return sha256(c.text);
+}
+
+/** The hash a confirmation signs and every audit record carries: the diff as the result states it. */
+export const diffHash = (result: SandboxResult): string => canonicalHash(result.filesystem_diff);
+
+/**
+ * The declaration key for cooldown_on_repeat: what the action does (type, scope, effects, command,
+ * content, children), without the volatile or prose fields (action_id, created_at, intent summary,
+ * confirmation, audit, resources), so a re-issued descriptor with a new id is "the same action".
+ */
+export function declarationHash(d: ActionDescriptor): string {
+  const core = (x: ActionDescriptor): unknown => ({
+    action_type: x.action_type,
+    scope: x.scope,
+    effects: x.effects,
+    preconditions: x.preconditions,
+    command: x.command ?? null,
+    write: x.write ?? null,
+    move: x.move ?? null,
+    children: (x.children ?? []).map(core),
+  });
+  return canonicalHash(core(d));
+}
+
+export function loadRun(ws: Workspace, sandboxId: string): CommitResult<{ run: LoadedRun }> {
+  if (!validSandboxId(sandboxId)) return fail('COMMIT_BAD_ID', `${JSON.stringify(sandboxId.slice(0, 80))} is not a sandbox id`);
+  const runDir = join(ws.runs, sandboxId);
+  const resultFile = join(runDir, 'sandbox-result.json');
+  if (!existsSync(resultFile)) return fail('COMMIT_NO_RUN', `no sandbox run ${sandboxId} in ${ws.runs}`);
+  const bytes = readFileSync(resultFile);
+  const parsed = sandboxResultContract.parse(bytes.toString('utf8'));
+  if (!parsed.ok) return { ok: false, problems: parsed.problems.map((p) => ({ ...p, code: 'COMMIT_RESULT_INVALID', message: `${resultFile}: ${p.code}: ${p.message}` })) };
+  const result = parsed.value;
+  if (result.sandbox_id !== sandboxId) return fail('COMMIT_RESULT_INVALID', `${resultFile} is the result of ${result.sandbox_id}, not ${sandboxId}`);
+  const descFile = join(runDir, 'descriptor.json');
+  if (!existsSync(descFile)) return fail('COMMIT_NOT_DESCRIPTOR', `run ${sandboxId} has no descriptor.json: only Action Descriptor runs are promoted`);
+  const d = actionDescriptorContract.parse(readFileSync(descFile, 'utf8'));
+  if (!d.ok) return { ok: false, problems: d.problems.map((p) => ({ ...p, code: 'COMMIT_RESULT_INVALID', message: `${descFile}: ${p.code}: ${p.message}` })) };
+  const cross = validateSandboxResultAgainst(result, d.value);
+  return {
+    ok: true,
+    run: { sandboxId, runDir, result, descriptor: d.value, resultSha256: sha256(bytes), diffSha256: diffHash(result), declarationSha256: declarationHash(d.value), cross },
+  };
+}
+
+export function loadPolicy(ws: Workspace): CommitResult<{ policy: Policy }> {
+  let text: string;
+  try {
+    text = readFileSync(ws.policyFile, 'utf8');
+  } catch (e) {
+    return fail('COMMIT_POLICY', `cannot read ${ws.policyFile}: ${(e as NodeJS.ErrnoException).code ?? e}`);
+  }
+  const p = parsePolicy(text);
+  if (!p.ok) return { ok: false, problems: p.problems.map((q) => ({ ...q, code: 'COMMIT_POLICY', message: `${ws.policyFile}: ${q.code}: ${q.message}` })) };
+  return { ok: true, policy: p.value };
+}

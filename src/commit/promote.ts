@@ -1,0 +1,164 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ActionDescriptor } from '../contracts/action-descriptor.js';
+import type { Workspace } from '../workspace/workspace.js';
+import { step, removeStaging } from './apply.js';
+import { verifyConfirmation } from './confirmation.js';
+import { fsyncPath, testPoint } from './fsops.js';
+import { loadPolicy, loadRun, type LoadedRun } from './load.js';
+import { planPromotion } from './plan.js';
+import { checkPreconditions, realHost, type HostProbe } from './preconditions.js';
+import { rollbackLocked, type RollbackOutcome } from './rollback.js';
+import { allRecordIds, audit, auditDetail, claimRecord, commitPaths, inflightIds, readCooldown, readJournal, recordDir, setInflight, withCommitLock, writeJournal } from './store.js';
+import { fail, type CommitFailure, type CommitResult, type Journal } from './types.js';
+
+/**
+ * How long a rolled-back declaration with `confirmation.cooldown_on_repeat` waits before it may be
+ * promoted again. The policy has no field for it yet (proposed: `confirmation.cooldown_seconds`).
+ */
+/** Used only when the policy cannot be read (promotion of a REQUIRE_CONFIRMATION run needs it anyway). */
+export const DEFAULT_COOLDOWN_SECONDS = 3600;
+
+export interface PromoteOptions {
+  actor?: string;
+  now?: () => Date;
+  cooldownSeconds?: number;
+  host?: HostProbe;
+}
+
+export type PromoteOutcome = CommitResult<
+  | { status: 'promoted'; journal: Journal }
+  | { status: 'already_promoted'; journal: Journal }
+  /** A FORCE_ROLLBACK verdict: nothing promoted; the action's live promotions were rolled back. */
+  | { status: 'force_rolled_back'; rolledBack: { sandboxId: string; outcome: RollbackOutcome }[] }
+>;
+
+const allIds = (d: ActionDescriptor): string[] => [d.action_id, ...(d.children ?? []).flatMap(allIds)];
+
+/** `airlock promote SANDBOX_ID`: applies the run's verified diff once, all or nothing. */
+export function promote(ws: Workspace, sandboxId: string, opts: PromoteOptions = {}): PromoteOutcome {
+  const now = opts.now ?? (() => new Date());
+  const loaded = loadRun(ws, sandboxId);
+  if (!loaded.ok) return loaded;
+  const run = loaded.run;
+  const verdict = run.result.verdict.recommended_action;
+  if (existsSync(join(run.runDir, 'composite-child.json'))) {
+    return fail('PROMOTE_COMPOSITE_CHILD', `${sandboxId} is one step of a composite (${readFileSync(join(run.runDir, 'composite-child.json'), 'utf8').trim().slice(0, 200)}): promote the composite's sandbox id`);
+  }
+  if (verdict === 'FORCE_ROLLBACK') return forceRollback(ws, run, now);
+  if (verdict === 'BLOCK') return fail('PROMOTE_VERDICT', `the verdict of ${sandboxId} is BLOCK (${run.result.verdict.reasons.slice(0, 3).join('; ')}): a blocked run is never promoted`);
+  if (run.cross.length > 0) return { ok: false, problems: run.cross.map((p) => ({ ...p, code: 'COMMIT_RESULT_INVALID', message: `the result contradicts its descriptor: ${p.code}: ${p.message}` })) };
+  let confirmedBy: string | undefined;
+  if (verdict === 'REQUIRE_CONFIRMATION') {
+    const pol = loadPolicy(ws);
+    if (!pol.ok) return pol;
+    const c = verifyConfirmation(run, pol.policy, now());
+    if ('problems' in c) return { ok: false, problems: c.problems };
+    confirmedBy = c.operator;
+  }
+
+  return withCommitLock(ws, (): PromoteOutcome => {
+    const busy = inflightIds(ws);
+    if (busy.length > 0) return fail('COMMIT_INTERRUPTED', `interrupted promotion or rollback of ${busy.join(', ')}: run \`airlock recover\` first`);
+    const existing = readJournal(ws, sandboxId);
+    if (existing) {
+      if (existing.phase === 'applied') return { ok: true, status: 'already_promoted', journal: existing };
+      if (existing.phase !== 'aborted') return fail('PROMOTE_ALREADY_DONE', `${sandboxId} was promoted at ${existing.applied_at} and is ${existing.phase.replace('_', ' ')}: a run is promoted once; run the descriptor again`);
+      // An aborted attempt applied nothing: keep it for the record, try again.
+      const aside = join(commitPaths(ws).root, 'aborted');
+      mkdirSync(aside, { recursive: true, mode: 0o700 });
+      renameSync(recordDir(ws, sandboxId), join(aside, `${sandboxId}.${Date.now()}`));
+    }
+
+    // cooldown_on_repeat: the same declaration, rolled back less than the cooldown ago.
+    const cd = readCooldown(ws, run.declarationSha256);
+    if (cd && (cd.cooldown_on_repeat || run.descriptor.confirmation.cooldown_on_repeat)) {
+      const pol = opts.cooldownSeconds === undefined ? loadPolicy(ws) : null;
+      const cooldown = opts.cooldownSeconds ?? (pol?.ok ? pol.policy.confirmation.cooldown_seconds : DEFAULT_COOLDOWN_SECONDS);
+      const until = Date.parse(cd.rolled_back_at) + cooldown * 1000;
+      if (now().getTime() < until) {
+        return fail('PROMOTE_COOLDOWN', `the same action (declaration ${run.declarationSha256.slice(0, 12)}) was rolled back at ${cd.rolled_back_at} (sandbox ${cd.sandbox_id}); it may be promoted again after ${new Date(until).toISOString()}`);
+      }
+    }
+    const pre = checkPreconditions(run.descriptor, opts.host ?? realHost);
+    if (pre.length > 0) return { ok: false, problems: pre };
+    const plan = planPromotion(ws, run);
+    if (!plan.ok) return plan;
+    fsyncPath(ws.tombstones); // the pre-images are durable before anything is touched
+
+    const j: Journal = {
+      version: 1,
+      sandbox_id: sandboxId,
+      action_id: run.result.action_id,
+      child_action_ids: allIds(run.descriptor).slice(1),
+      diff_sha256: run.diffSha256,
+      result_sha256: run.resultSha256,
+      declaration_sha256: run.declarationSha256,
+      cooldown_on_repeat: run.descriptor.confirmation.cooldown_on_repeat,
+      verdict,
+      ...(confirmedBy ? { confirmed_by: confirmedBy } : {}),
+      token: randomBytes(6).toString('hex'),
+      actor: opts.actor ?? 'operator',
+      phase: 'applying',
+      started_at: now().toISOString(),
+      ops: plan.ops,
+    };
+    if (!claimRecord(ws, sandboxId)) return fail('PROMOTE_ALREADY_DONE', `${sandboxId} has a promotion record already`);
+    // Write-ahead: the in-flight marker, then the journal (fsync'd), then the tree.
+    setInflight(ws, sandboxId, true);
+    writeJournal(ws, j);
+    try {
+      step(ws, j.ops, 'forward', j.token);
+    } catch (e) {
+      return abort(ws, j, fail('PROMOTE_APPLY_FAILED', `applying stopped at ${(e as Error).message}; everything done so far was undone (old state)`, (e as { path?: string }).path));
+    }
+    // The audit record is the commit point: recovery rolls forward only when it exists.
+    const rec = audit(ws, { type: 'promoted', action_id: j.action_id, sandbox_id: sandboxId, actor: j.actor, detail: auditDetail(j, confirmedBy ? { confirmed_by: confirmedBy } : {}) });
+    if (!rec.ok) return abort(ws, j, rec);
+    testPoint('after_commit_record');
+    j.phase = 'applied';
+    j.applied_at = now().toISOString();
+    j.audit = { promoted: rec.record.seq };
+    writeJournal(ws, j);
+    removeStaging(j.ops, [j.token]);
+    setInflight(ws, sandboxId, false);
+    return { ok: true, status: 'promoted', journal: j };
+  });
+}
+
+/** Undoes a failed apply (old state) and records the attempt as aborted. */
+function abort(ws: Workspace, j: Journal, why: CommitFailure): CommitFailure {
+  try {
+    step(ws, j.ops, 'backward', `${j.token}u`);
+  } catch (e) {
+    // Cannot undo now (e.g. the disk is full): leave it in flight for `airlock recover`.
+    why.problems.push({ code: 'COMMIT_INTERRUPTED', message: `undoing the partial promotion failed too (${(e as Error).message}): run \`airlock recover\`` });
+    return why;
+  }
+  removeStaging(j.ops, [j.token, `${j.token}u`]);
+  j.phase = 'aborted';
+  writeJournal(ws, j);
+  setInflight(ws, j.sandbox_id, false);
+  return why;
+}
+
+/**
+ * A FORCE_ROLLBACK verdict needs no person: every live promotion of the same action (by action id,
+ * composites by any of their ids) is rolled back without --force. A touched file that changed
+ * since is not overwritten: that rollback is refused with ROLLBACK_CONFLICT for a person to decide.
+ */
+export function forceRollback(ws: Workspace, run: LoadedRun, now: () => Date): PromoteOutcome {
+  const ids = new Set(allIds(run.descriptor));
+  return withCommitLock(ws, (): PromoteOutcome => {
+    const busy = inflightIds(ws);
+    if (busy.length > 0) return fail('COMMIT_INTERRUPTED', `interrupted promotion or rollback of ${busy.join(', ')}: run \`airlock recover\` first`);
+    const rolledBack: { sandboxId: string; outcome: RollbackOutcome }[] = [];
+    for (const id of allRecordIds(ws)) {
+      const j = readJournal(ws, id);
+      if (!j || j.phase !== 'applied' || !(ids.has(j.action_id) || j.child_action_ids.some((c) => ids.has(c)))) continue;
+      rolledBack.push({ sandboxId: id, outcome: rollbackLocked(ws, id, { actor: 'policy', now, trigger: { trigger: 'FORCE_ROLLBACK', verdict_sandbox_id: run.sandboxId, verdict_diff_sha256: run.diffSha256 } }) });
+    }
+    return { ok: true, status: 'force_rolled_back', rolledBack };
+  });
+}

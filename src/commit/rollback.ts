@@ -1,0 +1,87 @@
+import { randomBytes } from 'node:crypto';
+import type { Workspace } from '../workspace/workspace.js';
+import { removeStaging, step, type StepReport } from './apply.js';
+import { currentState, sameState } from './fsops.js';
+import { missingTombstones } from './plan.js';
+import { audit, auditDetail, inflightIds, readJournal, setInflight, withCommitLock, writeCooldown, writeJournal } from './store.js';
+import { fail, type CommitResult, type Journal } from './types.js';
+
+export interface RollbackOptions {
+  force?: boolean;
+  /** Who asked: an operator name, or `policy` for a FORCE_ROLLBACK verdict. */
+  actor?: string;
+  now?: () => Date;
+  /** Why, for the audit record (e.g. the FORCE_ROLLBACK verdict that triggered it). */
+  trigger?: Record<string, unknown>;
+}
+
+export type RollbackOutcome = CommitResult<{ journal: Journal; report: StepReport }>;
+
+/** `airlock rollback SANDBOX_ID [--force]`: restores exactly what the promotion touched. */
+export function rollback(ws: Workspace, sandboxId: string, opts: RollbackOptions = {}): RollbackOutcome {
+  return withCommitLock(ws, () => {
+    const busy = inflightIds(ws);
+    if (busy.length > 0) return fail('COMMIT_INTERRUPTED', `interrupted promotion or rollback of ${busy.join(', ')}: run \`airlock recover\` first`);
+    return rollbackLocked(ws, sandboxId, opts);
+  });
+}
+
+/** The rollback itself; the caller holds the commit lock. */
+export function rollbackLocked(ws: Workspace, sandboxId: string, opts: RollbackOptions): RollbackOutcome {
+  const now = opts.now ?? (() => new Date());
+  const j = readJournal(ws, sandboxId);
+  if (!j || j.phase === 'aborted') return fail('ROLLBACK_NOT_PROMOTED', `${sandboxId} was never promoted${j ? ' (its promotion was aborted; the old state stayed)' : ''}`);
+  if (j.phase === 'rolled_back') return fail('ROLLBACK_ALREADY_DONE', `${sandboxId} was rolled back at ${j.rolled_back_at}`);
+  if (j.phase !== 'applied') return fail('COMMIT_INTERRUPTED', `${sandboxId} is ${j.phase}: run \`airlock recover\``);
+
+  // A touched file that changed since the promotion: refuse, naming it, unless --force.
+  const conflicts: string[] = [];
+  for (const op of j.ops) {
+    const cur = currentState(op.path);
+    if (!sameState(cur, op.after)) {
+      const now2 = cur === null ? 'absent' : cur.type === 'other' ? `a ${cur.kind}` : cur.type === 'dir' ? `a directory (mode ${cur.mode.toString(8)})` : `sha256 ${cur.sha256} mode ${cur.mode.toString(8)}`;
+      conflicts.push(`${op.path} changed since the promotion (now ${now2})`);
+    }
+  }
+  if (conflicts.length > 0 && !opts.force) {
+    return { ok: false, problems: conflicts.map((m) => ({ code: 'ROLLBACK_CONFLICT', message: `${m}; rerun with --force to roll back anyway (the newer version is kept in the tombstones)`, path: m.split(' changed')[0] })) };
+  }
+  const missing = missingTombstones(ws, j.ops);
+  if (missing.length > 0) return { ok: false, problems: missing.map((p) => ({ code: 'ROLLBACK_CONTENT_MISSING', message: `the pre-image of ${p} is missing from ${ws.tombstones} or damaged; nothing was changed`, path: p })) };
+
+  j.phase = 'rolling_back';
+  j.rollback_token = randomBytes(6).toString('hex');
+  j.rollback_actor = opts.actor ?? 'operator';
+  setInflight(ws, sandboxId, true);
+  writeJournal(ws, j);
+  let report: StepReport;
+  try {
+    report = step(ws, j.ops, 'backward', j.rollback_token, { tolerateNonEmpty: opts.force === true });
+  } catch (e) {
+    // The journal stays `rolling_back` and in flight: `airlock recover` finishes it.
+    return fail('ROLLBACK_FAILED', `rollback stopped at ${(e as Error).message}; fix it and run \`airlock recover\` to finish the rollback`, (e as { path?: string }).path);
+  }
+  return finishRollback(ws, j, report, now(), { forced: opts.force === true, conflicts, ...(opts.trigger ?? {}) });
+}
+
+/** After the tree is back: audit, record, cooldown. Shared with recovery. */
+export function finishRollback(ws: Workspace, j: Journal, report: StepReport, at: Date, extra: Record<string, unknown>): RollbackOutcome {
+  removeStaging(j.ops, [j.token, j.rollback_token]);
+  j.forced = [...(j.forced ?? []), ...report.unexpected.map((u) => ({ path: u.path, sha256: u.kept, type: u.kept ? 'file' : 'other' })), ...report.keptDirs.map((p) => ({ path: p, sha256: null, type: 'dir_kept' }))];
+  const rec = audit(ws, {
+    type: 'rolled_back',
+    action_id: j.action_id,
+    sandbox_id: j.sandbox_id,
+    actor: j.rollback_actor ?? 'operator',
+    detail: auditDetail(j, { ...extra, newer_versions_kept: j.forced.filter((f) => f.sha256).map((f) => ({ path: f.path, sha256: f.sha256 })), dirs_kept: report.keptDirs }),
+  });
+  // The tree is already back: a failed audit leaves the journal in flight for `airlock recover` to record.
+  if (!rec.ok) return rec;
+  j.phase = 'rolled_back';
+  j.rolled_back_at = at.toISOString();
+  j.audit = { ...(j.audit ?? {}), rolled_back: rec.record.seq };
+  writeJournal(ws, j);
+  writeCooldown(ws, { declaration_sha256: j.declaration_sha256, rolled_back_at: j.rolled_back_at, sandbox_id: j.sandbox_id, action_id: j.action_id, cooldown_on_repeat: j.cooldown_on_repeat });
+  setInflight(ws, j.sandbox_id, false);
+  return { ok: true, journal: j, report };
+}
