@@ -8,6 +8,7 @@ import { decodeDocument } from '../contracts/text.js';
 import type { ToolRequest } from '../contracts/tool-request.js';
 import { toolResultContract } from '../contracts/tool-result.js';
 import type { Action } from '../action/action.js';
+import { parsePolicy } from '../policy/policy.js';
 import { actionFromDescriptor } from '../action/from-action-descriptor.js';
 import { actionFromToolRequest } from '../action/from-tool-request.js';
 import { judge, type Judgement } from '../judge/judge.js';
@@ -15,7 +16,7 @@ import { sha256Hex } from '../report/hash.js';
 import { buildSandboxResult } from '../report/sandbox-result.js';
 import { buildToolResult } from '../report/tool-result.js';
 import { runInMontyLane } from '../sandbox/lanes/monty.js';
-import { runInNsLane } from '../sandbox/lanes/ns.js';
+import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
 import type { NsRunObservation } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 
@@ -57,18 +58,22 @@ export async function runFile(file: string, opts: { workspace: Workspace; inputs
   const checked = checkText(basename(file), decoded.text);
   if (checked.problems.length > 0) return { kind: 'rejected', problems: checked.problems };
   const inputsDir = opts.inputsDir ?? dirname(file);
+  // The workspace policy's network section is the ceiling for any network a document asks for.
+  const policy = existsSync(opts.workspace.policyFile) ? parsePolicy(readFileSync(opts.workspace.policyFile, 'utf8')) : null;
+  if (policy && !policy.ok) return { kind: 'rejected', problems: policy.problems.map((p) => ({ ...p, message: `policy.yaml: ${p.message}` })) };
+  const network = policy?.ok ? { ceiling: policy.value.network } : undefined;
   if (checked.kind === 'tool-request') {
     const tr = checked.value as ToolRequest;
     const bad = checkInputs(tr.inputs, inputsDir);
     if (bad.length > 0) return { kind: 'rejected', problems: bad };
-    return runAction(actionFromToolRequest(tr), { workspace: opts.workspace, inputsDir });
+    return runAction(actionFromToolRequest(tr), { workspace: opts.workspace, inputsDir, network });
   }
   if (checked.kind === 'action-descriptor') {
     const descriptor = checked.value as ActionDescriptor;
     if (descriptor.action_type === 'MULTI_STEP_COMPOSITE') return (await import('./composite.js')).runComposite(descriptor, { workspace: opts.workspace, inputsDir });
     const action = actionFromDescriptor(descriptor);
     if ('problems' in action) return { kind: 'rejected', problems: action.problems };
-    return runAction(action, { workspace: opts.workspace, inputsDir, descriptor });
+    return runAction(action, { workspace: opts.workspace, inputsDir, descriptor, network });
   }
   return { kind: 'rejected', problems: [{ code: 'RUN_NOT_RUNNABLE', message: `${basename(file)} is a ${checked.kind}, not something to run` }] };
 }
@@ -98,13 +103,16 @@ export function checkInputs(inputs: { name: string; sha256: string }[], dir: str
  * The library entry point: one Action through sandbox, observation, judge and render. The caller
  * has validated the document and checked the inputs in `inputsDir`.
  */
-export async function runAction(action: Action, ctx: { workspace: Workspace; inputsDir: string; descriptor?: ActionDescriptor }): Promise<RunOutcome> {
+export async function runAction(
+  action: Action,
+  ctx: { workspace: Workspace; inputsDir: string; descriptor?: ActionDescriptor; network?: LaneNetworkContext },
+): Promise<RunOutcome> {
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
   // Promotion (src/commit) re-reads the declaration the run was judged against.
   if (ctx.descriptor) writeFileSync(join(runDir, 'descriptor.json'), JSON.stringify(ctx.descriptor, null, 2) + '\n', { mode: 0o600 });
-  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs };
+  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, ...(ctx.network ? { network: ctx.network } : {}) };
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) return { kind: 'rejected', problems: lane.problems };
   const obs = lane.observation;

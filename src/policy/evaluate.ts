@@ -1,5 +1,6 @@
 import type { Problem } from '../contracts/problem.js';
 import type { Action } from '../action/action.js';
+import { uncoveredEntries } from '../network/allowlist.js';
 import type { Policy } from './policy.js';
 
 export const policyDecisionRules = [
@@ -42,7 +43,8 @@ export function evaluatePolicy(policy: Policy, action: Action, language?: string
   if (wantsNetwork && !policy.network.allow) {
     problems.push({ code: 'POLICY_NETWORK', message: 'asks for network access; the host policy allows none (rule network.allow: false)', path: 'network.allow' });
   } else if (wantsNetwork) {
-    const outside = action.network.allowlist.filter((d) => !policy.network.allowlist.includes(d));
+    // Entry semantics (wildcards, ports, address ranges) are the proxy's own: src/network/allowlist.ts.
+    const outside = uncoveredEntries(action.network.allowlist, policy.network.allowlist);
     if (outside.length > 0) problems.push({ code: 'POLICY_NETWORK', message: `destinations outside the host's allowlist: ${outside.join(', ')} (rule network.allowlist)`, path: 'network.allowlist' });
   }
   const rule = policy.risk[action.risk.toLowerCase() as keyof Policy['risk']];

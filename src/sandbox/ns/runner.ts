@@ -259,6 +259,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   let proxy: NetworkProxy | null = null;
   let forwarder: Forwarder | null = null;
   let onNetworkCap: ((message: string) => void) | null = null;
+  let runOver = false;
   const proxySocket = join(dir, 'proxy.sock');
   try {
     mkdirModeSync(dir, 0o711);
@@ -405,7 +406,10 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         // The bridge must listen before the program can run: B is still blocked here.
         if (proxy && !kill) {
           try {
-            forwarder = await startForwarder({ perl: caps.perlBinary!, initPid: pid, socketPath: proxySocket, uid, gid });
+            const f = await startForwarder({ perl: caps.perlBinary!, initPid: pid, socketPath: proxySocket, uid, gid });
+            forwarder = f;
+            // The run may have been ended while the bridge started: never leave it behind.
+            if (kill || runOver) f.stop();
           } catch (e) {
             setupError = `cannot bridge the sandbox to its network proxy: ${(e as Error).message}`;
             return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
@@ -600,6 +604,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // Every sandbox process is dead by now (killAll above, or nothing was started): what is left is
     // bookkeeping, done after the result is returned and tracked by sandboxIdle().
     const group = cg as RunCgroup | null;
+    runOver = true;
     (forwarder as Forwarder | null)?.stop();
     const px = proxy as NetworkProxy | null;
     background(async () => {
