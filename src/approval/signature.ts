@@ -1,5 +1,5 @@
 import { createHash, sign, verify, type KeyObject } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { Problem } from '../contracts/problem.js';
 import type { Policy } from '../policy/policy.js';
 import { decodePublicKey } from './keys.js';

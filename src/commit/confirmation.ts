@@ -1,7 +1,7 @@
 import { sign, verify, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { decodePublicKey } from '../approval/keys.js';
 import { writeFileAtomic } from '../audit/files.js';
 import type { Problem } from '../contracts/problem.js';

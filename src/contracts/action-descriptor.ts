@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { formatPath, parseJsonDocument, schemaProblems, type JsonPath, type SchemaIssue } from './json-doc.js';
 import type { Contract, Problem, Result, Rule } from './problem.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { detectJsonKind, globWithin, literalPrefix, pathMatches, pathSegments, validTimestamp, type ActionDescriptor, type PathCover } from './action-descriptor.js';
 import { formatPath, parseJsonDocument, schemaProblems, type JsonPath, type SchemaIssue } from './json-doc.js';
 import type { Contract, Problem, Result, Rule } from './problem.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * Types of a parsed Tool Execution Request and the zod schema of its front matter as written in

@@ -24,7 +24,7 @@
  * toggles on any fence line, so a stream containing ``` could end the fence early and forge a
  * section. Front matter still comes from parseFrontMatterDocument.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { FORBIDDEN_CODES, findExecPayloads, findInstructions, findPolicyClaims, findSecretContent, forbiddenMessage, type ForbiddenFinding } from './forbidden-content.js';
 import { parseFrontMatterDocument } from './markdown.js';
 import type { Contract, Problem, Result, Rule } from './problem.js';

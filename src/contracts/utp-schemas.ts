@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { RFC3339, CARD_TYPES, ERROR_CODE_PATTERN, MAX_ERROR_CODE_LENGTH, MAX_ERROR_MESSAGE_LENGTH } from './utp-card.js';
 import { AFTER_EXECUTION, ID_PATTERN, MAX_ID_LENGTH, TOOL_STATUS } from './utp-common.js';
 import { SUBJECT_TOKEN } from './utp-subject.js';

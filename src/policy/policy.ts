@@ -1,5 +1,5 @@
 import { LineCounter, parseDocument } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { Problem, Result } from '../contracts/problem.js';
 import { yamlOffsetOf } from '../contracts/yaml-lines.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import type { Problem, Result } from '../contracts/problem.js';
 import { ID_PATTERN, MAX_ID_LENGTH, parseSubject } from '../contracts/utp.js';
 import type { ToolRecord } from '../store/types.js';

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
 import { toolResultContract } from '../../src/contracts/tool-result.js';
 import { airlock } from '../helpers/cli.js';
 import { repoPath } from '../helpers/paths.js';
@@ -132,8 +133,22 @@ test('kill -9 of serve mid-run, then a restart: the run is reported interrupted,
   const slow = draftAndApprove(env, { slug: 'slow', command: 'python3 slow.py', inputs: { 'slow.py': 'import time\ntime.sleep(3)\nprint("done")\n' } });
   const server = spawn(repoPath('bin/airlock'), ['serve', '--workspace', env.ws], { stdio: 'ignore' });
   try {
-    for (let i = 0; i < 100 && !existsSync(join(env.ws, 'running', `${slow.id}.md`)); i++) await sleep(50);
-    await sleep(700); // past the ledger claim, inside the run
+    // Wait until the ledger holds the claim (the run has started), then kill.
+    const ledgerFile = join(env.ws, 'store', 'airlock.db');
+    const claimed = () => {
+      if (!existsSync(ledgerFile)) return false;
+      const db = new Database(ledgerFile, { readonly: true, fileMustExist: true });
+      try {
+        return db.prepare('SELECT 1 FROM ledger WHERE request_id = ?').get(slow.id) !== undefined;
+      } catch {
+        return false;
+      } finally {
+        db.close();
+      }
+    };
+    for (let i = 0; i < 200 && !claimed(); i++) await sleep(50);
+    assert.ok(claimed(), 'the gate claimed the request in its ledger');
+    await sleep(300); // inside the 3 s run
     server.kill('SIGKILL');
     await new Promise((r) => server.once('exit', r));
   } finally {
