@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { repoPath } from '../helpers/paths.js';
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,26 +29,7 @@ export function tree(files: Record<string, { text: string; mode?: number }>): st
   return root;
 }
 
-export function descriptor(root: string, over: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    descriptor_version: '1.0',
-    action_id: randomUUID(),
-    created_at: '2026-11-22T09:30:00Z',
-    created_by: 'ai',
-    intent_summary: 'Test action.',
-    action_type: 'FILE_DELETE',
-    risk_level: 'MEDIUM',
-    scope: { filesystem: { paths: [root], recursive: true }, network: { required: false }, ui: { required: false } },
-    resources: { max_cpu_ms: 20000, max_memory_mb: 256, max_disk_mb: 64, max_duration_ms: 60000 },
-    preconditions: {},
-    effects: { filesystem: { create: [], modify: [], delete: [`${root}/**/*.log`] }, network: false, system_state_change: false },
-    sandbox: { required: true, sandbox_type: 'namespace', allow_network: false, max_runs: 1 },
-    rollback: { supported: true, rollback_type: 'filesystem_snapshot', rollback_scope: 'declared_effects_only' },
-    confirmation: { required: false, reason: '', cooldown_on_repeat: false },
-    audit: { log: true, log_level: 'SUMMARY', retain_days: 30 },
-    ...over,
-  };
-}
+export { descriptor } from '../helpers/descriptors.js';
 
 /** Runs a descriptor through the library (runFile) and returns the run. */
 export async function run(ws: Workspace, d: Record<string, unknown>): Promise<Extract<RunOutcome, { kind: 'ran' }>> {

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, visit, type Node } from 'yaml';
+import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit } from 'yaml';
 import { parseFrontMatterDocument } from '../../src/contracts/markdown.js';
+import { yamlOffsetOf } from '../../src/contracts/yaml-lines.js';
 import { parseYamlSubsetText, resolvePlain, resolvePlainByTags } from '../../src/contracts/yaml-subset.js';
 
 // More runs locally with e.g. FC_RUNS=50000 (the slower properties run a third of that).
@@ -20,24 +21,7 @@ function reference(text: string) {
     if (isAlias(node) || ((isScalar(node) || isMap(node) || isSeq(node)) && (node.anchor || node.tag))) alias = true;
   });
   const root = doc.contents;
-  const lineOf = (path: readonly (string | number)[]): number => {
-    let node: unknown = root;
-    let offset = 0;
-    for (const seg of path) {
-      if (isMap(node)) {
-        const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === seg);
-        if (!pair) break;
-        offset = (pair.key as Node).range?.[0] ?? offset;
-        node = pair.value;
-      } else if (isSeq(node) && typeof seg === 'number') {
-        const item = node.items[seg];
-        if (!item) break;
-        offset = (item as Node).range?.[0] ?? offset;
-        node = item;
-      } else break;
-    }
-    return counter.linePos(offset).line;
-  };
+  const lineOf = (path: readonly (string | number)[]): number => counter.linePos(yamlOffsetOf(root, path)).line;
   return { errors: doc.errors, alias, data: doc.errors.length === 0 && !alias ? (doc.toJS() as unknown) : undefined, lineOf };
 }
 

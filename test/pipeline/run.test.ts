@@ -8,6 +8,7 @@ import { sandboxResultContract, type SandboxResult } from '../../src/contracts/s
 import { toolResultContract } from '../../src/contracts/tool-result.js';
 import { airlock } from '../helpers/cli.js';
 import { repoPath } from '../helpers/paths.js';
+import { descriptor } from '../helpers/descriptors.js';
 import { writeRequest } from '../helpers/requests.js';
 
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
@@ -158,26 +159,6 @@ test('flooding stdout: the Tool Result shows 200 lines and names the artifact ho
   assert.equal(readFileSync(artifact, 'utf8').split('\n').length, 5001);
 });
 
-function descriptor(root: string, over: Record<string, unknown>) {
-  return {
-    descriptor_version: '1.0',
-    action_id: '0f0e6a52-1d3b-4f7a-b9e2-0a4c6d8e1f24',
-    created_at: '2026-11-22T09:30:00Z',
-    created_by: 'ai',
-    intent_summary: 'Test action.',
-    action_type: 'FILE_DELETE',
-    risk_level: 'MEDIUM',
-    scope: { filesystem: { paths: [root], recursive: true }, network: { required: false }, ui: { required: false } },
-    resources: { max_cpu_ms: 5000, max_memory_mb: 256, max_disk_mb: 10, max_duration_ms: 30000 },
-    preconditions: {},
-    effects: { filesystem: { create: [], modify: [], delete: [`${root}/**/*.log`] }, network: false, system_state_change: false },
-    sandbox: { required: true, sandbox_type: 'namespace', allow_network: false, max_runs: 1 },
-    rollback: { supported: true, rollback_type: 'filesystem_snapshot', rollback_scope: 'declared_effects_only' },
-    confirmation: { required: false, reason: '', cooldown_on_repeat: false },
-    audit: { log: true, log_level: 'SUMMARY', retain_days: 30 },
-    ...over,
-  };
-}
 
 /** A real tree outside /tmp (the sandbox has its own /tmp), removed by the OS at reboot at worst. */
 function realTree(): string {
