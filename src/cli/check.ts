@@ -1,11 +1,24 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { allRules, checkText, type CheckOutcome, type Problem } from '../contracts/index.js';
+import { detectKind, unknownKindProblem } from '../contracts/detect.js';
+import type { Contract, DocumentKind, Problem } from '../contracts/problem.js';
 import { decodeDocument } from '../contracts/text.js';
+
+/**
+ * Only the detected document's contract is loaded: `airlock check` on one file does not pay for
+ * the schemas of the other four (start-up time is benchmarked).
+ */
+const load: Record<DocumentKind, () => Promise<Contract<unknown>>> = {
+  'tool-request': async () => (await import('../contracts/tool-request.js')).toolRequestContract as Contract<unknown>,
+  'tool-result': async () => (await import('../contracts/tool-result.js')).toolResultContract as Contract<unknown>,
+  'action-descriptor': async () => (await import('../contracts/action-descriptor.js')).actionDescriptorContract as Contract<unknown>,
+  'sandbox-result': async () => (await import('../contracts/sandbox-result.js')).sandboxResultContract as Contract<unknown>,
+  utp: async () => (await import('../contracts/utp.js')).utpContract as Contract<unknown>,
+};
 
 export interface FileReport {
   file: string;
-  kind: CheckOutcome['kind'];
+  kind: DocumentKind | null;
   valid: boolean;
   /** Set when the file could not be read at all (exit 3). */
   readError?: string;
@@ -21,8 +34,10 @@ export async function checkFile(file: string): Promise<FileReport> {
   }
   const decoded = decodeDocument(bytes);
   if ('problem' in decoded) return { file, kind: null, valid: false, problems: [decoded.problem] };
-  const outcome = checkText(basename(file), decoded.text);
-  return { file, kind: outcome.kind, valid: outcome.problems.length === 0, problems: outcome.problems };
+  const kind = detectKind(basename(file), decoded.text);
+  if (!kind) return { file, kind: null, valid: false, problems: [unknownKindProblem()] };
+  const r = (await load[kind]()).parse(decoded.text, { fileName: basename(file) });
+  return { file, kind, valid: r.ok, problems: r.ok ? [] : r.problems };
 }
 
 export function formatReport(r: FileReport): string {
@@ -39,7 +54,8 @@ export function checkExitCode(reports: FileReport[]): number {
   return reports.every((r) => r.valid) ? 0 : 2;
 }
 
-export function explain(code: string): string | undefined {
+export async function explain(code: string): Promise<string | undefined> {
+  const { allRules } = await import('../contracts/index.js');
   const found = allRules().find((r) => r.rule.code === code.toUpperCase());
   if (!found) return undefined;
   return `${found.rule.code} (${found.kind})\n  Rule: ${found.rule.spec}\n  Fix:  ${found.rule.fix}\n`;

@@ -19,7 +19,7 @@ program
   .option('--explain <code>', 'explain a rule code and how to fix a document that breaks it')
   .action(async (files: string[], opts: { json?: boolean; explain?: string }) => {
     if (opts.explain) {
-      const text = explain(opts.explain);
+      const text = await explain(opts.explain);
       if (!text) {
         process.stderr.write(`unknown rule code ${opts.explain}; see docs/contracts.md for the list\n`);
         process.exitCode = 3;

@@ -1,3 +1,4 @@
+import { detectKind } from './detect.js';
 import * as z from 'zod';
 import { formatPath, parseJsonDocument, schemaProblems, type JsonPath, type SchemaIssue } from './json-doc.js';
 import type { Contract, Problem, Result, Rule } from './problem.js';
@@ -665,25 +666,10 @@ export function validateActionDescriptor(data: unknown, lineOf: (path: JsonPath)
   return problems.length ? { ok: false, problems } : { ok: true, value };
 }
 
-function topLevelKeys(text: string): Set<string> | null {
-  const doc = parseJsonDocument(text);
-  if (!doc.ok) return null;
-  const d = doc.value.data;
-  return d !== null && typeof d === 'object' && !Array.isArray(d) ? new Set(Object.keys(d)) : new Set();
-}
-
-/** JSON documents Airlock tells apart by their top-level keys (substring guess for unparseable text). */
+/** JSON documents Airlock tells apart by their top-level keys (see detect.ts). */
 export function detectJsonKind(fileName: string, text: string): 'action-descriptor' | 'sandbox-result' | null {
-  if (!/\.json$/i.test(fileName)) return null;
-  const keys = topLevelKeys(text);
-  if (keys) {
-    if (keys.has('descriptor_version')) return 'action-descriptor';
-    if (keys.has('sandbox_id') && (keys.has('compliance') || keys.has('execution'))) return 'sandbox-result';
-    return null;
-  }
-  if (text.includes('"descriptor_version"')) return 'action-descriptor';
-  if (text.includes('"sandbox_id"') && (text.includes('"compliance"') || text.includes('"execution"'))) return 'sandbox-result';
-  return null;
+  const kind = detectKind(fileName, text);
+  return kind === 'action-descriptor' || kind === 'sandbox-result' ? kind : null;
 }
 
 export const actionDescriptorContract: Contract<ActionDescriptor> = {

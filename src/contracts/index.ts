@@ -1,4 +1,5 @@
 import { actionDescriptorContract } from './action-descriptor.js';
+import { detectKind, unknownKindProblem } from './detect.js';
 import { jsonRules } from './json-doc.js';
 import { markdownRules } from './markdown.js';
 import type { Contract, DocumentKind, Problem, Rule } from './problem.js';
@@ -41,13 +42,9 @@ export interface CheckOutcome {
 /** Detects the kind of a document and parses it with that contract. Never throws. */
 export function checkText(fileName: string, rawText: string): CheckOutcome {
   const text = normalizeText(rawText);
-  const contract = contracts.find((c) => c.detect(fileName, text));
-  if (!contract) {
-    return {
-      kind: null,
-      problems: [{ code: 'DOC_UNKNOWN_KIND', message: 'not a document Airlock knows (TR-*.md, TS-*.md, Action Descriptor, Sandbox Result or UTP JSON)' }],
-    };
-  }
+  const kind = detectKind(fileName, text);
+  const contract = kind && contracts.find((c) => c.kind === kind);
+  if (!contract) return { kind: null, problems: [unknownKindProblem()] };
   const r = contract.parse(text, { fileName });
   return r.ok ? { kind: contract.kind, problems: [], value: r.value } : { kind: contract.kind, problems: r.problems };
 }

@@ -1,3 +1,4 @@
+import { detectKind } from './detect.js';
 import { parseFrontMatterDocument, sectionBody, type BodyLine } from './markdown.js';
 import type { Contract, Problem, Result } from './problem.js';
 import { renderFrontMatterDocument } from './render.js';
@@ -24,7 +25,6 @@ export { shellWords } from './shell-words.js';
 export { toolRequestRules } from './tool-request-rules.js';
 
 const FILE_NAME_RE = /^(TR-\d{8}-\d{6}Z-[a-z0-9][a-z0-9_-]{0,63})\.md$/;
-const REQUEST_TYPE_LINE = /^request_type:[ \t]*["']?tool_request["']?[ \t]*(?:#.*)?$/m;
 
 const baseName = (fileName: string): string => fileName.slice(Math.max(fileName.lastIndexOf('/'), fileName.lastIndexOf('\\')) + 1);
 const joinLines = (lines: BodyLine[]): string => lines.map((l) => l.text).join('\n');
@@ -136,12 +136,7 @@ export function renderToolRequest(v: ToolRequest): string {
 
 export const toolRequestContract: Contract<ToolRequest> = {
   kind: 'tool-request',
-  detect(fileName: string, text: string): boolean {
-    const base = baseName(fileName);
-    if (/^TR-.*\.md$/i.test(base)) return true;
-    if (/^TS-/i.test(base)) return false;
-    return text.startsWith('---') && REQUEST_TYPE_LINE.test(text.slice(0, 4096));
-  },
+  detect: (fileName, text) => detectKind(fileName, text) === 'tool-request',
   parse: parseToolRequest,
   render: renderToolRequest,
   rules: toolRequestRules,

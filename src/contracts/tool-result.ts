@@ -1,3 +1,4 @@
+import { detectKind } from './detect.js';
 /**
  * Tool Execution Result (TS-*.md): the host's report of one execution, handed to CORE as
  * untrusted data (spec: tool-result.schema.md). `parse` turns any string into a typed ToolResult
@@ -938,11 +939,10 @@ export function standardSafetyNotes(network: Pick<ToolResult, 'network_used' | '
 // Contract
 // ---------------------------------------------------------------------------------------------
 
-const RESULT_TYPE_HEAD = /^result_type:[ \t]*["']?tool_result["']?[ \t]*(?:#.*)?$/m;
 
 export const toolResultContract: Contract<ToolResult> = {
   kind: 'tool-result',
-  detect: (fileName, text) => /(?:^|[\\/])TS-[^\\/]*\.md$/.test(fileName) || (text.startsWith('---') && RESULT_TYPE_HEAD.test(text.slice(0, 4096))),
+  detect: (fileName, text) => detectKind(fileName, text) === 'tool-result',
   parse: (text, opts) => parseToolResult(text, opts),
   render: renderToolResult,
   rules: toolResultRules,

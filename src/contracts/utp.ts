@@ -1,4 +1,4 @@
-import { parseJsonDocument } from './json-doc.js';
+import { detectKind, readJsonOnce } from './detect.js';
 import type { Contract, Result, Rule } from './problem.js';
 import { CALL_CONTENT_KEYS, CARD_KEYS, cardRules, METADATA_KEYS, readCard, RESULT_CONTENT_KEYS, type UtpCard } from './utp-card.js';
 import {
@@ -83,25 +83,11 @@ export const documentRules = [
 
 export const utpRules: readonly Rule[] = [...documentRules, ...commonRules, ...subjectRules, ...identityRules, ...traceRules, ...commandRules, ...cardRules];
 
-const isJsonName = (fileName: string): boolean => /\.json$/i.test(fileName);
 
-// checkText calls detect then parse on the same text: keep the last JSON read (parsing is pure).
-let lastRead: { text: string; result: ReturnType<typeof parseJsonDocument> } | undefined;
-function readJson(text: string): ReturnType<typeof parseJsonDocument> {
-  if (lastRead?.text !== text) lastRead = { text, result: parseJsonDocument(text) };
-  return lastRead.result;
-}
-
-function detect(fileName: string, text: string): boolean {
-  if (!isJsonName(fileName)) return false;
-  const r = readJson(text);
-  if (r.ok) return isRecord(r.value.data) && own(r.value.data, 'utp') !== undefined;
-  // Broken JSON that looks like a UTP file still gets checked here (and its JSON_* problem reported).
-  return /^\s*\{\s*"utp"\s*:/.test(text);
-}
+const detect = (fileName: string, text: string): boolean => detectKind(fileName, text) === 'utp';
 
 function parse(text: string): Result<UtpDocument> {
-  const doc = readJson(text);
+  const doc = readJsonOnce(text);
   if (!doc.ok) return doc;
   const sink = new Sink(doc.value.lineOf);
   const data = doc.value.data;
