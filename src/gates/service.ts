@@ -9,6 +9,7 @@ import { sha256Of, verifyApproval } from '../approval/signature.js';
 import { evaluatePolicy } from '../policy/evaluate.js';
 import { parsePolicy, type Policy } from '../policy/policy.js';
 import { runAction } from '../pipeline/run.js';
+import { sweepOrphans } from '../sandbox/ns/sweep.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { moveInto, quarantine, writeAtomic } from './files.js';
 import { Ledger } from './ledger.js';
@@ -85,6 +86,8 @@ function waitForWork(dir: string, signal?: AbortSignal): Promise<void> {
 function recover(opts: GateOptions, ledger: Ledger): void {
   const { ws, log } = opts;
   const now = opts.now?.() ?? new Date();
+  const swept = sweepOrphans();
+  if (swept.runs.length > 0) log.warn('swept', { runs: swept.runs, errors: swept.errors }, `cleaned the cgroups and mounts of ${swept.runs.length} sandbox run(s) left by a crashed process`);
   for (const entry of ledger.running()) {
     ledger.finish(entry.request_id, 'interrupted', entry.sandbox_id, 'the gate service stopped while this request was running', now);
     opts.audit.append({ type: 'interrupted', request_id: entry.request_id, detail: { claimed_at: entry.claimed_at } });

@@ -164,6 +164,10 @@ test('kill -9 of serve mid-run, then a restart: the run is reported interrupted,
   assert.deepEqual(status.running, []);
   serveOnce(env.ws);
   assert.equal(readdirSync(join(env.ws, 'runs')).length, 2, 'the interrupted request did not run again');
+  // The killed service's sandbox leftovers (its /out tmpfs, its cgroup) were swept at the restart.
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '');
+  assert.deepEqual(mounts.filter((m) => m.includes(`/airlock-ns-`) && !existsSync(m)), [], 'no mount of a vanished staging dir');
+  assert.match(r.stderr, /cleaned the cgroups and mounts of \d+ sandbox run\(s\) left by a crashed process/);
 });
 
 test('airlock policy check reports problems with lines and codes', () => {

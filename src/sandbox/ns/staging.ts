@@ -4,7 +4,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, createReadStream, mkdirSync } from 'node:fs';
-import { chmod, chown, copyFile, lstat, mkdir, mkdtemp, readdir, readlink, rm, symlink } from 'node:fs/promises';
+import { chmod, chown, copyFile, lstat, mkdir, mkdtemp, readdir, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HostOps } from './hostops.js';
@@ -17,6 +17,8 @@ export function stagingBase(): Promise<string> {
     baseDir = (async () => {
       const d = await mkdtemp(join(tmpdir(), 'airlock-ns-'));
       await chmod(d, 0o711);
+      // Who owns these runs: after a crash, sweepOrphans() cleans bases whose owner is gone.
+      await writeFile(join(d, 'owner.pid'), String(process.pid), { mode: 0o600 });
       return d;
     })();
   }
