@@ -105,14 +105,14 @@ export function checkInputs(inputs: { name: string; sha256: string }[], dir: str
  */
 export async function runAction(
   action: Action,
-  ctx: { workspace: Workspace; inputsDir: string; descriptor?: ActionDescriptor; network?: LaneNetworkContext },
+  ctx: { workspace: Workspace; inputsDir: string; descriptor?: ActionDescriptor; network?: LaneNetworkContext; signal?: AbortSignal },
 ): Promise<RunOutcome> {
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
   // Promotion (src/commit) re-reads the declaration the run was judged against.
   if (ctx.descriptor) writeFileSync(join(runDir, 'descriptor.json'), JSON.stringify(ctx.descriptor, null, 2) + '\n', { mode: 0o600 });
-  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, ...(ctx.network ? { network: ctx.network } : {}) };
+  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}) };
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) return { kind: 'rejected', problems: lane.problems };
   const obs = lane.observation;

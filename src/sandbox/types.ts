@@ -61,6 +61,8 @@ export interface NsRunSpec {
   traceSyscalls?: boolean;
   /** Keep the new content of added/modified scope files here, by sha256 (what promotion applies). */
   keepScopeContent?: string;
+  /** Aborting it kills the whole sandbox (status POLICY_ABORTED, "canceled by the caller"). */
+  signal?: AbortSignal;
   /** Network by allowlist (docs/network.md): absent = no network at all (empty namespace, no proxy). */
   network?: NsNetworkSpec;
 }

@@ -140,3 +140,13 @@ test('a declared scope is seen through a copy-on-write overlay: the real files n
   await sandboxIdle();
   assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(o.runId), 'the overlay mount survived');
 });
+
+test('aborting the run signal (a caller\'s cancel) kills the whole sandbox at once: POLICY_ABORTED, canceled by the caller', async () => {
+  const cancel = new AbortController();
+  const t0 = Date.now();
+  setTimeout(() => cancel.abort(), 300);
+  const o = await run(['/bin/sh', '-c', 'sleep 30 & sleep 30'], { signal: cancel.signal, limits: { wallMs: 20_000 } });
+  assert.equal(o.status, 'POLICY_ABORTED', text(o));
+  assert.match(o.reason, /canceled by the caller/);
+  assert.ok(Date.now() - t0 < 5000, 'the sandbox ended long before its wall time');
+});

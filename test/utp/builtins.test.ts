@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { callTool } from '../../src/utp/client.js';
+import { callTool, cancelTool } from '../../src/utp/client.js';
 import { startHarness, type Harness } from './harness.js';
 
 /** The built-in tools through the whole UTP path, in the real sandbox. */
@@ -74,4 +74,17 @@ test('sandbox.exec: a run over timeout_ms is killed and answers timeout / tool_t
   assert.equal(r.status, 'timeout', JSON.stringify(r.content));
   assert.equal(r.content.error?.code, 'tool_timeout');
   assert.ok(Date.now() - t0 < 10_000, 'killed, not waited for');
+});
+
+test('sandbox.exec: a cancel while the sandbox runs kills it and answers canceled promptly', async () => {
+  const agentTurnId = `turn-${randomUUID()}`;
+  const toolCallId = `call-${randomUUID()}`;
+  const pending = callTool({ nats: h.nc, store: h.store, subject: h.subject('sandbox.exec'), tool: 'sandbox.exec', agentId: 'agent-b', agentTurnId, turnEpoch: 1, toolCallId, arguments: { argv: ['/bin/sleep', '30'] } as never, timeoutMs: 30_000 });
+  await new Promise((r) => setTimeout(r, 1000)); // inside the sandbox run
+  const t0 = Date.now();
+  assert.deepEqual(await cancelTool({ nats: h.nc, subject: h.subject('sandbox.exec'), agentId: 'agent-b', agentTurnId, turnEpoch: 1, toolCallId }), []);
+  const r = await pending;
+  assert.ok(r.ok);
+  assert.equal(r.status, 'canceled', JSON.stringify(r.content));
+  assert.ok(Date.now() - t0 < 5000, 'the sandbox was killed, not waited for (its sleep is 30 s)');
 });

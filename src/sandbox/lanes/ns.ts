@@ -67,7 +67,7 @@ function interpreterArgv(argv: string[], nodeMajor: number): { argv: string[] } 
  * Runs an Action in the ns lane. `inputsDir` holds the action's inputs by name, already hash-checked
  * by the caller; `outDir` receives /out.
  */
-export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string; network?: LaneNetworkContext }): Promise<LaneOutcome> {
+export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string; signal?: AbortSignal; network?: LaneNetworkContext }): Promise<LaneOutcome> {
   // Network: only what the request asks for AND the policy allows; nothing when either says none.
   let network: NsRunSpec['network'];
   if (action.network.mode === 'allowlist') {
@@ -114,6 +114,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     outDir: ctx.outDir,
     scopes,
     ...(ctx.blobDir ? { keepScopeContent: ctx.blobDir } : {}),
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
     ...(network ? { network } : {}),
     limits: {
       wallMs: action.limits.wallMs,

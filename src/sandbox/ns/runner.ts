@@ -422,6 +422,10 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     });
     onNetworkCap = (message) => void killEverything({ status: 'RESOURCE_KILLED', limit: null, reason: message });
     const wall = setTimeout(() => void killEverything({ status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: killed by the host` }), limits.wallMs);
+    // A caller's cancel (e.g. a UTP cancel command) ends the run the same way, as a host decision.
+    const onCancel = () => void killEverything({ status: 'POLICY_ABORTED', limit: null, reason: 'canceled by the caller: killed by the host' });
+    if (spec.signal?.aborted) onCancel();
+    else spec.signal?.addEventListener('abort', onCancel, { once: true });
     const poll = cg
       ? setInterval(() => {
           if (!released || kill || !cg) return;
@@ -436,6 +440,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       : null;
 
     const end = await exited;
+    spec.signal?.removeEventListener('abort', onCancel);
     const wallMs = performance.now() - t0;
     clearTimeout(wall);
     if (poll) clearInterval(poll);
