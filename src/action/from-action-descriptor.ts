@@ -60,7 +60,9 @@ export function actionFromDescriptor(d: ActionDescriptor): Action | { problems: 
       stdoutBytes: DEFAULT_LIMITS.stdoutBytes,
       stderrBytes: DEFAULT_LIMITS.stderrBytes,
     },
-    network: { mode: 'none', allowlist: [] },
+    // A descriptor names no destinations: when it declares network use and its sandbox allows it,
+    // it may reach what the host policy's allowlist allows (the lane applies that ceiling).
+    network: { mode: d.effects.network && d.sandbox.allow_network ? 'allowlist' : 'none', allowlist: [] },
     risk: d.risk_level,
     confirmationRequired: d.confirmation.required,
     rollbackSupported: d.rollback.supported,

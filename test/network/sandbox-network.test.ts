@@ -11,6 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Action } from '../../src/action/action.js';
+import { actionFromDescriptor } from '../../src/action/from-action-descriptor.js';
+import { actionDescriptorContract } from '../../src/contracts/action-descriptor.js';
+import { descriptor } from '../helpers/descriptors.js';
 import { sandboxResultContract } from '../../src/contracts/sandbox-result.js';
 import { toolResultContract } from '../../src/contracts/tool-result.js';
 import { judge } from '../../src/judge/judge.js';
@@ -284,4 +287,27 @@ test('a request cannot widen the ceiling; no ceiling means nothing runs', async 
   assert.ok(!none.ok && none.problems[0]?.code === 'LANE_NETWORK_NO_CEILING', JSON.stringify(none));
   const off = await runInNsLane(action(['true'], [`api.airlock.test:${port}`], 'off'), { inputsDir: tmpdir(), outDir: out, network: { ceiling: { allow: false, allowlist: [] } } });
   assert.ok(!off.ok && off.problems[0]?.code === 'LANE_NETWORK_EMPTY', JSON.stringify(off));
+});
+
+test('an Action Descriptor that declares network use reaches what the policy allows, and only that', async () => {
+  const d = descriptor('/var/tmp/airlock-net-scope', {
+    action_type: 'COMMAND_EXECUTION',
+    scope: { filesystem: { paths: ['/var/tmp/airlock-net-scope'], recursive: false }, network: { required: true }, ui: { required: false } },
+    effects: { filesystem: { create: [], modify: [], delete: [] }, network: true, system_state_change: false },
+    sandbox: { required: true, sandbox_type: 'namespace', allow_network: true, max_runs: 1 },
+    command: ['python3', '-c', `import urllib.request\nfor u in ['http://api.airlock.test:${port}/hello', 'http://evil.example.org:${port}/hello']:\n  try: print(urllib.request.urlopen(u, timeout=5).read().decode(), end='')\n  except Exception as e: print('refused', type(e).__name__)`],
+  });
+  mkdirSync('/var/tmp/airlock-net-scope', { recursive: true });
+  const parsed = actionDescriptorContract.parse(JSON.stringify(d), { fileName: 'net.json' });
+  assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.problems));
+  const a = actionFromDescriptor(parsed.value);
+  assert.ok(!('problems' in a));
+  const base = mkdtempSync(join(tmpdir(), 'airlock-net-ad-'));
+  const lane = await runInNsLane(a, { inputsDir: base, outDir: join(base, 'out'), network: { ceiling: ceiling(), resolve: resolve(), caps: CAPS } });
+  assert.ok(lane.ok, JSON.stringify(!lane.ok && lane.problems));
+  const obs = lane.observation;
+  assert.equal(obs.stdout.bytes.toString(), 'hello\nrefused HTTPError\n');
+  const c = obs.network?.connections ?? [];
+  assert.deepEqual(c.map((x) => [x.host, x.allowed, x.code]), [['api.airlock.test', true, 'NET_ALLOWED'], ['evil.example.org', false, 'NET_NAME_NOT_ALLOWED']]);
+  assert.equal(judge(a, obs).verdict, 'BLOCK', 'a refused attempt is outside the declaration');
 });

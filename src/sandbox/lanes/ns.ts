@@ -72,7 +72,9 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
   let network: NsRunSpec['network'];
   if (action.network.mode === 'allowlist') {
     if (!ctx.network) return { ok: false, problems: [{ code: 'LANE_NETWORK_NO_CEILING', message: `${action.id} asks for the network but no host policy ceiling was given to this run: nothing ran` }] };
-    const { grant, problems } = networkGrant(action.network.allowlist, ctx.network.ceiling);
+    // A descriptor's network declaration has no list of its own: it asks for the ceiling itself.
+    const asked = action.source === 'action-descriptor' && action.network.allowlist.length === 0 ? ctx.network.ceiling.allowlist : action.network.allowlist;
+    const { grant, problems } = networkGrant(asked, ctx.network.ceiling);
     if (problems.length > 0) return { ok: false, problems };
     if (grant.rules.length === 0) {
       return { ok: false, problems: [{ code: 'LANE_NETWORK_EMPTY', message: `nothing of ${action.id}'s network allowlist (${action.network.allowlist.join(', ').slice(0, 300)}) is within the policy's ceiling${ctx.network.ceiling.allow ? '' : ' (network.allow: false)'}: nothing ran` }] };
