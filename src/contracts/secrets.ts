@@ -44,18 +44,59 @@ function looksRandom(value: string): boolean {
   return classes >= 2 || value.length >= 16;
 }
 
+/** `\s` of a JS regex, as a code unit test. */
+function isSpace(c: number): boolean {
+  return c === 32 || (c >= 9 && c <= 13) || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
+}
+
+/** Last letters of every name NAMED_SECRET and the AWS secret pattern accept (password, passwd, pwd, ...). */
+const NAME_ENDINGS = ['key', 'token', 'secret', 'wd', 'word'];
+
+/** True when `s` before `end` ends with `lower` (lower-case ASCII), ignoring the case of ASCII letters. */
+function endsWithFolded(s: string, end: number, lower: string): boolean {
+  const from = end - lower.length;
+  if (from < 0) return false;
+  for (let k = 0; k < lower.length; k++) {
+    const c = s.charCodeAt(from + k);
+    if ((c >= 0x41 && c <= 0x5a ? c | 0x20 : c) !== lower.charCodeAt(k)) return false;
+  }
+  return true;
+}
+
+/** Whether the `:` or `=` at `at` follows a secret-looking name as in `name["']?\s*[:=]`. */
+function followsSecretName(s: string, at: number): boolean {
+  let i = at;
+  while (i > 0 && isSpace(s.charCodeAt(i - 1))) i--;
+  const q = s.charCodeAt(i - 1);
+  if (q === 34 || q === 39) i--;
+  const last = s.charCodeAt(i - 1) | 0x20; // every ending ends in d, n, t or y (either case)
+  if (last !== 0x64 && last !== 0x6e && last !== 0x74 && last !== 0x79) return false;
+  for (let k = 0; k < NAME_ENDINGS.length; k++) if (endsWithFolded(s, i, NAME_ENDINGS[k] as string)) return true;
+  return false;
+}
+
 /**
- * Every pattern above contains one of these words, so a text without any of them has no finding.
- * One scan of the whole text keeps the common case (no secret) cheap.
+ * Necessary condition for a finding, cheap enough to run on the whole text and then per line.
+ * The named-value, AWS-secret and URL-credential patterns all need a `:` or `=` right after a name
+ * (or `://`), so they are found from the few separators instead of a case-insensitive word scan
+ * at every position. The other patterns start with case-sensitive prefixes: one regex.
  */
-const PREFILTER = /BEGIN|A[KS]IA|aws|gh[pousr]_|github_pat_|glpat-|xox|k_live_|AIza|sk-|eyJ|bearer|:\/\/|pass|pwd|secret|token|key/i;
+const TOKEN_PREFIXES = /BEGIN|A[KS]IA|AIza|Bearer|gh[pousr]_|github_pat_|glpat-|xox|k_live_|sk-|eyJ/;
+function mayHoldSecret(s: string): boolean {
+  for (let p = s.indexOf(':'); p !== -1; p = s.indexOf(':', p + 1)) {
+    if (s.startsWith('//', p + 1) || followsSecretName(s, p)) return true;
+  }
+  for (let p = s.indexOf('='); p !== -1; p = s.indexOf('=', p + 1)) if (followsSecretName(s, p)) return true;
+  return TOKEN_PREFIXES.test(s);
+}
 
 export function findSecrets(text: string): SecretFinding[] {
   const findings: SecretFinding[] = [];
-  if (!PREFILTER.test(text)) return findings;
+  if (!mayHoldSecret(text)) return findings;
   const lines = text.split('\n');
   lines.forEach((line, lineIndex) => {
-    if (!PREFILTER.test(line)) return;
+    if (!mayHoldSecret(line)) return;
     for (const { kind, re } of PATTERNS) {
       const m = re.exec(line);
       if (m) {

@@ -97,22 +97,29 @@ export const INTERPRETERS: Record<Language, InterpreterSpec> = {
 
 const endsWithAny = (s: string, exts: readonly string[]): boolean => exts.some((e) => s.endsWith(e));
 
+/** `piece.split('/').includes('..')` without the array. */
+const hasDotDotSegment = (piece: string): boolean =>
+  piece === '..' || piece.startsWith('../') || piece.endsWith('/..') || piece.includes('/../');
+
 /** The absolute-path candidates and `..` findings of one argument. */
 function scanArgument(word: string): { abs: string[]; traversal: boolean; fileUrl: boolean } {
   const abs: string[] = [];
   let traversal = false;
   let fileUrl = false;
   // `--opt=/p`, `a,/p`, `x:/p` and `-I/p` all name /p; URLs (other than file://) are not paths.
-  for (const part of word.split(/[=,]/)) {
-    const scheme = URL_SCHEME.exec(part);
+  // Speed: split only when the separator occurs (most words have none).
+  const parts = word.includes('=') || word.includes(',') ? word.split(/[=,]/) : [word];
+  for (const part of parts) {
+    const hasColon = part.includes(':');
+    const scheme = hasColon ? URL_SCHEME.exec(part) : null; // a scheme needs `:`
     if (scheme) {
       if (scheme[1]!.toLowerCase() === 'file') fileUrl = true;
       continue;
     }
-    for (const piece of part.split(':')) {
-      if (piece.split('/').includes('..')) traversal = true;
+    for (const piece of hasColon ? part.split(':') : [part]) {
+      if (hasDotDotSegment(piece)) traversal = true;
       if (piece.startsWith('/')) abs.push(piece);
-      else {
+      else if (piece.startsWith('-') && piece.includes('/')) {
         const short = /^-[A-Za-z]+(\/.*)$/.exec(piece);
         if (short) abs.push(short[1]!);
       }
@@ -182,25 +189,29 @@ export function checkCommand(
   const declared = inputs ? new Set(inputs.map((i) => i.name)) : undefined;
 
   // Paths in every argument (argv[0] is judged by the interpreter rule).
-  for (const w of words.slice(1)) {
+  for (let k = 1; k < words.length; k++) {
+    const w = words[k]!;
     const { abs, traversal, fileUrl } = scanArgument(w.value);
-    const at = `column ${w.column}: argument ${JSON.stringify(w.value.length > 60 ? `${w.value.slice(0, 60)}…` : w.value)}`;
-    if (traversal) problems.push(trProblem('TR_PATH_TRAVERSAL', `${at} has a \`..\` segment; use /in/<name> or /out/<path> directly`, line));
-    if (fileUrl) problems.push(trProblem('TR_HOST_PATH', `${at} is a file:// URL of the host; declare the file as an input`, line));
+    if (!traversal && !fileUrl && abs.length === 0) continue; // nothing to report: skip building `at`
+    const at = (): string => `column ${w.column}: argument ${JSON.stringify(w.value.length > 60 ? `${w.value.slice(0, 60)}…` : w.value)}`;
+    if (traversal) problems.push(trProblem('TR_PATH_TRAVERSAL', `${at()} has a \`..\` segment; use /in/<name> or /out/<path> directly`, line));
+    if (fileUrl) problems.push(trProblem('TR_HOST_PATH', `${at()} is a file:// URL of the host; declare the file as an input`, line));
     for (const p of abs) {
-      if (p === '/dev' || p.startsWith('/dev/')) problems.push(trProblem('TR_DEVICE', `${at} names a device path (${p}); devices are not available in the sandbox`, line));
+      if (p === '/dev' || p.startsWith('/dev/')) problems.push(trProblem('TR_DEVICE', `${at()} names a device path (${p}); devices are not available in the sandbox`, line));
       else if (p === '/in' || p === '/in/' || p === '/out' || p === '/out/' || p.startsWith('/out/')) continue;
       else if (p.startsWith('/in/')) {
         const name = p.slice(4);
         if (declared && !declared.has(name) && !traversal) {
-          problems.push(trProblem('TR_INPUT_UNDECLARED', `${at} reads ${p}, which is not a declared input; declare it with its sha256`, line));
+          problems.push(trProblem('TR_INPUT_UNDECLARED', `${at()} reads ${p}, which is not a declared input; declare it with its sha256`, line));
         }
-      } else if (!traversal) problems.push(trProblem('TR_HOST_PATH', `${at} names the host path ${p}; only /in/... and /out/... exist for the program`, line));
+      } else if (!traversal) problems.push(trProblem('TR_HOST_PATH', `${at()} names the host path ${p}; only /in/... and /out/... exist for the program`, line));
     }
   }
 
   // Quoting can split an installer invocation the document-wide scan reads as text ('pip'" "install).
-  const install = findInstall(argv.join(' '));
+  // Words that rejoin to the raw line cannot pass the second test below: skip both scans.
+  const joined = argv.join(' ');
+  const install = joined === raw ? undefined : findInstall(joined);
   if (install !== undefined && findInstall(raw) === undefined) {
     problems.push(trProblem('TR_PACKAGE_INSTALL', `the command's words form \`${install.slice(0, 40)}\`, a package install; requests never install packages`, line));
   }
