@@ -48,6 +48,9 @@ const quick = process.argv.includes('--quick');
 const LAT_N = quick ? 200 : 1000;
 const TPUT_N = quick ? 1000 : 4000;
 const IN_FLIGHT = 128;
+// `--only <kind>` (sqlite | postgres) runs only those echo deployments (and no sandbox runs): for profiling.
+const oi = process.argv.indexOf('--only');
+const only = oi > 0 ? process.argv[oi + 1] : undefined;
 
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -107,7 +110,9 @@ async function deployment(kind, workers) {
   const cfg = { kind, nats: NATS, pg: PG, schema, sqlite: join(dir, 'airlock.db'), workspace: ws.root, stream, services: perProcess };
   const spawnWorker = () =>
     new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--worker', JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      // AIRLOCK_BENCH_PROF=<dir>: every worker writes a CPU profile there (node --cpu-prof).
+      const prof = process.env.AIRLOCK_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.AIRLOCK_BENCH_PROF] : [];
+      const child = spawn(process.execPath, [...prof, fileURLToPath(import.meta.url), '--worker', JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
       children.push(child);
       child.stdout.on('data', (b) => b.toString().includes('ready') && resolve(child));
       child.on('exit', (c) => reject(new Error(`bench worker exited with ${c}`)));
@@ -157,13 +162,14 @@ async function measure(name, d, tool, args, n, tputN) {
 }
 
 for (const kind of ['sqlite', 'postgres']) {
+  if (only && only !== kind) continue;
   for (const workers of [1, 3]) {
     const d = await deployment(kind, workers);
     await measure(`echo UTP ${kind} ${workers} worker${workers > 1 ? 's' : ''}`, d, 'echo', { x: 1 }, LAT_N, TPUT_N);
     await d.close();
   }
 }
-{
+if (!only) {
   const d = await deployment('sqlite', 1);
   await measure('python.run 1+1 (sqlite, 1 worker)', d, 'python.run', { code: 'print(1+1)' }, quick ? 10 : 30, 0);
   await measure('sandbox.exec /bin/true (sqlite, 1)', d, 'sandbox.exec', { argv: ['/bin/true'] }, quick ? 10 : 30, 0);
@@ -172,7 +178,7 @@ for (const kind of ['sqlite', 'postgres']) {
 await nc.close();
 
 const raw = rows[0].p50_ms;
-const find = (n) => rows.find((r) => r.name === n);
+const find = (n) => rows.find((r) => r.name === n) ?? { p50_ms: NaN, calls_per_s: NaN };
 const targets = {
   overhead_ratio_sqlite_p50: ms(find('echo UTP sqlite 1 worker').p50_ms / raw),
   overhead_ratio_postgres_p50: ms(find('echo UTP postgres 1 worker').p50_ms / raw),

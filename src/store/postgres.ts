@@ -138,6 +138,15 @@ export class PostgresStore implements Store {
     return this.p.query<Row>(sql, args);
   }
 
+  /**
+   * A named prepared statement (the hot path of every call): each pooled connection parses and
+   * plans it once, then only binds and executes it. The name is per store schema (search_path is
+   * per connection and fixed, so a statement never runs against another schema).
+   */
+  private qp(name: string, sql: string, args: unknown[]): Promise<pg.QueryResult<Row>> {
+    return this.p.query<Row>({ name: `airlock_${name}`, text: sql, values: args });
+  }
+
   async init(): Promise<void> {
     if (this.pool) return;
     const pool = new pg.Pool({
@@ -173,6 +182,7 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.wokenQueue?.done.catch(() => undefined);
     const p = this.pool;
     this.pool = null;
     await p?.end();
@@ -190,7 +200,7 @@ export class PostgresStore implements Store {
 
   async putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean> {
     try {
-      await this.q(`INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES ($1, $2, $3, $4, $5, ${NOW})`, [
+      await this.qp('put_card', `INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES ($1, $2, $3, $4, $5, ${NOW})`, [
         card.card_id,
         card.type,
         anchor?.agent_turn_id ?? null,
@@ -205,7 +215,7 @@ export class PostgresStore implements Store {
   }
 
   async getCard(cardId: string): Promise<unknown | undefined> {
-    return (await this.q('SELECT body FROM cards WHERE card_id = $1', [cardId])).rows[0]?.body;
+    return (await this.qp('get_card', 'SELECT body FROM cards WHERE card_id = $1', [cardId])).rows[0]?.body;
   }
 
   async getResultCardFor(a: Anchor): Promise<unknown | undefined> {
@@ -243,22 +253,29 @@ export class PostgresStore implements Store {
     return ((await this.q('DELETE FROM tools WHERE project_id = $1 AND tool_name = $2', [projectId, toolName])).rowCount ?? 0) > 0;
   }
 
-  async claim(a: Anchor, cardId: string | null, workerId: string, leaseMs: number, context: Record<string, unknown>): Promise<ClaimOutcome> {
-    // The primary key decides: exactly one INSERT wins; the others read the winner's row.
-    const ins = await this.q(
-      `INSERT INTO claims (agent_turn_id, tool_call_id, tool_call_card_id, context, worker_id, state, lease_until, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, 'running', ${NOW} + $6, ${NOW}, ${NOW}) ON CONFLICT DO NOTHING RETURNING *`,
-      [a.agent_turn_id, a.tool_call_id, cardId, JSON.stringify(context), workerId, leaseMs],
+  async claim(a: Anchor, cardId: string | null, workerId: string, leaseMs: number, context: Record<string, unknown>, readCardId?: string | null): Promise<ClaimOutcome & { card?: unknown }> {
+    // One statement, one round trip: the primary key decides (exactly one INSERT wins; the others
+    // read the winner's row), and the optional card read comes from the statement's snapshot (the
+    // caller committed the card before publishing the command).
+    const r = await this.qp(
+      'claim_read_card',
+      `WITH ins AS (
+         INSERT INTO claims (agent_turn_id, tool_call_id, tool_call_card_id, context, worker_id, state, lease_until, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, 'running', ${NOW} + $6, ${NOW}, ${NOW}) ON CONFLICT DO NOTHING RETURNING *)
+       SELECT (SELECT to_jsonb(ins) FROM ins) AS claim, (SELECT body FROM cards WHERE card_id = $7) AS card`,
+      [a.agent_turn_id, a.tool_call_id, cardId, JSON.stringify(context), workerId, leaseMs, readCardId ?? null],
     );
-    const won = ins.rows[0];
-    if (won) return { claimed: true, claim: rowToClaim(won) };
+    const row = r.rows[0];
+    const card = row?.card ?? undefined;
+    const won = row?.claim as Row | null | undefined;
+    if (won) return { claimed: true, claim: rowToClaim(won), card };
     const existing = await this.getClaim(a);
     if (!existing) throw new Error('claim: conflicting row vanished (claims are never deleted)');
-    return { claimed: false, existing };
+    return { claimed: false, existing, card };
   }
 
   async getClaim(a: Anchor): Promise<ClaimRecord | undefined> {
-    const row = (await this.q('SELECT * FROM claims WHERE agent_turn_id = $1 AND tool_call_id = $2', [a.agent_turn_id, a.tool_call_id])).rows[0];
+    const row = (await this.qp('get_claim', 'SELECT * FROM claims WHERE agent_turn_id = $1 AND tool_call_id = $2', [a.agent_turn_id, a.tool_call_id])).rows[0];
     return row ? rowToClaim(row) : undefined;
   }
 
@@ -290,7 +307,8 @@ export class PostgresStore implements Store {
     // the report land together or not at all (a unique violation aborts the whole statement).
     let landed: boolean;
     try {
-      const r = await this.q(
+      const r = await this.qp(
+        'answer',
         `WITH u AS (
            UPDATE claims SET state = 'answered', result_card_id = $1, wakeup = $2, updated_at = ${NOW}
            WHERE agent_turn_id = $3 AND tool_call_id = $4 AND state = 'running' AND worker_id = $5 RETURNING 1),
@@ -312,8 +330,37 @@ export class PostgresStore implements Store {
     return { ok: true };
   }
 
-  async markWoken(a: Anchor): Promise<void> {
-    await this.q('UPDATE claims SET woken = true WHERE agent_turn_id = $1 AND tool_call_id = $2', [a.agent_turn_id, a.tool_call_id]);
+  private wokenQueue: { anchors: Anchor[]; done: Promise<void> } | undefined;
+
+  /**
+   * Batched: the flags of every wakeup published in the same turn of the event loop are set by ONE
+   * statement (one round trip, one commit). The promise resolves once the flag is committed. A flag
+   * lost to a crash only means a sweeper publishes the same wakeup again (at-least-once wakeups).
+   */
+  markWoken(a: Anchor): Promise<void> {
+    if (this.wokenQueue) {
+      this.wokenQueue.anchors.push(a);
+      return this.wokenQueue.done;
+    }
+    const anchors = [a];
+    const done = new Promise<void>((resolve, reject) =>
+      setImmediate(() => {
+        this.wokenQueue = undefined;
+        // Through a promise: a store closed meanwhile rejects this batch, never throws in the timer.
+        Promise.resolve()
+          .then(() =>
+            this.qp(
+              'mark_woken',
+              `UPDATE claims SET woken = true FROM unnest($1::text[], $2::text[]) AS x(t, c)
+               WHERE claims.agent_turn_id = x.t AND claims.tool_call_id = x.c`,
+              [anchors.map((x) => x.agent_turn_id), anchors.map((x) => x.tool_call_id)],
+            ),
+          )
+          .then(() => resolve(), reject);
+      }),
+    );
+    this.wokenQueue = { anchors, done };
+    return done;
   }
 
   async unwokenAnswers(olderThanMs: number, limit: number): Promise<ClaimRecord[]> {

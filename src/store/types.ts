@@ -118,8 +118,13 @@ export interface Store {
   removeTool(projectId: string, toolName: string): Promise<boolean>;
 
   // idempotency claims
-  /** Claims the anchor for `workerId` with a lease; if it exists, returns the existing claim instead. */
-  claim(anchor: Anchor, toolCallCardId: string | null, workerId: string, leaseMs: number, context: Record<string, unknown>): Promise<ClaimOutcome>;
+  /**
+   * Claims the anchor for `workerId` with a lease; if it exists, returns the existing claim instead.
+   * With `readCardId`, the card of that id is read in the same round trip and returned as `card`
+   * (raw, as getCard; undefined when missing): the hot path of every call reads the tool.call card
+   * this way (it is only used if the claim is won; reading runs nothing).
+   */
+  claim(anchor: Anchor, toolCallCardId: string | null, workerId: string, leaseMs: number, context: Record<string, unknown>, readCardId?: string | null): Promise<ClaimOutcome & { card?: unknown }>;
   getClaim(anchor: Anchor): Promise<ClaimRecord | undefined>;
   /** Extends the lease of every running claim of `workerId`; returns the anchors whose cancel was requested. */
   heartbeat(workerId: string, leaseMs: number): Promise<Anchor[]>;

@@ -285,11 +285,12 @@ export class UtpService {
     if (intake.kind === 'cancel') return this.handleCancel(m, ctx, anchor);
 
     let claim;
-    let rawCard: Promise<unknown>;
+    let rawCard: unknown;
     try {
-      // The card read runs beside the claim (reading runs nothing); it is used only if the claim is won.
-      rawCard = intake.kind === 'command' && ctx.tool_call_card_id ? this.o.store.getCard(ctx.tool_call_card_id).catch(() => undefined) : Promise.resolve(undefined);
-      claim = await this.o.store.claim(anchor, ctx.tool_call_card_id, this.workerId, this.o.leaseMs, contextRecord(ctx));
+      // The card is read in the claim's round trip (reading runs nothing); it is used only if the claim is won.
+      const readCardId = intake.kind === 'command' ? ctx.tool_call_card_id : null;
+      claim = await this.o.store.claim(anchor, ctx.tool_call_card_id, this.workerId, this.o.leaseMs, contextRecord(ctx), readCardId);
+      rawCard = claim.card;
     } catch (e) {
       // The store is down: let JetStream redeliver later (bounded by max_deliver).
       this.log('error', 'claim-failed', { ...anchor, error: (e as Error).message, delivery: m.info.redeliveryCount });
@@ -308,7 +309,7 @@ export class UtpService {
         execution = failure('failed', 'bad_request', 'the tool command is invalid; the tool was not run', intake.problems);
         this.log('warn', 'invalid-command', { ...anchor, problems: intake.problems.slice(0, 10) });
       } else {
-        const r = await this.runCall(ctx, run, await rawCard);
+        const r = await this.runCall(ctx, run, rawCard);
         callCard = r.callCard;
         execution = r.execution;
       }
