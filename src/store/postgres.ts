@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { TurnBatch } from './turn-batch.js';
 import { rowToApproval, rowToClaim, rowToInbox, rowToTool, type Row } from './rows.js';
 import {
   StoreUnavailableError,
@@ -182,7 +183,7 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
-    await this.wokenQueue?.done.catch(() => undefined);
+    await this.woken.settled();
     const p = this.pool;
     this.pool = null;
     await p?.end();
@@ -330,37 +331,22 @@ export class PostgresStore implements Store {
     return { ok: true };
   }
 
-  private wokenQueue: { anchors: Anchor[]; done: Promise<void> } | undefined;
-
   /**
    * Batched: the flags of every wakeup published in the same turn of the event loop are set by ONE
-   * statement (one round trip, one commit). The promise resolves once the flag is committed. A flag
-   * lost to a crash only means a sweeper publishes the same wakeup again (at-least-once wakeups).
+   * statement (one round trip, one commit). A flag lost to a crash only means a sweeper publishes
+   * the same wakeup again (at-least-once wakeups).
    */
-  markWoken(a: Anchor): Promise<void> {
-    if (this.wokenQueue) {
-      this.wokenQueue.anchors.push(a);
-      return this.wokenQueue.done;
-    }
-    const anchors = [a];
-    const done = new Promise<void>((resolve, reject) =>
-      setImmediate(() => {
-        this.wokenQueue = undefined;
-        // Through a promise: a store closed meanwhile rejects this batch, never throws in the timer.
-        Promise.resolve()
-          .then(() =>
-            this.qp(
-              'mark_woken',
-              `UPDATE claims SET woken = true FROM unnest($1::text[], $2::text[]) AS x(t, c)
+  private readonly woken = new TurnBatch<Anchor>((anchors) =>
+    this.qp(
+      'mark_woken',
+      `UPDATE claims SET woken = true FROM unnest($1::text[], $2::text[]) AS x(t, c)
                WHERE claims.agent_turn_id = x.t AND claims.tool_call_id = x.c`,
-              [anchors.map((x) => x.agent_turn_id), anchors.map((x) => x.tool_call_id)],
-            ),
-          )
-          .then(() => resolve(), reject);
-      }),
-    );
-    this.wokenQueue = { anchors, done };
-    return done;
+      [anchors.map((x) => x.agent_turn_id), anchors.map((x) => x.tool_call_id)],
+    ).then(() => undefined),
+  );
+
+  markWoken(a: Anchor): Promise<void> {
+    return this.woken.add(a);
   }
 
   async unwokenAnswers(olderThanMs: number, limit: number): Promise<ClaimRecord[]> {

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { TurnBatch } from './turn-batch.js';
 import { rowToApproval, rowToClaim, rowToInbox, rowToTool, type Row } from './rows.js';
 import {
   StoreUnavailableError,
@@ -139,7 +140,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    await this.wokenQueue?.done.catch(() => undefined);
+    await this.woken.settled();
     this.statements.clear();
     this.db?.close();
     this.db = null;
@@ -279,36 +280,20 @@ export class SqliteStore implements Store {
     }
   }
 
-  private wokenQueue: { anchors: Anchor[]; done: Promise<void> } | undefined;
-
   /**
    * Batched: the flags of every wakeup published in the same turn of the event loop are set in ONE
-   * transaction, after the current I/O (so the synchronous write never delays the wakeup's socket
-   * write). The promise resolves once the flag is committed. A flag lost to a crash only means a
-   * sweeper publishes the same wakeup again (the documented at-least-once wakeup).
+   * transaction. A flag lost to a crash only means a sweeper publishes the same wakeup again (the
+   * documented at-least-once wakeup).
    */
+  private readonly woken = new TurnBatch<Anchor>((anchors) => {
+    const u = this.st('UPDATE claims SET woken = 1 WHERE agent_turn_id = ? AND tool_call_id = ?');
+    this.d.transaction(() => {
+      for (const x of anchors) u.run(x.agent_turn_id, x.tool_call_id);
+    })();
+  });
+
   markWoken(a: Anchor): Promise<void> {
-    if (this.wokenQueue) {
-      this.wokenQueue.anchors.push(a);
-      return this.wokenQueue.done;
-    }
-    const anchors = [a];
-    const done = new Promise<void>((resolve, reject) =>
-      setImmediate(() => {
-        this.wokenQueue = undefined;
-        try {
-          const u = this.st('UPDATE claims SET woken = 1 WHERE agent_turn_id = ? AND tool_call_id = ?');
-          this.d.transaction(() => {
-            for (const x of anchors) u.run(x.agent_turn_id, x.tool_call_id);
-          })();
-          resolve();
-        } catch (e) {
-          reject(e as Error);
-        }
-      }),
-    );
-    this.wokenQueue = { anchors, done };
-    return done;
+    return this.woken.add(a);
   }
 
   async unwokenAnswers(olderThanMs: number, limit: number): Promise<ClaimRecord[]> {
