@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v strace >/dev/null 2>&1 || need+=(strace)
+# A C compiler builds the host syscall tracer (native/tracer.c); without it runs fall back to strace.
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]} (Debian packages)"
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

@@ -57,7 +57,7 @@ export interface NsRunSpec {
   outDir: string;
   scopes?: NsScope[];
   limits: NsLimits;
-  /** Observe syscalls with strace (default: true when strace is installed). */
+  /** Observe syscalls (default: true): with the host tracer when built and root, else strace when installed. */
   traceSyscalls?: boolean;
   /** Keep the new content of added/modified scope files here, by sha256 (what promotion applies). */
   keepScopeContent?: string;
@@ -105,8 +105,8 @@ export type NsResources = Record<ResourceField, number | null> & {
 export interface NsExit {
   code: number | null;
   signal: string | null;
-  /** 'strace': the tracer saw the program's end; 'bwrap-exit-code': inferred from bwrap's 128+N convention. */
-  source: 'strace' | 'bwrap-exit-code' | 'monty-worker' | 'none';
+  /** 'tracer' / 'strace': the syscall tracer saw the program's end; 'bwrap-exit-code': inferred from bwrap's 128+N convention. */
+  source: 'tracer' | 'strace' | 'bwrap-exit-code' | 'monty-worker' | 'none';
 }
 
 export interface ScopeObservation {
@@ -134,7 +134,8 @@ export interface NsHostFacts {
   /** uid the program sees inside. */
   sandboxUid: number;
   seccomp: boolean;
-  strace: boolean;
+  /** What observed the program's syscalls: the host tracer (native/tracer.c), strace, or nothing. */
+  syscallTracer: 'airlock-tracer' | 'strace' | null;
   outMechanism: 'tmpfs-size' | 'rlimit-fsize+post-check' | 'monty-mount-write-cap';
   limits: LimitEnforcement[];
 }

@@ -46,8 +46,8 @@ const onX64 = process.arch === 'x64';
 let probe = '';
 const filterFile = join(dir, 'filter.bpf');
 
-function sandbox(argv: string[]): { status: number | null; out: string } {
-  const fd = openSync(filterFile, 'r');
+function sandbox(argv: string[], filter = filterFile): { status: number | null; out: string } {
+  const fd = openSync(filter, 'r');
   try {
     const r = spawnSync('bwrap', ['--unshare-all', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--seccomp', '3', '--', ...argv],
       { stdio: ['ignore', 'pipe', 'pipe', fd], encoding: 'utf8', timeout: 20000 });
@@ -103,6 +103,8 @@ test('every plainly denied syscall is trapped with SIGSYS (not executed)', { ski
 test('argument-checked rules: clone NEW flags, ioctl TIOCSTI/TIOCLINUX, personality', { skip: !onX64 }, () => {
   assert.equal(sandbox([probe, '56', String(0x10000000 | 17)]).status, 0, 'clone(CLONE_NEWUSER)');
   assert.equal(sandbox([probe, '56', String(0x40000000 | 17)]).status, 0, 'clone(CLONE_NEWNET)');
+  // A child made with CLONE_UNTRACED would escape the host tracer: trapped like a namespace flag.
+  assert.equal(sandbox([probe, '56', String(0x00800000 | 17)]).status, 0, 'clone(CLONE_UNTRACED)');
   assert.equal(sandbox([probe, '16', '0', '0x5412']).status, 0, 'TIOCSTI');
   assert.equal(sandbox([probe, '16', '0', '0x541c']).status, 0, 'TIOCLINUX');
   assert.equal(sandbox([probe, '16', '0', '0x100005412']).status, 0, 'TIOCSTI with high bits set');
@@ -116,6 +118,14 @@ test('ABI bypasses are trapped; clone3 gets ENOSYS', { skip: !onX64 }, () => {
   assert.equal(sandbox([probe, 'x32']).status, 0, 'x32 syscall');
   assert.equal(sandbox([probe, 'i386']).status, 0, 'int 0x80');
   assert.equal(sandbox([probe, 'clone3']).status, 0, 'clone3 -> ENOSYS');
+});
+
+test('the observing filter without a tracer attached: observed syscalls fail (ENOSYS), nothing runs unobserved', { skip: !onX64 }, () => {
+  const observing = join(dir, 'observe.bpf');
+  writeFileSync(observing, buildSeccompFilter('x64', { observe: true }));
+  const r = sandbox(['/bin/true'], observing);
+  assert.notEqual(r.status, 0, r.out);
+  assert.match(r.out, /Function not implemented/, 'bwrap could not exec the program');
 });
 
 test('DENIED_SYSCALLS lists every numbered rule', () => {

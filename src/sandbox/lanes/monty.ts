@@ -167,7 +167,7 @@ function hostFacts(memoryBackstop: number): NsHostFacts {
     hostUid: process.getuid?.() ?? -1,
     sandboxUid: process.getuid?.() ?? -1,
     seccomp: false,
-    strace: false,
+    syscallTracer: null,
     outMechanism: OUT_MECHANISM,
     limits: limitEnforcement(memoryBackstop),
   };

@@ -22,8 +22,10 @@ import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
 import { doctor, type HostCapabilities } from '../doctor.js';
 import { diffOverlayUpper, diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
 import { parseStraceLog, straceArgv } from '../observe/strace.js';
+import { sideEffectsFromTrace } from '../observe/trace-events.js';
+import { syscallTracer, type TraceRun } from '../observe/tracer.js';
 import { resolveOnRoot, rootPlan, SANDBOX_GID, SANDBOX_UID } from '../rootfs.js';
-import type { FsChange, LimitEnforcement, LimitName, NsExit, NsLimits, NsResources, NsRunObservation, NsRunSpec, NsStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
+import type { FsChange, LimitEnforcement, LimitName, NsExit, NsHostFacts, NsLimits, NsResources, NsRunObservation, NsRunSpec, NsStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
 import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
 import { buildSeccompFilter } from './seccomp.js';
@@ -41,7 +43,10 @@ const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'out
 /** How often the host polls the cgroup for CPU time, OOM kills and pids-limit hits. */
 const POLL_MS = 10;
 
-let seccompBytes: Buffer | null = null;
+/** The filter, without and with SECCOMP_RET_TRACE stops for the host tracer. */
+const seccompBytes: { plain?: Buffer; observe?: Buffer } = {};
+/** How long the tracer may take to report a run's end after its last process died. */
+const TRACE_SETTLE_MS = 2000;
 
 /** Cleanups still running (cgroup removal, unmounts, staging removal), started after results were returned. */
 const pendingCleanups = new Set<Promise<void>>();
@@ -121,7 +126,7 @@ function checkNetworkSpec(spec: NsRunSpec): Problem[] {
   return p;
 }
 
-function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, strace: boolean): NsRunObservation['host'] {
+function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, syscallTracer: NsHostFacts['syscallTracer']): NsRunObservation['host'] {
   const limits: LimitEnforcement[] = LIMIT_NAMES.map((limit) => {
     switch (limit) {
       case 'wallMs':
@@ -149,7 +154,7 @@ function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup
     hostUid: caps.isRoot && caps.sandboxHostUser ? caps.sandboxHostUser.uid : (process.getuid?.() ?? -1),
     sandboxUid: SANDBOX_UID,
     seccomp: caps.seccomp.available,
-    strace,
+    syscallTracer,
     outMechanism: caps.tmpfsSizeCaps.hostOut ? 'tmpfs-size' : 'rlimit-fsize+post-check',
     limits,
   };
@@ -179,7 +184,7 @@ function errorObservation(runId: string, caps: HostCapabilities | null, problems
     sideEffectsUnavailable: 'the program did not run',
     fs: { out: null, outError: 'the program did not run', scopes: [] },
     inputs: [],
-    host: caps ? hostFacts(caps, null, null, false) : { bwrapVersion: 'unknown', cgroupVersion: null, hostUid: -1, sandboxUid: SANDBOX_UID, seccomp: false, strace: false, outMechanism: 'rlimit-fsize+post-check', limits: [] },
+    host: caps ? hostFacts(caps, null, null, null) : { bwrapVersion: 'unknown', cgroupVersion: null, hostUid: -1, sandboxUid: SANDBOX_UID, seccomp: false, syscallTracer: null, outMechanism: 'rlimit-fsize+post-check', limits: [] },
     problems,
   };
 }
@@ -226,7 +231,11 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const asRoot = caps.isRoot && caps.sandboxHostUser !== null;
   const uid = asRoot ? caps.sandboxHostUser!.uid : (process.getuid?.() ?? 0);
   const gid = asRoot ? caps.sandboxHostUser!.gid : (process.getgid?.() ?? 0);
-  const useStrace = (spec.traceSyscalls ?? true) && caps.strace !== null;
+  // Syscall observation: the persistent host tracer (root, built binary), else strace, else none.
+  const wantTrace = spec.traceSyscalls ?? true;
+  const tracer = wantTrace && asRoot ? syscallTracer() : null;
+  const useStrace = wantTrace && tracer === null && caps.strace !== null;
+  const observedBy: NsHostFacts['syscallTracer'] = tracer ? 'airlock-tracer' : useStrace ? 'strace' : null;
   const scopes = spec.scopes ?? [];
   const useBwrapOverlay = bwrap.supports.overlay;
   if (scopes.length && !useBwrapOverlay && !(caps.isRoot && caps.overlayfs && caps.mountBinary)) {
@@ -329,7 +338,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     }
     cmd.push(bwrap.path, ...a);
 
-    seccompBytes ??= buildSeccompFilter();
+    const filter = tracer ? (seccompBytes.observe ??= buildSeccompFilter(process.arch, { observe: true })) : (seccompBytes.plain ??= buildSeccompFilter());
     const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
     const started = new Date();
     const t0 = performance.now();
@@ -348,7 +357,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const block: Writable = extra[4]!;
     const sec: Writable = extra[5]!;
     for (const s of [info, block, sec]) s.on('error', () => undefined);
-    sec.end(seccompBytes);
+    sec.end(filter);
 
     let kill: Kill | null = null;
     let released = false;
@@ -361,6 +370,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       child.on('close', (code, signal) => resolve({ code, signal }));
     });
     let initPid: number | null = null;
+    let traceRun: TraceRun | null = null;
     const killEverything = async (k: Kill): Promise<void> => {
       if (kill) return;
       kill = k;
@@ -415,6 +425,15 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
             return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
           }
         }
+        // The tracer must hold B before B runs anything of the program (its filter stops for it).
+        if (tracer && !kill) {
+          const t = await tracer.attach(pid);
+          if ('error' in t) {
+            setupError = `cannot attach the syscall tracer: ${t.error}`;
+            return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
+          }
+          traceRun = t.run;
+        }
         if (kill) return;
         released = true;
         block.end('x');
@@ -456,26 +475,41 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       network = proxy.observation({ address: PROXY_HOST, port: PROXY_PORT, bridge: `unix socket -> host proxy (perl bridge in the sandbox's network namespace)` }, describeGrant(spec.network!.grant));
     }
 
-    // ---- side effects (strace) ----
+    // ---- side effects (host tracer or strace) ----
     let sideEffects: ObservedSideEffects | null = null;
     let sideEffectsUnavailable: string | undefined;
     let straceLog = '';
-    if (useStrace) {
+    let fromTracer: { code: number | null; signal: string | null } | null = null;
+    const tr = traceRun as TraceRun | null;
+    if (tr) {
+      let settle: NodeJS.Timeout | undefined;
+      const settled = await Promise.race([tr.done.then(() => true), new Promise<boolean>((r) => (settle = setTimeout(() => r(false), TRACE_SETTLE_MS)))]);
+      clearTimeout(settle);
+      if (tr.lost) sideEffectsUnavailable = tr.lost;
+      else if (!settled) sideEffectsUnavailable = `the syscall tracer did not report the end of the run within ${TRACE_SETTLE_MS} ms: the trace is incomplete`;
+      else {
+        const t = sideEffectsFromTrace(tr.lines, child.pid ?? null);
+        sideEffects = t.sideEffects;
+        fromTracer = t.programEnd;
+      }
+    } else if (tracer) sideEffectsUnavailable = 'the syscall tracer was never attached (the sandbox ended during set-up)';
+    else if (useStrace) {
       try {
         straceLog = readFileSync(logFile, 'utf8');
         sideEffects = parseStraceLog(straceLog, { bwrapPath: bwrap.path });
       } catch (e) {
         sideEffectsUnavailable = `the strace log could not be parsed: ${(e as Error).message}`;
       }
-    } else sideEffectsUnavailable = caps.strace ? 'syscall tracing was turned off for this run (traceSyscalls: false)' : 'strace is not installed on this host: side effects are unobserved';
+    } else sideEffectsUnavailable = !wantTrace ? 'syscall tracing was turned off for this run (traceSyscalls: false)' : 'no syscall tracer on this host (airlock-tracer not built or not root, and strace not installed): side effects are unobserved';
 
     // ---- exit ----
     const stderrRes = err.result();
     let exit: NsExit = { code: end.code, signal: end.signal, source: 'bwrap-exit-code' };
     const fromStrace = useStrace ? programEndFromStrace(straceLog, sideEffects?.programPid ?? null) : null;
     if (fromStrace) exit = { ...fromStrace, source: 'strace' };
+    else if (fromTracer) exit = { ...fromTracer, source: 'tracer' };
     else if (end.code !== null && end.code > 128 && end.code < 128 + 65) exit = { code: null, signal: SIGNALS[end.code - 128] ?? `SIG${end.code - 128}`, source: 'bwrap-exit-code' };
-    const bwrapFailed = !fromStrace && end.code === 1 && /^bwrap: /m.test(stderrRes.bytes.toString('utf8').slice(0, 4096)) && (sideEffects === null || sideEffects.programPid === null);
+    const bwrapFailed = !fromStrace && !fromTracer && end.code === 1 && /^bwrap: /m.test(stderrRes.bytes.toString('utf8').slice(0, 4096)) && (sideEffects === null || sideEffects.programPid === null);
     if (!released && !setupError && !kill) setupError = 'bwrap ended before the sandbox was set up';
     if (bwrapFailed) setupError = `bwrap could not set up the sandbox: ${stderrRes.bytes.toString('utf8').slice(0, 300).trim()}`;
 
@@ -601,7 +635,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       ...(sideEffectsUnavailable ? { sideEffectsUnavailable } : {}),
       fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: scopeObs },
       inputs,
-      host: hostFacts(caps, spec, cg, useStrace),
+      host: hostFacts(caps, spec, cg, observedBy),
       ...(network ? { network } : {}),
       problems: status === 'SANDBOX_ERROR' ? [{ code: 'NS_SANDBOX_FAILED', message: reason }] : [],
     };

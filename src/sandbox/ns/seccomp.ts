@@ -1,12 +1,13 @@
 // The seccomp filter of the `ns` lane: a classic BPF program handed to `bwrap --seccomp FD`.
 //
-// Why SECCOMP_RET_TRAP and not ERRNO: the runner observes the program with
-// `strace -f --seccomp-bpf`, whose own filter answers SECCOMP_RET_TRACE. Stacked filters take the
-// highest-precedence action (KILL > TRAP > ERRNO > USER_NOTIF > TRACE > LOG > ALLOW), so a syscall we
-// answered with ERRNO would never reach strace and the attempt would be invisible. With TRAP the
-// syscall is not executed, the kernel sends SIGSYS (si_code SYS_SECCOMP, si_syscall = the number) and
-// strace logs that signal with the syscall's name: every attempt is evidence, even if the program
-// catches SIGSYS. The one exception is clone3 -> ERRNO(ENOSYS): its flags live in user memory that BPF
+// Why SECCOMP_RET_TRAP and not ERRNO: the runner observes the program with a ptrace tracer (the host
+// tracer, native/tracer.c, or `strace -f --seccomp-bpf`), which stops on SECCOMP_RET_TRACE. Filters
+// take the highest-precedence action (KILL > TRAP > ERRNO > USER_NOTIF > TRACE > LOG > ALLOW), so a
+// syscall we answered with ERRNO would never reach the tracer and the attempt would be invisible. With
+// TRAP the syscall is not executed, the kernel sends SIGSYS (si_code SYS_SECCOMP, si_syscall = the
+// number) and the tracer sees that signal before the program does: every attempt is evidence, even if
+// the program catches SIGSYS. With the host tracer, this filter also answers SECCOMP_RET_TRACE for the
+// observed syscalls (`observe`), and traps clone(CLONE_UNTRACED), the one way to fork out of its sight. The one exception is clone3 -> ERRNO(ENOSYS): its flags live in user memory that BPF
 // cannot read, so we refuse it in a way libc understands (glibc falls back to clone(), whose flags we
 // can check). No clone3 can succeed, so nothing is hidden by not observing it.
 // See docs/seccomp.md.
@@ -16,6 +17,7 @@ const OFF_NR = 0;
 const OFF_ARCH = 4;
 /** Low 32 bits of args[i] on a little-endian machine. */
 const offArgLo = (i: number): number => 16 + 8 * i;
+const offArgHi = (i: number): number => 20 + 8 * i;
 
 // BPF opcodes (include/uapi/linux/filter.h).
 const BPF_LD_W_ABS = 0x20;
@@ -28,6 +30,8 @@ export const SECCOMP_RET_KILL_PROCESS = 0x80000000;
 export const SECCOMP_RET_TRAP = 0x00030000;
 export const SECCOMP_RET_ERRNO = 0x00050000;
 export const SECCOMP_RET_ALLOW = 0x7fff0000;
+/** Stop for the attached tracer; with no tracer attached the kernel fails the call with ENOSYS. */
+export const SECCOMP_RET_TRACE = 0x7ff00000;
 const ENOSYS = 38;
 
 export const AUDIT_ARCH_X86_64 = 0xc000003e;
@@ -37,6 +41,8 @@ const X32_SYSCALL_BIT = 0x40000000;
 
 /** CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET (CLONE_NEWTIME is clone3-only). */
 export const CLONE_NEW_MASK = 0x7e020000;
+/** A child created with CLONE_UNTRACED is not followed by a tracer: only kernel threads need it. */
+const CLONE_UNTRACED = 0x00800000;
 const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
 /** personality() values a normal program may use: PER_LINUX, PER_LINUX32, UNAME26 combos, query. */
@@ -45,7 +51,7 @@ const PERSONALITY_ALLOWED = [0x0, 0x8, 0x20000, 0x20008, 0xffffffff];
 /** The denied syscall families (all answered with SIGSYS), for docs and `airlock doctor`. */
 export const DENIED_SYSCALLS = {
   mount: ['mount', 'umount2', 'pivot_root', 'chroot', 'move_mount', 'open_tree', 'fsopen', 'fsconfig', 'fsmount', 'fspick', 'mount_setattr'],
-  tracing: ['ptrace', 'process_vm_readv', 'process_vm_writev', 'kcmp'],
+  tracing: ['ptrace', 'process_vm_readv', 'process_vm_writev', 'kcmp', 'clone(CLONE_UNTRACED)'],
   kernel_modules: ['init_module', 'finit_module', 'delete_module'],
   kexec: ['kexec_load', 'kexec_file_load'],
   bpf_perf: ['bpf', 'perf_event_open'],
@@ -103,6 +109,23 @@ const AARCH64: Record<string, number> = {
   io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
   nfsservctl: 42,
 };
+/**
+ * The syscalls the host's tracer observes (native/tracer.c classifies the same set), without clone
+ * (special-cased) and sendto (traced only when it names an address).
+ */
+const OBSERVED: Record<'x86_64' | 'aarch64', Record<string, number>> = {
+  x86_64: {
+    execve: 59, execveat: 322, fork: 57, vfork: 58, kill: 62, tkill: 200, tgkill: 234, rt_sigqueueinfo: 129, rt_tgsigqueueinfo: 297,
+    pidfd_send_signal: 424, socket: 41, connect: 42, bind: 49, sendmsg: 46, sendmmsg: 307, open: 2, creat: 85, mknod: 133,
+    openat: 257, openat2: 437, mknodat: 259,
+  },
+  aarch64: {
+    execve: 221, execveat: 281, kill: 129, tkill: 130, tgkill: 131, rt_sigqueueinfo: 138, rt_tgsigqueueinfo: 240,
+    pidfd_send_signal: 424, socket: 198, connect: 203, bind: 200, sendmsg: 211, sendmmsg: 269, openat: 56, openat2: 437, mknodat: 33,
+  },
+};
+const SENDTO = { x86_64: 44, aarch64: 206 } as const;
+
 const SPECIAL = {
   x86_64: { clone: 56, clone3: 435, ioctl: 16, personality: 135 },
   aarch64: { clone: 220, clone3: 435, ioctl: 29, personality: 92 },
@@ -183,8 +206,10 @@ const jset = (k: number, jt: string | null, jf: string | null = null): Insn => (
 /**
  * Builds the filter for `arch` (Node's `process.arch` spelling or uname's; default: this host).
  * Throws for an unsupported architecture: running without the filter must be a decision, not an accident.
+ * `observe`: the observed syscalls answer SECCOMP_RET_TRACE for the host's tracer (native/tracer.c);
+ * only for runs it is attached to, since without a tracer those calls fail with ENOSYS.
  */
-export function buildSeccompFilter(arch: string = process.arch): Buffer {
+export function buildSeccompFilter(arch: string = process.arch, opts: { observe?: boolean } = {}): Buffer {
   const a = normalizeArch(arch);
   if (a === null) {
     throw new Error(`seccomp: unsupported architecture "${arch}": the ns lane has syscall tables for x86_64 and aarch64 only`);
@@ -199,17 +224,28 @@ export function buildSeccompFilter(arch: string = process.arch): Buffer {
   ];
   if (t.x32Check) prog.push(jge(X32_SYSCALL_BIT, 'trap'));
   for (const nr of Object.values(t.nr)) prog.push(jeq(nr, 'trap'));
+  const observe = opts.observe === true;
+  if (observe) for (const nr of Object.values(OBSERVED[a])) prog.push(jeq(nr, 'trace'));
   prog.push(
     jeq(sp.clone, 'clone'),
     jeq(sp.clone3, 'enosys'),
     jeq(sp.ioctl, 'ioctl'),
     jeq(sp.personality, 'personality'),
+  );
+  if (observe) prog.push(jeq(SENDTO[a], 'sendto'));
+  prog.push(
     ret(SECCOMP_RET_ALLOW),
     // clone(flags, ...): flags are argument 0 on both arches; the kernel uses their low 32 bits.
     label('clone'),
     ld(offArgLo(0)),
-    jset(CLONE_NEW_MASK, 'trap'),
-    ret(SECCOMP_RET_ALLOW),
+    jset(CLONE_NEW_MASK | CLONE_UNTRACED, 'trap'),
+    ret(observe ? SECCOMP_RET_TRACE : SECCOMP_RET_ALLOW),
+    // sendto(fd, buf, len, flags, dest_addr, addrlen): without an address there is nothing to record.
+    label('sendto'),
+    ld(offArgLo(4)),
+    jeq(0, null, 'trace'),
+    ld(offArgHi(4)),
+    jeq(0, 'allow', 'trace'),
     // ioctl(fd, cmd): cmd is an unsigned int, so comparing the low word matches what the kernel sees.
     label('ioctl'),
     ld(offArgLo(1)),
@@ -225,6 +261,18 @@ export function buildSeccompFilter(arch: string = process.arch): Buffer {
     ret(SECCOMP_RET_ALLOW),
     label('enosys'),
     ret(SECCOMP_RET_ERRNO | ENOSYS),
+    label('trace'),
+    ret(observe ? SECCOMP_RET_TRACE : SECCOMP_RET_ALLOW),
   );
   return assemble(prog);
+}
+
+/** The name of a syscall number this filter traps on `arch` (denied or argument-checked), else null. */
+export function trappedSyscallName(nr: number, arch: string = process.arch): string | null {
+  const a = normalizeArch(arch);
+  if (a === null) return null;
+  for (const table of [ARCHES[a].nr, SPECIAL[a]] as Record<string, number>[]) {
+    for (const [name, n] of Object.entries(table)) if (n === nr) return name;
+  }
+  return null;
 }

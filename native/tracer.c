@@ -1,0 +1,536 @@
+// airlock-tracer: the host-side syscall observer of the `ns` lane, one long-lived process for every run.
+//
+// Why not strace: strace costs ~6 ms to start (it probes the kernel by forking test children) and,
+// following bwrap from its first instruction, stops on bwrap's own set-up; a run of /bin/true took
+// 40+ ms under it. This tracer is started once and attaches to each sandbox's init process while bwrap
+// holds it on --block-fd, so a run pays only for the stops of the program's own observed syscalls.
+//
+// Which syscalls stop: the ns lane's seccomp filter answers SECCOMP_RET_TRACE for the observed ones
+// (exec, process creation, signals, sockets, opens) and SECCOMP_RET_TRAP (SIGSYS) for the denied ones.
+// Without a tracer attached, SECCOMP_RET_TRACE fails the call with ENOSYS: a lost tracer can hide
+// nothing, the program just stops working. PTRACE_O_EXITKILL kills every tracee if this process dies.
+//
+// Protocol. stdin, one request per line:  `A <run> <pid>`  attach to pid (a stopped-in-read bwrap init).
+// stdout, one line per event, `<run> <type> ...`; strings are hex so no byte can break the framing:
+//   A ok | A err <errno>                 attach answer
+//   P <pid>                              the program's first process (first successful exec of the run)
+//   X <pid> <hexpath>                    successful exec (path as the program passed it)
+//   F <parent> <child> <t|p>             a sandboxed task created a thread (t) or a process (p)
+//   S <pid> <name> <target|-> <sig> <res>         signal sent
+//   K <pid> <domain> <type> <proto> <res>          socket created (res: the fd)
+//   N <pid> <name> <fd> <hexsockaddr> <res>        address given to connect/bind/sendto/sendmsg/sendmmsg
+//   D <pid> <name> <hexpath> <res>                 open/mknod of a path that contains "dev" (superset;
+//                                                  the host decides what a device path is)
+//   T <pid> <nr> <arch>                  SIGSYS from the seccomp filter: a denied syscall was attempted
+//   E <pid> <code|-> <signal|->          the program's first process ended
+//   Z                                    every traced task of the run is gone (last line of a run)
+// <res> is `ok`, a number for socket's fd, or `e<errno>`.
+// Events before a task's first exec are bwrap's own set-up and are not reported.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef PTRACE_GET_SYSCALL_INFO
+#define PTRACE_GET_SYSCALL_INFO 0x420e
+#endif
+#define SC_OP_EXIT 2
+#define SC_OP_SECCOMP 3
+#define SYS_SECCOMP_CODE 1
+
+// struct ptrace_syscall_info (include/uapi/linux/ptrace.h), spelled out: glibc versions disagree.
+struct sc_info {
+  uint8_t op;
+  uint8_t pad[3];
+  uint32_t arch;
+  uint64_t ip, sp;
+  union {
+    struct { uint64_t nr, args[6]; } entry;
+    struct { int64_t rval; uint8_t is_error; } exit;
+    struct { uint64_t nr, args[6]; uint32_t ret_data; } seccomp;
+  };
+};
+
+// ---- output ------------------------------------------------------------------------------------
+
+static char obuf[1 << 16];
+static size_t olen;
+
+static void flush_out(void) {
+  size_t off = 0;
+  while (off < olen) {
+    ssize_t n = write(1, obuf + off, olen - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      _exit(2); // node is gone: EXITKILL ends every tracee with us
+    }
+    off += (size_t)n;
+  }
+  olen = 0;
+}
+
+static void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void out(const char *fmt, ...) {
+  if (olen > sizeof obuf - 12288) flush_out();
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(obuf + olen, sizeof obuf - olen, fmt, ap);
+  va_end(ap);
+  if (n > 0) olen += (size_t)n < sizeof obuf - olen ? (size_t)n : sizeof obuf - olen - 1;
+}
+
+static void hex(char *dst, const unsigned char *src, size_t n) {
+  static const char d[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    dst[2 * i] = d[src[i] >> 4];
+    dst[2 * i + 1] = d[src[i] & 15];
+  }
+  dst[2 * n] = 0;
+}
+
+// ---- tasks and runs ----------------------------------------------------------------------------
+
+#define PATH_CAP 4096
+#define PEND_CAP (4 * PATH_CAP + 256)
+
+struct task {
+  pid_t pid;
+  int run;
+  int sandboxed;    // has exec'd (or descends from a task that had) in this run
+  int awaiting_exit; // resumed with PTRACE_SYSCALL for a pending event
+  int initial_stop;  // auto-attached child whose first stop is still to come
+  uint64_t clone_flags;
+  char *exec_path;  // hex of the path of the last execve entry
+  char pend[PEND_CAP]; // event line without its result
+  int pend_kind;    // 0 none, 1 append result
+  struct task *next;
+};
+
+#define BUCKETS 4096
+static struct task *table[BUCKETS];
+
+static struct task *find(pid_t pid) {
+  for (struct task *t = table[pid % BUCKETS]; t; t = t->next)
+    if (t->pid == pid) return t;
+  return NULL;
+}
+
+static struct task *add(pid_t pid, int run) {
+  struct task *t = calloc(1, sizeof *t);
+  if (!t) _exit(3);
+  t->pid = pid;
+  t->run = run;
+  t->next = table[pid % BUCKETS];
+  table[pid % BUCKETS] = t;
+  return t;
+}
+
+static void drop(pid_t pid) {
+  for (struct task **p = &table[pid % BUCKETS]; *p; p = &(*p)->next)
+    if ((*p)->pid == pid) {
+      struct task *t = *p;
+      *p = t->next;
+      free(t->exec_path);
+      free(t);
+      return;
+    }
+}
+
+struct run {
+  int id, live, program;
+};
+#define MAX_RUNS 256
+static struct run runs[MAX_RUNS];
+
+static struct run *run_of(int id) {
+  for (int i = 0; i < MAX_RUNS; i++)
+    if (runs[i].live > 0 && runs[i].id == id) return &runs[i];
+  return NULL;
+}
+
+// Auto-attached children whose first stop arrived before their parent's fork event.
+#define MAX_EARLY 1024
+static pid_t early[MAX_EARLY];
+static int nearly;
+
+static int take_early(pid_t pid) {
+  for (int i = 0; i < nearly; i++)
+    if (early[i] == pid) {
+      early[i] = early[--nearly];
+      return 1;
+    }
+  return 0;
+}
+
+// ---- tracee memory -----------------------------------------------------------------------------
+
+static ssize_t peek(pid_t pid, uint64_t addr, void *buf, size_t n) {
+  struct iovec local = {buf, n}, remote = {(void *)(uintptr_t)addr, n};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
+
+// A NUL-terminated string from the tracee, read page by page (a string may end before an unmapped page).
+static ssize_t peek_str(pid_t pid, uint64_t addr, char *buf, size_t cap) {
+  size_t got = 0;
+  if (addr == 0) return -1;
+  while (got < cap - 1) {
+    size_t page_left = 4096 - ((addr + got) & 4095);
+    size_t want = page_left < cap - 1 - got ? page_left : cap - 1 - got;
+    ssize_t n = peek(pid, addr + got, buf + got, want);
+    if (n <= 0) return got ? (ssize_t)got : -1;
+    char *nul = memchr(buf + got, 0, (size_t)n);
+    if (nul) return nul - buf;
+    got += (size_t)n;
+  }
+  buf[got] = 0;
+  return (ssize_t)got;
+}
+
+// ---- syscall classes ---------------------------------------------------------------------------
+
+enum cls { C_NONE, C_EXEC, C_EXECAT, C_CLONE, C_FORK, C_SIG, C_SOCKET, C_ADDR, C_SENDTO, C_SENDMSG, C_SENDMMSG, C_OPEN, C_OPENAT };
+
+static enum cls classify(long nr, const char **name) {
+  switch (nr) {
+#define K(sys, c) case sys: *name = #sys + 4; return c;
+    K(SYS_execve, C_EXEC)
+    K(SYS_execveat, C_EXECAT)
+    K(SYS_clone, C_CLONE)
+#ifdef SYS_fork
+    K(SYS_fork, C_FORK)
+    K(SYS_vfork, C_FORK)
+#endif
+    K(SYS_kill, C_SIG)
+    K(SYS_tkill, C_SIG)
+    K(SYS_tgkill, C_SIG)
+    K(SYS_rt_sigqueueinfo, C_SIG)
+    K(SYS_rt_tgsigqueueinfo, C_SIG)
+    K(SYS_pidfd_send_signal, C_SIG)
+    K(SYS_socket, C_SOCKET)
+    K(SYS_connect, C_ADDR)
+    K(SYS_bind, C_ADDR)
+    K(SYS_sendto, C_SENDTO)
+    K(SYS_sendmsg, C_SENDMSG)
+    K(SYS_sendmmsg, C_SENDMMSG)
+#ifdef SYS_open
+    K(SYS_open, C_OPEN)
+    K(SYS_creat, C_OPEN)
+    K(SYS_mknod, C_OPEN)
+#endif
+    K(SYS_openat, C_OPENAT)
+    K(SYS_openat2, C_OPENAT)
+    K(SYS_mknodat, C_OPENAT)
+#undef K
+  }
+  return C_NONE;
+}
+
+// Appends ` <hex sockaddr>` of len bytes at addr to the pending line; 0 when nothing could be read.
+static int pend_sockaddr(struct task *t, uint64_t addr, uint64_t len) {
+  unsigned char sa[128];
+  if (addr == 0 || len == 0) return 0;
+  if (len > sizeof sa) len = sizeof sa;
+  ssize_t n = peek(t->pid, addr, sa, (size_t)len);
+  if (n <= 0) return 0;
+  size_t l = strlen(t->pend);
+  if (l + 2 * (size_t)n + 2 >= PEND_CAP) return 0;
+  t->pend[l] = ' ';
+  hex(t->pend + l + 1, sa, (size_t)n);
+  return 1;
+}
+
+// The path an open-like call names, made absolute against its dirfd (or cwd) as the host sees it.
+static int resolve_path(pid_t pid, long dirfd, uint64_t addr, char *dst, size_t cap) {
+  char rel[PATH_CAP];
+  if (peek_str(pid, addr, rel, sizeof rel) < 0) return 0;
+  if (rel[0] == '/') {
+    snprintf(dst, cap, "%s", rel);
+    return 1;
+  }
+  char link[64], base[PATH_CAP];
+  if (cap < 2 * PATH_CAP + 2) return 0;
+  if ((int)dirfd == -100) snprintf(link, sizeof link, "/proc/%d/cwd", pid);
+  else snprintf(link, sizeof link, "/proc/%d/fd/%d", pid, (int)dirfd);
+  ssize_t n = readlink(link, base, sizeof base - 1);
+  if (n < 0) n = 0;
+  base[n] = 0;
+  snprintf(dst, cap, "%s/%s", base, rel);
+  return 1;
+}
+
+static void resume(struct task *t, int sig) {
+  ptrace(t->awaiting_exit ? PTRACE_SYSCALL : PTRACE_CONT, t->pid, 0, (void *)(uintptr_t)sig);
+}
+
+static void on_seccomp(struct task *t) {
+  struct sc_info si;
+  const char *name = "";
+  memset(&si, 0, sizeof si);
+  t->awaiting_exit = 0;
+  t->pend[0] = 0;
+  if (ptrace(PTRACE_GET_SYSCALL_INFO, t->pid, sizeof si, &si) <= 0 || si.op != SC_OP_SECCOMP) return resume(t, 0);
+  const uint64_t *a = si.seccomp.args;
+  enum cls c = classify((long)si.seccomp.nr, &name);
+  char path[2 * PATH_CAP + 2]; // a cwd and a relative path, each up to PATH_MAX
+  switch (c) {
+  case C_EXEC:
+  case C_EXECAT: {
+    ssize_t n = peek_str(t->pid, c == C_EXEC ? a[0] : a[1], path, sizeof path);
+    free(t->exec_path);
+    t->exec_path = malloc(n > 0 ? 2 * (size_t)n + 1 : 1);
+    if (t->exec_path) hex(t->exec_path, (unsigned char *)path, n > 0 ? (size_t)n : 0);
+    break;
+  }
+  case C_CLONE: t->clone_flags = a[0]; break;
+  case C_FORK: t->clone_flags = SIGCHLD; break;
+  case C_SIG:
+    if (!t->sandboxed) break;
+    if (strcmp(name, "pidfd_send_signal") == 0) snprintf(t->pend, PEND_CAP, "S %d %s - %d", t->pid, name, (int)a[1]);
+    else if (strcmp(name, "tgkill") == 0 || strcmp(name, "rt_tgsigqueueinfo") == 0) snprintf(t->pend, PEND_CAP, "S %d %s %d %d", t->pid, name, (int)a[1], (int)a[2]);
+    else snprintf(t->pend, PEND_CAP, "S %d %s %d %d", t->pid, name, (int)a[0], (int)a[1]);
+    t->awaiting_exit = 1;
+    break;
+  case C_SOCKET:
+    if (!t->sandboxed) break;
+    snprintf(t->pend, PEND_CAP, "K %d %d %d %d", t->pid, (int)a[0], (int)a[1], (int)a[2]);
+    t->awaiting_exit = 1;
+    break;
+  case C_ADDR:
+  case C_SENDTO:
+    if (!t->sandboxed) break;
+    snprintf(t->pend, PEND_CAP, "N %d %s %d", t->pid, name, (int)a[0]);
+    t->awaiting_exit = c == C_ADDR ? pend_sockaddr(t, a[1], a[2]) : pend_sockaddr(t, a[4], a[5]);
+    break;
+  case C_SENDMSG:
+  case C_SENDMMSG: {
+    // struct msghdr starts with msg_name, msg_namelen; struct mmsghdr is a msghdr (56 bytes) + msg_len.
+    if (!t->sandboxed) break;
+    unsigned n = c == C_SENDMSG ? 1 : (unsigned)a[2] > 8 ? 8 : (unsigned)a[2];
+    for (unsigned i = 0; i < n; i++) {
+      struct { uint64_t name; uint32_t namelen; } h;
+      if (peek(t->pid, a[1] + (uint64_t)i * 64, &h, sizeof h) != (ssize_t)sizeof h) break;
+      // One line per address: the result is appended to each when the call returns.
+      size_t l = strlen(t->pend);
+      if (l + 64 >= PEND_CAP) break;
+      snprintf(t->pend + l, PEND_CAP - l, "%sN %d %s %d", l ? "\x1f" : "", t->pid, name, (int)a[0]);
+      if (!pend_sockaddr(t, h.name, h.namelen)) t->pend[l] = 0;
+      else t->awaiting_exit = 1;
+    }
+    break;
+  }
+  case C_OPEN:
+  case C_OPENAT:
+    if (!t->sandboxed) break;
+    if (!resolve_path(t->pid, c == C_OPEN ? -100 : (long)a[0], c == C_OPEN ? a[0] : a[1], path, sizeof path)) break;
+    if (!strstr(path, "dev")) break;
+    {
+      size_t pl = strlen(path);
+      int l = snprintf(t->pend, PEND_CAP, "D %d %s ", t->pid, name);
+      if (l > 0 && (size_t)l + 2 * pl + 1 < PEND_CAP) {
+        hex(t->pend + l, (unsigned char *)path, pl);
+        t->awaiting_exit = 1;
+      }
+    }
+    break;
+  case C_NONE: break;
+  }
+  if (!t->awaiting_exit) t->pend[0] = 0;
+  resume(t, 0);
+}
+
+static void on_syscall_exit(struct task *t) {
+  struct sc_info si;
+  memset(&si, 0, sizeof si);
+  t->awaiting_exit = 0;
+  if (t->pend[0] && ptrace(PTRACE_GET_SYSCALL_INFO, t->pid, sizeof si, &si) > 0 && si.op == SC_OP_EXIT) {
+    char res[32];
+    if (si.exit.is_error) snprintf(res, sizeof res, "e%lld", (long long)-si.exit.rval);
+    else if (t->pend[0] == 'K') snprintf(res, sizeof res, "%lld", (long long)si.exit.rval);
+    else snprintf(res, sizeof res, "ok");
+    // sendmmsg may have queued several lines, separated by \x1f.
+    for (char *line = t->pend, *sep; line; line = sep) {
+      sep = strchr(line, '\x1f');
+      if (sep) *sep++ = 0;
+      out("%d %s %s\n", t->run, line, res);
+    }
+  }
+  t->pend[0] = 0;
+  resume(t, 0);
+}
+
+static void on_new_child(struct task *parent, pid_t child, int event) {
+  struct run *r = run_of(parent->run);
+  struct task *c = add(child, parent->run);
+  c->sandboxed = parent->sandboxed;
+  int thread = (parent->clone_flags & CLONE_THREAD) != 0 && event == PTRACE_EVENT_CLONE;
+  if (r) r->live++;
+  if (parent->sandboxed) out("%d F %d %d %c\n", parent->run, parent->pid, child, thread ? 't' : 'p');
+  if (take_early(child)) ptrace(PTRACE_CONT, child, 0, 0);
+  else c->initial_stop = 1;
+}
+
+static void on_exec(struct task *t) {
+  unsigned long former = 0;
+  ptrace(PTRACE_GETEVENTMSG, t->pid, 0, &former);
+  // A non-leader thread that execs takes the leader's pid: its pending path is under its old tid.
+  if ((pid_t)former != t->pid) {
+    struct task *f = find((pid_t)former);
+    if (f) {
+      free(t->exec_path);
+      t->exec_path = f->exec_path;
+      f->exec_path = NULL;
+      struct run *r = run_of(f->run);
+      drop((pid_t)former);
+      if (r) r->live--;
+    }
+  }
+  struct run *r = run_of(t->run);
+  t->sandboxed = 1;
+  if (r && r->program == 0) {
+    r->program = t->pid;
+    out("%d P %d\n", t->run, t->pid);
+  }
+  out("%d X %d %s\n", t->run, t->pid, t->exec_path ? t->exec_path : "");
+}
+
+static void on_gone(pid_t pid, int status) {
+  struct task *t = find(pid);
+  if (!t) {
+    take_early(pid);
+    return;
+  }
+  int id = t->run;
+  struct run *r = run_of(id);
+  if (r && r->program == pid) {
+    if (WIFEXITED(status)) out("%d E %d %d -\n", id, pid, WEXITSTATUS(status));
+    else out("%d E %d - %d\n", id, pid, WTERMSIG(status));
+  }
+  drop(pid);
+  if (r && --r->live == 0) out("%d Z\n", id);
+}
+
+static void on_wait(pid_t pid, int status) {
+  if (WIFEXITED(status) || WIFSIGNALED(status)) return on_gone(pid, status);
+  if (!WIFSTOPPED(status)) return;
+  struct task *t = find(pid);
+  int sig = WSTOPSIG(status), event = (unsigned)status >> 16;
+  if (!t) {
+    // A new child stopped before its parent's fork event was read: hold it until we know its run.
+    if (nearly < MAX_EARLY) early[nearly++] = pid;
+    else ptrace(PTRACE_CONT, pid, 0, 0);
+    return;
+  }
+  switch (event) {
+  case PTRACE_EVENT_SECCOMP: return on_seccomp(t);
+  case PTRACE_EVENT_FORK:
+  case PTRACE_EVENT_VFORK:
+  case PTRACE_EVENT_CLONE: {
+    unsigned long child = 0;
+    if (ptrace(PTRACE_GETEVENTMSG, pid, 0, &child) == 0 && child > 0) on_new_child(t, (pid_t)child, event);
+    return resume(t, 0);
+  }
+  case PTRACE_EVENT_EXEC:
+    on_exec(t);
+    return resume(t, 0);
+  case PTRACE_EVENT_STOP:
+    t->initial_stop = 0;
+    if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) ptrace(PTRACE_LISTEN, pid, 0, 0);
+    else resume(t, 0);
+    return;
+  case 0:
+    if (sig == (SIGTRAP | 0x80)) return on_syscall_exit(t);
+    if (sig == SIGSYS && t->sandboxed) {
+      siginfo_t si;
+      if (ptrace(PTRACE_GETSIGINFO, pid, 0, &si) == 0 && si.si_code == SYS_SECCOMP_CODE)
+        out("%d T %d %d %u\n", t->run, pid, si.si_syscall, si.si_arch);
+    }
+    return resume(t, sig);
+  default: return resume(t, 0);
+  }
+}
+
+// ---- requests ----------------------------------------------------------------------------------
+
+static void attach(int id, pid_t pid) {
+  long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE |
+              PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
+  struct run *slot = NULL;
+  for (int i = 0; i < MAX_RUNS && !slot; i++)
+    if (runs[i].live == 0) slot = &runs[i];
+  if (!slot || run_of(id) || find(pid)) {
+    out("%d A err %d\n", id, slot ? EEXIST : EAGAIN);
+    return;
+  }
+  if (ptrace(PTRACE_SEIZE, pid, 0, (void *)opts) != 0) {
+    out("%d A err %d\n", id, errno);
+    return;
+  }
+  slot->id = id;
+  slot->live = 1;
+  slot->program = 0;
+  add(pid, id);
+  out("%d A ok\n", id);
+}
+
+static char ibuf[4096];
+static size_t ilen;
+
+static void read_requests(void) {
+  ssize_t n = read(0, ibuf + ilen, sizeof ibuf - 1 - ilen);
+  if (n == 0) _exit(0); // node closed our stdin: EXITKILL ends any tracee left
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN) return;
+    _exit(2);
+  }
+  ilen += (size_t)n;
+  char *start = ibuf, *nl;
+  while ((nl = memchr(start, '\n', ibuf + ilen - start))) {
+    *nl = 0;
+    int id, pid;
+    if (sscanf(start, "A %d %d", &id, &pid) == 2 && pid > 0) attach(id, pid);
+    start = nl + 1;
+  }
+  ilen = (size_t)(ibuf + ilen - start);
+  memmove(ibuf, start, ilen);
+  if (ilen == sizeof ibuf - 1) ilen = 0; // an overlong line: drop it
+}
+
+int main(void) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) return 1;
+  out("0 ready\n");
+  for (;;) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
+    flush_out();
+    struct pollfd fds[2] = {{0, POLLIN, 0}, {sfd, POLLIN, 0}};
+    // The timeout is a safety net only: SIGCHLD (through the signalfd) wakes us for every stop.
+    if (poll(fds, 2, 200) < 0 && errno != EINTR) return 2;
+    if (fds[0].revents & (POLLIN | POLLHUP)) read_requests();
+    if (fds[1].revents & POLLIN) {
+      struct signalfd_siginfo ssi;
+      while (read(sfd, &ssi, sizeof ssi) == (ssize_t)sizeof ssi) {
+      }
+    }
+  }
+}

@@ -1,0 +1,234 @@
+// The side effects of one run from the host tracer's event lines (format: native/tracer.c's header).
+// The lines come from a root process the program cannot reach, but the strings and numbers in them
+// are the program's: every field is parsed defensively, and a line that cannot be read is counted in
+// `unparsedLines`, never trusted and never thrown on.
+import { constants } from 'node:os';
+import { posix } from 'node:path';
+import { AUDIT_ARCH_AARCH64, AUDIT_ARCH_X86_64, trappedSyscallName } from '../ns/seccomp.js';
+import { isDevicePath } from './strace.js';
+import type { DeviceAccess, NetFamily, NetworkAttempt, ObservedSideEffects, PrivilegedSyscall, SignalSent } from './types.js';
+
+const ERRNO_NAMES = new Map<number, string>(Object.entries(constants.errno).map(([k, v]) => [v, k]));
+const SIGNAL_NAMES = new Map<number, string>(Object.entries(constants.signals).map(([k, v]) => [v, k]));
+const X32_SYSCALL_BIT = 0x40000000;
+const AUDIT_ARCH_NAMES: Record<number, string> = { 0x40000003: 'i386', 0x40000028: 'arm' };
+
+/** `ok`, an fd (socket's result) or `e<errno>` -> 'ok' or the errno name. */
+function resultOf(res: string): string {
+  if (!res.startsWith('e')) return 'ok';
+  const n = Number(res.slice(1));
+  return ERRNO_NAMES.get(n) ?? `errno ${n}`;
+}
+
+const signalName = (n: number): string => (n === 0 ? '0' : (SIGNAL_NAMES.get(n) ?? String(n)));
+
+function familyOf(domain: number): NetFamily {
+  return domain === 1 ? 'unix' : domain === 2 ? 'inet' : domain === 10 ? 'inet6' : domain === 16 ? 'netlink' : 'other';
+}
+
+const PROTOCOLS: Record<number, string> = { 1: 'icmp', 58: 'icmpv6', 132: 'sctp', 136: 'udplite' };
+const TYPES: Record<number, [string, string]> = { 1: ['tcp', 'stream'], 2: ['udp', 'dgram'], 3: ['raw', 'raw'], 5: ['seqpacket', 'seqpacket'] };
+
+function protocolOf(family: NetFamily, type: number, proto: number): string | null {
+  if (family === 'netlink') return String(proto);
+  if (PROTOCOLS[proto]) return PROTOCOLS[proto] ?? null;
+  const t = TYPES[type & 0xf];
+  return t ? (family === 'unix' ? t[1] : t[0]) : null;
+}
+
+function ipv6(b: Buffer): string {
+  const words = Array.from({ length: 8 }, (_, i) => b.readUInt16BE(i * 2));
+  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
+  // Compress the longest run of zero words (RFC 5952), as inet_ntop prints it.
+  let best = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8; ) {
+    let j = i;
+    while (j < 8 && words[j] === 0) j++;
+    if (j - i > bestLen) [best, bestLen] = [i, j - i];
+    i = j > i ? j : i + 1;
+  }
+  const hex = words.map((w) => w.toString(16));
+  if (best < 0) return hex.join(':');
+  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
+}
+
+interface SockAddr {
+  family: NetFamily;
+  address: string | null;
+  port: number | null;
+  path: string | null;
+}
+
+/** A struct sockaddr as the program passed it (hex): family, address, port or unix path. */
+export function decodeSockaddr(hexBytes: string): SockAddr | null {
+  if (!/^(?:[0-9a-f]{2}){2,}$/.test(hexBytes)) return null;
+  const b = Buffer.from(hexBytes, 'hex');
+  const family = familyOf(b.readUInt16LE(0));
+  if (family === 'inet' && b.length >= 8) return { family, address: `${b[4]}.${b[5]}.${b[6]}.${b[7]}`, port: b.readUInt16BE(2), path: null };
+  if (family === 'inet6' && b.length >= 24) return { family, address: ipv6(b.subarray(8, 24)), port: b.readUInt16BE(2), path: null };
+  if (family === 'unix') {
+    const raw = b.subarray(2);
+    if (raw.length === 0) return { family, address: null, port: null, path: null };
+    // An abstract socket starts with a NUL byte and is not NUL-terminated.
+    if (raw[0] === 0) return { family, address: null, port: null, path: `@${raw.subarray(1).toString('utf8')}` };
+    const end = raw.indexOf(0);
+    return { family, address: null, port: null, path: raw.subarray(0, end < 0 ? raw.length : end).toString('utf8') };
+  }
+  if (family === 'netlink' && b.length >= 8) return { family, address: `nl_pid=${b.readUInt32LE(4)}`, port: null, path: null };
+  return { family, address: null, port: null, path: null };
+}
+
+function privilegedName(nr: number, arch: number): string {
+  if (arch !== AUDIT_ARCH_X86_64 && arch !== AUDIT_ARCH_AARCH64) return `${AUDIT_ARCH_NAMES[arch] ?? `arch_0x${arch.toString(16)}`}:syscall_${nr}`;
+  const host = arch === AUDIT_ARCH_X86_64 ? 'x86_64' : 'aarch64';
+  if (arch === AUDIT_ARCH_X86_64 && nr & X32_SYSCALL_BIT) return `x32:${trappedSyscallName(nr & ~X32_SYSCALL_BIT, host) ?? `syscall_${nr & ~X32_SYSCALL_BIT}`}`;
+  return trappedSyscallName(nr, host) ?? `syscall_${nr}`;
+}
+
+const int = (s: string | undefined): number | null => (s !== undefined && /^-?\d{1,10}$/.test(s) ? Number(s) : null);
+const hexText = (s: string | undefined): string | null => (s !== undefined && /^(?:[0-9a-f]{2})*$/.test(s) ? Buffer.from(s, 'hex').toString('utf8') : null);
+
+export interface TraceOutcome {
+  sideEffects: ObservedSideEffects;
+  /** How the program's first process ended, when the tracer saw it. */
+  programEnd: { code: number | null; signal: string | null } | null;
+}
+
+/** Interprets one run's event lines. `bwrapPid` is the host pid node spawned bwrap as. Never throws. */
+export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number | null): TraceOutcome {
+  let programPid: number | null = null;
+  let programEnd: TraceOutcome['programEnd'] = null;
+  let processes = 0;
+  let threads = 0;
+  let unparsed = 0;
+  const executables = new Map<string, number>();
+  const parent = new Map<number, number>();
+  const sockets = new Map<string, { family: NetFamily; protocol: string | null }>();
+  const signalsSent: SignalSent[] = [];
+  const networkAttempts: NetworkAttempt[] = [];
+  const deviceAccess: DeviceAccess[] = [];
+  const privileged = new Map<string, PrivilegedSyscall>();
+  const socketOf = (pid: number, fd: number): { family: NetFamily; protocol: string | null } | null => {
+    // fds are inherited: look in the process, then up its ancestry.
+    let p: number | undefined = pid;
+    for (let hops = 0; p !== undefined && hops < 64; hops++, p = parent.get(p)) {
+      const s = sockets.get(`${p}:${fd}`);
+      if (s) return s;
+    }
+    return null;
+  };
+
+  for (const line of lines) {
+    const f = line.split(' ');
+    const pid = int(f[1]);
+    if (pid === null) {
+      unparsed++;
+      continue;
+    }
+    switch (f[0]) {
+      case 'P':
+        programPid ??= pid;
+        break;
+      case 'X': {
+        const path = hexText(f[2]);
+        if (path === null) unparsed++;
+        else executables.set(path || '?', (executables.get(path || '?') ?? 0) + 1);
+        break;
+      }
+      case 'F': {
+        const child = int(f[2]);
+        if (child === null || (f[3] !== 't' && f[3] !== 'p')) {
+          unparsed++;
+          break;
+        }
+        parent.set(child, pid);
+        if (f[3] === 't') threads++;
+        else processes++;
+        break;
+      }
+      case 'S': {
+        const target = f[3] === '-' ? null : int(f[3]);
+        const sig = int(f[4]);
+        if (sig === null || !f[2] || !f[5]) {
+          unparsed++;
+          break;
+        }
+        signalsSent.push({ targetPid: target, targetHostPid: null, signal: signalName(sig), syscall: f[2], result: resultOf(f[5]) });
+        break;
+      }
+      case 'K': {
+        const [domain, type, proto] = [int(f[2]), int(f[3]), int(f[4])];
+        if (domain === null || type === null || proto === null || !f[5]) {
+          unparsed++;
+          break;
+        }
+        const family = familyOf(domain);
+        const protocol = protocolOf(family, type, proto);
+        const fd = int(f[5]);
+        if (fd !== null) sockets.set(`${pid}:${fd}`, { family, protocol });
+        if (family !== 'unix') networkAttempts.push({ syscall: 'socket', family, protocol, address: null, port: null, path: null, result: resultOf(f[5]) });
+        break;
+      }
+      case 'N': {
+        const fd = int(f[3]);
+        const sa = decodeSockaddr(f[4] ?? '');
+        if (fd === null || sa === null || !f[2] || !f[5]) {
+          unparsed++;
+          break;
+        }
+        networkAttempts.push({ syscall: f[2], ...sa, protocol: socketOf(pid, fd)?.protocol ?? null, result: resultOf(f[5]) });
+        break;
+      }
+      case 'D': {
+        const path = hexText(f[3]);
+        if (path === null || !f[2] || !f[4]) {
+          unparsed++;
+          break;
+        }
+        const p = posix.normalize(path);
+        if (p.startsWith('/') && isDevicePath(p)) deviceAccess.push({ path: p, syscall: f[2], result: resultOf(f[4]) });
+        break;
+      }
+      case 'T': {
+        const [nr, arch] = [int(f[2]), Number(f[3])];
+        if (nr === null || !Number.isSafeInteger(arch)) {
+          unparsed++;
+          break;
+        }
+        const name = privilegedName(nr, arch);
+        const cur = privileged.get(name);
+        if (cur) cur.count++;
+        else privileged.set(name, { name, count: 1, outcome: 'trapped' });
+        break;
+      }
+      case 'E': {
+        const code = f[2] === '-' ? null : int(f[2]);
+        const sig = f[3] === '-' ? null : int(f[3]);
+        if (pid === programPid) programEnd = { code, signal: sig === null ? null : signalName(sig) };
+        break;
+      }
+      default:
+        unparsed++;
+    }
+  }
+  if (programPid !== null) processes++; // the program's own first process
+
+  return {
+    sideEffects: {
+      bwrapPid,
+      programPid,
+      processesSpawned: {
+        count: processes,
+        threads,
+        executables: [...executables].map(([path, count]) => ({ path, count })).sort((a, b) => a.path.localeCompare(b.path)),
+      },
+      signalsSent,
+      networkAttempts,
+      privilegedSyscalls: [...privileged.values()],
+      deviceAccess,
+      unparsedLines: unparsed,
+    },
+    programEnd,
+  };
+}

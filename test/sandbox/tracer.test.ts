@@ -1,0 +1,174 @@
+// The host syscall tracer (native/tracer.c): hostile programs that try to act unseen, the tracer's
+// loss, agreement with strace on the same program, and its event lines read defensively.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fc from 'fast-check';
+import { decodeSockaddr, sideEffectsFromTrace } from '../../src/sandbox/observe/trace-events.js';
+import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
+import { py, run, text } from './helpers-ns.js';
+
+const tracer = syscallTracer();
+const skip = tracer === null ? 'no host tracer here (not root or native/tracer.c not built)' : false;
+
+test('runs are observed by the host tracer when it is built and we are root', { skip }, async () => {
+  const o = await run(['/bin/true']);
+  assert.equal(o.host.syscallTracer, 'airlock-tracer');
+  assert.equal(o.exit.source, 'tracer');
+  assert.deepEqual(o.sideEffects?.processesSpawned.executables, [{ path: '/bin/true', count: 1 }]);
+});
+
+test('hostile: device opens by relative path, from a thread, and through an inherited fd are all seen', { skip }, async () => {
+  const code = [
+    'import os, threading, socket',
+    "os.chdir('/dev')",
+    'def t():',
+    "  for p in ('sda', './mem', '../dev/kmem'):",
+    '    try: open(p, "rb")',
+    '    except OSError: pass',
+    'th = threading.Thread(target=t); th.start(); th.join()',
+    "fd = os.open('/', os.O_RDONLY)",
+    "try: os.open('dev/vda', os.O_RDONLY, dir_fd=fd)",
+    'except OSError: pass',
+    's = socket.socket()',
+    'if os.fork() == 0:',
+    "  try: s.connect(('203.0.113.9', 8443))",
+    '  except OSError: pass',
+    '  os._exit(0)',
+    'os.wait()',
+    "print('done')",
+  ].join('\n');
+  const o = await py(code);
+  assert.equal(o.stdout.bytes.toString(), 'done\n', text(o));
+  const dev = (o.sideEffects?.deviceAccess ?? []).map((d) => d.path);
+  for (const d of ['/dev/sda', '/dev/mem', '/dev/kmem', '/dev/vda']) assert.ok(dev.includes(d), `${d} not seen: ${JSON.stringify(dev)}`);
+  const c = o.sideEffects?.networkAttempts.find((n) => n.syscall === 'connect');
+  assert.deepEqual(c && { address: c.address, port: c.port, protocol: c.protocol }, { address: '203.0.113.9', port: 8443, protocol: 'tcp' }, 'the child\'s connect on the inherited socket');
+  assert.ok((o.sideEffects?.processesSpawned.threads ?? 0) >= 1);
+  assert.ok((o.sideEffects?.processesSpawned.count ?? 0) >= 2);
+});
+
+test('hostile: a thread that execs, abstract unix sockets, sendmsg with an address, signals to pid 1', { skip }, async () => {
+  const code = [
+    'import os, socket, signal, threading, time',
+    'u = socket.socket(socket.AF_UNIX)',
+    "try: u.connect('\\0airlock-probe')",
+    'except OSError: pass',
+    'd = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)',
+    "try: d.sendmsg([b'x'], [], 0, ('2001:db8::7', 53))",
+    'except OSError: pass',
+    'for s in (signal.SIGTERM, 0): ',
+    '  try: os.kill(1, s)',
+    '  except OSError: pass',
+    "threading.Thread(target=lambda: os.execv('/bin/echo', ['echo', 'replaced'])).start()",
+    'time.sleep(5)',
+  ].join('\n');
+  const o = await py(code);
+  assert.equal(o.stdout.bytes.toString(), 'replaced\n', text(o));
+  const se = o.sideEffects!;
+  assert.ok(se.processesSpawned.executables.some((e) => e.path === '/bin/echo'), JSON.stringify(se.processesSpawned));
+  assert.ok(se.networkAttempts.some((n) => n.family === 'unix' && n.path === '@airlock-probe'), JSON.stringify(se.networkAttempts));
+  assert.ok(se.networkAttempts.some((n) => n.syscall === 'sendmsg' && n.address === '2001:db8::7' && n.port === 53 && n.protocol === 'udp'), JSON.stringify(se.networkAttempts));
+  assert.ok(se.signalsSent.some((s) => s.targetPid === 1 && s.signal === 'SIGTERM' && s.syscall === 'kill'), JSON.stringify(se.signalsSent));
+  assert.ok(se.signalsSent.some((s) => s.targetPid === 1 && s.signal === '0'), JSON.stringify(se.signalsSent));
+  assert.equal(se.unparsedLines, 0);
+});
+
+test('hostile: a child made with CLONE_UNTRACED (to escape the tracer) is trapped and reported', { skip }, async () => {
+  const o = await py('import ctypes\nl=ctypes.CDLL(None, use_errno=True)\nprint(l.syscall(56, 0x00800000 | 17, 0, 0, 0, 0))');
+  assert.equal(o.status, 'POLICY_ABORTED', text(o));
+  assert.ok(o.sideEffects?.privilegedSyscalls.some((p) => p.name === 'clone' && p.outcome === 'trapped'), JSON.stringify(o.sideEffects?.privilegedSyscalls));
+});
+
+test('losing the tracer mid-run kills the sandbox and the run has no side effects to trust (null, with why)', { skip }, async () => {
+  const p = run(['/bin/sh', '-c', 'sleep 3; echo survived']);
+  await new Promise((r) => setTimeout(r, 300));
+  execFileSync('pkill', ['-KILL', '-P', String(process.pid), '-x', 'airlock-tracer']);
+  const o = await p;
+  assert.ok(!o.stdout.bytes.toString().includes('survived'), text(o));
+  assert.equal(o.sideEffects, null);
+  assert.match(o.sideEffectsUnavailable ?? '', /tracer stopped/);
+  // The next run starts a new tracer.
+  const again = await run(['/bin/true']);
+  assert.equal(again.status, 'SUCCESS', text(again));
+  assert.ok(again.sideEffects);
+});
+
+test('the tracer and strace observe the same attempts of one hostile program', { skip }, async () => {
+  const code = [
+    'import os, socket, subprocess',
+    "subprocess.run(['/bin/true'])",
+    "try: open('/dev/mem')",
+    'except OSError: pass',
+    's = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)',
+    "try: s.sendto(b'q', ('192.0.2.1', 53))",
+    'except OSError: pass',
+    'import ctypes',
+    "ctypes.CDLL(None).unshare(0x10000000)",
+  ].join('\n');
+  const summary = (o: Awaited<ReturnType<typeof run>>) => ({
+    status: o.status,
+    exit: { code: o.exit.code, signal: o.exit.signal },
+    executables: o.sideEffects?.processesSpawned.executables,
+    processes: o.sideEffects?.processesSpawned.count,
+    devices: o.sideEffects?.deviceAccess.map((d) => [d.path, d.result]),
+    net: o.sideEffects?.networkAttempts.map((n) => [n.syscall, n.family, n.protocol, n.address, n.port, n.result]),
+    privileged: o.sideEffects?.privilegedSyscalls,
+  });
+  const ours = await py(code);
+  process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
+  let theirs;
+  try {
+    theirs = await py(code);
+  } finally {
+    delete process.env.AIRLOCK_SYSCALL_TRACER;
+  }
+  assert.equal(ours.host.syscallTracer, 'airlock-tracer');
+  assert.equal(theirs.host.syscallTracer, 'strace');
+  assert.deepEqual(summary(ours), summary(theirs));
+  assert.equal(ours.status, 'POLICY_ABORTED');
+});
+
+test('event lines: decoded exactly; the program\'s own strings and numbers cannot break the reading', () => {
+  const lines = [
+    'P 10',
+    `X 10 ${Buffer.from('/bin/sh').toString('hex')}`,
+    'F 10 11 p',
+    'F 11 12 t',
+    'K 10 2 1 0 3',
+    `N 11 connect 3 ${Buffer.from([2, 0, 0x01, 0xbb, 10, 0, 0, 1]).toString('hex')} e101`,
+    `N 11 bind 4 ${Buffer.concat([Buffer.from([1, 0]), Buffer.from('/run/x.sock\0')]).toString('hex')} ok`,
+    'S 12 tgkill 12 9 e3',
+    `D 12 openat ${Buffer.from('/tmp/../dev/./sda').toString('hex')} e2`,
+    `D 12 openat ${Buffer.from('/dev/null').toString('hex')} ok`,
+    `T 12 ${0x40000000 | 165} ${0xc000003e}`,
+    `T 12 21 ${0x40000003}`,
+    'T 12 101 3221225534',
+    'E 10 - 31',
+    'garbage line',
+    'N x',
+  ];
+  const { sideEffects: se, programEnd } = sideEffectsFromTrace(lines, 9);
+  assert.equal(se.programPid, 10);
+  assert.equal(se.bwrapPid, 9);
+  assert.deepEqual(se.processesSpawned, { count: 2, threads: 1, executables: [{ path: '/bin/sh', count: 1 }] });
+  assert.deepEqual(se.networkAttempts, [
+    { syscall: 'socket', family: 'inet', protocol: 'tcp', address: null, port: null, path: null, result: 'ok' },
+    { syscall: 'connect', family: 'inet', address: '10.0.0.1', port: 443, path: null, protocol: 'tcp', result: 'ENETUNREACH' },
+    { syscall: 'bind', family: 'unix', address: null, port: null, path: '/run/x.sock', protocol: null, result: 'ok' },
+  ]);
+  assert.deepEqual(se.signalsSent, [{ targetPid: 12, targetHostPid: null, signal: 'SIGKILL', syscall: 'tgkill', result: 'ESRCH' }]);
+  assert.deepEqual(se.deviceAccess, [{ path: '/dev/sda', syscall: 'openat', result: 'ENOENT' }]);
+  assert.deepEqual(se.privilegedSyscalls.map((p) => p.name), ['x32:mount', 'i386:syscall_21', 'ptrace']);
+  assert.deepEqual(programEnd, { code: null, signal: 'SIGSYS' });
+  assert.equal(se.unparsedLines, 2);
+  assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('20010db8000000000000000000000001', 'hex')]).toString('hex'))?.address, '2001:db8::1');
+  assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('00000000000000000000ffff7f000001', 'hex')]).toString('hex'))?.address, '::ffff:127.0.0.1');
+  fc.assert(
+    fc.property(fc.array(fc.oneof(fc.string(), fc.constantFrom('P', 'X', 'F', 'S', 'K', 'N', 'D', 'T', 'E').chain((t) => fc.array(fc.oneof(fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b).toString('hex')), fc.integer().map(String), fc.string()), { maxLength: 6 }).map((a) => [t, ...a].join(' '))))), (ls) => {
+      const r = sideEffectsFromTrace(ls, null);
+      assert.ok(r.sideEffects.unparsedLines <= ls.length);
+    }),
+    { numRuns: 300 },
+  );
+});
