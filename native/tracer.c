@@ -10,9 +10,12 @@
 // Without a tracer attached, SECCOMP_RET_TRACE fails the call with ENOSYS: a lost tracer can hide
 // nothing, the program just stops working. PTRACE_O_EXITKILL kills every tracee if this process dies.
 //
-// Protocol. stdin, one request per line:  `A <run> <pid>`  attach to pid (a stopped-in-read bwrap init).
+// Protocol. stdin, one request per line:
+//   `A <run> <pid> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid>`: set RLIMIT_CPU (seconds), RLIMIT_CORE=0
+//   and, unless -1, RLIMIT_FSIZE on pid (a bwrap init blocked in read, running as uid:gid, so every
+//   process of the run inherits them), then attach to it.
 // stdout, one line per event, `<run> <type> ...`; strings are hex so no byte can break the framing:
-//   A ok | A err <errno>                 attach answer
+//   A ok | A err <step> <errno>          attach answer (step: busy, rlimit, ptrace)
 //   P <pid>                              the program's first process (first successful exec of the run)
 //   X <pid> <hexpath>                    successful exec (path as the program passed it)
 //   F <parent> <child> <t|p>             a sandboxed task created a thread (t) or a process (p)
@@ -39,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -465,18 +469,44 @@ static void on_wait(pid_t pid, int status) {
 
 // ---- requests ----------------------------------------------------------------------------------
 
-static void attach(int id, pid_t pid) {
+// prlimit on another uid's process needs CAP_SYS_RESOURCE (some hosts drop it) unless our real ids
+// are the target's: take them for the calls (the effective ids stay root), then restore them.
+static int set_rlimits(pid_t pid, long cpu_soft, long cpu_hard, long long fsize, uid_t uid, gid_t gid) {
+  uid_t ru = getuid();
+  gid_t rg = getgid();
+  if (setresgid(gid, (gid_t)-1, (gid_t)-1) != 0) return errno;
+  if (setresuid(uid, (uid_t)-1, (uid_t)-1) != 0) {
+    int e = errno;
+    if (setresgid(rg, (gid_t)-1, (gid_t)-1) != 0) _exit(70);
+    return e;
+  }
+  struct rlimit cpu = {(rlim_t)cpu_soft, (rlim_t)cpu_hard}, core = {0, 0}, fs = {(rlim_t)fsize, (rlim_t)fsize};
+  int r = prlimit(pid, RLIMIT_CPU, &cpu, NULL);
+  if (r == 0) r = prlimit(pid, RLIMIT_CORE, &core, NULL);
+  if (r == 0 && fsize >= 0) r = prlimit(pid, RLIMIT_FSIZE, &fs, NULL);
+  int e = r == 0 ? 0 : errno;
+  // Never keep running with the wrong ids.
+  if (setresuid(ru, (uid_t)-1, (uid_t)-1) != 0 || setresgid(rg, (gid_t)-1, (gid_t)-1) != 0 || getuid() != ru || getgid() != rg) _exit(70);
+  return e;
+}
+
+static void attach(int id, pid_t pid, long cpu_soft, long cpu_hard, long long fsize, uid_t uid, gid_t gid) {
   long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE |
               PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
   struct run *slot = NULL;
   for (int i = 0; i < MAX_RUNS && !slot; i++)
     if (runs[i].live == 0) slot = &runs[i];
   if (!slot || run_of(id) || find(pid)) {
-    out("%d A err %d\n", id, slot ? EEXIST : EAGAIN);
+    out("%d A err busy %d\n", id, slot ? EEXIST : EAGAIN);
+    return;
+  }
+  int e = set_rlimits(pid, cpu_soft, cpu_hard, fsize, uid, gid);
+  if (e != 0) {
+    out("%d A err rlimit %d\n", id, e);
     return;
   }
   if (ptrace(PTRACE_SEIZE, pid, 0, (void *)opts) != 0) {
-    out("%d A err %d\n", id, errno);
+    out("%d A err ptrace %d\n", id, errno);
     return;
   }
   slot->id = id;
@@ -501,7 +531,11 @@ static void read_requests(void) {
   while ((nl = memchr(start, '\n', ibuf + ilen - start))) {
     *nl = 0;
     int id, pid;
-    if (sscanf(start, "A %d %d", &id, &pid) == 2 && pid > 0) attach(id, pid);
+    long cpu_soft, cpu_hard;
+    long long fsize;
+    unsigned uid, gid;
+    if (sscanf(start, "A %d %d %ld %ld %lld %u %u", &id, &pid, &cpu_soft, &cpu_hard, &fsize, &uid, &gid) == 7 && pid > 0 && cpu_soft > 0 && cpu_hard >= cpu_soft)
+      attach(id, pid, cpu_soft, cpu_hard, fsize, uid, gid);
     start = nl + 1;
   }
   ilen = (size_t)(ibuf + ilen - start);

@@ -11,11 +11,14 @@ import { py, run, text } from './helpers-ns.js';
 const tracer = syscallTracer();
 const skip = tracer === null ? 'no host tracer here (not root or native/tracer.c not built)' : false;
 
-test('runs are observed by the host tracer when it is built and we are root', { skip }, async () => {
+test('runs are observed by the host tracer when it is built and we are root; it sets the rlimits first', { skip }, async () => {
   const o = await run(['/bin/true']);
   assert.equal(o.host.syscallTracer, 'airlock-tracer');
   assert.equal(o.exit.source, 'tracer');
   assert.deepEqual(o.sideEffects?.processesSpawned.executables, [{ path: '/bin/true', count: 1 }]);
+  const l = await run(['/bin/cat', '/proc/self/limits'], { limits: { cpuMs: 2500 } });
+  assert.match(l.stdout.bytes.toString(), /Max cpu time\s+3\s+4\s+seconds/, text(l));
+  assert.match(l.stdout.bytes.toString(), /Max core file size\s+0\s+0\s/);
 });
 
 test('hostile: device opens by relative path, from a thread, and through an inherited fd are all seen', { skip }, async () => {

@@ -1,14 +1,16 @@
 // The `ns` lane runner: one program, run once in bubblewrap, measured from the host.
 //
-// Process chain (root host):  node ─ [strace -f -u nobody ─] bwrap(A) ─ bwrap init(B, pid 1) ─ program
-//   * strace runs as root (its log is root-owned, out of the sandbox's reach) and starts the rest as
-//     `nobody` (65534); without strace, node spawns bwrap with uid/gid 65534 directly. So bwrap and
-//     everything under it is an unprivileged host uid: an escape from the namespaces lands as nobody.
-//   * cgroup join and rlimits without a wrapper: bwrap --info-fd tells us B's host pid, bwrap
-//     --block-fd holds B before it forks the program; we write B into the cgroup and set B's rlimits
-//     (prlimit64 through the host helper, hostops.ts), then release it. Every process of the program
-//     is forked from B afterwards, so all of them are in the group and inherit the rlimits.
-//     (No helper: `prlimit` execs first in the chain, before strace, as before.)
+// Process chain (root host):  node ─ bwrap(A) ─ bwrap init(B, pid 1) ─ program
+//   * node spawns bwrap with uid/gid 65534 (`nobody`): bwrap and everything under it is an
+//     unprivileged host uid, so an escape from the namespaces lands as nobody.
+//   * cgroup join, rlimits and tracing without a wrapper: bwrap --info-fd tells us B's host pid, bwrap
+//     --block-fd holds B before it forks the program; we write B into the cgroup, have the host tracer
+//     (observe/tracer.ts) set B's rlimits and attach to it, then release B. Every process of the
+//     program is forked from B afterwards, so all of them are in the group, inherit the rlimits and
+//     are traced from birth.
+//   * Fallbacks, when the tracer is not built or we are not root: `strace -f -u nobody` goes before
+//     bwrap in the chain (its log is root-owned, out of the sandbox's reach), and the rlimits are set
+//     by the perl host helper (hostops.ts) or, without perl, by `prlimit` exec'd first in the chain.
 //   * our seccomp filter travels on an extra fd (--seccomp), written by us and closed.
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
@@ -328,7 +330,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const cpuS = Math.ceil(limits.cpuMs / 1000);
     const fsize = caps.tmpfsSizeCaps.hostOut ? null : limits.outBytes;
     const cmd: string[] = [];
-    if (!ops && caps.prlimitBinary) cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(fsize === null ? [] : [`--fsize=${fsize}`]), '--');
+    if (!tracer && !ops && caps.prlimitBinary) cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(fsize === null ? [] : [`--fsize=${fsize}`]), '--');
     if (useStrace) {
       const sv = straceArgv(logFile);
       sv[0] = caps.strace!.path;
@@ -408,7 +410,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
           setupError = `cannot move the sandbox into its cgroup: ${(e as Error).message}`;
           return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
         }
-        const rlErr = ops ? await ops.setRlimits(pid, uid, gid, cpuS, cpuS + 1, fsize) : null;
+        // With the tracer, it sets the rlimits itself just before attaching (one round trip, no perl).
+        const rlErr = ops && !tracer ? await ops.setRlimits(pid, uid, gid, cpuS, cpuS + 1, fsize) : null;
         if (rlErr !== null) {
           setupError = `cannot set the sandbox's rlimits: ${rlErr}`;
           return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
@@ -427,9 +430,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         }
         // The tracer must hold B before B runs anything of the program (its filter stops for it).
         if (tracer && !kill) {
-          const t = await tracer.attach(pid);
+          const t = await tracer.attach(pid, { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid });
           if ('error' in t) {
-            setupError = `cannot attach the syscall tracer: ${t.error}`;
+            setupError = `cannot hand the sandbox to the syscall tracer: ${t.error}`;
             return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
           }
           traceRun = t.run;

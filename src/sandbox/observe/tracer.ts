@@ -31,6 +31,24 @@ interface RunState extends TraceRun {
   attached: ((error: string | null) => void) | null;
 }
 
+/** `A err <step> <errno>` -> a sentence. */
+function attachError(ev: string): string {
+  const [, , step, errno] = ev.split(' ');
+  const what = step === 'rlimit' ? 'setting the rlimits failed' : step === 'ptrace' ? 'ptrace attach failed (CAP_SYS_PTRACE or yama ptrace_scope?)' : 'too many runs traced at once';
+  return `${what} (errno ${errno ?? '?'})`;
+}
+
+/** What the tracer sets on the process before attaching (RLIMIT_CORE is always 0). */
+export interface AttachLimits {
+  cpuSoftS: number;
+  cpuHardS: number;
+  /** RLIMIT_FSIZE in bytes, or null to leave it. */
+  fsizeBytes: number | null;
+  /** The ids the process runs as. */
+  uid: number;
+  gid: number;
+}
+
 export class SyscallTracer {
   private child: ChildProcessWithoutNullStreams | null = null;
   private readonly runs = new Map<number, RunState>();
@@ -79,7 +97,7 @@ export class SyscallTracer {
         this.runs.delete(Number(line.slice(0, sp)));
         r.finish();
       } else if (ev.startsWith('A ')) {
-        r.attached?.(ev === 'A ok' ? null : `ptrace attach failed (errno ${ev.slice(6)})`);
+        r.attached?.(ev === 'A ok' ? null : attachError(ev));
         r.attached = null;
         if (ev !== 'A ok') {
           this.runs.delete(Number(line.slice(0, sp)));
@@ -101,10 +119,11 @@ export class SyscallTracer {
   }
 
   /**
-   * Attaches to `pid` (a process blocked before running anything of the program) and everything it
-   * starts from then on. Resolves once the tracer holds it: only then may the process go on.
+   * Sets the rlimits of `pid` (a process blocked before running anything of the program), then attaches
+   * to it and everything it starts from then on. Resolves once the tracer holds it: only then may the
+   * process go on.
    */
-  attach(pid: number): Promise<{ run: TraceRun } | { error: string }> {
+  attach(pid: number, limits: AttachLimits): Promise<{ run: TraceRun } | { error: string }> {
     const c = this.start();
     const id = this.nextId++;
     let finish!: () => void;
@@ -119,7 +138,8 @@ export class SyscallTracer {
       };
       this.runs.set(id, r);
       this.idle();
-      c.stdin.write(`A ${id} ${pid}\n`);
+      const l = limits;
+      c.stdin.write(`A ${id} ${pid} ${l.cpuSoftS} ${l.cpuHardS} ${l.fsizeBytes ?? -1} ${l.uid} ${l.gid}\n`);
     });
   }
 
