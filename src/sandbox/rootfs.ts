@@ -1,10 +1,11 @@
 // The read-only minimal root every ns run sees: /usr (and the /bin, /lib*, /sbin that point into it),
-// a generated /etc subset (no host passwd, shadow, hostname, resolv.conf), the interpreters' own
+// a generated /etc subset (no host passwd, shadow, hostname, resolv.conf; one directory bound once,
+// since every bind costs bwrap time on every run), the interpreters' own
 // prefixes when they live outside /usr, a new /proc, a minimal /dev. Nothing of /home, /root, /run,
 // /var or the host's sockets.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { HostCapabilities } from './doctor.js';
@@ -23,11 +24,31 @@ export interface RootPlan {
   prefixes: { path: string; source: string }[];
 }
 
-let etcDir: string | null = null;
+/** Host /etc entries the sandbox's /etc copies (the dynamic loader's and the time zone). */
+const HOST_ETC = ['/etc/ld.so.cache', '/etc/ld.so.conf', '/etc/localtime', '/etc/ld.so.conf.d', '/etc/alternatives'];
 
-/** Generated /etc files, written once per process into a fresh root-owned directory. */
-function generatedEtc(): string {
-  if (etcDir && existsSync(etcDir)) return etcDir;
+let etc: { dir: string; stamp: string } | null = null;
+
+/** Modification times of the copied host entries: a change (a package install) means a new copy. */
+function hostEtcStamp(): string {
+  return HOST_ETC.map((p) => {
+    try {
+      return String(statSync(p).mtimeMs);
+    } catch {
+      return '-';
+    }
+  }).join(',');
+}
+
+/**
+ * The sandbox's whole /etc, built once per process (again when the host's copied entries change) in a
+ * fresh root-owned directory: generated passwd, group, hosts, nsswitch.conf, plus copies of the
+ * loader's files and the time zone (symlinks in /etc/alternatives stay symlinks, never followed).
+ */
+function sandboxEtc(): string {
+  const stamp = hostEtcStamp();
+  if (etc && etc.stamp === stamp && existsSync(etc.dir)) return etc.dir;
+  if (etc) rmSync(etc.dir, { recursive: true, force: true });
   const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-etc-'));
   chmodSync(dir, 0o755);
   const files: Record<string, string> = {
@@ -37,7 +58,13 @@ function generatedEtc(): string {
     'nsswitch.conf': 'passwd: files\ngroup: files\nhosts: files\n',
   };
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text, { mode: 0o644 });
-  etcDir = dir;
+  for (const src of HOST_ETC) {
+    if (!existsSync(src)) continue;
+    const dest = join(dir, src.slice('/etc/'.length));
+    if (statSync(src).isDirectory()) cpSync(src, dest, { recursive: true, verbatimSymlinks: true, dereference: false });
+    else copyFileSync(src, dest); // localtime is a symlink into /usr/share/zoneinfo: its content is what counts
+  }
+  etc = { dir, stamp };
   return dir;
 }
 
@@ -83,9 +110,13 @@ async function mirrorPrefix(prefix: string, caps: HostCapabilities): Promise<str
   return target;
 }
 
-/** Build (and cache) the root plan. The plan is the same for every run of this process. */
+/** Build (and cache) the root plan: the same for every run of this process while the host's /etc entries stay. */
 let planCache: Promise<RootPlan> | null = null;
+let planStamp = '';
 export function rootPlan(caps: HostCapabilities): Promise<RootPlan> {
+  const stamp = hostEtcStamp();
+  if (stamp !== planStamp) planCache = null;
+  planStamp = stamp;
   if (!planCache) planCache = buildRootPlan(caps).catch((e) => {
     planCache = null;
     throw e;
@@ -106,10 +137,7 @@ async function buildRootPlan(caps: HostCapabilities): Promise<RootPlan> {
     if (st.isSymbolicLink()) args.push('--symlink', readlinkSync(top), top);
     else if (st.isDirectory()) args.push('--ro-bind', top, top);
   }
-  const etc = generatedEtc();
-  for (const f of ['passwd', 'group', 'hosts', 'nsswitch.conf']) args.push('--ro-bind', join(etc, f), `/etc/${f}`);
-  for (const f of ['/etc/ld.so.cache', '/etc/ld.so.conf', '/etc/localtime']) if (existsSync(f)) args.push('--ro-bind', f, f);
-  for (const d of ['/etc/ld.so.conf.d', '/etc/alternatives']) if (existsSync(d)) args.push('--ro-bind', d, d);
+  args.push('--ro-bind', sandboxEtc(), '/etc');
   const path: string[] = [];
   const prefixes: RootPlan['prefixes'] = [];
   for (const it of caps.interpreters) {
