@@ -46,6 +46,11 @@ test('host secrets: /root, /etc/shadow and the host environment are absent', asy
   assert.ok(!/\.bashrc|\.ssh|\.profile/.test(out), `something of /root is visible: ${out}`);
   assert.ok(!out.includes('postgres:'), 'the host passwd is visible');
   assert.match(out, /\/home'?: No such file/);
+  // /etc is a prepared copy: only the loader's files, the time zone and generated identity files.
+  const etc = await run(['/bin/sh', '-c', 'ls -A /etc; echo x > /etc/passwd 2>&1 || echo READONLY']);
+  const names = etc.stdout.bytes.toString().split('\n').filter(Boolean);
+  assert.equal(names.pop(), 'READONLY');
+  assert.ok(names.every((n) => ['alternatives', 'group', 'hosts', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'nsswitch.conf', 'passwd'].includes(n)), names.join(' '));
 });
 
 test('writing outside /out fails; only /out changes are reported', async () => {
