@@ -5,7 +5,7 @@
 // curl inside one ns sandbox run -> 127.0.0.1:3128 in the sandbox -> perl bridge -> unix socket ->
 // host proxy (allowlist decision, resolver, counting) -> the server. Plain HTTP through the proxy
 // and CONNECT tunnels (curl --proxytunnel) are measured separately. Syscall tracing is off in the
-// sandbox runs (strace stops on every send would measure strace, not the proxy); say so when quoting.
+// sandbox runs (tracer stops would measure the tracer, not the proxy); say so when quoting.
 import { spawn } from 'node:child_process';
 import { Buffer } from 'node:buffer';
 import { createServer } from 'node:http';

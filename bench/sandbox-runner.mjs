@@ -1,7 +1,8 @@
 // node bench/sandbox-runner.mjs (after `npx tsc -p tsconfig.json`) — the ns runner against a bare
 // bwrap of /bin/true, both spawned from this one Node process, sequentially N times each; then
-// runs/s with 2 in parallel. Observation on ("full observation": strace + cgroup + /out diff) and
-// off (traceSyscalls: false: no side-effect observation) are reported separately and labelled.
+// runs/s with 2 in parallel. Full observation with the host tracer (the default: native/tracer.c +
+// cgroup + /out diff), with the strace fallback (AIRLOCK_SYSCALL_TRACER=strace), and observation off
+// (traceSyscalls: false: no side-effect observation) are reported separately and labelled.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,10 +32,14 @@ const bare = () =>
 
 const base = mkdtempSync(join(tmpdir(), 'airlock-bench-'));
 let k = 0;
-const ns = (trace) => async () => {
+const ns = (trace, via = 'tracer') => async () => {
+  if (via === 'strace') process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
+  else delete process.env.AIRLOCK_SYSCALL_TRACER;
   const o = await runner.runNs({ argv: ['/bin/true'], outDir: join(base, String(k++)), limits: LIMITS, traceSyscalls: trace });
   if (o.status !== 'SUCCESS') throw new Error(`runNs: ${o.status} ${o.reason}`);
   if (trace && o.sideEffects === null) throw new Error(`runNs: no side effects with tracing on: ${o.sideEffectsUnavailable}`);
+  const want = via === 'strace' ? 'strace' : 'airlock-tracer';
+  if (trace && o.host.syscallTracer !== want) throw new Error(`runNs: observed by ${o.host.syscallTracer}, not ${want} (is native/tracer.c built? are we root?)`);
 };
 
 // CPU ms used by this process and its reaped children (all sandbox processes): robust on a noisy host.
@@ -69,12 +74,13 @@ async function parallel(label, fn, width = 2) {
 
 const rows = [];
 rows.push(await sequential('bare bwrap', bare));
-rows.push(await sequential('runNs, full observation (strace)', ns(true)));
-rows.push(await sequential('runNs, observation off (no strace)', ns(false)));
+rows.push(await sequential('runNs, full observation (tracer)', ns(true)));
+rows.push(await sequential('runNs, full observation (strace)', ns(true, 'strace')));
+rows.push(await sequential('runNs, observation off', ns(false)));
 const b = rows[0];
 console.log(`ns runner vs bare bwrap of /bin/true, ${N} sequential runs each (host: ${caps.kernel}, bwrap ${caps.bwrap.version}, cgroup v${caps.cgroup.version ?? '-'}, strace ${caps.strace?.version ?? 'none'})`);
 for (const r of rows) console.log(`  ${r.label.padEnd(38)} p50 ${fmt(r.p50).padStart(7)} ms  p99 ${fmt(r.p99).padStart(7)} ms  min ${fmt(r.min).padStart(6)}  cpu/run ${fmt(r.cpu, 1).padStart(5)} ms  ratio p50 ${fmt(r.p50 / b.p50)}x`);
-const par = [await parallel('bare bwrap', bare), await parallel('runNs, full observation (strace)', ns(true)), await parallel('runNs, observation off (no strace)', ns(false))];
+const par = [await parallel('bare bwrap', bare), await parallel('runNs, full observation (tracer)', ns(true)), await parallel('runNs, full observation (strace)', ns(true, 'strace')), await parallel('runNs, observation off', ns(false))];
 console.log(`runs/s with 2 in parallel (${PAR_RUNS} runs):`);
 for (const p of par) console.log(`  ${p.label.padEnd(38)} ${fmt(p.rate, 1)} runs/s`);
 rmSync(base, { recursive: true, force: true });

@@ -112,7 +112,7 @@ async function timeEach(fn, n) {
 }
 
 const first = await nsRun();
-console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? 'yes (strace)' : 'no'}`);
+console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
 for (let i = 0; i < 10; i++) { await nsRun(); await bare(); }
 const b = await timeEach(bare, N);
 const a = await timeEach(nsRun, N);
