@@ -404,6 +404,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       const pid = Number(m[1]);
       initPid = pid;
       void (async () => {
+        // The tracer sets B's rlimits and attaches to it while we move B into the cgroup. It must hold
+        // B before B runs anything of the program (the program's filter stops for it).
+        const attached = tracer ? tracer.attach(pid, { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid }) : null;
         try {
           cg?.addProcess(pid);
         } catch (e) {
@@ -428,9 +431,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
             return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
           }
         }
-        // The tracer must hold B before B runs anything of the program (its filter stops for it).
-        if (tracer && !kill) {
-          const t = await tracer.attach(pid, { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid });
+        if (attached && !kill) {
+          const t = await attached;
           if ('error' in t) {
             setupError = `cannot hand the sandbox to the syscall tracer: ${t.error}`;
             return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
