@@ -2,10 +2,10 @@
 // loss, agreement with strace on the same program, and its event lines read defensively.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fc from 'fast-check';
 import { decodeSockaddr, sideEffectsFromTrace } from '../../src/sandbox/observe/trace-events.js';
-import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
+import { syscallTracer, tracerBinaryPath } from '../../src/sandbox/observe/tracer.js';
 import { py, run, text } from './helpers-ns.js';
 
 const tracer = syscallTracer();
@@ -95,6 +95,16 @@ test('losing the tracer mid-run kills the sandbox and the run has no side effect
   const again = await run(['/bin/true']);
   assert.equal(again.status, 'SUCCESS', text(again));
   assert.ok(again.sideEffects);
+});
+
+test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with the step and errno the runner falls back on', { skip: skip || (spawnSync('setpriv', ['--help']).status !== 0 && 'no setpriv') }, () => {
+  const victim = spawn('sleep', ['30'], { stdio: 'ignore' });
+  try {
+    const r = spawnSync('setpriv', ['--inh-caps=-sys_ptrace', '--bounding-set=-sys_ptrace', tracerBinaryPath()!], { input: `A 7 ${victim.pid} 1 2 -1 0 0\n`, encoding: 'utf8', timeout: 5000 });
+    assert.match(r.stdout, /^7 A err ptrace (1|13)$/m, r.stdout + r.stderr);
+  } finally {
+    victim.kill('SIGKILL');
+  }
 });
 
 test('the tracer and strace observe the same attempts of one hostile program', { skip }, async () => {

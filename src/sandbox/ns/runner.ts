@@ -221,7 +221,11 @@ export async function runNs(spec: NsRunSpec): Promise<NsRunObservation> {
   const problems = validateSpec(spec);
   if (problems.length) return errorObservation(runId, caps, problems);
   try {
-    return await execute(runId, spec, caps);
+    const first = await execute(runId, spec, caps);
+    // The host refused the tracer's ptrace attach before anything of the program ran (bwrap's init was
+    // still blocked): the tracer is now off for this process, so run it again, observed by strace.
+    if (first.problems.some((p) => p.code === 'NS_TRACER_REFUSED')) return await execute(`${runId}-strace`, spec, caps);
+    return first;
   } catch (e) {
     return errorObservation(runId, caps, [{ code: 'NS_SETUP_FAILED', message: `sandbox set-up failed: ${(e as Error).message}` }]);
   }
@@ -373,6 +377,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     });
     let initPid: number | null = null;
     let traceRun: TraceRun | null = null;
+    let tracerRefused = false;
     const killEverything = async (k: Kill): Promise<void> => {
       if (kill) return;
       kill = k;
@@ -434,6 +439,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         if (attached && !kill) {
           const t = await attached;
           if ('error' in t) {
+            tracerRefused = t.hostRefusesPtrace;
             setupError = `cannot hand the sandbox to the syscall tracer: ${t.error}`;
             return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
           }
@@ -642,7 +648,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       inputs,
       host: hostFacts(caps, spec, cg, observedBy),
       ...(network ? { network } : {}),
-      problems: status === 'SANDBOX_ERROR' ? [{ code: 'NS_SANDBOX_FAILED', message: reason }] : [],
+      problems: status === 'SANDBOX_ERROR' ? [{ code: tracerRefused ? 'NS_TRACER_REFUSED' : 'NS_SANDBOX_FAILED', message: reason }] : [],
     };
   } finally {
     // Every sandbox process is dead by now (killAll above, or nothing was started): what is left is

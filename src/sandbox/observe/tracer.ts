@@ -28,14 +28,22 @@ export interface TraceRun {
 
 interface RunState extends TraceRun {
   finish: () => void;
-  attached: ((error: string | null) => void) | null;
+  attached: ((failure: AttachFailure | null) => void) | null;
 }
 
-/** `A err <step> <errno>` -> a sentence. */
-function attachError(ev: string): string {
+export interface AttachFailure {
+  error: string;
+  /** This host refuses ptrace attach (no CAP_SYS_PTRACE, yama): the tracer is now off for this process. */
+  hostRefusesPtrace: boolean;
+}
+
+/** `A err <step> <errno>` -> a failure. */
+function attachError(ev: string): AttachFailure {
   const [, , step, errno] = ev.split(' ');
+  const hostRefusesPtrace = step === 'ptrace' && (errno === '1' || errno === '13'); // EPERM, EACCES
   const what = step === 'rlimit' ? 'setting the rlimits failed' : step === 'ptrace' ? 'ptrace attach failed (CAP_SYS_PTRACE or yama ptrace_scope?)' : 'too many runs traced at once';
-  return `${what} (errno ${errno ?? '?'})`;
+  if (hostRefusesPtrace) refused = `this host refuses ptrace attach (errno ${errno}): syscalls are observed with strace instead`;
+  return { error: `${what} (errno ${errno ?? '?'})`, hostRefusesPtrace };
 }
 
 /** What the tracer sets on the process before attaching (RLIMIT_CORE is always 0). */
@@ -78,7 +86,7 @@ export class SyscallTracer {
 
   private lose(r: RunState, why: string): void {
     r.lost ??= why;
-    r.attached?.(why);
+    r.attached?.({ error: why, hostRefusesPtrace: false });
     r.attached = null;
     r.finish();
   }
@@ -123,7 +131,7 @@ export class SyscallTracer {
    * to it and everything it starts from then on. Resolves once the tracer holds it: only then may the
    * process go on.
    */
-  attach(pid: number, limits: AttachLimits): Promise<{ run: TraceRun } | { error: string }> {
+  attach(pid: number, limits: AttachLimits): Promise<{ run: TraceRun } | AttachFailure> {
     const c = this.start();
     const id = this.nextId++;
     let finish!: () => void;
@@ -134,7 +142,7 @@ export class SyscallTracer {
         done,
         lost: null,
         finish,
-        attached: (error) => resolve(error === null ? { run: r } : { error }),
+        attached: (failure) => resolve(failure ?? { run: r }),
       };
       this.runs.set(id, r);
       this.idle();
@@ -151,13 +159,17 @@ export class SyscallTracer {
 }
 
 let tracer: SyscallTracer | null | undefined;
+/** Why the tracer was turned off for this process after the host refused an attach, if it was. */
+let refused: string | null = null;
+
+export const tracerRefusedReason = (): string | null => refused;
 
 /**
  * The process-wide tracer, or null when it cannot work here (no binary, not root, unsupported arch)
  * or the operator chose strace (AIRLOCK_SYSCALL_TRACER=strace, e.g. where ptrace attach is forbidden).
  */
 export function syscallTracer(): SyscallTracer | null {
-  if (process.env.AIRLOCK_SYSCALL_TRACER === 'strace') return null;
+  if (process.env.AIRLOCK_SYSCALL_TRACER === 'strace' || refused) return null;
   if (tracer !== undefined) return tracer;
   const bin = process.getuid?.() === 0 && (process.arch === 'x64' || process.arch === 'arm64') ? tracerBinaryPath() : null;
   tracer = bin ? new SyscallTracer(bin) : null;
