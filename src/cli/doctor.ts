@@ -1,4 +1,5 @@
 import { doctor } from '../sandbox/doctor.js';
+import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 
 /** `airlock doctor`: what this host can enforce, and which limits will only be reported. Exit 1 when the ns lane cannot run. */
 export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
@@ -8,6 +9,12 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     return c.blockers.length > 0 ? 1 : 0;
   }
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
+  const tracer = tracerBinaryPath();
+  const tracerLine =
+    process.env.AIRLOCK_SYSCALL_TRACER === 'strace' ? 'off (AIRLOCK_SYSCALL_TRACER=strace): strace observes'
+    : !tracer ? 'NOT BUILT (no C compiler when Airlock was built: apt-get install gcc libc6-dev, then npm run build): strace observes'
+    : !c.isRoot ? `${tracer} present but unused (needs root): strace observes`
+    : `${tracer} (ptrace, attached per run; side effects observed)`;
   const lines = [
     `platform         ${c.platform} (kernel ${c.kernel}), running as ${c.isRoot ? 'root' : 'non-root'}`,
     `user namespaces  ${yes(c.userNamespaces.available)} (${c.userNamespaces.detail})`,
@@ -16,7 +23,8 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `cgroups          ${c.cgroup.version ? `v${c.cgroup.version}` : 'none usable'}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}`,
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
     `overlayfs        ${yes(c.overlayfs)} (declared scopes are seen through a copy-on-write overlay)`,
-    `strace           ${c.strace ? `${c.strace.version} at ${c.strace.path} (side effects observed)` : 'NOT FOUND: side effects will be null (unmeasured) and every run BLOCKed'}`,
+    `syscall tracer   ${tracerLine}`,
+    `strace           ${c.strace ? `${c.strace.version} at ${c.strace.path} (the fallback tracer)` : 'NOT FOUND: without the syscall tracer, side effects will be null (unmeasured) and every run BLOCKed'}`,
     `tmpfs caps       /out ${yes(c.tmpfsSizeCaps.hostOut)}, /tmp ${yes(c.tmpfsSizeCaps.sandboxTmp)} (${c.tmpfsSizeCaps.detail})`,
     `interpreters     ${c.interpreters.map((i) => `${i.name} ${i.version}`).join(', ') || 'none'}`,
     'limits:',
