@@ -2,9 +2,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ActionDescriptor } from '../contracts/action-descriptor.js';
-import { sandboxResultContract, validateSandboxResultAgainst, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
+import { validateSandboxResultAgainst, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
 import { actionFromDescriptor } from '../action/from-action-descriptor.js';
 import type { Judgement, Verdict } from '../judge/judge.js';
+import { renderSandboxResult } from '../report/sandbox-result.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { runAction, type RunOutcome } from './run.js';
 
@@ -54,8 +55,7 @@ export async function runComposite(d: ActionDescriptor, ctx: { workspace: Worksp
   if (cross.length > 0 && sr.verdict.recommended_action !== 'BLOCK') {
     sr.verdict = { recommended_action: 'BLOCK', reasons: [...sr.verdict.reasons, ...cross.map((p) => `${p.code}: ${p.message}`)].slice(0, 64) };
   }
-  const rendered = sandboxResultContract.render(sr);
-  const self = sandboxResultContract.parse(rendered);
+  const { text: rendered, self } = renderSandboxResult(sr);
   const sandboxResultFile = join(runDir, 'sandbox-result.json');
   writeFileSync(sandboxResultFile, rendered);
   const children: CompositeChild[] = ran.map((r, index) => ({ index, action_id: r.sandboxResult.action_id, sandbox_id: r.sandboxId, verdict: r.sandboxResult.verdict.recommended_action }));

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import type { ActionDescriptor } from '../contracts/action-descriptor.js';
 import { checkText, type Problem } from '../contracts/index.js';
-import { sandboxResultContract, validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
+import { validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
 import { decodeDocument } from '../contracts/text.js';
 import type { ToolRequest } from '../contracts/tool-request.js';
 import { toolResultContract } from '../contracts/tool-result.js';
@@ -13,7 +13,7 @@ import { actionFromDescriptor } from '../action/from-action-descriptor.js';
 import { actionFromToolRequest } from '../action/from-tool-request.js';
 import { judge, type Judgement } from '../judge/judge.js';
 import { sha256Hex } from '../report/hash.js';
-import { buildSandboxResult } from '../report/sandbox-result.js';
+import { buildSandboxResult, renderSandboxResult } from '../report/sandbox-result.js';
 import { buildToolResult } from '../report/tool-result.js';
 import { runInMontyLane } from '../sandbox/lanes/monty.js';
 import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
@@ -126,8 +126,7 @@ export async function runAction(
       sandboxResult.verdict = { recommended_action: 'BLOCK', reasons: [...sandboxResult.verdict.reasons, ...cross.map((p) => `${p.code}: ${p.message}`)].slice(0, 64) };
     }
   }
-  const rendered = sandboxResultContract.render(sandboxResult);
-  const self = sandboxResultContract.parse(rendered);
+  const { text: rendered, self } = renderSandboxResult(sandboxResult);
   const sandboxResultFile = join(runDir, 'sandbox-result.json');
   writeFileSync(sandboxResultFile, rendered);
 

@@ -1,4 +1,6 @@
-import type { DiffEntry, SandboxResult } from '../contracts/sandbox-result.js';
+import type { Result } from '../contracts/problem.js';
+import { sandboxResultContract, validateSandboxResult, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
+import { MAX_DOCUMENT_BYTES } from '../contracts/text.js';
 import type { Action } from '../action/action.js';
 import { networkAttempts, type Judgement } from '../judge/judge.js';
 import type { FsChange, NsRunObservation } from '../sandbox/types.js';
@@ -134,4 +136,20 @@ export function buildSandboxResult(args: {
     verdict: { recommended_action: judgement.verdict, reasons: judgement.reasons.slice(0, 64).map((r) => r.slice(0, 500)) },
     audit: { log_level: 'DETAILED', retain_days: 30, forensic_ref: null },
   };
+}
+
+/**
+ * Renders our own Sandbox Result and checks the exact text that will be written against the
+ * contract (schema and every rule): the outcome of `sandboxResultContract.parse(text)`, for less.
+ * The text is JSON.stringify of a plain object, so the JSON reader's own checks (syntax, duplicate
+ * keys, nesting depth, BOM/CRLF) cannot fail on it and JSON.parse gives the same data; the reader's
+ * line map is built only when there are problems to report with their lines.
+ */
+export function renderSandboxResult(result: SandboxResult): { text: string; self: Result<SandboxResult> } {
+  const text = sandboxResultContract.render(result);
+  if (Buffer.byteLength(text, 'utf8') <= MAX_DOCUMENT_BYTES) {
+    const self = validateSandboxResult(JSON.parse(text));
+    if (self.ok) return { text, self };
+  }
+  return { text, self: sandboxResultContract.parse(text) };
 }

@@ -2,6 +2,7 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CgroupController, CgroupInfo, CgroupLimits, RunCgroup } from './types.js';
+import { primeAttach } from './prime.js';
 import { readOr } from './util.js';
 import { createV1 } from './v1.js';
 import { createV2 } from './v2.js';
@@ -72,5 +73,9 @@ export function detectCgroups(isRoot: boolean): CgroupInfo {
 /** Create this run's group with its limits. Throws on failure (the runner turns it into a SANDBOX_ERROR). */
 export function createRunCgroup(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
   if (!info.usable || info.version === null) throw new Error(`no usable cgroup: ${info.detail}`);
-  return info.version === 2 ? createV2(info, runName, limits) : createV1(info, runName, limits);
+  const group = info.version === 2 ? createV2(info, runName, limits) : createV1(info, runName, limits);
+  // The caller moves the sandbox in shortly: start the kernel's wait for that now, after the group's
+  // mkdirs (prime.ts).
+  primeAttach(info);
+  return group;
 }
