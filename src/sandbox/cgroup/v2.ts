@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CgroupInfo, CgroupLimits, CgroupUsage, RunCgroup } from './types.js';
-import { pidsIn, readKeyed, readNumber, removeGroup, sleep, write, yieldToCaller } from './util.js';
+import { pidsIn, readKeyed, readNumber, removeGroup, sleep, write } from './util.js';
 
 export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
   const mount = info.mounts.unified;
@@ -85,8 +85,6 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
     },
     killAll,
     async destroy(): Promise<string[]> {
-      // Cleanup after the result: the run's result goes up the pipeline (same tick) before these syscalls.
-      await yieldToCaller();
       const errors: string[] = [];
       try {
         await killAll();

@@ -62,7 +62,10 @@ export async function sandboxIdle(): Promise<void> {
 }
 
 function background(task: () => Promise<void>): void {
-  const p: Promise<void> = task()
+  // Starts in the next check phase, so the run's result goes up the pipeline first (measured: the
+  // cgroup removal's reads and rmdirs, ~0.3 ms, had run between a result and the caller's next step).
+  const p: Promise<void> = new Promise<void>((r) => setImmediate(r))
+    .then(task)
     .catch((e: Error) => process.emitWarning(`airlock ns cleanup failed: ${e.message}`))
     .finally(() => pendingCleanups.delete(p));
   pendingCleanups.add(p);

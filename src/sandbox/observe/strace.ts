@@ -490,20 +490,35 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
       }
     }
   }
-  if (programPid !== null) processes++; // the program's own first process
+  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, signalsSent, networkAttempts, privileged, deviceAccess, unparsed });
+}
 
+/** The report from what a parser collected (both the strace log's and the host tracer's). */
+export function assembleSideEffects(c: {
+  bwrapPid: number | null;
+  programPid: number | null;
+  /** Processes forked by sandboxed processes (the program's own first process is added here). */
+  forks: number;
+  threads: number;
+  executables: Map<string, number>;
+  signalsSent: SignalSent[];
+  networkAttempts: NetworkAttempt[];
+  privileged: Map<string, PrivilegedSyscall>;
+  deviceAccess: DeviceAccess[];
+  unparsed: number;
+}): ObservedSideEffects {
   return {
-    bwrapPid,
-    programPid,
+    bwrapPid: c.bwrapPid,
+    programPid: c.programPid,
     processesSpawned: {
-      count: processes,
-      threads,
-      executables: [...executables].map(([path, count]) => ({ path, count })).sort((a, b) => a.path.localeCompare(b.path)),
+      count: c.forks + (c.programPid !== null ? 1 : 0),
+      threads: c.threads,
+      executables: [...c.executables].map(([path, count]) => ({ path, count })).sort((a, b) => a.path.localeCompare(b.path)),
     },
-    signalsSent,
-    networkAttempts,
-    privilegedSyscalls: [...privileged.values()],
-    deviceAccess,
-    unparsedLines: unparsed,
+    signalsSent: c.signalsSent,
+    networkAttempts: c.networkAttempts,
+    privilegedSyscalls: [...c.privileged.values()],
+    deviceAccess: c.deviceAccess,
+    unparsedLines: c.unparsed,
   };
 }

@@ -5,7 +5,7 @@
 import { constants } from 'node:os';
 import { posix } from 'node:path';
 import { AUDIT_ARCH_AARCH64, AUDIT_ARCH_X86_64, trappedSyscallName } from '../ns/seccomp.js';
-import { isDevicePath } from './strace.js';
+import { assembleSideEffects, isDevicePath } from './strace.js';
 import type { DeviceAccess, NetFamily, NetworkAttempt, ObservedSideEffects, PrivilegedSyscall, SignalSent } from './types.js';
 
 const ERRNO_NAMES = new Map<number, string>(Object.entries(constants.errno).map(([k, v]) => [v, k]));
@@ -212,23 +212,8 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
         unparsed++;
     }
   }
-  if (programPid !== null) processes++; // the program's own first process
-
   return {
-    sideEffects: {
-      bwrapPid,
-      programPid,
-      processesSpawned: {
-        count: processes,
-        threads,
-        executables: [...executables].map(([path, count]) => ({ path, count })).sort((a, b) => a.path.localeCompare(b.path)),
-      },
-      signalsSent,
-      networkAttempts,
-      privilegedSyscalls: [...privileged.values()],
-      deviceAccess,
-      unparsedLines: unparsed,
-    },
+    sideEffects: assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, signalsSent, networkAttempts, privileged, deviceAccess, unparsed }),
     programEnd,
   };
 }

@@ -162,8 +162,6 @@ let tracer: SyscallTracer | null | undefined;
 /** Why the tracer was turned off for this process after the host refused an attach, if it was. */
 let refused: string | null = null;
 
-export const tracerRefusedReason = (): string | null => refused;
-
 /**
  * The process-wide tracer, or null when it cannot work here (no binary, not root, unsupported arch)
  * or the operator chose strace (AIRLOCK_SYSCALL_TRACER=strace, e.g. where ptrace attach is forbidden).
