@@ -41,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -155,14 +157,16 @@ static void drop(pid_t pid) {
 }
 
 struct run {
-  int id, live, program;
+  int id, live, program, in_use;
 };
 #define MAX_RUNS 256
 static struct run runs[MAX_RUNS];
+static void maybe_finish(struct run *r);
+static int on_launch_gone(pid_t pid, int status);
 
 static struct run *run_of(int id) {
   for (int i = 0; i < MAX_RUNS; i++)
-    if (runs[i].live > 0 && runs[i].id == id) return &runs[i];
+    if (runs[i].in_use && runs[i].id == id) return &runs[i];
   return NULL;
 }
 
@@ -414,7 +418,7 @@ static void on_exec(struct task *t) {
 static void on_gone(pid_t pid, int status) {
   struct task *t = find(pid);
   if (!t) {
-    take_early(pid);
+    if (!on_launch_gone(pid, status)) take_early(pid);
     return;
   }
   int id = t->run;
@@ -424,7 +428,10 @@ static void on_gone(pid_t pid, int status) {
     else out("%d E %d - %d\n", id, pid, WTERMSIG(status));
   }
   drop(pid);
-  if (r && --r->live == 0) out("%d Z\n", id);
+  if (r) {
+    r->live--;
+    maybe_finish(r);
+  }
 }
 
 static void on_wait(pid_t pid, int status) {
@@ -467,61 +474,291 @@ static void on_wait(pid_t pid, int status) {
   }
 }
 
-// ---- requests ----------------------------------------------------------------------------------
+// ---- launches -----------------------------------------------------------------------------------
 
-// prlimit on another uid's process needs CAP_SYS_RESOURCE (some hosts drop it) unless our real ids
-// are the target's: take them for the calls (the effective ids stay root), then restore them.
-static int set_rlimits(pid_t pid, long cpu_soft, long cpu_hard, long long fsize, uid_t uid, gid_t gid) {
-  uid_t ru = getuid();
-  gid_t rg = getgid();
-  if (setresgid(gid, (gid_t)-1, (gid_t)-1) != 0) return errno;
-  if (setresuid(uid, (uid_t)-1, (uid_t)-1) != 0) {
-    int e = errno;
-    if (setresgid(rg, (gid_t)-1, (gid_t)-1) != 0) _exit(70);
-    return e;
-  }
-  struct rlimit cpu = {(rlim_t)cpu_soft, (rlim_t)cpu_hard}, core = {0, 0}, fs = {(rlim_t)fsize, (rlim_t)fsize};
-  int r = prlimit(pid, RLIMIT_CPU, &cpu, NULL);
-  if (r == 0) r = prlimit(pid, RLIMIT_CORE, &core, NULL);
-  if (r == 0 && fsize >= 0) r = prlimit(pid, RLIMIT_FSIZE, &fs, NULL);
-  int e = r == 0 ? 0 : errno;
-  // Never keep running with the wrong ids.
-  if (setresuid(ru, (uid_t)-1, (uid_t)-1) != 0 || setresgid(rg, (gid_t)-1, (gid_t)-1) != 0 || getuid() != ru || getgid() != rg) _exit(70);
-  return e;
+// A launch is one bwrap started by us for a run (the `R` request). Its parts, in order:
+//   1. FIFOs <stdout> and <stderr> (mode 0600, in node's root-owned staging dir); we hold a reader of
+//      each so the child's writer open never blocks and nothing it writes meets EPIPE before node's
+//      own reader is there. We never read them; we close them when the run is over.
+//   2. fork; the child joins the run's cgroups, sets its rlimits (bwrap and everything below inherit
+//      them), wires fds 0..5 (stdin /dev/null, the FIFOs, --info-fd 3, --block-fd 4, --seccomp 5),
+//      closes every other fd, drops to uid:gid with no groups and execs bwrap. A failed step is written
+//      to a close-on-exec status pipe: EOF there means the exec happened.
+//   3. bwrap reports its init's pid on fd 3; we PTRACE_SEIZE the init while it is blocked on fd 4, then
+//      let it go (or, for a held launch, wait for `G`: node starts the network bridge first).
+// Node pays neither its own fork (~2-3 ms for a large process) nor a round trip per step.
+struct launch {
+  pid_t pid;          // bwrap (not traced: only its init and what the init starts are)
+  int reaped;
+  int info_fd, block_fd, status_fd, fifo_fd[2];
+  int hold, traced;
+  char info[512];
+  size_t info_len;
+};
+
+static struct launch launches[MAX_RUNS];
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
 }
 
-static void attach(int id, pid_t pid, long cpu_soft, long cpu_hard, long long fsize, uid_t uid, gid_t gid) {
+// The run is over when bwrap was reaped and every traced task is gone: `Z` is its last line.
+static void maybe_finish(struct run *r) {
+  struct launch *l = &launches[r - runs];
+  if (!r->in_use || !l->reaped || r->live > 0) return;
+  out("%d Z\n", r->id);
+  close_fd(&l->info_fd);
+  close_fd(&l->block_fd);
+  close_fd(&l->status_fd);
+  close_fd(&l->fifo_fd[0]);
+  close_fd(&l->fifo_fd[1]);
+  r->in_use = 0;
+}
+
+// A request field: `x` then the hex of its bytes (so an empty string is still a field), decoded in place.
+static int unhex(char *h) {
+  if (h[0] != 'x') return -1;
+  size_t n = strlen(h + 1);
+  if (n % 2) return -1;
+  for (size_t i = 0; i < n / 2; i++) {
+    unsigned v;
+    if (sscanf(h + 1 + 2 * i, "%2x", &v) != 1) return -1;
+    h[i] = (char)v;
+    if (h[i] == 0) return -1;
+  }
+  h[n / 2] = 0;
+  return (int)(n / 2);
+}
+
+static void child_fail(int status_fd, const char *step) {
+  char b[64];
+  int n = snprintf(b, sizeof b, "%s %d", step, errno);
+  if (write(status_fd, b, (size_t)n) < 0) _exit(126);
+  _exit(127);
+}
+
+struct launch_req {
+  int id, hold;
+  long cpu_soft, cpu_hard;
+  long long fsize;
+  unsigned uid, gid;
+  char *fifo[2], *seccomp, *cgroups; // cgroups: cgroup.procs paths, newline-separated ("" for none)
+  char **argv;
+};
+
+// In the child, between fork and exec: only async-signal-safe calls.
+static void child_exec(const struct launch_req *q, int info_w, int block_r, int status_w) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  char pid[24];
+  int pl = snprintf(pid, sizeof pid, "%d", getpid());
+  for (char *p = q->cgroups; *p;) {
+    char *nl = strchr(p, '\n');
+    if (nl) *nl = 0;
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, pid, (size_t)pl) != pl) child_fail(status_w, "cgroup");
+    close(fd);
+    if (!nl) break;
+    p = nl + 1;
+  }
+  struct rlimit cpu = {(rlim_t)q->cpu_soft, (rlim_t)q->cpu_hard}, core = {0, 0}, fs = {(rlim_t)q->fsize, (rlim_t)q->fsize};
+  if (setrlimit(RLIMIT_CPU, &cpu) != 0 || setrlimit(RLIMIT_CORE, &core) != 0 || (q->fsize >= 0 && setrlimit(RLIMIT_FSIZE, &fs) != 0)) child_fail(status_w, "rlimit");
+  int src[7];
+  src[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  src[1] = open(q->fifo[0], O_WRONLY | O_CLOEXEC);
+  src[2] = open(q->fifo[1], O_WRONLY | O_CLOEXEC);
+  src[3] = info_w;
+  src[4] = block_r;
+  src[5] = open(q->seccomp, O_RDONLY | O_CLOEXEC);
+  src[6] = status_w;
+  for (int i = 0; i < 7; i++)
+    if (src[i] < 0) child_fail(status_w, "fds");
+  // Out of the way of 0..6 first, so no dup2 below overwrites a source still to be placed.
+  for (int i = 0; i < 7; i++)
+    if ((src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64)) < 0) child_fail(status_w, "fds");
+  status_w = src[6];
+  for (int i = 0; i < 6; i++)
+    if (dup2(src[i], i) != i) child_fail(status_w, "fds");
+  if (dup3(status_w, 6, O_CLOEXEC) != 6) child_fail(status_w, "fds");
+  status_w = 6;
+  // Nothing else of ours (node's pipes, other runs' fds) may reach the sandbox.
+  if (syscall(SYS_close_range, 7, ~0U, 0) != 0)
+    for (int fd = 7; fd < 65536; fd++) close(fd);
+  if (setgroups(0, NULL) != 0 || setresgid(q->gid, q->gid, q->gid) != 0 || setresuid(q->uid, q->uid, q->uid) != 0) child_fail(status_w, "ids");
+  if (getuid() != q->uid || geteuid() != q->uid || getgid() != q->gid) child_fail(status_w, "ids");
+  char *envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
+  execve(q->argv[0], q->argv, envp);
+  child_fail(status_w, "exec");
+}
+
+static void launch(struct launch_req *q) {
+  struct run *r = NULL;
+  for (int i = 0; i < MAX_RUNS && !r; i++)
+    if (!runs[i].in_use) r = &runs[i];
+  if (!r || run_of(q->id)) {
+    out("%d R err busy %d\n", q->id, r ? EEXIST : EAGAIN);
+    return;
+  }
+  struct launch *l = &launches[r - runs];
+  memset(l, 0, sizeof *l);
+  l->info_fd = l->block_fd = l->status_fd = l->fifo_fd[0] = l->fifo_fd[1] = -1;
+  int info[2] = {-1, -1}, block[2] = {-1, -1}, status[2] = {-1, -1};
+  const char *step = "fifo";
+  for (int i = 0; i < 2; i++)
+    if (mkfifo(q->fifo[i], 0600) != 0 || (l->fifo_fd[i] = open(q->fifo[i], O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0) goto fail;
+  step = "pipe";
+  if (pipe2(info, O_CLOEXEC) != 0 || pipe2(block, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) goto fail;
+  step = "fork";
+  pid_t pid = fork();
+  if (pid < 0) goto fail;
+  if (pid == 0) child_exec(q, info[1], block[0], status[1]);
+  close(info[1]);
+  close(block[0]);
+  close(status[1]);
+  fcntl(info[0], F_SETFL, O_NONBLOCK);
+  fcntl(status[0], F_SETFL, O_NONBLOCK);
+  l->pid = pid;
+  l->info_fd = info[0];
+  l->block_fd = block[1];
+  l->status_fd = status[0];
+  l->hold = q->hold;
+  r->id = q->id;
+  r->in_use = 1;
+  r->live = 0;
+  r->program = 0;
+  out("%d R ok %d\n", q->id, pid);
+  return;
+fail:
+  out("%d R err %s %d\n", q->id, step, errno);
+  for (int i = 0; i < 2; i++) {
+    close_fd(&info[i]);
+    close_fd(&block[i]);
+    close_fd(&status[i]);
+    close_fd(&l->fifo_fd[i]);
+  }
+}
+
+static void release(struct launch *l) {
+  if (l->block_fd < 0) return;
+  if (write(l->block_fd, "x", 1) < 0) {
+  }
+  close_fd(&l->block_fd);
+}
+
+// bwrap's --info-fd JSON names its init ("child-pid"); trace it, then let it go unless held.
+static void on_info(struct run *r, struct launch *l) {
+  ssize_t n = read(l->info_fd, l->info + l->info_len, sizeof l->info - 1 - l->info_len);
+  if (n < 0 && errno == EAGAIN) return;
+  if (n > 0) l->info_len += (size_t)n;
+  l->info[l->info_len] = 0;
+  // The object is complete at its `}` (or when bwrap closed the fd, or wrote too much).
+  if (n > 0 && !strchr(l->info, '}') && l->info_len < sizeof l->info - 1) return;
+  char *k = strstr(l->info, "\"child-pid\"");
+  char *colon = k ? strchr(k, ':') : NULL;
+  long init = colon ? strtol(colon + 1, NULL, 10) : 0;
+  close_fd(&l->info_fd);
+  if (init <= 0) return; // bwrap ended (or wrote nonsense) first: its exit tells node
   long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE |
               PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
-  struct run *slot = NULL;
-  for (int i = 0; i < MAX_RUNS && !slot; i++)
-    if (runs[i].live == 0) slot = &runs[i];
-  if (!slot || run_of(id) || find(pid)) {
-    out("%d A err busy %d\n", id, slot ? EEXIST : EAGAIN);
+  if (find((pid_t)init) || ptrace(PTRACE_SEIZE, (pid_t)init, 0, (void *)opts) != 0) {
+    out("%d B err ptrace %d %ld\n", r->id, errno, init);
     return;
   }
-  int e = set_rlimits(pid, cpu_soft, cpu_hard, fsize, uid, gid);
-  if (e != 0) {
-    out("%d A err rlimit %d\n", id, e);
-    return;
-  }
-  if (ptrace(PTRACE_SEIZE, pid, 0, (void *)opts) != 0) {
-    out("%d A err ptrace %d\n", id, errno);
-    return;
-  }
-  slot->id = id;
-  slot->live = 1;
-  slot->program = 0;
-  add(pid, id);
-  out("%d A ok\n", id);
+  add((pid_t)init, r->id);
+  r->live = 1;
+  l->traced = 1;
+  out("%d B %ld\n", r->id, init);
+  if (!l->hold) release(l);
 }
 
-static char ibuf[4096];
+static void on_status(struct run *r, struct launch *l) {
+  char b[64];
+  ssize_t n = read(l->status_fd, b, sizeof b - 1);
+  if (n < 0 && errno == EAGAIN) return;
+  if (n > 0) {
+    b[n] = 0;
+    out("%d R err %s\n", r->id, b);
+  }
+  close_fd(&l->status_fd);
+}
+
+// bwrap itself ended: `W <code|-> <signal|->`.
+static int on_launch_gone(pid_t pid, int status) {
+  for (int i = 0; i < MAX_RUNS; i++) {
+    struct launch *l = &launches[i];
+    if (!runs[i].in_use || l->pid != pid || l->reaped) continue;
+    l->reaped = 1;
+    if (WIFEXITED(status)) out("%d W %d -\n", runs[i].id, WEXITSTATUS(status));
+    else out("%d W - %d\n", runs[i].id, WTERMSIG(status));
+    if (l->status_fd >= 0) on_status(&runs[i], l);
+    close_fd(&l->block_fd);
+    maybe_finish(&runs[i]);
+    return 1;
+  }
+  return 0;
+}
+
+// ---- requests ----------------------------------------------------------------------------------
+
+#define IBUF_CAP (1 << 20)
+#define MAX_ARGS 8192
+static char ibuf[IBUF_CAP];
 static size_t ilen;
+static int overlong;
+
+// `R <id> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid> <hex stdout fifo> <hex stderr fifo>
+//  <hex seccomp file> <hex cgroup.procs paths, newline-separated, or -> <hex argv>...`; every hex field
+//  is `x` followed by the hex digits.
+static void parse_launch(char *line) {
+  static char *argv[MAX_ARGS + 1];
+  struct launch_req q;
+  memset(&q, 0, sizeof q);
+  char *save = NULL, *tok[11];
+  int nt = 0;
+  for (char *t = strtok_r(line, " ", &save); t && nt < 11; t = nt < 11 ? strtok_r(NULL, " ", &save) : NULL) tok[nt++] = t;
+  if (nt < 11 || sscanf(tok[1], "%d", &q.id) != 1) return;
+  if (sscanf(tok[2], "%d", &q.hold) != 1 || sscanf(tok[3], "%ld", &q.cpu_soft) != 1 || sscanf(tok[4], "%ld", &q.cpu_hard) != 1 ||
+      sscanf(tok[5], "%lld", &q.fsize) != 1 || sscanf(tok[6], "%u", &q.uid) != 1 || sscanf(tok[7], "%u", &q.gid) != 1 ||
+      q.cpu_soft <= 0 || q.cpu_hard < q.cpu_soft || q.uid == 0 || q.gid == 0) {
+    out("%d R err request %d\n", q.id, EINVAL);
+    return;
+  }
+  // Decoded in place: hex is twice as long as what it encodes.
+  char *fields[3] = {tok[8], tok[9], tok[10]};
+  for (int i = 0; i < 3; i++)
+    if (unhex(fields[i]) < 0) goto bad;
+  q.fifo[0] = fields[0];
+  q.fifo[1] = fields[1];
+  q.seccomp = fields[2];
+  char *cg = strtok_r(NULL, " ", &save);
+  if (!cg) goto bad;
+  if (strcmp(cg, "-") == 0) cg[0] = 0;
+  else if (unhex(cg) < 0) goto bad;
+  q.cgroups = cg;
+  int na = 0;
+  for (char *a = strtok_r(NULL, " ", &save); a; a = strtok_r(NULL, " ", &save)) {
+    if (na == MAX_ARGS || unhex(a) < 0) goto bad;
+    argv[na++] = a;
+  }
+  if (na == 0) goto bad;
+  argv[na] = NULL;
+  q.argv = argv;
+  return launch(&q);
+bad:
+  out("%d R err request %d\n", q.id, EINVAL);
+}
 
 static void read_requests(void) {
   ssize_t n = read(0, ibuf + ilen, sizeof ibuf - 1 - ilen);
-  if (n == 0) _exit(0); // node closed our stdin: EXITKILL ends any tracee left
+  if (n == 0) {
+    // node closed our stdin: end every launch (EXITKILL ends the traced tasks with us).
+    for (int i = 0; i < MAX_RUNS; i++)
+      if (runs[i].in_use && !launches[i].reaped) kill(launches[i].pid, SIGKILL);
+    _exit(0);
+  }
   if (n < 0) {
     if (errno == EINTR || errno == EAGAIN) return;
     _exit(2);
@@ -530,17 +767,21 @@ static void read_requests(void) {
   char *start = ibuf, *nl;
   while ((nl = memchr(start, '\n', ibuf + ilen - start))) {
     *nl = 0;
-    int id, pid;
-    long cpu_soft, cpu_hard;
-    long long fsize;
-    unsigned uid, gid;
-    if (sscanf(start, "A %d %d %ld %ld %lld %u %u", &id, &pid, &cpu_soft, &cpu_hard, &fsize, &uid, &gid) == 7 && pid > 0 && cpu_soft > 0 && cpu_hard >= cpu_soft)
-      attach(id, pid, cpu_soft, cpu_hard, fsize, uid, gid);
+    int id;
+    if (overlong) overlong = 0; // the tail of a line too long to hold: dropped
+    else if (start[0] == 'R' && start[1] == ' ') parse_launch(start);
+    else if (sscanf(start, "G %d", &id) == 1) {
+      struct run *r = run_of(id);
+      if (r) release(&launches[r - runs]);
+    }
     start = nl + 1;
   }
   ilen = (size_t)(ibuf + ilen - start);
   memmove(ibuf, start, ilen);
-  if (ilen == sizeof ibuf - 1) ilen = 0; // an overlong line: drop it
+  if (ilen == sizeof ibuf - 1) {
+    ilen = 0;
+    overlong = 1;
+  }
 }
 
 int main(void) {
@@ -552,19 +793,36 @@ int main(void) {
   int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) return 1;
   out("0 ready\n");
+  static struct pollfd fds[2 + 2 * MAX_RUNS];
+  static int owner[2 + 2 * MAX_RUNS];
   for (;;) {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
     flush_out();
-    struct pollfd fds[2] = {{0, POLLIN, 0}, {sfd, POLLIN, 0}};
+    int nf = 2;
+    fds[0] = (struct pollfd){0, POLLIN, 0};
+    fds[1] = (struct pollfd){sfd, POLLIN, 0};
+    for (int i = 0; i < MAX_RUNS; i++) {
+      if (!runs[i].in_use) continue;
+      if (launches[i].info_fd >= 0) owner[nf] = i, fds[nf++] = (struct pollfd){launches[i].info_fd, POLLIN, 0};
+      if (launches[i].status_fd >= 0) owner[nf] = i, fds[nf++] = (struct pollfd){launches[i].status_fd, POLLIN, 0};
+    }
     // The timeout is a safety net only: SIGCHLD (through the signalfd) wakes us for every stop.
-    if (poll(fds, 2, 200) < 0 && errno != EINTR) return 2;
+    if (poll(fds, (nfds_t)nf, 200) < 0 && errno != EINTR) return 2;
     if (fds[0].revents & (POLLIN | POLLHUP)) read_requests();
     if (fds[1].revents & POLLIN) {
       struct signalfd_siginfo ssi;
       while (read(sfd, &ssi, sizeof ssi) == (ssize_t)sizeof ssi) {
       }
+    }
+    for (int k = 2; k < nf; k++) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      struct run *r = &runs[owner[k]];
+      struct launch *l = &launches[owner[k]];
+      if (!r->in_use) continue;
+      if (fds[k].fd == l->info_fd) on_info(r, l);
+      else if (fds[k].fd == l->status_fd) on_status(r, l);
     }
   }
 }

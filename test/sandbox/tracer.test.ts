@@ -3,15 +3,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { decodeSockaddr, sideEffectsFromTrace } from '../../src/sandbox/observe/trace-events.js';
 import { syscallTracer, tracerBinaryPath } from '../../src/sandbox/observe/tracer.js';
+import { buildSeccompFilter } from '../../src/sandbox/ns/seccomp.js';
 import { py, run, text } from './helpers-ns.js';
 
 const tracer = syscallTracer();
 const skip = tracer === null ? 'no host tracer here (not root or native/tracer.c not built)' : false;
 
-test('runs are observed by the host tracer when it is built and we are root; it sets the rlimits first', { skip }, async () => {
+test('runs are observed by the host tracer when it is built and we are root; bwrap starts under the rlimits', { skip }, async () => {
   const o = await run(['/bin/true']);
   assert.equal(o.host.syscallTracer, 'airlock-tracer');
   assert.equal(o.exit.source, 'tracer');
@@ -97,13 +101,28 @@ test('losing the tracer mid-run kills the sandbox and the run has no side effect
   assert.ok(again.sideEffects);
 });
 
-test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with the step and errno the runner falls back on', { skip: skip || (spawnSync('setpriv', ['--help']).status !== 0 && 'no setpriv') }, () => {
-  const victim = spawn('sleep', ['30'], { stdio: 'ignore' });
+test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with the step and errno the runner falls back on', { skip: skip || (spawnSync('setpriv', ['--help']).status !== 0 && 'no setpriv') }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-tracer-test-'));
+  const filter = join(dir, 'filter.bpf');
+  writeFileSync(filter, buildSeccompFilter(process.arch, { observe: true }));
+  const x = (s: string) => `x${Buffer.from(s).toString('hex')}`;
+  const argv = ['/usr/bin/bwrap', '--unshare-user', '--ro-bind', '/', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', '/bin/true'];
+  const t = spawn('setpriv', ['--inh-caps=-sys_ptrace', '--bounding-set=-sys_ptrace', tracerBinaryPath()!], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let got = '';
   try {
-    const r = spawnSync('setpriv', ['--inh-caps=-sys_ptrace', '--bounding-set=-sys_ptrace', tracerBinaryPath()!], { input: `A 7 ${victim.pid} 1 2 -1 0 0\n`, encoding: 'utf8', timeout: 5000 });
-    assert.match(r.stdout, /^7 A err ptrace (1|13)$/m, r.stdout + r.stderr);
+    t.stdin.write(`R 7 0 1 2 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no answer: ${got}`)), 5000);
+      t.stdout.on('data', (d: Buffer) => {
+        got += d.toString();
+        if (/^7 B /m.test(got)) resolve(clearTimeout(timer));
+      });
+    });
+    assert.match(got, /^7 R ok \d+$/m, got);
+    assert.match(got, /^7 B err ptrace (1|13) \d+$/m, got);
   } finally {
-    victim.kill('SIGKILL');
+    t.stdin.end();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

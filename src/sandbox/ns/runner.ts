@@ -14,24 +14,23 @@
 //   * our seccomp filter travels on an extra fd (--seccomp), written by us and closed.
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
-import { spawn, type StdioOptions } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
-import type { Readable, Writable } from 'node:stream';
 import type { Problem } from '../../contracts/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
 import { doctor, type HostCapabilities } from '../doctor.js';
 import { diffOverlayUpper, diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
 import { parseStraceLog, straceArgv } from '../observe/strace.js';
 import { sideEffectsFromTrace } from '../observe/trace-events.js';
-import { syscallTracer, type TraceRun } from '../observe/tracer.js';
+import { syscallTracer } from '../observe/tracer.js';
 import { resolveOnRoot, rootPlan, SANDBOX_GID, SANDBOX_UID } from '../rootfs.js';
 import type { FsChange, LimitEnforcement, LimitName, NsExit, NsHostFacts, NsLimits, NsResources, NsRunObservation, NsRunSpec, NsStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
 import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
 import { buildSeccompFilter } from './seccomp.js';
 import { hostOps } from './hostops.js';
+import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
 import { describeGrant } from '../../network/allowlist.js';
 import { PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
 import { NetworkProxy } from '../../network/proxy.js';
@@ -45,8 +44,18 @@ const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'out
 /** How often the host polls the cgroup for CPU time, OOM kills and pids-limit hits. */
 const POLL_MS = 10;
 
-/** The filter, without and with SECCOMP_RET_TRACE stops for the host tracer. */
-const seccompBytes: { plain?: Buffer; observe?: Buffer } = {};
+/** The filter without SECCOMP_RET_TRACE stops (node launches), built once. */
+const seccompBytes: { plain?: Buffer } = {};
+/** The filter with SECCOMP_RET_TRACE stops for the host tracer, written once into the root-owned staging base. */
+let observeFilterFile: string | null = null;
+function observeFilterIn(base: string): string {
+  if (observeFilterFile === null) {
+    const f = join(base, 'seccomp-observe.bpf');
+    writeFileSync(f, buildSeccompFilter(process.arch, { observe: true }), { mode: 0o600 });
+    observeFilterFile = f;
+  }
+  return observeFilterFile;
+}
 /** How long the tracer may take to report a run's end after its last process died. */
 const TRACE_SETTLE_MS = 2000;
 
@@ -304,7 +313,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         }
       }),
     );
-    if (caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids });
+    // Through the tracer, bwrap itself is born in the group too: one more process than the sandbox's own.
+    if (caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + (tracer ? 1 : 0) });
     if (useStrace) writeFileSync(logFile, '', { mode: 0o600 });
     if (spec.network) {
       proxy = new NetworkProxy({ grant: spec.network.grant, caps: spec.network.caps, ...(spec.network.resolve ? { resolve: spec.network.resolve } : {}), onCap: (_cap, message) => onNetworkCap?.(message) });
@@ -332,54 +342,60 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     a.push('--chdir', cwd, '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', program, ...spec.argv.slice(1));
 
     // rlimits: RLIMIT_CPU (whole seconds) and RLIMIT_CORE=0, plus RLIMIT_FSIZE when /out is not a capped
-    // tmpfs. With the host helper they are set on bwrap's init B while it is blocked (below); without
-    // it, prlimit execs first (as root, before the tracer), so its exec stays out of the strace log.
+    // tmpfs. The tracer sets them on bwrap before its exec; otherwise the host helper sets them on
+    // bwrap's init B while it is blocked (below), or, without it, prlimit execs first (as root, before
+    // strace), so its exec stays out of the strace log.
     const cpuS = Math.ceil(limits.cpuMs / 1000);
     const fsize = caps.tmpfsSizeCaps.hostOut ? null : limits.outBytes;
-    const cmd: string[] = [];
-    if (!tracer && !ops && caps.prlimitBinary) cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(fsize === null ? [] : [`--fsize=${fsize}`]), '--');
-    if (useStrace) {
-      const sv = straceArgv(logFile);
-      sv[0] = caps.strace!.path;
-      const dd = sv.lastIndexOf('--');
-      const userOpts = asRoot ? ['-u', caps.sandboxHostUser!.name] : [];
-      cmd.push(...(dd >= 0 ? [...sv.slice(0, dd), ...userOpts, ...sv.slice(dd)] : [...sv, ...userOpts]));
-    }
-    cmd.push(bwrap.path, ...a);
-
-    const filter = tracer ? (seccompBytes.observe ??= buildSeccompFilter(process.arch, { observe: true })) : (seccompBytes.plain ??= buildSeccompFilter());
-    const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
     const started = new Date();
     const t0 = performance.now();
-    const child = spawn(cmd[0]!, cmd.slice(1), {
-      stdio,
-      env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' },
-      // strace starts as root and drops to nobody itself (-u); otherwise node drops before exec.
-      ...(asRoot && !useStrace ? { uid, gid } : {}),
-    });
+    let launch: SandboxLaunch;
+    if (tracer) {
+      launch = launchWithTracer(tracer, {
+        argv: [bwrap.path, ...a],
+        stdoutFifo: join(dir, 'stdout'),
+        stderrFifo: join(dir, 'stderr'),
+        seccompFile: observeFilterIn(base),
+        cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
+        limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid },
+        hold: spec.network !== undefined,
+      });
+    } else {
+      const cmd: string[] = [];
+      if (!ops && caps.prlimitBinary) cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(fsize === null ? [] : [`--fsize=${fsize}`]), '--');
+      if (useStrace) {
+        const sv = straceArgv(logFile);
+        sv[0] = caps.strace!.path;
+        const dd = sv.lastIndexOf('--');
+        const userOpts = asRoot ? ['-u', caps.sandboxHostUser!.name] : [];
+        cmd.push(...(dd >= 0 ? [...sv.slice(0, dd), ...userOpts, ...sv.slice(dd)] : [...sv, ...userOpts]));
+      }
+      cmd.push(bwrap.path, ...a);
+      launch = launchWithNode({
+        cmd,
+        // strace starts as root and drops to nobody itself (-u); otherwise node drops before exec.
+        ids: asRoot && !useStrace ? { uid, gid } : null,
+        filter: (seccompBytes.plain ??= buildSeccompFilter()),
+        prepare: async (pid) => {
+          try {
+            cg?.addProcess(pid);
+          } catch (e) {
+            return `cannot move the sandbox into its cgroup: ${(e as Error).message}`;
+          }
+          const rlErr = ops ? await ops.setRlimits(pid, uid, gid, cpuS, cpuS + 1, fsize) : null;
+          return rlErr === null ? null : `cannot set the sandbox's rlimits: ${rlErr}`;
+        },
+      });
+    }
     const out = new StreamCapture(limits.stdoutBytes);
     const err = new StreamCapture(limits.stderrBytes);
-    out.attach(child.stdout);
-    err.attach(child.stderr);
-    const extra = child.stdio as unknown as (Readable & Writable)[];
-    const info: Readable = extra[3]!;
-    const block: Writable = extra[4]!;
-    const sec: Writable = extra[5]!;
-    for (const s of [info, block, sec]) s.on('error', () => undefined);
-    sec.end(filter);
+    out.attach(launch.stdout);
+    err.attach(launch.stderr);
 
     let kill: Kill | null = null;
     let released = false;
     let setupError: string | null = null;
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-      child.on('error', (e) => {
-        setupError = `cannot start the sandbox: ${e.message}`;
-        resolve({ code: null, signal: null });
-      });
-      child.on('close', (code, signal) => resolve({ code, signal }));
-    });
     let initPid: number | null = null;
-    let traceRun: TraceRun | null = null;
     let tracerRefused = false;
     const killEverything = async (k: Kill): Promise<void> => {
       if (kill) return;
@@ -397,61 +413,33 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         }
         if (cg) await cg.killAll().catch(() => undefined);
       }
-      if (!released || !cg) child.kill('SIGKILL');
-      setTimeout(() => child.kill('SIGKILL'), 500).unref();
+      if (!released || !cg) launch.kill();
+      setTimeout(() => launch.kill(), 500).unref();
     };
-    // Join the cgroup and set the rlimits as soon as bwrap tells us its init's pid, then let it go on.
-    let infoText = '';
-    let gotPid = false;
-    info.on('data', (d: Buffer) => {
-      if (gotPid || infoText.length > 4096) return;
-      infoText += d.toString('utf8');
-      const m = /"child-pid"\s*:\s*(\d+)/.exec(infoText);
-      if (!m) return;
-      gotPid = true;
-      const pid = Number(m[1]);
-      initPid = pid;
-      void (async () => {
-        // The tracer sets B's rlimits and attaches to it while we move B into the cgroup. It must hold
-        // B before B runs anything of the program (the program's filter stops for it).
-        const attached = tracer ? tracer.attach(pid, { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid }) : null;
+    // bwrap's init is blocked, in its cgroup, with its rlimits (and traced): bridge the network when
+    // the run has it, then let the init go on.
+    void launch.ready.then(async (r) => {
+      initPid = r.initPid;
+      if ('error' in r) {
+        tracerRefused = r.tracerRefused;
+        const why = r.tracerRefused ? `cannot hand the sandbox to the syscall tracer: ${r.error}` : r.error;
+        setupError = why;
+        return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: why });
+      }
+      if (proxy && !kill) {
         try {
-          cg?.addProcess(pid);
+          const f = await startForwarder({ perl: caps.perlBinary!, initPid: r.initPid, socketPath: proxySocket, uid, gid });
+          forwarder = f;
+          // The run may have been ended while the bridge started: never leave it behind.
+          if (kill || runOver) f.stop();
         } catch (e) {
-          setupError = `cannot move the sandbox into its cgroup: ${(e as Error).message}`;
+          setupError = `cannot bridge the sandbox to its network proxy: ${(e as Error).message}`;
           return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
         }
-        // With the tracer, it sets the rlimits itself just before attaching (one round trip, no perl).
-        const rlErr = ops && !tracer ? await ops.setRlimits(pid, uid, gid, cpuS, cpuS + 1, fsize) : null;
-        if (rlErr !== null) {
-          setupError = `cannot set the sandbox's rlimits: ${rlErr}`;
-          return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
-        }
-        // The bridge must listen before the program can run: B is still blocked here.
-        if (proxy && !kill) {
-          try {
-            const f = await startForwarder({ perl: caps.perlBinary!, initPid: pid, socketPath: proxySocket, uid, gid });
-            forwarder = f;
-            // The run may have been ended while the bridge started: never leave it behind.
-            if (kill || runOver) f.stop();
-          } catch (e) {
-            setupError = `cannot bridge the sandbox to its network proxy: ${(e as Error).message}`;
-            return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
-          }
-        }
-        if (attached && !kill) {
-          const t = await attached;
-          if ('error' in t) {
-            tracerRefused = t.hostRefusesPtrace;
-            setupError = `cannot hand the sandbox to the syscall tracer: ${t.error}`;
-            return void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: setupError });
-          }
-          traceRun = t.run;
-        }
-        if (kill) return;
-        released = true;
-        block.end('x');
-      })();
+      }
+      if (kill) return;
+      released = true;
+      launch.release();
     });
     onNetworkCap = (message) => void killEverything({ status: 'RESOURCE_KILLED', limit: null, reason: message });
     const wall = setTimeout(() => void killEverything({ status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: killed by the host` }), limits.wallMs);
@@ -472,7 +460,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         }, POLL_MS)
       : null;
 
-    const end = await exited;
+    const end = await launch.closed;
+    if (end.spawnError && !setupError) setupError = end.spawnError;
     spec.signal?.removeEventListener('abort', onCancel);
     const wallMs = performance.now() - t0;
     clearTimeout(wall);
@@ -494,7 +483,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     let sideEffectsUnavailable: string | undefined;
     let straceLog = '';
     let fromTracer: { code: number | null; signal: string | null } | null = null;
-    const tr = traceRun as TraceRun | null;
+    const tr = launch.trace;
     if (tr) {
       let settle: NodeJS.Timeout | undefined;
       const settled = await Promise.race([tr.done.then(() => true), new Promise<boolean>((r) => (settle = setTimeout(() => r(false), TRACE_SETTLE_MS)))]);
@@ -502,7 +491,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       if (tr.lost) sideEffectsUnavailable = tr.lost;
       else if (!settled) sideEffectsUnavailable = `the syscall tracer did not report the end of the run within ${TRACE_SETTLE_MS} ms: the trace is incomplete`;
       else {
-        const t = sideEffectsFromTrace(tr.lines, child.pid ?? null);
+        const t = sideEffectsFromTrace(tr.lines, launch.bwrapPid());
         sideEffects = t.sideEffects;
         fromTracer = t.programEnd;
       }

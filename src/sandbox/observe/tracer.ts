@@ -1,12 +1,14 @@
 // The host's syscall tracer (native/tracer.c, built by `npm run build` when a C compiler is present):
-// one long-lived root process that attaches to each ns run's sandbox init while bwrap holds it on
-// --block-fd, and reports the program's observed syscalls as lines on its stdout. The program cannot
+// one long-lived root process that starts each ns run's bwrap (so this large node process is not
+// forked per run), attaches to the sandbox's init while bwrap holds it on --block-fd, and reports the
+// program's observed syscalls as lines on its stdout. The program cannot
 // reach this process or its pipe: nothing it does can forge or erase a line. Without the binary (no
 // compiler) or without root, the runner falls back to strace (slower, same observations).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { constants } from 'node:os';
 
 /** native/airlock-tracer under dist/: above this module (tsc output) or above the bundle. */
 export function tracerBinaryPath(): string | null {
@@ -26,36 +28,74 @@ export interface TraceRun {
   lost: string | null;
 }
 
-interface RunState extends TraceRun {
-  finish: () => void;
-  attached: ((failure: AttachFailure | null) => void) | null;
+/** What bwrap is started with (see native/tracer.c, "launches"). */
+export interface LaunchSpec {
+  /** bwrap and its arguments; fds 3 (--info-fd), 4 (--block-fd) and 5 (--seccomp) are wired by the tracer. */
+  argv: string[];
+  /** FIFOs the tracer creates (in a root-owned directory) for the sandbox's stdout and stderr. */
+  stdoutFifo: string;
+  stderrFifo: string;
+  /** The seccomp filter bwrap reads on fd 5 (a root-owned file). */
+  seccompFile: string;
+  /** cgroup.procs files bwrap joins before it starts (everything of the run is born inside). */
+  cgroupProcs: string[];
+  /** RLIMIT_CPU soft/hard (seconds), RLIMIT_FSIZE (bytes, or null), RLIMIT_CORE 0; the ids bwrap runs as. */
+  limits: { cpuSoftS: number; cpuHardS: number; fsizeBytes: number | null; uid: number; gid: number };
+  /** Hold bwrap's init (blocked) after it is traced until release(): the network bridge starts first. */
+  hold: boolean;
 }
 
 export interface AttachFailure {
   error: string;
+  /** bwrap's init, when it was known (still blocked: the caller kills it). */
+  initPid: number | null;
   /** This host refuses ptrace attach (no CAP_SYS_PTRACE, yama): the tracer is now off for this process. */
   hostRefusesPtrace: boolean;
 }
 
-/** `A err <step> <errno>` -> a failure. */
-function attachError(ev: string): AttachFailure {
-  const [, , step, errno] = ev.split(' ');
-  const hostRefusesPtrace = step === 'ptrace' && (errno === '1' || errno === '13'); // EPERM, EACCES
-  const what = step === 'rlimit' ? 'setting the rlimits failed' : step === 'ptrace' ? 'ptrace attach failed (CAP_SYS_PTRACE or yama ptrace_scope?)' : 'too many runs traced at once';
-  if (hostRefusesPtrace) refused = `this host refuses ptrace attach (errno ${errno}): syscalls are observed with strace instead`;
-  return { error: `${what} (errno ${errno ?? '?'})`, hostRefusesPtrace };
+export interface LaunchExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Set when bwrap never ran (a failed step before its exec), or the tracer was lost. */
+  spawnError: string | null;
 }
 
-/** What the tracer sets on the process before attaching (RLIMIT_CORE is always 0). */
-export interface AttachLimits {
-  cpuSoftS: number;
-  cpuHardS: number;
-  /** RLIMIT_FSIZE in bytes, or null to leave it. */
-  fsizeBytes: number | null;
-  /** The ids the process runs as. */
-  uid: number;
-  gid: number;
+export interface Launch {
+  /** bwrap's host pid, or why it could not be started. */
+  readonly started: Promise<{ pid: number } | { error: string }>;
+  /** bwrap's init, traced (and, unless held, let go), or why not. */
+  readonly init: Promise<{ pid: number } | AttachFailure>;
+  /** bwrap's own end. */
+  readonly exit: Promise<LaunchExit>;
+  readonly trace: TraceRun;
+  /** Lets a held init go on. */
+  release(): void;
 }
+
+interface RunState extends TraceRun {
+  finish: () => void;
+  onStarted: (r: { pid: number } | { error: string }) => void;
+  onInit: (r: { pid: number } | AttachFailure) => void;
+  onExit: (r: LaunchExit) => void;
+  spawnError: string | null;
+}
+
+/** `B err ptrace <errno> <init pid>` -> a failure. */
+function attachError(errno: string | undefined, initPid: string | undefined): AttachFailure {
+  const hostRefusesPtrace = errno === '1' || errno === '13'; // EPERM, EACCES
+  if (hostRefusesPtrace) refused = `this host refuses ptrace attach (errno ${errno}): syscalls are observed with strace instead`;
+  return { error: `ptrace attach failed (CAP_SYS_PTRACE or yama ptrace_scope?) (errno ${errno ?? '?'})`, initPid: initPid ? Number(initPid) : null, hostRefusesPtrace };
+}
+
+/** A promise and its resolver; later calls of the resolver are ignored. */
+function settleOnce<T>(): [Promise<T>, (v: T) => void] {
+  let settle!: (v: T) => void;
+  const p = new Promise<T>((resolve) => (settle = resolve));
+  return [p, settle];
+}
+
+const signalName = (n: number): NodeJS.Signals => (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] ?? `SIG${n}`) as NodeJS.Signals;
+const hexField = (s: string): string => `x${Buffer.from(s, 'utf8').toString('hex')}`;
 
 export class SyscallTracer {
   private child: ChildProcessWithoutNullStreams | null = null;
@@ -86,8 +126,9 @@ export class SyscallTracer {
 
   private lose(r: RunState, why: string): void {
     r.lost ??= why;
-    r.attached?.({ error: why, hostRefusesPtrace: false });
-    r.attached = null;
+    r.onStarted({ error: why });
+    r.onInit({ error: why, initPid: null, hostRefusesPtrace: false });
+    r.onExit({ code: null, signal: null, spawnError: r.spawnError ?? why });
     r.finish();
   }
 
@@ -98,20 +139,29 @@ export class SyscallTracer {
       const line = this.buf.slice(0, nl);
       this.buf = this.buf.slice(nl + 1);
       const sp = line.indexOf(' ');
-      const r = this.runs.get(Number(line.slice(0, sp)));
+      const id = Number(line.slice(0, sp));
+      const r = this.runs.get(id);
       if (!r) continue;
       const ev = line.slice(sp + 1);
+      const f = ev.split(' ');
       if (ev === 'Z') {
-        this.runs.delete(Number(line.slice(0, sp)));
+        this.runs.delete(id);
+        r.onInit({ error: 'bwrap ended before its init was traced', initPid: null, hostRefusesPtrace: false });
         r.finish();
-      } else if (ev.startsWith('A ')) {
-        r.attached?.(ev === 'A ok' ? null : attachError(ev));
-        r.attached = null;
-        if (ev !== 'A ok') {
-          this.runs.delete(Number(line.slice(0, sp)));
-          r.finish();
+      } else if (f[0] === 'R' && f[1] === 'ok') r.onStarted({ pid: Number(f[2]) });
+      else if (f[0] === 'R') {
+        // `R err <step> <errno>`. Steps before the fork end the run here (no W or Z follows); the child's
+        // steps (cgroup, rlimit, fds, ids, exec) are followed by bwrap's exit and Z.
+        r.spawnError ??= `starting bwrap failed at step "${f[2]}" (errno ${f[3]})`;
+        r.onStarted({ error: r.spawnError });
+        if (['busy', 'request', 'fifo', 'pipe', 'fork'].includes(f[2] ?? '')) {
+          this.runs.delete(id);
+          this.lose(r, r.spawnError);
         }
-      } else r.lines.push(ev);
+      } else if (f[0] === 'B' && f[1] === 'err') r.onInit(attachError(f[3], f[4]));
+      else if (f[0] === 'B') r.onInit({ pid: Number(f[1]) });
+      else if (f[0] === 'W') r.onExit({ code: f[1] === '-' ? null : Number(f[1]), signal: f[2] === '-' ? null : signalName(Number(f[2])), spawnError: r.spawnError });
+      else r.lines.push(ev);
     }
     this.idle();
   }
@@ -126,29 +176,26 @@ export class SyscallTracer {
     else c.unref();
   }
 
-  /**
-   * Sets the rlimits of `pid` (a process blocked before running anything of the program), then attaches
-   * to it and everything it starts from then on. Resolves once the tracer holds it: only then may the
-   * process go on.
-   */
-  attach(pid: number, limits: AttachLimits): Promise<{ run: TraceRun } | AttachFailure> {
+  /** Starts bwrap for one run: in its cgroups, with its rlimits, its init traced before the program starts. */
+  launch(spec: LaunchSpec): Launch {
     const c = this.start();
     const id = this.nextId++;
-    let finish!: () => void;
-    const done = new Promise<void>((resolve) => (finish = resolve));
-    return new Promise((resolve) => {
-      const r: RunState = {
-        lines: [],
-        done,
-        lost: null,
-        finish,
-        attached: (failure) => resolve(failure ?? { run: r }),
-      };
-      this.runs.set(id, r);
-      this.idle();
-      const l = limits;
-      c.stdin.write(`A ${id} ${pid} ${l.cpuSoftS} ${l.cpuHardS} ${l.fsizeBytes ?? -1} ${l.uid} ${l.gid}\n`);
-    });
+    const [started, onStarted] = settleOnce<{ pid: number } | { error: string }>();
+    const [init, onInit] = settleOnce<{ pid: number } | AttachFailure>();
+    const [exit, onExit] = settleOnce<LaunchExit>();
+    const [done, finish] = settleOnce<void>();
+    const r: RunState = { lines: [], done, lost: null, finish: () => finish(), onStarted, onInit, onExit, spawnError: null };
+    this.runs.set(id, r);
+    this.idle();
+    const l = spec.limits;
+    const request = [
+      'R', id, spec.hold ? 1 : 0, l.cpuSoftS, l.cpuHardS, l.fsizeBytes ?? -1, l.uid, l.gid,
+      hexField(spec.stdoutFifo), hexField(spec.stderrFifo), hexField(spec.seccompFile),
+      spec.cgroupProcs.length ? hexField(spec.cgroupProcs.join('\n')) : '-',
+      ...spec.argv.map(hexField),
+    ];
+    c.stdin.write(`${request.join(' ')}\n`);
+    return { started, init, exit, trace: r, release: () => void this.child?.stdin.write(`G ${id}\n`) };
   }
 
   /** Stop the tracer (tests; the process otherwise ends it by closing stdin at exit). */

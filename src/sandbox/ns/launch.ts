@@ -1,0 +1,140 @@
+// Starting bwrap for one run, two ways behind one shape:
+//   * through the host tracer (observe/tracer.ts): the tracer forks and execs bwrap already in the run's
+//     cgroups and under its rlimits, and traces bwrap's init before letting it go. Node is not forked
+//     (a fork of this large process cost ~2-3 ms of blocked event loop per run), and no step needs a
+//     round trip through node. stdout and stderr arrive through FIFOs the tracer made.
+//   * with node's spawn (no tracer built, not root, or the host refuses ptrace): node holds bwrap's
+//     init on --block-fd while `prepare` moves it into the cgroups and sets its rlimits.
+// Either way the caller gets the init's pid while it is still blocked, and lets it go with release().
+import { spawn, type StdioOptions } from 'node:child_process';
+import { constants, openSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
+import type { Launch, LaunchSpec, SyscallTracer, TraceRun } from '../observe/tracer.js';
+
+export type LaunchReady = { initPid: number } | { error: string; initPid: number | null; tracerRefused: boolean };
+
+export interface SandboxLaunch {
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** bwrap's init, blocked, in its cgroups, with its rlimits (and traced, by the tracer) — or why not. */
+  readonly ready: Promise<LaunchReady>;
+  release(): void;
+  /** bwrap ended and the sandbox's stdout and stderr are closed (every process holding them is gone). */
+  readonly closed: Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError: string | null }>;
+  /** SIGKILL bwrap itself (its init and the program are the cgroup's, or the caller's, to kill). */
+  kill(): void;
+  /** The trace of this run, once the init is traced (tracer launches only). */
+  readonly trace: TraceRun | null;
+  /** bwrap's host pid, once known. */
+  bwrapPid(): number | null;
+}
+
+const ended = (s: Readable): Promise<void> => new Promise((resolve) => s.once('close', () => resolve()));
+
+export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): SandboxLaunch {
+  const l: Launch = tracer.launch(spec);
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let pid: number | null = null;
+  let traced = false;
+  void l.started.then((s) => {
+    if ('error' in s) {
+      stdout.end();
+      stderr.end();
+      return;
+    }
+    pid = s.pid;
+    // The FIFOs exist now; the tracer holds a reader of each, so nothing is lost before ours opens, and
+    // a fresh reader sees no end of file until a writer has come and gone.
+    for (const [path, into] of [[spec.stdoutFifo, stdout], [spec.stderrFifo, stderr]] as const) {
+      try {
+        const sock = new Socket({ fd: openSync(path, constants.O_RDONLY | constants.O_NONBLOCK), readable: true, writable: false });
+        sock.on('error', () => into.end());
+        sock.pipe(into);
+      } catch {
+        into.end();
+      }
+    }
+  });
+  const ready = l.init.then((r): LaunchReady => {
+    if ('error' in r) return { error: r.error, initPid: r.initPid, tracerRefused: r.hostRefusesPtrace };
+    traced = true;
+    return { initPid: r.pid };
+  });
+  const closed = Promise.all([l.exit, ended(stdout), ended(stderr)]).then(([e]) => e);
+  return {
+    stdout,
+    stderr,
+    ready,
+    release: () => (spec.hold ? l.release() : undefined),
+    closed,
+    kill: () => {
+      if (pid === null) return;
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    },
+    get trace() {
+      return traced ? l.trace : null;
+    },
+    bwrapPid: () => pid,
+  };
+}
+
+export interface NodeLaunchSpec {
+  /** The command: bwrap and its arguments (maybe behind prlimit and strace), with fds 3, 4, 5 as in LaunchSpec. */
+  cmd: string[];
+  /** Drop to these ids before exec (when root and not under strace, which drops by itself). */
+  ids: { uid: number; gid: number } | null;
+  /** The seccomp filter, written to fd 5. */
+  filter: Buffer;
+  /** Moves the blocked init into its cgroups and sets its rlimits; null when done, else the error. */
+  prepare: (initPid: number) => Promise<string | null>;
+}
+
+export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch {
+  const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
+  const child = spawn(spec.cmd[0]!, spec.cmd.slice(1), { stdio, env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' }, ...(spec.ids ?? {}) });
+  const extra = child.stdio as unknown as (Readable & Writable)[];
+  const info: Readable = extra[3]!;
+  const block: Writable = extra[4]!;
+  const sec: Writable = extra[5]!;
+  for (const s of [info, block, sec]) s.on('error', () => undefined);
+  sec.end(spec.filter);
+  let spawnError: string | null = null;
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError: string | null }>((resolve) => {
+    child.on('error', (e) => {
+      spawnError = `cannot start the sandbox: ${e.message}`;
+      resolve({ code: null, signal: null, spawnError });
+    });
+    child.on('close', (code, signal) => resolve({ code, signal, spawnError }));
+  });
+  // bwrap tells its init's pid on --info-fd while the init waits on --block-fd.
+  const ready = new Promise<LaunchReady>((resolve) => {
+    let text = '';
+    const onData = (d: Buffer): void => {
+      text += d.toString('utf8');
+      const m = /"child-pid"\s*:\s*(\d+)/.exec(text);
+      if (!m && text.length < 4096) return;
+      info.off('data', onData);
+      if (!m) return resolve({ error: 'bwrap did not report its init', initPid: null, tracerRefused: false });
+      const initPid = Number(m[1]);
+      void spec.prepare(initPid).then((error) => resolve(error === null ? { initPid } : { error, initPid, tracerRefused: false }));
+    };
+    info.on('data', onData);
+    void closed.then(() => resolve({ error: 'bwrap ended before the sandbox was set up', initPid: null, tracerRefused: false }));
+  });
+  return {
+    stdout: child.stdout!,
+    stderr: child.stderr!,
+    ready,
+    release: () => block.end('x'),
+    closed,
+    kill: () => child.kill('SIGKILL'),
+    trace: null,
+    bwrapPid: () => child.pid ?? null,
+  };
+}
