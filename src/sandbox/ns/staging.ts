@@ -5,18 +5,27 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, createReadStream, lstatSync, mkdirSync, readdirSync, readlinkSync, symlinkSync } from 'node:fs';
 import { chmod, copyFile, lstat, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { HostOps } from './hostops.js';
+import { sweepOrphans } from './sweep.js';
 
 let baseDir: Promise<string> | null = null;
 
-/** One root-owned base per process (mode 0711: the sandbox uid can traverse, not list). */
-export function stagingBase(): Promise<string> {
+/**
+ * One root-owned base per process (mode 0711: the sandbox uid can traverse, not list). With a mounter
+ * (root), the base is its own tmpfs: per-run staging (dirs, FIFOs, /in copies, scope upper dirs) never
+ * touches a disk journal (measured on a 2-core VM's ext4: ~1 ms of a run's mkdirs and removals). Bases
+ * of processes that are gone, and their mounts, are swept first.
+ */
+export function stagingBase(mnt: Mounter | null = null): Promise<string> {
   if (!baseDir) {
     baseDir = (async () => {
+      if (mnt) sweepOrphans();
       const d = await mkdtemp(join(tmpdir(), 'airlock-ns-'));
       await chmod(d, 0o711);
+      // Half the RAM at most (tmpfs's own default); a failure leaves the staging on tmpdir's filesystem.
+      if (mnt) await mnt.tmpfs(d, Math.floor(totalmem() / 2), 0, 0, 0o711).catch(() => undefined);
       // Who owns these runs: after a crash, sweepOrphans() cleans bases whose owner is gone.
       await writeFile(join(d, 'owner.pid'), String(process.pid), { mode: 0o600 });
       return d;
@@ -52,7 +61,7 @@ export async function stageInput(hostPath: string, dest: string): Promise<{ sha2
 /** What the runner needs to mount and unmount: the perl helper when present, else execs of mount/umount. */
 export interface Mounter {
   /** Size-capped tmpfs (tmpfs rounds up to whole pages; nosuid/nodev so nothing privileged can be planted). */
-  tmpfs(dir: string, sizeBytes: number, uid: number, gid: number): Promise<void>;
+  tmpfs(dir: string, sizeBytes: number, uid: number, gid: number, mode?: number): Promise<void>;
   overlay(lower: string, upper: string, work: string, merged: string): Promise<void>;
   /** Unmount; a busy mount is detached lazily (gone from the tree, freed when the last user goes). Null: done. */
   unmount(dir: string): Promise<string | null>;
@@ -64,11 +73,11 @@ export function mounter(bins: { mountBinary: string | null; umountBinary: string
     return b;
   };
   return {
-    async tmpfs(dir, sizeBytes, uid, gid) {
-      const err = ops ? await ops.mountTmpfs(dir, sizeBytes, uid, gid) : 'no host helper';
+    async tmpfs(dir, sizeBytes, uid, gid, mode = 0o755) {
+      const err = ops ? await ops.mountTmpfs(dir, sizeBytes, uid, gid, mode) : 'no host helper';
       if (err === null) return;
       if (ops && !/helper stopped/.test(err)) throw new Error(`cannot mount the /out tmpfs: ${err}`);
-      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},mode=0755,uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
+      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},mode=0${mode.toString(8)},uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
       if (r.code !== 0) throw new Error(`cannot mount the /out tmpfs: ${r.stderr}`);
     },
     async overlay(lower, upper, work, merged) {

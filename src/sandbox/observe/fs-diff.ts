@@ -94,7 +94,10 @@ const sandboxPath = (mountPoint: string, rel: string): string => posix.join('/',
 
 function sameContent(a: TreeEntry, b: TreeEntry): boolean {
   const kind = (t: FsEntryType): string => (t === 'hardlink' ? 'file' : t);
-  return kind(a.type) === kind(b.type) && a.mode === b.mode && a.size === b.size && a.sha256 === b.sha256 && a.linkTarget === b.linkTarget;
+  // A directory's size is its filesystem's bookkeeping (4096 on ext4, a count of entries on tmpfs), not
+  // content: an overlay's upper dir on another filesystem than its lower must not look modified.
+  const sizeMatters = a.type !== 'dir';
+  return kind(a.type) === kind(b.type) && a.mode === b.mode && (!sizeMatters || a.size === b.size) && a.sha256 === b.sha256 && a.linkTarget === b.linkTarget;
 }
 
 function change(kind: FsChange['change'], path: string, before: TreeEntry | undefined, after: TreeEntry | undefined): FsChange {
