@@ -53,6 +53,26 @@ test('host secrets: /root, /etc/shadow and the host environment are absent', asy
   assert.ok(names.every((n) => ['alternatives', 'group', 'hosts', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'nsswitch.conf', 'passwd'].includes(n)), names.join(' '));
 });
 
+test('no descriptor of the host reaches the sandbox; its own stdout cannot be reopened to read or steal it', async () => {
+  const code = [
+    'import os',
+    'held = []',
+    'for fd in range(3, 4096):',
+    '  try: os.fstat(fd); held.append(fd)',
+    '  except OSError: pass',
+    'print("held", held)',
+    'try:',
+    '  r = os.open("/proc/self/fd/1", os.O_RDONLY | os.O_NONBLOCK); print("REOPENED", os.read(r, 100))',
+    'except OSError as e: print("reopen", e.errno)',
+  ].join('\n');
+  const o = await py(code);
+  const [held, reopen] = o.stdout.bytes.toString().split('\n');
+  assert.equal(held, 'held []', text(o));
+  // Through the tracer, stdout is a FIFO owned by root (0600): reopening it is refused (EACCES), so the
+  // program cannot drain what the host is reading. (Node's spawn gives a pipe, which it could reopen.)
+  if (o.host.syscallTracer === 'airlock-tracer') assert.equal(reopen, 'reopen 13', text(o));
+});
+
 test('writing outside /out fails; only /out changes are reported', async () => {
   const marker = join(tmpdir(), `airlock-escape-${process.pid}`);
   const o = await run(['/bin/sh', '-c', `for p in /etc/x /usr/x /in/x /x /proc/x ${marker}; do echo pwned > $p 2>/dev/null && echo "WROTE $p"; done; echo ok > /out/ok`]);
