@@ -477,9 +477,9 @@ static void on_wait(pid_t pid, int status) {
 // ---- launches -----------------------------------------------------------------------------------
 
 // A launch is one bwrap started by us for a run (the `R` request). Its parts, in order:
-//   1. FIFOs <stdout> and <stderr> (mode 0600, in node's root-owned staging dir); we hold a reader of
-//      each so the child's writer open never blocks and nothing it writes meets EPIPE before node's
-//      own reader is there. We never read them; we close them when the run is over.
+//   1. FIFOs <stdout> and <stderr> (mode 0600, in node's root-owned staging dir). The child's open for
+//      writing blocks until node has opened its reader (node does on `R ok`): so node's reader always
+//      predates the writer and sees its end, and nothing is written before anyone reads.
 //   2. fork; the child joins the run's cgroups, sets its rlimits (bwrap and everything below inherit
 //      them), wires fds 0..5 (stdin /dev/null, the FIFOs, --info-fd 3, --block-fd 4, --seccomp 5),
 //      closes every other fd, drops to uid:gid with no groups and execs bwrap. A failed step is written
@@ -490,7 +490,7 @@ static void on_wait(pid_t pid, int status) {
 struct launch {
   pid_t pid;          // bwrap (not traced: only its init and what the init starts are)
   int reaped;
-  int info_fd, block_fd, status_fd, fifo_fd[2];
+  int info_fd, block_fd, status_fd;
   int hold, traced;
   char info[512];
   size_t info_len;
@@ -511,8 +511,6 @@ static void maybe_finish(struct run *r) {
   close_fd(&l->info_fd);
   close_fd(&l->block_fd);
   close_fd(&l->status_fd);
-  close_fd(&l->fifo_fd[0]);
-  close_fd(&l->fifo_fd[1]);
   r->in_use = 0;
 }
 
@@ -604,11 +602,11 @@ static void launch(struct launch_req *q) {
   }
   struct launch *l = &launches[r - runs];
   memset(l, 0, sizeof *l);
-  l->info_fd = l->block_fd = l->status_fd = l->fifo_fd[0] = l->fifo_fd[1] = -1;
+  l->info_fd = l->block_fd = l->status_fd = -1;
   int info[2] = {-1, -1}, block[2] = {-1, -1}, status[2] = {-1, -1};
   const char *step = "fifo";
   for (int i = 0; i < 2; i++)
-    if (mkfifo(q->fifo[i], 0600) != 0 || (l->fifo_fd[i] = open(q->fifo[i], O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0) goto fail;
+    if (mkfifo(q->fifo[i], 0600) != 0) goto fail;
   step = "pipe";
   if (pipe2(info, O_CLOEXEC) != 0 || pipe2(block, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) goto fail;
   step = "fork";
@@ -637,7 +635,6 @@ fail:
     close_fd(&info[i]);
     close_fd(&block[i]);
     close_fd(&status[i]);
-    close_fd(&l->fifo_fd[i]);
   }
 }
 

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -109,12 +109,15 @@ test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with th
   const argv = ['/usr/bin/bwrap', '--unshare-user', '--ro-bind', '/', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', '/bin/true'];
   const t = spawn('setpriv', ['--inh-caps=-sys_ptrace', '--bounding-set=-sys_ptrace', tracerBinaryPath()!], { stdio: ['pipe', 'pipe', 'inherit'] });
   let got = '';
+  const readers: number[] = [];
   try {
     t.stdin.write(`R 7 0 1 2 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no answer: ${got}`)), 5000);
       t.stdout.on('data', (d: Buffer) => {
         got += d.toString();
+        // bwrap's open of its stdout and stderr waits for a reader, as the runner's.
+        if (readers.length === 0 && /^7 R ok/m.test(got)) for (const f of ['o', 'e']) readers.push(openSync(join(dir, f), constants.O_RDONLY | constants.O_NONBLOCK));
         if (/^7 B /m.test(got)) resolve(clearTimeout(timer));
       });
     });
@@ -122,6 +125,40 @@ test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with th
     assert.match(got, /^7 B err ptrace (1|13) \d+$/m, got);
   } finally {
     t.stdin.end();
+    for (const fd of readers) closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a launch waits for the host\'s readers: a program that ends at once, read late, still ends the streams', { skip }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-tracer-test-'));
+  const filter = join(dir, 'filter.bpf');
+  writeFileSync(filter, buildSeccompFilter(process.arch, { observe: true }));
+  const x = (s: string) => `x${Buffer.from(s).toString('hex')}`;
+  const argv = ['/usr/bin/bwrap', '--unshare-user', '--unshare-pid', '--ro-bind', '/', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', '/bin/true'];
+  const t = spawn(tracerBinaryPath()!, [], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let got = '';
+  t.stdout.on('data', (d: Buffer) => (got += d.toString()));
+  const until = (re: RegExp) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`waited for ${re}: ${got}`)), 5000);
+      const check = () => (re.test(got) ? resolve(clearTimeout(timer)) : setTimeout(check, 5));
+      check();
+    });
+  const readers: number[] = [];
+  try {
+    t.stdin.write(`R 3 0 1 2 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
+    await until(/^3 R ok \d+$/m);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.doesNotMatch(got, /^3 (B|W|Z)/m, 'bwrap went on before anyone read its output');
+    for (const f of ['o', 'e']) readers.push(openSync(join(dir, f), constants.O_RDONLY | constants.O_NONBLOCK));
+    await until(/^3 Z$/m);
+    assert.match(got, /^3 W 0 -$/m, got);
+    // Every writer is gone: the readers see the end of file, not "try again".
+    for (const fd of readers) assert.equal(readSync(fd, Buffer.alloc(16)), 0);
+  } finally {
+    t.stdin.end();
+    for (const fd of readers) closeSync(fd);
     rmSync(dir, { recursive: true, force: true });
   }
 });

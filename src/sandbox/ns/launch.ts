@@ -2,7 +2,8 @@
 //   * through the host tracer (observe/tracer.ts): the tracer forks and execs bwrap already in the run's
 //     cgroups and under its rlimits, and traces bwrap's init before letting it go. Node is not forked
 //     (a fork of this large process cost ~2-3 ms of blocked event loop per run), and no step needs a
-//     round trip through node. stdout and stderr arrive through FIFOs the tracer made.
+//     round trip through node. stdout and stderr arrive through FIFOs the tracer made; bwrap's open of
+//     them waits for our readers.
 //   * with node's spawn (no tracer built, not root, or the host refuses ptrace): node holds bwrap's
 //     init on --block-fd while `prepare` moves it into the cgroups and sets its rlimits.
 // Either way the caller gets the init's pid while it is still blocked, and lets it go with release().
@@ -38,6 +39,14 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
   const stderr = new PassThrough();
   let pid: number | null = null;
   let traced = false;
+  const kill = (): void => {
+    if (pid === null) return;
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  };
   void l.started.then((s) => {
     if ('error' in s) {
       stdout.end();
@@ -45,8 +54,8 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
       return;
     }
     pid = s.pid;
-    // The FIFOs exist now; the tracer holds a reader of each, so nothing is lost before ours opens, and
-    // a fresh reader sees no end of file until a writer has come and gone.
+    // The FIFOs exist now, and bwrap's open for writing waits for our reader: opened here, before any
+    // writer, a reader sees the writers' end (a reader opened after they were gone never would).
     for (const [path, into] of [[spec.stdoutFifo, stdout], [spec.stderrFifo, stderr]] as const) {
       try {
         const sock = new Socket({ fd: openSync(path, constants.O_RDONLY | constants.O_NONBLOCK), readable: true, writable: false });
@@ -54,6 +63,7 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
         sock.pipe(into);
       } catch {
         into.end();
+        kill(); // it would wait for this reader forever
       }
     }
   });
@@ -69,14 +79,7 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
     ready,
     release: () => (spec.hold ? l.release() : undefined),
     closed,
-    kill: () => {
-      if (pid === null) return;
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    },
+    kill,
     get trace() {
       return traced ? l.trace : null;
     },
