@@ -1,9 +1,11 @@
-// airlock-tracer: the host-side syscall observer of the `ns` lane, one long-lived process for every run.
+// airlock-tracer: the host-side launcher and syscall observer of the `ns` lane, one long-lived process
+// for every run.
 //
 // Why not strace: strace costs ~6 ms to start (it probes the kernel by forking test children) and,
 // following bwrap from its first instruction, stops on bwrap's own set-up; a run of /bin/true took
-// 40+ ms under it. This tracer is started once and attaches to each sandbox's init process while bwrap
-// holds it on --block-fd, so a run pays only for the stops of the program's own observed syscalls.
+// 40+ ms under it. This tracer is started once, starts each run's bwrap itself (see "launches") and
+// attaches to the sandbox's init process while bwrap holds it on --block-fd, so a run pays only for
+// the stops of the program's own observed syscalls.
 //
 // Which syscalls stop: the ns lane's seccomp filter answers SECCOMP_RET_TRACE for the observed ones
 // (exec, process creation, signals, sockets, opens) and SECCOMP_RET_TRAP (SIGSYS) for the denied ones.
@@ -11,9 +13,15 @@
 // nothing, the program just stops working. PTRACE_O_EXITKILL kills every tracee if this process dies.
 //
 // Protocol. stdin, one request per line:
-//   `A <run> <pid> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid>`: set RLIMIT_CPU (seconds), RLIMIT_CORE=0
-//   and, unless -1, RLIMIT_FSIZE on pid (a bwrap init blocked in read, running as uid:gid, so every
-//   process of the run inherits them), then attach to it.
+//   `R <run> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid> <stdout fifo> <stderr fifo> <seccomp file>
+//    <cgroup.procs files|-> <argv>...`: start bwrap for a run (details at parse_launch and "launches").
+//   `G <run>`: let a held run's init go on.
+// stdout, one line per event, `<run> <type> ...`; strings are hex so no byte can break the framing:
+//   R ok <pid> | R err <step> <errno>    bwrap started (its pid) | a step failed (busy, request, fifo,
+//                                        pipe, fork: nothing runs; cgroup, rlimit, fds, ids, exec: in
+//                                        the child, whose exit W and Z follow)
+//   B <pid> | B err ptrace <errno> <pid> bwrap's init is traced | could not be (it is still blocked)
+//   W <code|-> <signal|->                bwrap itself ended
 // stdout, one line per event, `<run> <type> ...`; strings are hex so no byte can break the framing:
 //   A ok | A err <step> <errno>          attach answer (step: busy, rlimit, ptrace)
 //   P <pid>                              the program's first process (first successful exec of the run)
@@ -26,7 +34,7 @@
 //                                                  the host decides what a device path is)
 //   T <pid> <nr> <arch>                  SIGSYS from the seccomp filter: a denied syscall was attempted
 //   E <pid> <code|-> <signal|->          the program's first process ended
-//   Z                                    every traced task of the run is gone (last line of a run)
+//   Z                                    bwrap and every traced task of the run are gone (last line)
 // <res> is `ok`, a number for socket's fd, or `e<errno>`.
 // Events before a task's first exec are bwrap's own set-up and are not reported.
 #define _GNU_SOURCE
