@@ -13,6 +13,10 @@ import { trProblem } from './tool-request-rules.js';
  * refused: a request simply must not talk about installing packages.
  */
 const SEP = `[\\s"',\\[\\]]+`;
+// Within one line: for the rule with no verb to anchor it (`npx <anything>`), a separator across a line
+// break would join a field that ends in "npx" to the next line's key (`purpose: "npx"` + `language:`).
+// It misses an argv list split over lines (`"npx",` then `"pkg"` on the next line).
+const SEP_LINE = `[ \\t"',\\[\\]]+`;
 const INSTALLERS = [
   `pip(?:\\d(?:\\.\\d+)?)?${SEP}(?:install|download|wheel)\\b`,
   `pipx${SEP}(?:install|run|inject|upgrade)\\b`,
@@ -22,7 +26,7 @@ const INSTALLERS = [
   `easy_install\\b`,
   `(?:npm|pnpm|bun)${SEP}(?:install|i|ci|add|update|upgrade)\\b`,
   `yarn${SEP}(?:add|install|global)\\b`,
-  `(?:npx|bunx|pnpx)${SEP}[@\\w]`,
+  `(?:npx|bunx|pnpx)${SEP_LINE}[@\\w]`,
   `pnpm${SEP}dlx\\b`,
   `apt(?:-get)?${SEP}(?:install|upgrade|dist-upgrade|build-dep)\\b`,
   `aptitude${SEP}install\\b`,

@@ -210,6 +210,9 @@ test('package installs are rejected in the command, hidden by quoting, and in pr
     assert.ok(codes(stats.replace('- stdout:', `- ${prose}\n- stdout:`)).includes('TR_PACKAGE_INSTALL'), prose);
   }
   assert.deepEqual(codes(stats.replace('- stdout:', '- we go get the data from the input\n- stdout:')), [], 'plain English is not an install');
+  // A field that ends in "npx" is not joined to the next line's key (found by the property test below).
+  assert.ok(!codes(stats.replace(/^purpose: .*$/m, 'purpose: "npx"')).includes('TR_PACKAGE_INSTALL'));
+  assert.ok(codes(withCommand(`${CMD} --then '["npx", "cowsay"]'`)).includes('TR_PACKAGE_INSTALL'));
 });
 
 test('backend monty: ## Code, python only, no network; command rules do not apply', () => {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { decodeSockaddr, sideEffectsFromTrace } from '../../src/sandbox/observe/trace-events.js';
 import { syscallTracer, tracerBinaryPath } from '../../src/sandbox/observe/tracer.js';
+import { launchWithTracer } from '../../src/sandbox/ns/launch.js';
 import { buildSeccompFilter } from '../../src/sandbox/ns/seccomp.js';
 import { py, run, text } from './helpers-ns.js';
 
@@ -159,6 +160,31 @@ test('a launch waits for the host\'s readers: a program that ends at once, read 
   } finally {
     t.stdin.end();
     for (const fd of readers) closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a launch whose child fails before bwrap\'s exec (here: joining a cgroup) ends with the failed step, never hangs', { skip }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-tracer-test-'));
+  try {
+    const filter = join(dir, 'filter.bpf');
+    writeFileSync(filter, buildSeccompFilter(process.arch, { observe: true }));
+    const l = launchWithTracer(tracer!, {
+      argv: ['/usr/bin/bwrap', '--unshare-user', '--ro-bind', '/', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', '/bin/true'],
+      stdoutFifo: join(dir, 'o'),
+      stderrFifo: join(dir, 'e'),
+      seccompFile: filter,
+      cgroupProcs: [join(dir, 'no-such-group', 'cgroup.procs')],
+      limits: { cpuSoftS: 1, cpuHardS: 2, fsizeBytes: null, uid: 65534, gid: 65534 },
+      hold: false,
+    });
+    l.stdout.resume();
+    l.stderr.resume();
+    const [closed, ready] = await Promise.all([l.closed, l.ready]);
+    assert.match(closed.spawnError ?? '', /step "cgroup" \(errno 2\)/);
+    assert.equal(closed.code, 127);
+    assert.ok('error' in ready && /cgroup/.test(ready.error), JSON.stringify(ready));
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

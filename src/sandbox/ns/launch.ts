@@ -39,6 +39,7 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
   const stderr = new PassThrough();
   let pid: number | null = null;
   let traced = false;
+  const sockets: Socket[] = [];
   const kill = (): void => {
     if (pid === null) return;
     try {
@@ -61,11 +62,19 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
         const sock = new Socket({ fd: openSync(path, constants.O_RDONLY | constants.O_NONBLOCK), readable: true, writable: false });
         sock.on('error', () => into.end());
         sock.pipe(into);
+        sockets.push(sock);
       } catch {
         into.end();
         kill(); // it would wait for this reader forever
       }
     }
+  });
+  // A step before bwrap's exec failed: no writer may ever have come, so no end of file would either.
+  void l.exit.then((e) => {
+    if (!e.spawnError) return;
+    for (const sock of sockets) sock.destroy();
+    stdout.end();
+    stderr.end();
   });
   const ready = l.init.then((r): LaunchReady => {
     if ('error' in r) return { error: r.error, initPid: r.initPid, tracerRefused: r.hostRefusesPtrace };

@@ -146,7 +146,7 @@ export class SyscallTracer {
       const f = ev.split(' ');
       if (ev === 'Z') {
         this.runs.delete(id);
-        r.onInit({ error: 'bwrap ended before its init was traced', initPid: null, hostRefusesPtrace: false });
+        r.onInit({ error: r.spawnError ?? 'bwrap ended before its init was traced', initPid: null, hostRefusesPtrace: false });
         r.finish();
       } else if (f[0] === 'R' && f[1] === 'ok') r.onStarted({ pid: Number(f[2]) });
       else if (f[0] === 'R') {
