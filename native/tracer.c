@@ -22,8 +22,6 @@
 //                                        the child, whose exit W and Z follow)
 //   B <pid> | B err ptrace <errno> <pid> bwrap's init is traced | could not be (it is still blocked)
 //   W <code|-> <signal|->                bwrap itself ended
-// stdout, one line per event, `<run> <type> ...`; strings are hex so no byte can break the framing:
-//   A ok | A err <step> <errno>          attach answer (step: busy, rlimit, ptrace)
 //   P <pid>                              the program's first process (first successful exec of the run)
 //   X <pid> <hexpath>                    successful exec (path as the program passed it)
 //   F <parent> <child> <t|p>             a sandboxed task created a thread (t) or a process (p)

@@ -102,65 +102,62 @@ test('losing the tracer mid-run kills the sandbox and the run has no side effect
   assert.ok(again.sideEffects);
 });
 
-test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with the step and errno the runner falls back on', { skip: skip || (spawnSync('setpriv', ['--help']).status !== 0 && 'no setpriv') }, async () => {
+/** The tracer's raw protocol: a staging dir with the observing filter, one `R` request, its answers. */
+function rawLaunch(cmd: string[], id: number, bwrapArgs: string[]) {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-tracer-test-'));
   const filter = join(dir, 'filter.bpf');
   writeFileSync(filter, buildSeccompFilter(process.arch, { observe: true }));
   const x = (s: string) => `x${Buffer.from(s).toString('hex')}`;
-  const argv = ['/usr/bin/bwrap', '--unshare-user', '--ro-bind', '/', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', '/bin/true'];
-  const t = spawn('setpriv', ['--inh-caps=-sys_ptrace', '--bounding-set=-sys_ptrace', tracerBinaryPath()!], { stdio: ['pipe', 'pipe', 'inherit'] });
-  let got = '';
+  const argv = ['/usr/bin/bwrap', ...bwrapArgs, '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', '/bin/true'];
+  const t = spawn(cmd[0]!, cmd.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
+  const out = { text: '' };
+  t.stdout.on('data', (d: Buffer) => (out.text += d.toString()));
+  t.stdin.write(`R ${id} 0 1 2 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
   const readers: number[] = [];
+  return {
+    out,
+    until: (re: RegExp) =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`waited for ${re}: ${out.text}`)), 5000);
+        const check = () => (re.test(out.text) ? resolve(clearTimeout(timer)) : setTimeout(check, 5));
+        check();
+      }),
+    /** Open the host's readers of bwrap's stdout and stderr (bwrap's own open waits for them). */
+    openReaders: () => readers.push(...['o', 'e'].map((f) => openSync(join(dir, f), constants.O_RDONLY | constants.O_NONBLOCK))),
+    readers,
+    close: () => {
+      t.stdin.end();
+      for (const fd of readers) closeSync(fd);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with the step and errno the runner falls back on', { skip: skip || (spawnSync('setpriv', ['--help']).status !== 0 && 'no setpriv') }, async () => {
+  const r = rawLaunch(['setpriv', '--inh-caps=-sys_ptrace', '--bounding-set=-sys_ptrace', tracerBinaryPath()!], 7, ['--unshare-user', '--ro-bind', '/', '/']);
   try {
-    t.stdin.write(`R 7 0 1 2 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no answer: ${got}`)), 5000);
-      t.stdout.on('data', (d: Buffer) => {
-        got += d.toString();
-        // bwrap's open of its stdout and stderr waits for a reader, as the runner's.
-        if (readers.length === 0 && /^7 R ok/m.test(got)) for (const f of ['o', 'e']) readers.push(openSync(join(dir, f), constants.O_RDONLY | constants.O_NONBLOCK));
-        if (/^7 B /m.test(got)) resolve(clearTimeout(timer));
-      });
-    });
-    assert.match(got, /^7 R ok \d+$/m, got);
-    assert.match(got, /^7 B err ptrace (1|13) \d+$/m, got);
+    await r.until(/^7 R ok \d+$/m);
+    r.openReaders();
+    await r.until(/^7 B /m);
+    assert.match(r.out.text, /^7 B err ptrace (1|13) \d+$/m, r.out.text);
   } finally {
-    t.stdin.end();
-    for (const fd of readers) closeSync(fd);
-    rmSync(dir, { recursive: true, force: true });
+    r.close();
   }
 });
 
 test('a launch waits for the host\'s readers: a program that ends at once, read late, still ends the streams', { skip }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'airlock-tracer-test-'));
-  const filter = join(dir, 'filter.bpf');
-  writeFileSync(filter, buildSeccompFilter(process.arch, { observe: true }));
-  const x = (s: string) => `x${Buffer.from(s).toString('hex')}`;
-  const argv = ['/usr/bin/bwrap', '--unshare-user', '--unshare-pid', '--ro-bind', '/', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', '/bin/true'];
-  const t = spawn(tracerBinaryPath()!, [], { stdio: ['pipe', 'pipe', 'inherit'] });
-  let got = '';
-  t.stdout.on('data', (d: Buffer) => (got += d.toString()));
-  const until = (re: RegExp) =>
-    new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`waited for ${re}: ${got}`)), 5000);
-      const check = () => (re.test(got) ? resolve(clearTimeout(timer)) : setTimeout(check, 5));
-      check();
-    });
-  const readers: number[] = [];
+  const r = rawLaunch([tracerBinaryPath()!], 3, ['--unshare-user', '--unshare-pid', '--ro-bind', '/', '/']);
   try {
-    t.stdin.write(`R 3 0 1 2 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
-    await until(/^3 R ok \d+$/m);
-    await new Promise((r) => setTimeout(r, 300));
-    assert.doesNotMatch(got, /^3 (B|W|Z)/m, 'bwrap went on before anyone read its output');
-    for (const f of ['o', 'e']) readers.push(openSync(join(dir, f), constants.O_RDONLY | constants.O_NONBLOCK));
-    await until(/^3 Z$/m);
-    assert.match(got, /^3 W 0 -$/m, got);
+    await r.until(/^3 R ok \d+$/m);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.doesNotMatch(r.out.text, /^3 (B|W|Z)/m, 'bwrap went on before anyone read its output');
+    r.openReaders();
+    await r.until(/^3 Z$/m);
+    assert.match(r.out.text, /^3 W 0 -$/m, r.out.text);
     // Every writer is gone: the readers see the end of file, not "try again".
-    for (const fd of readers) assert.equal(readSync(fd, Buffer.alloc(16)), 0);
+    for (const fd of r.readers) assert.equal(readSync(fd, Buffer.alloc(16)), 0);
   } finally {
-    t.stdin.end();
-    for (const fd of readers) closeSync(fd);
-    rmSync(dir, { recursive: true, force: true });
+    r.close();
   }
 });
 

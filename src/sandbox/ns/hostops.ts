@@ -28,7 +28,7 @@ while (my $line = <STDIN>) {
   my $r = -1; my $err = '';
   eval {
     if ($op eq 'M') {
-      my $mode = h($a[4] // unpack('H*', '0755')); die "bad mode\n" unless $mode =~ /^0[0-7]{3}$/;
+      my $mode = h($a[4]); die "bad mode\n" unless $mode =~ /^0[0-7]{3}$/;
       my $data = 'size=' . n($a[1]) . ",mode=$mode,uid=" . n($a[2]) . ',gid=' . n($a[3]);
       my ($src, $fs, $t) = ('airlock-out', 'tmpfs', h($a[0]));
       $r = syscall($MOUNT, $src, $t, $fs, 6, $data);  # MS_NOSUID|MS_NODEV

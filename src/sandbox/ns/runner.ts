@@ -1,17 +1,17 @@
 // The `ns` lane runner: one program, run once in bubblewrap, measured from the host.
 //
-// Process chain (root host):  node ─ bwrap(A) ─ bwrap init(B, pid 1) ─ program
-//   * node spawns bwrap with uid/gid 65534 (`nobody`): bwrap and everything under it is an
-//     unprivileged host uid, so an escape from the namespaces lands as nobody.
-//   * cgroup join, rlimits and tracing without a wrapper: bwrap --info-fd tells us B's host pid, bwrap
-//     --block-fd holds B before it forks the program; we write B into the cgroup, have the host tracer
-//     (observe/tracer.ts) set B's rlimits and attach to it, then release B. Every process of the
-//     program is forked from B afterwards, so all of them are in the group, inherit the rlimits and
-//     are traced from birth.
-//   * Fallbacks, when the tracer is not built or we are not root: `strace -f -u nobody` goes before
-//     bwrap in the chain (its log is root-owned, out of the sandbox's reach), and the rlimits are set
-//     by the perl host helper (hostops.ts) or, without perl, by `prlimit` exec'd first in the chain.
-//   * our seccomp filter travels on an extra fd (--seccomp), written by us and closed.
+// Process chain (root host):  airlock-tracer ─ bwrap(A) ─ bwrap init(B, pid 1) ─ program
+//   * The host tracer (observe/tracer.ts, native/tracer.c) starts bwrap (ns/launch.ts): already in the
+//     run's cgroups, under its rlimits, as uid/gid 65534 (`nobody`) with no other fd of ours, so an
+//     escape from the namespaces lands as nobody. bwrap --info-fd tells the tracer B's host pid while
+//     --block-fd holds B before it forks the program; the tracer attaches to B and lets it go (for a
+//     run with the network, once we have bridged B's network namespace). Every process of the program
+//     is forked from B afterwards: in the group, under the rlimits, traced from birth.
+//   * Fallbacks, when the tracer is not built or we are not root: node spawns bwrap (behind
+//     `strace -f -u nobody` when strace is there; its log is root-owned, out of the sandbox's reach),
+//     moves B into the cgroup and sets its rlimits with the perl host helper (hostops.ts) or, without
+//     perl, by `prlimit` exec'd first in the chain.
+//   * our seccomp filter travels on fd 5 (--seccomp): a root-owned file for the tracer, a pipe for node.
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { createHash, randomBytes } from 'node:crypto';
@@ -45,7 +45,7 @@ const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'out
 const POLL_MS = 10;
 
 /** The filter without SECCOMP_RET_TRACE stops (node launches), built once. */
-const seccompBytes: { plain?: Buffer } = {};
+let plainFilter: Buffer | null = null;
 /** The filter with SECCOMP_RET_TRACE stops for the host tracer, written once into the root-owned staging base. */
 let observeFilterFile: string | null = null;
 function observeFilterIn(base: string): string {
@@ -375,7 +375,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         cmd,
         // strace starts as root and drops to nobody itself (-u); otherwise node drops before exec.
         ids: asRoot && !useStrace ? { uid, gid } : null,
-        filter: (seccompBytes.plain ??= buildSeccompFilter()),
+        filter: (plainFilter ??= buildSeccompFilter()),
         prepare: async (pid) => {
           try {
             cg?.addProcess(pid);
