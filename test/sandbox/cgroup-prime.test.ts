@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { doctor } from '../../src/sandbox/doctor.js';
-import { favorsDynmods, ownProcsFile, primeAttach } from '../../src/sandbox/cgroup/prime.js';
+import { favorsDynmods, ownProcsFile, primeAttach, primeWarm, WARM_FOR_MS } from '../../src/sandbox/cgroup/prime.js';
 import type { CgroupInfo } from '../../src/sandbox/cgroup/index.js';
 
 const v1: CgroupInfo = {
@@ -47,5 +47,21 @@ test('priming moves nothing: this process stays in its groups', async (t) => {
   const before = readFileSync('/proc/self/cgroup', 'utf8');
   primeAttach(caps.cgroup);
   await new Promise((r) => setTimeout(r, 100));
+  assert.equal(readFileSync('/proc/self/cgroup', 'utf8'), before);
+});
+
+test('the repeated move runs while runs keep coming and stops a while after the last one', async (t) => {
+  const caps = await doctor();
+  if (!caps.cgroup.usable) return t.skip(`no usable cgroup here (${caps.cgroup.detail})`);
+  if (favorsDynmods(readFileSync('/proc/self/mountinfo', 'utf8'))) return t.skip('favordynmods: nothing to keep warm');
+  const before = readFileSync('/proc/self/cgroup', 'utf8');
+  primeAttach(caps.cgroup);
+  assert.equal(primeWarm(), true);
+  await new Promise((r) => setTimeout(r, WARM_FOR_MS / 2));
+  primeAttach(caps.cgroup); // a second run extends the window
+  await new Promise((r) => setTimeout(r, WARM_FOR_MS * 0.75));
+  assert.equal(primeWarm(), true, 'still on: the second run was primed less than WARM_FOR_MS ago');
+  await new Promise((r) => setTimeout(r, WARM_FOR_MS / 2));
+  assert.equal(primeWarm(), false, 'off once no run was primed for WARM_FOR_MS');
   assert.equal(readFileSync('/proc/self/cgroup', 'utf8'), before);
 });
