@@ -45,6 +45,25 @@ const IN_MENTION = /(?<![\w./-])\/in\/([A-Za-z0-9._+-]+)/g;
 const OUT_MENTION = /(?<![\w./-])\/out\/([^\s`'"()<>[\],;*|]+)/g;
 const HEX64 = /(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])/g;
 
+/** Every match of a global regex in `text` (matchAll without its per-call copy of the regex: hot path). */
+function matches(re: RegExp, text: string): RegExpExecArray[] {
+  const found: RegExpExecArray[] = [];
+  re.lastIndex = 0;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    found.push(m);
+    if (m[0] === '') re.lastIndex++;
+  }
+  re.lastIndex = 0;
+  return found;
+}
+
+/** `name...` -> `name` (a sentence's full stop after a path is not part of it). */
+function trimDots(s: string): string {
+  let e = s.length;
+  while (e > 0 && s.charCodeAt(e - 1) === 46) e--;
+  return e === s.length ? s : s.slice(0, e);
+}
+
 /** `## Input Files` lists every declared input at /in/<name>, no other /in file, and no wrong hash. */
 export function checkInputFiles(section: Section, body: BodyLine[], inputs: ToolInput[], problems: Problem[]): void {
   const byName = new Map(inputs.map((i) => [i.name, i]));
@@ -52,8 +71,8 @@ export function checkInputFiles(section: Section, body: BodyLine[], inputs: Tool
   for (const { text, line } of body) {
     if (!text.includes('/in/')) continue;
     const onLine: ToolInput[] = [];
-    for (const m of text.matchAll(IN_MENTION)) {
-      const name = m[1]!.replace(/\.+$/, '');
+    for (const m of matches(IN_MENTION, text)) {
+      const name = trimDots(m[1]!);
       const input = byName.get(name);
       if (input) {
         listed.add(name);
@@ -61,7 +80,7 @@ export function checkInputFiles(section: Section, body: BodyLine[], inputs: Tool
       } else if (name !== '') problems.push(trProblem('TR_INPUT_UNDECLARED', `/in/${name.slice(0, 80)} is listed but is not a declared input; declare it with its sha256 or remove it`, line));
     }
     if (onLine.length === 1) {
-      for (const h of text.matchAll(HEX64)) {
+      for (const h of matches(HEX64, text)) {
         if (h[0] !== onLine[0]!.sha256) problems.push(trProblem('TR_INPUT_HASH_MISMATCH', `the sha256 written for /in/${onLine[0]!.name} differs from the one in inputs`, line));
       }
     }
@@ -77,7 +96,7 @@ export function checkOutputExpectations(section: Section, body: BodyLine[], outp
   const listed = new Set<string>();
   for (const { text, line } of body) {
     if (!text.includes('/out/')) continue;
-    for (const m of text.matchAll(OUT_MENTION)) {
+    for (const m of matches(OUT_MENTION, text)) {
       const path = `/out/${m[1]!.replace(/[.:]+$/, '')}`;
       if (declared.has(path)) listed.add(path);
       else if (path !== '/out/') problems.push(trProblem('TR_OUTPUT_UNDECLARED', `${path.slice(0, 80)} is listed but not declared in outputs_expected`, line));

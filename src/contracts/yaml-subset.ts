@@ -158,7 +158,8 @@ class Reader {
       const keyEnd = keyLength(text);
       if (keyEnd === 0) throw OUTSIDE;
       const key = text.slice(0, keyEnd);
-      if (!isPlainStringKey(key) || Object.hasOwn(value, key)) throw OUTSIDE;
+      // `!== undefined` first: most keys are new, and a miss is cheaper than hasOwn (values are never undefined).
+      if (!isPlainStringKey(key) || (value[key] !== undefined && Object.hasOwn(value, key))) throw OUTSIDE;
       const line = lineNos[this.pos] as number;
       this.pos++;
       let v = keyEnd + 1;

@@ -449,3 +449,15 @@ test('property: generated valid requests validate, keep their argv, and round-tr
     { numRuns: 400 },
   );
 });
+
+test('approval order compares instants, fractions of a second included', () => {
+  const codes = (approved: string, created = '2026-02-09T16:05:01Z'): string[] => {
+    const r = parseToolRequest(stats.replace('created_utc: "2026-02-09T16:05:01Z"', `created_utc: "${created}"`).replace('approved_utc: "2026-02-09T16:12:00Z"', `approved_utc: "${approved}"`), { fileName: STATS });
+    return r.ok ? [] : r.problems.map((p) => p.code);
+  };
+  assert.deepEqual(codes('2026-02-09T16:05:01Z'), []);
+  assert.deepEqual(codes('2026-02-09T16:05:01.5Z'), []);
+  assert.deepEqual(codes('2026-02-09T16:05:01.25Z', '2026-02-09T16:05:01.5Z'), ['TR_APPROVAL_ORDER']);
+  assert.deepEqual(codes('2026-02-09T16:05:00.999Z'), ['TR_APPROVAL_ORDER']);
+  assert.deepEqual(codes('2026-02-29T16:05:01Z'), ['TR_TIMESTAMP']);
+});
