@@ -48,9 +48,13 @@ function hostEtcStamp(): string {
 function sandboxEtc(): string {
   const stamp = hostEtcStamp();
   if (etc && etc.stamp === stamp && existsSync(etc.dir)) return etc.dir;
-  if (etc) rmSync(etc.dir, { recursive: true, force: true });
-  const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-etc-'));
-  chmodSync(dir, 0o755);
+  if (etc) rmSync(dirname(etc.dir), { recursive: true, force: true });
+  // <tmp>/airlock-ns-etc-XXXX/{owner.pid, etc/}: once this process is gone, sweepOrphans() removes it.
+  const base = mkdtempSync(join(tmpdir(), 'airlock-ns-etc-'));
+  chmodSync(base, 0o755);
+  writeFileSync(join(base, 'owner.pid'), String(process.pid), { mode: 0o644 });
+  const dir = join(base, 'etc');
+  mkdirSync(dir, { mode: 0o755 });
   const files: Record<string, string> = {
     passwd: `root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:airlock sandbox:/tmp:/usr/sbin/nologin\n`,
     group: `root:x:0:\nsandbox:x:${SANDBOX_GID}:\n`,

@@ -1,0 +1,49 @@
+// A service killed with SIGKILL in the middle of a run leaves its run's cgroup, its /out tmpfs, its
+// staging base and its sandbox /etc behind; the next process's sweep removes all of it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { doctor } from '../../src/sandbox/doctor.js';
+import { sweepOrphans } from '../../src/sandbox/ns/sweep.js';
+
+const runnerUrl = new URL('../../src/sandbox/ns/runner.js', import.meta.url).href;
+const helpersUrl = new URL('./helpers-ns.js', import.meta.url).href;
+
+/** The `airlock-ns-*` dirs of `pid` under tmpdir (staging base and sandbox /etc). */
+const ownedBy = (pid: number): string[] =>
+  readdirSync(tmpdir())
+    .filter((n) => n.startsWith('airlock-ns-'))
+    .map((n) => join(tmpdir(), n))
+    .filter((d) => existsSync(join(d, 'owner.pid')) && readFileSync(join(d, 'owner.pid'), 'utf8').trim() === String(pid));
+
+const mountedBelow = (dir: string): boolean => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => (l.split(' ')[4] ?? '').startsWith(`${dir}/`));
+
+test('a SIGKILLed service leaves a running sandbox behind; the next sweep removes its cgroup, mounts, staging and /etc', async (t) => {
+  const caps = await doctor();
+  if (!caps.isRoot || !caps.cgroup.usable || caps.blockers.length) return t.skip('needs root, a usable cgroup and a working ns lane');
+  const child = spawn(process.execPath, ['--input-type=module', '-e', `const { runNs } = await import(${JSON.stringify(runnerUrl)}); const { LIMITS, freshOut } = await import(${JSON.stringify(helpersUrl)}); await runNs({ argv: ['/bin/sleep', '30'], outDir: freshOut(), limits: { ...LIMITS, wallMs: 60000 } });`], { stdio: 'ignore' });
+  const pid = child.pid!;
+  // Wait until the run is under way: its staging base holds a run dir and the run's cgroup exists.
+  let runId: string | undefined;
+  let base: string | undefined;
+  for (let i = 0; i < 500 && !runId; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    base = ownedBy(pid).find((d) => readdirSync(d).some((n) => n.startsWith('ns-')));
+    const id = base && readdirSync(base).find((n) => n.startsWith('ns-'));
+    if (id && Object.values(caps.cgroup.mounts).some((m) => existsSync(join(m, 'airlock', id, 'cgroup.procs')) && readFileSync(join(m, 'airlock', id, 'cgroup.procs'), 'utf8').trim() !== '')) runId = id;
+  }
+  assert.ok(runId && base, 'the child never got a sandbox running');
+  assert.equal(ownedBy(pid).length, 2, 'a staging base and a sandbox /etc');
+  child.kill('SIGKILL');
+  await new Promise((r) => child.once('exit', r));
+
+  const report = sweepOrphans();
+  assert.deepEqual(report.errors, []);
+  assert.ok(report.runs.includes(runId), `swept runs: ${report.runs.join(', ')}`);
+  for (const m of Object.values(caps.cgroup.mounts)) assert.equal(existsSync(join(m, 'airlock', runId)), false, `cgroup ${m}/airlock/${runId} removed`);
+  assert.equal(mountedBelow(base), false, 'nothing stays mounted below the staging base');
+  assert.deepEqual(ownedBy(pid), [], 'staging base and sandbox /etc removed');
+});
