@@ -61,12 +61,17 @@ const IPV4 = /^(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?$/;
 const IPV6 = /^\[[0-9a-f:.]+\](?::\d{1,5})?$/i;
 const HTTP_URL = /^https?:\/\/[^\s/@]+(?:\/\S*)?$/i;
 
+/** 400 Gregorian years: exactly 146,097 days. */
+const GREGORIAN_CYCLE_MS = 146_097 * 86_400_000;
+
 /** Milliseconds since the epoch of a real instant given as numbers, or null (no 2026-02-30, no 25:00). */
 function instantMs(y: number, mo: number, d: number, h: number, mi: number, sec: number, ms = 0): number | null {
   // Arithmetic instead of a Date round trip: this runs three times per request (hot path).
   const leap = (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
   const days = mo === 2 ? (leap ? 29 : 28) : mo === 4 || mo === 6 || mo === 9 || mo === 11 ? 30 : 31;
-  return mo >= 1 && mo <= 12 && d >= 1 && d <= days && h < 24 && mi < 60 && sec < 60 ? Date.UTC(y, mo - 1, d, h, mi, sec, ms) : null;
+  if (!(mo >= 1 && mo <= 12 && d >= 1 && d <= days && h < 24 && mi < 60 && sec < 60)) return null;
+  // Date.UTC reads years 0-99 as 1900-1999: compute 400 years later and shift back.
+  return Date.UTC(y + 400, mo - 1, d, h, mi, sec, ms) - GREGORIAN_CYCLE_MS;
 }
 
 /** Milliseconds since the epoch of a TIMESTAMP_RE-shaped string that names a real instant, or null. */
@@ -77,9 +82,6 @@ export function timestampMs(s: string): number | null {
   const ms = dot < 0 ? 0 : Math.round(Number(`0${s.slice(dot, -1)}`) * 1000);
   return instantMs(Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]), ms);
 }
-
-/** True when a TIMESTAMP_RE-shaped string names a real instant. */
-export const isRealTimestamp = (s: string): boolean => timestampMs(s) !== null;
 
 /** `output.json` -> `/out/output.json`; an error message when the path is not a plain path under /out. */
 export function normalizeOutputPath(p: string): { path: string } | { error: string } {

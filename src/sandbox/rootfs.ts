@@ -119,7 +119,8 @@ let planCache: Promise<RootPlan> | null = null;
 let planStamp = '';
 export function rootPlan(caps: HostCapabilities): Promise<RootPlan> {
   const stamp = hostEtcStamp();
-  if (stamp !== planStamp) planCache = null;
+  // A new host /etc, or our copy deleted under us (a /tmp cleaner): the plan names it, build again.
+  if (stamp !== planStamp || (etc && !existsSync(etc.dir))) planCache = null;
   planStamp = stamp;
   if (!planCache) planCache = buildRootPlan(caps).catch((e) => {
     planCache = null;

@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { allRules, checkText } from '../../src/contracts/index.js';
 import { parseToolRequest, renderToolRequest, toolRequestContract, type ToolRequest } from '../../src/contracts/tool-request.js';
 import { toolRequestFrontMatterSchema } from '../../src/contracts/tool-request-schema.js';
+import { timestampMs } from '../../src/contracts/tool-request-front-matter.js';
 import { parseFrontMatterDocument } from '../../src/contracts/markdown.js';
 import { repoPath } from '../helpers/paths.js';
 
@@ -460,4 +461,19 @@ test('approval order compares instants, fractions of a second included', () => {
   assert.deepEqual(codes('2026-02-09T16:05:01.25Z', '2026-02-09T16:05:01.5Z'), ['TR_APPROVAL_ORDER']);
   assert.deepEqual(codes('2026-02-09T16:05:00.999Z'), ['TR_APPROVAL_ORDER']);
   assert.deepEqual(codes('2026-02-29T16:05:01Z'), ['TR_TIMESTAMP']);
+
+});
+
+test('a timestamp is the instant Date.parse reads, years 0000-9999 included; impossible dates are null', () => {
+  fc.assert(
+    fc.property(fc.date({ min: new Date(Date.parse('0000-01-01T00:00:00Z')), max: new Date(Date.parse('9999-12-31T23:59:59.999Z')), noInvalidDate: true }), fc.boolean(), (d, withMs) => {
+      const iso = d.toISOString(); // YYYY-MM-DDTHH:MM:SS.mmmZ
+      const s = withMs ? iso : `${iso.slice(0, 19)}Z`;
+      assert.equal(timestampMs(s), Date.parse(s), s);
+    }),
+  );
+  assert.ok(timestampMs('0099-12-31T23:59:59Z')! < timestampMs('0100-01-01T00:00:00Z')!);
+  for (const bad of ['2026-02-30T00:00:00Z', '2025-02-29T00:00:00Z', '2026-01-01T24:00:00Z', '2026-13-01T00:00:00Z', '2026-01-01T00:00:60Z']) assert.equal(timestampMs(bad), null, bad);
+  assert.equal(timestampMs('2024-02-29T00:00:00Z'), Date.parse('2024-02-29T00:00:00Z'));
+  assert.equal(timestampMs(`2026-02-09T16:05:01.5Z`), Date.parse('2026-02-09T16:05:01.500Z'));
 });

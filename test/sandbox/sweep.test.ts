@@ -1,5 +1,6 @@
 // A service killed with SIGKILL in the middle of a run leaves its run's cgroup, its /out tmpfs, its
-// staging base and its sandbox /etc behind; the next process's sweep removes all of it.
+// staging base and its sandbox /etc behind (the sandbox itself dies with it: --die-with-parent and
+// the tracer's PTRACE_O_EXITKILL); the next process's sweep removes all of it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -21,11 +22,12 @@ const ownedBy = (pid: number): string[] =>
 
 const mountedBelow = (dir: string): boolean => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => (l.split(' ')[4] ?? '').startsWith(`${dir}/`));
 
-test('a SIGKILLed service leaves a running sandbox behind; the next sweep removes its cgroup, mounts, staging and /etc', async (t) => {
+test('a service SIGKILLed mid-run leaves its cgroup, mounts, staging and /etc; the next sweep removes them', async (t) => {
   const caps = await doctor();
   if (!caps.isRoot || !caps.cgroup.usable || caps.blockers.length) return t.skip('needs root, a usable cgroup and a working ns lane');
   const child = spawn(process.execPath, ['--input-type=module', '-e', `const { runNs } = await import(${JSON.stringify(runnerUrl)}); const { LIMITS, freshOut } = await import(${JSON.stringify(helpersUrl)}); await runNs({ argv: ['/bin/sleep', '30'], outDir: freshOut(), limits: { ...LIMITS, wallMs: 60000 } });`], { stdio: 'ignore' });
   const pid = child.pid!;
+  t.after(() => child.kill('SIGKILL'));
   // Wait until the run is under way: its staging base holds a run dir and the run's cgroup exists.
   let runId: string | undefined;
   let base: string | undefined;
@@ -36,14 +38,16 @@ test('a SIGKILLed service leaves a running sandbox behind; the next sweep remove
     if (id && Object.values(caps.cgroup.mounts).some((m) => existsSync(join(m, 'airlock', id, 'cgroup.procs')) && readFileSync(join(m, 'airlock', id, 'cgroup.procs'), 'utf8').trim() !== '')) runId = id;
   }
   assert.ok(runId && base, 'the child never got a sandbox running');
-  assert.equal(ownedBy(pid).length, 2, 'a staging base and a sandbox /etc');
+  const left = ownedBy(pid);
+  assert.equal(left.length, 2, 'a staging base and a sandbox /etc');
   child.kill('SIGKILL');
   await new Promise((r) => child.once('exit', r));
 
+  // Right after the kill, the group may still be emptying (the sweep waits for it). Another test
+  // process may sweep first (any process's first run does): judge the end state and this run's errors.
   const report = sweepOrphans();
-  assert.deepEqual(report.errors, []);
-  assert.ok(report.runs.includes(runId), `swept runs: ${report.runs.join(', ')}`);
+  assert.deepEqual(report.errors.filter((e) => e.includes(runId!) || e.includes(base!)), []);
   for (const m of Object.values(caps.cgroup.mounts)) assert.equal(existsSync(join(m, 'airlock', runId)), false, `cgroup ${m}/airlock/${runId} removed`);
   assert.equal(mountedBelow(base), false, 'nothing stays mounted below the staging base');
-  assert.deepEqual(ownedBy(pid), [], 'staging base and sandbox /etc removed');
+  for (const d of left) assert.equal(existsSync(d), false, `${d} removed`);
 });

@@ -12,9 +12,13 @@
 // The lock stays warm for about one grace period after a move, so while runs keep coming the no-op
 // move is repeated every few ms (at most one in flight) until a second after the last run started:
 // runs back to back never find it cold. Measured with 300 /bin/true runs, alternating builds:
-// 2 in parallel 118 -> 124-129 runs/s, one at a time 86-90 -> 94-99 runs/s.
+// 2 in parallel 118 -> 124-129 runs/s, one at a time 86-90 -> 94-99 runs/s. The price: while it is
+// on, the host's forks take the lock's slower path, and each move holds cgroup_mutex for ~0.1 ms
+// (a concurrent run's mkdir of its group may wait that long).
 // Nothing is done when a cgroup mount has favordynmods (no such wait there).
-// The write holds cgroup_mutex while it waits: it must start after the group's own mkdirs.
+// The first write holds cgroup_mutex while it waits: it starts after the group's own mkdirs.
+// Our group is read again at each run: if someone moves this process meanwhile, the repeats of the
+// current second follow the old group (a move back) at most until the next run.
 import { closeSync, openSync, write } from 'node:fs';
 import { join } from 'node:path';
 import type { CgroupInfo } from './types.js';
@@ -55,14 +59,16 @@ export function ownProcsFile(info: CgroupInfo, procSelfCgroup: string): string |
   return g ? join(g.mount, g.path, 'cgroup.procs') : null;
 }
 
-/** Where to make the no-op move; null when there is nothing to do. Found once: our own group does not move. */
-let target: string | null | undefined;
+/** Whether a cgroup mount has favordynmods (then there is nothing to do), read once. */
+let dynmods: boolean | null = null;
 /** The move is repeated this often while runs are coming, which keeps the kernel out of its slow path. */
 export const WARM_EVERY_MS = 4;
 /** ... until this long after the last run was primed. */
 export const WARM_FOR_MS = 1000;
 let warmUntil = 0;
 let timer: NodeJS.Timeout | null = null;
+/** The procs file of the group this process was in at the last run's start. */
+let target: string | null = null;
 /** At most one move at a time: a move that waits for a grace period holds a thread-pool thread. */
 let moving = false;
 
@@ -72,35 +78,39 @@ let moving = false;
  * find the lock cold.
  */
 export function primeAttach(info: CgroupInfo): void {
-  target ??= favorsDynmods(readOr('/proc/self/mountinfo') ?? '') ? null : ownProcsFile(info, readOr('/proc/self/cgroup') ?? '');
+  dynmods ??= favorsDynmods(readOr('/proc/self/mountinfo') ?? '');
+  if (dynmods) return;
+  target = ownProcsFile(info, readOr('/proc/self/cgroup') ?? '');
   if (!target) return;
   warmUntil = performance.now() + WARM_FOR_MS;
-  moveSelf(target);
-  if (timer) return;
-  const file = target;
-  timer = setInterval(() => {
-    if (performance.now() < warmUntil) return moveSelf(file);
-    clearInterval(timer!);
-    timer = null;
-  }, WARM_EVERY_MS);
-  timer.unref();
+  moveSelf();
+  timer ??= setInterval(() => (performance.now() < warmUntil ? moveSelf() : stopWarm()), WARM_EVERY_MS).unref();
 }
 
-/** True while the repeated move is on (for tests). */
-export const primeWarm = (): boolean => timer !== null;
+function stopWarm(): void {
+  if (timer) clearInterval(timer);
+  timer = null;
+}
 
-function moveSelf(file: string): void {
-  if (moving) return;
+/** Moves made so far. */
+let made = 0;
+
+/** Whether the repeated move is on, and how many moves were made (for tests). */
+export const primeState = (): { warm: boolean; moves: number } => ({ warm: timer !== null, moves: made });
+
+function moveSelf(): void {
+  if (moving || !target) return;
   let fd: number;
   try {
-    fd = openSync(file, 'w');
+    fd = openSync(target, 'w');
   } catch {
-    return;
+    return stopWarm(); // not allowed here (a container): the next run tries again
   }
   moving = true;
   // Opened here so that the write itself is queued now, not after a round trip through the main thread.
-  write(fd, String(process.pid), () => {
+  write(fd, String(process.pid), (err) => {
     moving = false;
+    if (!err) made++;
     try {
       closeSync(fd);
     } catch {

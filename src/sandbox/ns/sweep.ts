@@ -31,6 +31,24 @@ function mountsBelow(dir: string): string[] {
     .sort((a, b) => b.length - a.length);
 }
 
+/** SIGKILL what is left in a run's group and remove it, waiting up to ~1 s for the killed tasks to go (EBUSY until then). */
+function killAndRemoveGroup(group: string): string | null {
+  for (let i = 0; ; i++) {
+    try {
+      for (const pid of readFileSync(join(group, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
+      rmdirSync(group);
+      return null;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return null;
+      if (code !== 'EBUSY' && code !== 'ESRCH') return (e as Error).message;
+      if (i >= 100) return `still busy after 1 s: ${(e as Error).message}`;
+      Atomics.wait(PAUSE, 0, 0, 10); // a sync sweep (once per process): a short blocking pause is fine
+    }
+  }
+}
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+
 export interface SweepReport {
   /** Run ids whose leftovers were cleaned. */
   runs: string[];
@@ -45,15 +63,15 @@ export function sweepOrphans(): SweepReport {
     const base = join(tmpdir(), name);
     const owner = Number.parseInt(existsSync(join(base, 'owner.pid')) ? readFileSync(join(base, 'owner.pid'), 'utf8') : '', 10);
     if (!Number.isInteger(owner) || alive(owner)) continue;
+    let groupsLeft = false;
     for (const run of readdirSync(base).filter((n) => n.startsWith('ns-'))) {
       for (const mount of Object.values(cg.mounts)) {
         const group = join(mount, 'airlock', run);
         if (!existsSync(group)) continue;
-        try {
-          for (const pid of readFileSync(join(group, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
-          rmdirSync(group);
-        } catch (e) {
-          report.errors.push(`cgroup ${group}: ${(e as Error).message}`);
+        const err = killAndRemoveGroup(group);
+        if (err) {
+          report.errors.push(`cgroup ${group}: ${err}`);
+          groupsLeft = true;
         }
       }
       report.runs.push(run);
@@ -65,7 +83,8 @@ export function sweepOrphans(): SweepReport {
         report.errors.push(`umount ${m}: ${(e as Error).message}`);
       }
     }
-    if (mountsBelow(base).length === 0) rmSync(base, { recursive: true, force: true });
+    // A group that could not be removed keeps its base (and run dir): the next sweep tries again.
+    if (!groupsLeft && mountsBelow(base).length === 0) rmSync(base, { recursive: true, force: true });
   }
   return report;
 }
