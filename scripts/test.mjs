@@ -1,5 +1,8 @@
 // Runs every compiled test file with node's own test runner (Node 20 has no --test glob).
-import { readdirSync, statSync } from 'node:fs';
+// Every temporary file of the run goes under one directory (TMPDIR), removed at the end: tests do
+// not litter the machine's /tmp.
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 
@@ -18,5 +21,17 @@ if (files.length === 0) {
   console.error('no test files found under dist/test (did the build run?)');
   process.exit(1);
 }
-const r = spawnSync(process.execPath, ['--enable-source-maps', '--test', '--test-reporter=spec', ...files], { stdio: 'inherit' });
+const tmp = mkdtempSync(join(tmpdir(), 'airlock-test-run-'));
+chmodSync(tmp, 0o755); // the sandbox's host uid (nobody) must reach the staging dirs below it
+const r = spawnSync(process.execPath, ['--enable-source-maps', '--test', '--test-reporter=spec', ...files], { stdio: 'inherit', env: { ...process.env, TMPDIR: tmp } });
+
+// The test processes are gone: sweep what their sandboxes left mounted (staging tmpfs, overlays,
+// cgroups), then remove the directory, unless something is still mounted below it (then say so).
+process.env.TMPDIR = tmp;
+const { sweepOrphans } = await import('../dist/src/sandbox/ns/sweep.js');
+const swept = sweepOrphans();
+for (const e of swept.errors) console.error(`test cleanup: ${e}`);
+const mounted = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '').filter((m) => m.startsWith(`${tmp}/`));
+if (mounted.length) console.error(`test cleanup: still mounted, ${tmp} kept: ${mounted.join(', ')}`);
+else rmSync(tmp, { recursive: true, force: true });
 process.exit(r.status ?? 1);
