@@ -148,7 +148,16 @@ test('kill -9 of serve mid-run, then a restart: the run is reported interrupted,
     };
     for (let i = 0; i < 200 && !claimed(); i++) await sleep(50);
     assert.ok(claimed(), 'the gate claimed the request in its ledger');
-    await sleep(300); // inside the 3 s run
+    // ... and until its sandbox is staged (a run dir in the service's staging base): a cold first run
+    // (doctor, the sandbox /etc, the tracer) can take longer than any fixed pause.
+    const staged = () =>
+      readdirSync(tmpdir())
+        .filter((n) => n.startsWith('airlock-ns-'))
+        .map((n) => join(tmpdir(), n))
+        .some((d) => existsSync(join(d, 'owner.pid')) && readFileSync(join(d, 'owner.pid'), 'utf8').trim() === String(server.pid) && readdirSync(d).some((n) => n.startsWith('ns-')));
+    for (let i = 0; i < 200 && !staged(); i++) await sleep(50);
+    assert.ok(staged(), 'the gate started the sandbox');
+    await sleep(200); // inside the 3 s run
     server.kill('SIGKILL');
     await new Promise((r) => server.once('exit', r));
   } finally {
