@@ -2,7 +2,7 @@
 // own process, in a group it already is in, and never anything else.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { doctor } from '../../src/sandbox/doctor.js';
 import { favorsDynmods, ownProcsFile, primeAttach, primeState, WARM_EVERY_MS, WARM_FOR_MS } from '../../src/sandbox/cgroup/prime.js';
 import type { CgroupInfo } from '../../src/sandbox/cgroup/index.js';
@@ -70,5 +70,13 @@ test('the repeated move runs while runs keep coming and stops a while after the 
   const m1 = primeState().moves;
   await sleep(50);
   assert.equal(primeState().moves, m1, 'no move after the window');
+  const procsFds = readdirSync('/proc/self/fd').filter((f) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${f}`).endsWith('/cgroup.procs');
+    } catch {
+      return false; // the fd of readdir itself, gone by now
+    }
+  });
+  assert.deepEqual(procsFds, [], 'the procs file is closed with the window');
   assert.equal(readFileSync('/proc/self/cgroup', 'utf8'), before);
 });

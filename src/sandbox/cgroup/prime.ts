@@ -90,6 +90,7 @@ export function primeAttach(info: CgroupInfo): void {
 function stopWarm(): void {
   if (timer) clearInterval(timer);
   timer = null;
+  closeTarget();
 }
 
 /** Moves made so far. */
@@ -98,23 +99,37 @@ let made = 0;
 /** Whether the repeated move is on, and how many moves were made (for tests). */
 export const primeState = (): { warm: boolean; moves: number } => ({ warm: timer !== null, moves: made });
 
+/** The open procs file (kept for the warm window: one open, not 250 a second, on the main thread). */
+let fd: number | null = null;
+let fdPath: string | null = null;
+
+function closeTarget(): void {
+  if (fd === null || moving) return; // a write in flight closes it when it ends
+  try {
+    closeSync(fd);
+  } catch {
+    /* nothing to do: the fd is gone either way */
+  }
+  fd = null;
+  fdPath = null;
+}
+
 function moveSelf(): void {
   if (moving || !target) return;
-  let fd: number;
-  try {
-    fd = openSync(target, 'w');
-  } catch {
-    return stopWarm(); // not allowed here (a container): the next run tries again
+  if (fdPath !== target) {
+    closeTarget();
+    try {
+      fd = openSync(target, 'w');
+      fdPath = target;
+    } catch {
+      return stopWarm(); // not allowed here (a container): the next run tries again
+    }
   }
   moving = true;
-  // Opened here so that the write itself is queued now, not after a round trip through the main thread.
-  write(fd, String(process.pid), (err) => {
+  // The write itself runs on the thread pool: it may wait for a grace period.
+  write(fd!, String(process.pid), (err) => {
     moving = false;
     if (!err) made++;
-    try {
-      closeSync(fd);
-    } catch {
-      /* nothing to do: the fd is gone either way */
-    }
+    if (!timer) closeTarget();
   });
 }
