@@ -3,8 +3,8 @@
 // Writing a pid to cgroup.procs write-locks the kernel's global threadgroup rwsem (cgroup v1, and v2
 // without favordynmods), and the first write-lock after a quiet spell waits for an RCU grace period;
 // writes soon after it are fast (measured on a 2-core VM: 7.5-13 ms, then ~0.1 ms; a move 60 ms
-// after the previous one always waits). The runner makes that write while bwrap's init is blocked,
-// ~6 ms after creating the group, so an isolated run's start waited for the grace period. A no-op
+// after the previous one always waits). The sandbox's move (made by the tracer's child before it
+// execs bwrap) comes a few ms after the group is created, so an isolated run's start waited for it. A no-op
 // move of our own process into the group it already is in takes the same lock: started on the
 // thread pool when the group is created, its grace period runs during the sandbox's start-up, and
 // the real move finds the lock (nearly) ready. Measured, runs 60-100 ms apart: the move 12 ms ->
@@ -18,7 +18,7 @@
 // Nothing is done when a cgroup mount has favordynmods (no such wait there).
 // The first write holds cgroup_mutex while it waits: it starts after the group's own mkdirs.
 // Our group is read again at each run: if someone moves this process meanwhile, the repeats of the
-// current second follow the old group (a move back) at most until the next run.
+// window follow the old group (a move back) until the next run or the window's end.
 import { closeSync, openSync, write } from 'node:fs';
 import { join } from 'node:path';
 import type { CgroupInfo } from './types.js';
