@@ -1,7 +1,7 @@
 // Runs every compiled test file with node's own test runner (Node 20 has no --test glob).
 // Every temporary file of the run goes under one directory (TMPDIR), removed at the end: tests do
 // not litter the machine's /tmp.
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -29,9 +29,9 @@ const r = spawnSync(process.execPath, ['--enable-source-maps', '--test', '--test
 // cgroups), then remove the directory, unless something is still mounted below it (then say so).
 process.env.TMPDIR = tmp;
 try {
-  const { sweepOrphans } = await import('../dist/src/sandbox/ns/sweep.js');
+  const { mountsBelow, sweepOrphans } = await import('../dist/src/sandbox/ns/sweep.js');
   for (const e of sweepOrphans().errors) console.error(`test cleanup: ${e}`);
-  const mounted = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '').filter((m) => m.startsWith(`${tmp}/`));
+  const mounted = mountsBelow(tmp);
   if (mounted.length) console.error(`test cleanup: still mounted, ${tmp} kept: ${mounted.join(', ')}`);
   else rmSync(tmp, { recursive: true, force: true });
 } catch (e) {

@@ -17,7 +17,7 @@ const alive = (pid: number): boolean => {
 };
 
 /** Mount points at or below `dir`, deepest first (from /proc/self/mountinfo). */
-function mountsBelow(dir: string): string[] {
+export function mountsBelow(dir: string): string[] {
   let info: string;
   try {
     info = readFileSync('/proc/self/mountinfo', 'utf8');
