@@ -3,7 +3,7 @@
 // Node, 200 sequential runs each, in one process; then runs/s with 2 in parallel; and the Monty
 // lane's p50 for a trivial program beside the ns lane's.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkText } from '../dist/src/contracts/index.js';
@@ -11,31 +11,12 @@ import { actionFromDescriptor } from '../dist/src/action/from-action-descriptor.
 import { actionFromToolRequest } from '../dist/src/action/from-tool-request.js';
 import { runAction } from '../dist/src/pipeline/run.js';
 import { openWorkspace } from '../dist/src/workspace/workspace.js';
+import { descriptor } from './sandbox-fixtures.mjs';
 import { fmt, summary } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 200);
 const ws = openWorkspace(mkdtempSync(join(tmpdir(), 'airlock-bench-')));
 const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-bench-in-'));
-mkdirSync('/var/tmp/airlock-bench/scope', { recursive: true });
-
-const descriptor = JSON.stringify({
-  descriptor_version: '1.0',
-  action_id: '6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b',
-  created_at: '2026-11-22T00:00:00Z',
-  created_by: 'ai',
-  intent_summary: 'Run /bin/true.',
-  action_type: 'COMMAND_EXECUTION',
-  risk_level: 'LOW',
-  scope: { filesystem: { paths: ['/var/tmp/airlock-bench/scope'], recursive: false }, network: { required: false }, ui: { required: false } },
-  resources: { max_cpu_ms: 1000, max_memory_mb: 64, max_disk_mb: 1, max_duration_ms: 5000 },
-  preconditions: {},
-  effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false },
-  sandbox: { required: true, sandbox_type: 'namespace', allow_network: false, max_runs: 1 },
-  rollback: { supported: true, rollback_type: 'filesystem_snapshot', rollback_scope: 'declared_effects_only' },
-  confirmation: { required: false, reason: '', cooldown_on_repeat: false },
-  audit: { log: true, log_level: 'SUMMARY', retain_days: 30 },
-  command: ['/bin/true'],
-});
 
 const montyRequest = `---
 request_type: tool_request
