@@ -1,13 +1,12 @@
 // npm run bench:sandbox-cpu — where a sandbox run's CPU goes, over the whole machine.
 // For each case, BENCH_CPU_RUNS runs (default 300) with BENCH_PAR in flight (default 2): runs/s, the
-// machine's CPU per run from /proc/stat (user, system), the idle share, and the processes that used
-// the most CPU per run (their own time plus that of the children they reaped; pid 1 reaps the sandbox
-// processes that outlive their bwrap parent, so its share is sandbox time too).
+// machine's CPU per run from /proc/stat (user, system), the idle share, and this Node process's own
+// CPU per run (the rest is bwrap and the program, the host tracer, the perl helper, kernel workers).
 //   runner          runNs of /bin/true (no declared scope)
 //   runner+scope    the same with one declared scope (a host overlay per run)
 //   full            a full Airlock run (bench/sandbox-fixtures.mjs: validate, sandbox, observe, judge, render)
 // Cases can be picked: `node bench/sandbox-cpu.mjs runner full`.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { actionFromDescriptor } from '../dist/src/action/from-action-descriptor.js';
@@ -39,21 +38,6 @@ const full = async () => {
 const cases = { runner: ns([]), 'runner+scope': ns([{ hostPath: SCOPE_DIR }]), full };
 
 const machine = () => readFileSync('/proc/stat', 'utf8').split('\n')[0].split(/\s+/).slice(1).map(Number); // user nice system idle iowait irq softirq
-function processes() {
-  const m = new Map();
-  for (const p of readdirSync('/proc')) {
-    if (!/^\d+$/.test(p)) continue;
-    try {
-      const s = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-      m.set(p, { name: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')), ticks: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]) });
-    } catch {
-      /* gone */
-    }
-  }
-  return m;
-}
-
 const picked = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(cases);
 console.log(`${N} runs of /bin/true per case, ${P} in flight`);
 for (const name of picked) {
@@ -61,7 +45,7 @@ for (const name of picked) {
   if (!fn) throw new Error(`unknown case ${name} (${Object.keys(cases).join(', ')})`);
   for (let i = 0; i < 20; i++) await fn(); // warm-up: doctor, /etc copy, tracer, JIT
   await runner.sandboxIdle();
-  const p0 = processes();
+  const c0 = process.cpuUsage();
   const m0 = machine();
   const t0 = performance.now();
   let next = 0;
@@ -69,20 +53,12 @@ for (const name of picked) {
   const seconds = (performance.now() - t0) / 1000;
   await runner.sandboxIdle();
   const m1 = machine();
-  const p1 = processes();
+  const node = process.cpuUsage(c0);
   const d = m1.map((x, i) => x - m0[i]);
   const busy = d[0] + d[1] + d[2] + d[5] + d[6];
   const per = (ticks) => ((ticks * TICK_MS) / N).toFixed(2);
   console.log(`${name.padEnd(13)} ${(N / seconds).toFixed(1).padStart(6)} runs/s  machine CPU/run ${per(busy)} ms (user ${per(d[0] + d[1])}, system ${per(d[2] + d[5] + d[6])})  idle ${(d[3] / (busy + d[3] + d[4])).toFixed(2)}`);
-  const byName = new Map();
-  for (const [pid, b] of p1) {
-    const a = p0.get(pid);
-    if (!a || b.ticks <= a.ticks) continue;
-    const key = b.name.startsWith('kworker') ? 'kworker' : b.name.replace(/\/\d+$/, ''); // ksoftirqd/0 -> ksoftirqd
-    byName.set(key, (byName.get(key) ?? 0) + b.ticks - a.ticks);
-  }
-  const top = [...byName].sort((x, y) => y[1] - x[1]).slice(0, 6);
-  console.log(`  per run: ${top.map(([n, t]) => `${n} ${per(t)} ms`).join(', ')} (own + reaped children)`);
+  console.log(`  of which this Node process ${((node.user + node.system) / 1000 / N).toFixed(2)} ms (user ${(node.user / 1000 / N).toFixed(2)}, system ${(node.system / 1000 / N).toFixed(2)})`);
 }
 rmSync(scratch, { recursive: true, force: true });
 process.exit(0);

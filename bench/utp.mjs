@@ -2,6 +2,7 @@
 // PostgreSQL (AIRLOCK_BENCH_NATS, AIRLOCK_BENCH_PG override the defaults).
 //
 //   raw       NATS request/reply round trip (the floor)
+//   insert    one committed PostgreSQL insert (a floor for each durable store step)
 //   echo      the no-sandbox echo tool through the whole UTP path: tool.call card, JetStream
 //             command, claim, card read, result card + inbox report (one transaction), wakeup,
 //             result card read — with SQLite and with PostgreSQL, 1 and 3 workers
@@ -85,6 +86,26 @@ const nc = await connectNats(NATS);
   await Promise.all(Array.from({ length: IN_FLIGHT }, async () => { while (next++ < TPUT_N * 5) await nc.request(subj, payload); }));
   record('raw NATS request/reply', lat, (TPUT_N * 5) / ((performance.now() - t0) / 1000));
   sub.unsubscribe();
+}
+
+// ---- one committed PostgreSQL insert (what each durable store step costs at least) --------------
+{
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: PG });
+  await c.connect();
+  const table = `airlock_bench_commit_${randomBytes(4).toString('hex')}`;
+  await c.query(`CREATE TABLE ${table} (id serial PRIMARY KEY, v text)`);
+  const insert = { name: 'bench-insert', text: `INSERT INTO ${table} (v) VALUES ($1)`, values: ['x'] };
+  for (let i = 0; i < 100; i++) await c.query(insert);
+  const lat = [];
+  for (let i = 0; i < LAT_N; i++) {
+    const t = performance.now();
+    await c.query(insert); // autocommit: one round trip, synchronous_commit as the server has it
+    lat.push(performance.now() - t);
+  }
+  record('PostgreSQL committed insert', lat, undefined);
+  await c.query(`DROP TABLE ${table}`);
+  await c.end();
 }
 
 // ---- UTP deployments -------------------------------------------------------------------------
