@@ -91,6 +91,58 @@ CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
 `;
 
 const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code === '23505';
+/** A batch statement that hit a unique violation or a deadlock is redone one call at a time. */
+const retryAlone = (e: unknown): boolean => isUniqueViolation(e) || (e as { code?: string }).code === '40P01';
+const anchorKey = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
+
+interface CardRow {
+  card_id: string;
+  type: string;
+  agent_turn_id: string | null;
+  tool_call_id: string | null;
+  body: string;
+}
+
+interface ClaimInput {
+  a: Anchor;
+  cardId: string | null;
+  workerId: string;
+  leaseMs: number;
+  context: Record<string, unknown>;
+  readCardId: string | null;
+}
+
+/**
+ * Runs a turn's items: one alone runs `one`; several run `many` once over the first item of each
+ * key, then the repeats one at a time after it (a key twice in one statement would fight itself).
+ * If `many` hits a unique violation or a deadlock, its items are redone one at a time, so each
+ * caller gets its own outcome.
+ */
+async function inBatches<T, R>(items: T[], key: (x: T) => string, one: (x: T) => Promise<R>, many: (xs: T[]) => Promise<R[]>): Promise<R[]> {
+  if (items.length === 1) return [await one(items[0] as T)];
+  const seen = new Set<string>();
+  const first: number[] = [];
+  const repeats: number[] = [];
+  items.forEach((x, i) => {
+    const k = key(x);
+    if (seen.has(k)) repeats.push(i);
+    else {
+      seen.add(k);
+      first.push(i);
+    }
+  });
+  const out = new Array<R>(items.length);
+  const batch = first.map((i) => items[i] as T);
+  try {
+    const rs = await many(batch);
+    first.forEach((i, j) => (out[i] = rs[j] as R));
+  } catch (e) {
+    if (!retryAlone(e)) throw e;
+    for (const i of first) out[i] = await one(items[i] as T);
+  }
+  for (const i of repeats) out[i] = await one(items[i] as T);
+  return out;
+}
 
 /** Splits `?schema=name` off a connection URL (pg would pass it to the server as an unknown option). */
 export function splitSchema(url: string): { url: string; schema: string | undefined } {
@@ -199,14 +251,34 @@ export class PostgresStore implements Store {
     return Number(r.rows[0]?.now);
   }
 
-  async putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean> {
+  // Group commit: calls in flight at once (many agents, many commands in one fetch) share one
+  // statement, one round trip and one commit per turn of the event loop instead of one each. A
+  // lone call runs the single-row statement, so a quiet store pays nothing for it.
+
+  private readonly cardWrites = new TurnBatch<CardRow, boolean>((rows) =>
+    inBatches(rows, (r) => r.card_id, (r) => this.putCardOne(r), async (rs) => {
+      await this.qp(
+        'put_cards',
+        `INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at)
+         SELECT x.id, x.type, x.t, x.c, x.body, ${NOW} FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) AS x(id, type, t, c, body)`,
+        [rs.map((r) => r.card_id), rs.map((r) => r.type), rs.map((r) => r.agent_turn_id), rs.map((r) => r.tool_call_id), rs.map((r) => r.body)],
+      );
+      return rs.map(() => true);
+    }),
+  );
+
+  putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean> {
+    return this.cardWrites.add({ card_id: card.card_id, type: card.type, agent_turn_id: anchor?.agent_turn_id ?? null, tool_call_id: anchor?.tool_call_id ?? null, body: JSON.stringify(card) });
+  }
+
+  private async putCardOne(r: CardRow): Promise<boolean> {
     try {
       await this.qp('put_card', `INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES ($1, $2, $3, $4, $5, ${NOW})`, [
-        card.card_id,
-        card.type,
-        anchor?.agent_turn_id ?? null,
-        anchor?.tool_call_id ?? null,
-        JSON.stringify(card),
+        r.card_id,
+        r.type,
+        r.agent_turn_id,
+        r.tool_call_id,
+        r.body,
       ]);
       return true;
     } catch (e) {
@@ -215,8 +287,16 @@ export class PostgresStore implements Store {
     }
   }
 
-  async getCard(cardId: string): Promise<unknown | undefined> {
-    return (await this.qp('get_card', 'SELECT body FROM cards WHERE card_id = $1', [cardId])).rows[0]?.body;
+  private readonly cardReads = new TurnBatch<string, unknown>((ids) =>
+    inBatches(ids, (id) => id, async (id) => (await this.qp('get_card', 'SELECT body FROM cards WHERE card_id = $1', [id])).rows[0]?.body, async (xs) => {
+      const r = await this.qp('get_cards', 'SELECT card_id, body FROM cards WHERE card_id = ANY($1::text[])', [xs]);
+      const byId = new Map(r.rows.map((row) => [String(row.card_id), row.body as unknown]));
+      return xs.map((id) => byId.get(id));
+    }),
+  );
+
+  getCard(cardId: string): Promise<unknown | undefined> {
+    return this.cardReads.add(cardId);
   }
 
   async getResultCardFor(a: Anchor): Promise<unknown | undefined> {
@@ -254,7 +334,47 @@ export class PostgresStore implements Store {
     return ((await this.q('DELETE FROM tools WHERE project_id = $1 AND tool_name = $2', [projectId, toolName])).rowCount ?? 0) > 0;
   }
 
+  private readonly claims = new TurnBatch<ClaimInput, { won: Row | null; card: unknown }>((xs) =>
+    inBatches(xs, (x) => anchorKey(x.a), (x) => this.claimOne(x), async (batch) => {
+      // Inserted in anchor order: two batches that share anchors (a redelivery racing the first
+      // delivery) take their key locks in the same order and cannot deadlock each other.
+      const r = await this.qp(
+        'claim_read_cards',
+        `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::bigint[], $7::text[]) AS x(t, c, card_id, context, worker_id, lease_ms, read_card_id)),
+         ins AS (
+           INSERT INTO claims (agent_turn_id, tool_call_id, tool_call_card_id, context, worker_id, state, lease_until, created_at, updated_at)
+           SELECT t, c, card_id, context, worker_id, 'running', ${NOW} + lease_ms, ${NOW}, ${NOW} FROM x ORDER BY t, c
+           ON CONFLICT DO NOTHING RETURNING *)
+         SELECT x.t, x.c, (SELECT to_jsonb(ins) FROM ins WHERE ins.agent_turn_id = x.t AND ins.tool_call_id = x.c) AS claim,
+                (SELECT body FROM cards WHERE card_id = x.read_card_id) AS card
+         FROM x`,
+        [
+          batch.map((x) => x.a.agent_turn_id),
+          batch.map((x) => x.a.tool_call_id),
+          batch.map((x) => x.cardId),
+          batch.map((x) => JSON.stringify(x.context)),
+          batch.map((x) => x.workerId),
+          batch.map((x) => x.leaseMs),
+          batch.map((x) => x.readCardId),
+        ],
+      );
+      const byAnchor = new Map(r.rows.map((row) => [anchorKey({ agent_turn_id: String(row.t), tool_call_id: String(row.c) }), row]));
+      return batch.map((x) => {
+        const row = byAnchor.get(anchorKey(x.a));
+        return { won: (row?.claim as Row | null | undefined) ?? null, card: row?.card ?? undefined };
+      });
+    }),
+  );
+
   async claim(a: Anchor, cardId: string | null, workerId: string, leaseMs: number, context: Record<string, unknown>, readCardId?: string | null): Promise<ClaimOutcome & { card?: unknown }> {
+    const { won, card } = await this.claims.add({ a, cardId, workerId, leaseMs, context, readCardId: readCardId ?? null });
+    if (won) return { claimed: true, claim: rowToClaim(won), card };
+    const existing = await this.getClaim(a);
+    if (!existing) throw new Error('claim: conflicting row vanished (claims are never deleted)');
+    return { claimed: false, existing, card };
+  }
+
+  private async claimOne(x: ClaimInput): Promise<{ won: Row | null; card: unknown }> {
     // One statement, one round trip: the primary key decides (exactly one INSERT wins; the others
     // read the winner's row), and the optional card read comes from the statement's snapshot (the
     // caller committed the card before publishing the command).
@@ -264,15 +384,10 @@ export class PostgresStore implements Store {
          INSERT INTO claims (agent_turn_id, tool_call_id, tool_call_card_id, context, worker_id, state, lease_until, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, 'running', ${NOW} + $6, ${NOW}, ${NOW}) ON CONFLICT DO NOTHING RETURNING *)
        SELECT (SELECT to_jsonb(ins) FROM ins) AS claim, (SELECT body FROM cards WHERE card_id = $7) AS card`,
-      [a.agent_turn_id, a.tool_call_id, cardId, JSON.stringify(context), workerId, leaseMs, readCardId ?? null],
+      [x.a.agent_turn_id, x.a.tool_call_id, x.cardId, JSON.stringify(x.context), x.workerId, x.leaseMs, x.readCardId],
     );
     const row = r.rows[0];
-    const card = row?.card ?? undefined;
-    const won = row?.claim as Row | null | undefined;
-    if (won) return { claimed: true, claim: rowToClaim(won), card };
-    const existing = await this.getClaim(a);
-    if (!existing) throw new Error('claim: conflicting row vanished (claims are never deleted)');
-    return { claimed: false, existing, card };
+    return { won: (row?.claim as Row | null | undefined) ?? null, card: row?.card ?? undefined };
   }
 
   async getClaim(a: Anchor): Promise<ClaimRecord | undefined> {
@@ -303,7 +418,48 @@ export class PostgresStore implements Store {
     return r.rows.map(rowToClaim);
   }
 
+  private readonly answers = new TurnBatch<AnswerInput, AnswerOutcome | 'not-owner'>((xs) =>
+    inBatches(xs, (x) => anchorKey(x), (x) => this.answerOne(x), async (batch) => {
+      // One statement for the batch: each call's claim update, card and report land together or
+      // not at all (a unique violation aborts the statement, and each call is then answered alone).
+      const r = await this.qp(
+        'answers',
+        `WITH x AS (SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[], $8::text[], $9::jsonb[])
+                      AS x(card_id, wakeup, t, c, worker_id, body, agent_id, kind, payload)),
+         u AS (
+           UPDATE claims SET state = 'answered', result_card_id = x.card_id, wakeup = x.wakeup, updated_at = ${NOW}
+           FROM x WHERE claims.agent_turn_id = x.t AND claims.tool_call_id = x.c AND claims.state = 'running' AND claims.worker_id = x.worker_id
+           RETURNING x.*),
+         cd AS (
+           INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at)
+           SELECT card_id, 'tool.result', t, c, body, ${NOW} FROM u RETURNING 1),
+         i AS (
+           INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at)
+           SELECT agent_id, t, c, kind, payload, ${NOW} FROM u RETURNING 1)
+         SELECT t, c FROM u`,
+        [
+          batch.map((x) => x.card.card_id),
+          batch.map((x) => JSON.stringify(x.wakeup)),
+          batch.map((x) => x.agent_turn_id),
+          batch.map((x) => x.tool_call_id),
+          batch.map((x) => x.worker_id),
+          batch.map((x) => JSON.stringify(x.card)),
+          batch.map((x) => x.report.agent_id),
+          batch.map((x) => x.report.kind),
+          batch.map((x) => JSON.stringify(x.report.payload)),
+        ],
+      );
+      const landed = new Set(r.rows.map((row) => anchorKey({ agent_turn_id: String(row.t), tool_call_id: String(row.c) })));
+      return batch.map((x): AnswerOutcome | 'not-owner' => (landed.has(anchorKey(x)) ? { ok: true } : 'not-owner'));
+    }),
+  );
+
   async answer(a: AnswerInput): Promise<AnswerOutcome> {
+    const outcome = await this.answers.add(a);
+    return outcome === 'not-owner' ? { ok: false, reason: 'not-owner', existing: await this.getClaim(a) } : outcome;
+  }
+
+  private async answerOne(a: AnswerInput): Promise<AnswerOutcome | 'not-owner'> {
     // One statement = one implicit transaction and one round trip: the claim update, the card and
     // the report land together or not at all (a unique violation aborts the whole statement).
     let landed: boolean;
@@ -327,8 +483,7 @@ export class PostgresStore implements Store {
       if (!isUniqueViolation(e)) throw e;
       return { ok: false, reason: 'duplicate', existing: await this.getClaim(a) };
     }
-    if (!landed) return { ok: false, reason: 'not-owner', existing: await this.getClaim(a) };
-    return { ok: true };
+    return landed ? { ok: true } : 'not-owner';
   }
 
   /**

@@ -1,31 +1,32 @@
 /**
  * Collects the items added during one turn of the event loop and flushes them together, once,
  * after the current I/O (so a synchronous store write never delays a socket write queued before
- * it). Every `add` of a turn resolves when that turn's flush has committed.
+ * it). Every `add` of a turn resolves when that turn's flush has committed, with the flush's
+ * result for its item (the flush returns one result per item, in order; or nothing for `void`).
  */
-export class TurnBatch<T> {
-  private pending: { items: T[]; done: Promise<void> } | undefined;
+export class TurnBatch<T, R = void> {
+  private pending: { items: T[]; done: Promise<R[] | void> } | undefined;
 
-  constructor(private readonly flush: (items: T[]) => void | Promise<void>) {}
+  constructor(private readonly flush: (items: T[]) => Promise<R[] | void> | R[] | void) {}
 
-  add(item: T): Promise<void> {
-    if (this.pending) {
-      this.pending.items.push(item);
-      return this.pending.done;
+  add(item: T): Promise<R> {
+    let p = this.pending;
+    if (!p) {
+      const items: T[] = [];
+      const done = new Promise<R[] | void>((resolve, reject) =>
+        setImmediate(() => {
+          this.pending = undefined;
+          // Through a promise: a flush that throws (e.g. the store closed meanwhile) rejects this
+          // batch's callers instead of throwing inside the timer.
+          Promise.resolve()
+            .then(() => this.flush(items))
+            .then(resolve, reject);
+        }),
+      );
+      p = this.pending = { items, done };
     }
-    const items = [item];
-    const done = new Promise<void>((resolve, reject) =>
-      setImmediate(() => {
-        this.pending = undefined;
-        // Through a promise: a flush that throws (e.g. the store closed meanwhile) rejects this
-        // batch's callers instead of throwing inside the timer.
-        Promise.resolve()
-          .then(() => this.flush(items))
-          .then(() => resolve(), reject);
-      }),
-    );
-    this.pending = { items, done };
-    return done;
+    const index = p.items.push(item) - 1;
+    return p.done.then((results) => (results ? results[index] : undefined) as R);
   }
 
   /** Waits for the batch being collected, if any (a store's close() does). */

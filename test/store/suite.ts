@@ -106,6 +106,60 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
       assert.ok(c?.context && typeof c.context.n === 'number');
     });
 
+    // Many calls at once (one event-loop turn): PostgreSQL answers them with one statement per kind
+    // of step; each caller must still get exactly its own outcome, also when one of them conflicts.
+    test('many at once: card writes and reads, each with its own outcome (a duplicate card_id among them is refused alone)', async () => {
+      const cards = Array.from({ length: 20 }, (_, i) => ({ card_id: `card-${randomUUID()}`, type: 'tool.call', created_at: '2025-01-31T12:00:00Z', content: { n: i, text: 'quote " backslash \\ newline \n' } }));
+      const dup = { ...cards[3]!, content: { n: 'duplicate' } };
+      const written = await Promise.all([...cards.map((c) => s.putCard(c)), s.putCard(dup)]);
+      assert.deepEqual(written, [...cards.map(() => true), false]);
+      const read = await Promise.all([...cards.map((c) => s.getCard(c.card_id)), s.getCard('no-such-card'), s.getCard(cards[0]!.card_id)]);
+      assert.deepEqual(read, [...cards, undefined, cards[0]]);
+    });
+
+    test('many at once: 40 claims on 20 anchors from two handles: one winner per anchor, each reads its own card', async () => {
+      const anchors = Array.from({ length: 20 }, anchor);
+      const cards = anchors.map((a) => ({ card_id: `card-${randomUUID()}`, type: 'tool.call', created_at: '2025-01-31T12:00:00Z', content: { tool_call_id: a.tool_call_id } }));
+      await Promise.all(cards.map((c) => s.putCard(c)));
+      const p = await peer();
+      const calls = [...anchors.map((a, i) => ({ a, i, h: s })), ...anchors.map((a, i) => ({ a, i, h: p })), { a: anchors[0]!, i: 0, h: s }];
+      const results = await Promise.all(calls.map(({ a, i, h }, n) => h.claim(a, cards[i]!.card_id, `w${n}`, 60_000, { n }, cards[i]!.card_id)));
+      anchors.forEach((a, i) => {
+        const mine = results.filter((_, n) => calls[n]!.a === a);
+        assert.equal(mine.filter((r) => r.claimed).length, 1, `exactly one winner for anchor ${i}`);
+        for (const r of mine) assert.deepEqual(r.card, cards[i], 'the card read is the call\'s own');
+      });
+      const winners = results.filter((r) => r.claimed).map((r) => (r.claimed ? r.claim.worker_id : ''));
+      for (const [n, r] of results.entries()) {
+        if (!r.claimed) assert.ok(winners.includes(r.existing.worker_id), `loser ${n} sees a winner`);
+      }
+    });
+
+    test('many at once: answers land for their owners only; a conflicting one is refused without touching the others', async () => {
+      // Two turns: in the first, anchor 2 is answered by an intruder (not the owner); in the second,
+      // anchor 9 already has a result card (a unique violation for its answer).
+      const anchors = Array.from({ length: 12 }, anchor);
+      await Promise.all(anchors.map((a) => s.claim(a, null, 'owner', 60_000, {})));
+      await s.putCard({ card_id: `card-${randomUUID()}`, type: 'tool.result', created_at: '2025-01-31T12:00:00Z', content: {} }, anchors[9]);
+      const inputs = anchors.map((a, i) => answerInput(a, i === 2 ? 'intruder' : 'owner'));
+      const outcomes = [...(await Promise.all(inputs.slice(0, 6).map((x) => s.answer(x)))), ...(await Promise.all(inputs.slice(6).map((x) => s.answer(x))))];
+      for (const [i, o] of outcomes.entries()) {
+        const a = anchors[i]!;
+        if (i === 2 || i === 9) {
+          assert.equal(o.ok, false, `answer ${i} is refused`);
+          assert.equal((await s.getClaim(a))?.state, 'running');
+          assert.equal((await s.listInbox({ anchor: a })).length, 0);
+        } else {
+          assert.deepEqual(o, { ok: true }, `answer ${i} lands`);
+          assert.equal((await s.getClaim(a))?.result_card_id, inputs[i]!.card.card_id);
+          assert.deepEqual(await s.getResultCardFor(a), inputs[i]!.card);
+          assert.equal((await s.listInbox({ anchor: a })).length, 1);
+        }
+      }
+      assert.ok(!outcomes[2]!.ok && outcomes[2]!.reason === 'not-owner');
+      assert.ok(!outcomes[9]!.ok && outcomes[9]!.reason === 'duplicate');
+    });
+
     test('claims: heartbeat extends the lease and reports cancel requests', async () => {
       const a = anchor();
       const b = anchor();
