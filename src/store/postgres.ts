@@ -13,6 +13,7 @@ import {
   type InboxReport,
   type Store,
   type ToolRecord,
+  WOKEN_FLUSH_MS,
 } from './types.js';
 
 /**
@@ -486,11 +487,7 @@ export class PostgresStore implements Store {
     return landed ? { ok: true } : 'not-owner';
   }
 
-  /**
-   * Batched: the flags of every wakeup published in the same turn of the event loop are set by ONE
-   * statement (one round trip, one commit). A flag lost to a crash only means a sweeper publishes
-   * the same wakeup again (at-least-once wakeups).
-   */
+  /** One write for the flags of a WOKEN_FLUSH_MS batch (see Store.markWoken). */
   private readonly woken = new TurnBatch<Anchor>((anchors) =>
     this.qp(
       'mark_woken',
@@ -498,6 +495,7 @@ export class PostgresStore implements Store {
                WHERE claims.agent_turn_id = x.t AND claims.tool_call_id = x.c`,
       [anchors.map((x) => x.agent_turn_id), anchors.map((x) => x.tool_call_id)],
     ).then(() => undefined),
+    WOKEN_FLUSH_MS,
   );
 
   markWoken(a: Anchor): Promise<void> {

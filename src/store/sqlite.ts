@@ -15,6 +15,7 @@ import {
   type InboxReport,
   type Store,
   type ToolRecord,
+  WOKEN_FLUSH_MS,
 } from './types.js';
 
 /**
@@ -316,17 +317,13 @@ export class SqliteStore implements Store {
     return this.answers.add(a);
   }
 
-  /**
-   * Batched: the flags of every wakeup published in the same turn of the event loop are set in ONE
-   * transaction. A flag lost to a crash only means a sweeper publishes the same wakeup again (the
-   * documented at-least-once wakeup).
-   */
+  /** One write for the flags of a WOKEN_FLUSH_MS batch (see Store.markWoken). */
   private readonly woken = new TurnBatch<Anchor>((anchors) => {
     const u = this.st('UPDATE claims SET woken = 1 WHERE agent_turn_id = ? AND tool_call_id = ?');
     this.d.transaction(() => {
       for (const x of anchors) u.run(x.agent_turn_id, x.tool_call_id);
     })();
-  });
+  }, WOKEN_FLUSH_MS);
 
   markWoken(a: Anchor): Promise<void> {
     return this.woken.add(a);

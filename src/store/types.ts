@@ -13,6 +13,9 @@
  * only if the caller still owns a live claim.
  */
 
+/** How long woken flags are collected before one write sets them all (far below the sweeper's wakeup retry). */
+export const WOKEN_FLUSH_MS = 50;
+
 /** The UTP 3.2 idempotency anchor. */
 export interface Anchor {
   agent_turn_id: string;
@@ -132,6 +135,11 @@ export interface Store {
   takeOverExpired(workerId: string, leaseMs: number, limit: number): Promise<ClaimRecord[]>;
   /** Result card + report + claim state, in one transaction, only while `worker_id` owns the running claim. */
   answer(a: AnswerInput): Promise<AnswerOutcome>;
+  /**
+   * Records that the call's wakeup was published. Collected for WOKEN_FLUSH_MS and written together:
+   * a flag lost to a crash only means a sweeper publishes the same wakeup again (at-least-once
+   * wakeups), and one write per batch keeps this bookkeeping off the busy path.
+   */
   markWoken(anchor: Anchor): Promise<void>;
   /** Answered claims whose wakeup was never published and that were answered more than `olderThanMs` ago. */
   unwokenAnswers(olderThanMs: number, limit: number): Promise<ClaimRecord[]>;

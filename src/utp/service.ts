@@ -297,8 +297,13 @@ export class UtpService {
       m.nak(1000);
       return;
     }
-    m.ack();
-    if (!claim.claimed) return this.onDuplicate(claim.existing, m.info.redelivered);
+    if (!claim.claimed) {
+      m.ack();
+      return this.onDuplicate(claim.existing, m.info.redelivered);
+    }
+    // The claim, not the ack, keeps the call from running twice (a redelivery finds the claim). So a
+    // fast call's ack goes out in the same socket write as its wakeup; a slower one's after ACK_DEFER_MS.
+    const ack = deferredAck(m, ACK_DEFER_MS);
 
     const run: Running = { abort: new AbortController() };
     this.running.set(key(anchor), run);
@@ -313,11 +318,12 @@ export class UtpService {
         callCard = r.callCard;
         execution = r.execution;
       }
-      await this.finish(ctx, execution, callCard);
+      await this.finish(ctx, execution, callCard, ack);
     } catch (e) {
       this.log('error', 'call-crashed', { ...anchor, error: (e as Error).stack ?? String(e) });
-      await this.finish(ctx, failure('failed', 'internal_error', 'Airlock failed while handling the call')).catch(() => undefined);
+      await this.finish(ctx, failure('failed', 'internal_error', 'Airlock failed while handling the call'), undefined, ack).catch(() => undefined);
     } finally {
+      ack();
       this.running.delete(key(anchor));
     }
   }
@@ -399,7 +405,7 @@ export class UtpService {
   // ---- answering -----------------------------------------------------------------------------
 
   /** Writes the tool.result card + inbox report atomically (if this worker still owns the claim), then wakes the agent. */
-  private async finish(ctx: CallContext, execution: Execution, callCard?: ToolCallCard): Promise<void> {
+  private async finish(ctx: CallContext, execution: Execution, callCard?: ToolCallCard, afterWakeup?: () => void): Promise<void> {
     const id = ctx.identity;
     const anchor = { agent_turn_id: id.agent_turn_id, tool_call_id: id.tool_call_id };
     if (!callCard && ctx.tool_call_card_id) {
@@ -461,14 +467,15 @@ export class UtpService {
     }
     this.stats.answered++;
     this.log('info', 'answered', { ...anchor, status: content.status, code: content.error?.code, card_id: card.card_id });
-    if (subject) await this.publishWakeup(anchor, subject, payload, hs);
+    if (subject) await this.publishWakeup(anchor, subject, payload, hs, afterWakeup);
     else this.log('warn', 'no-wakeup-subject', { ...anchor, reason: 'agent_id is not a subject token: the report is in the inbox, no wakeup is published' });
   }
 
-  private async publishWakeup(anchor: Anchor, subject: string, payload: Record<string, unknown>, hs: Record<string, string>): Promise<void> {
+  private async publishWakeup(anchor: Anchor, subject: string, payload: Record<string, unknown>, hs: Record<string, string>, afterPublish?: () => void): Promise<void> {
     const h = natsHeaders();
     for (const [k, v] of Object.entries(hs)) h.set(k, v);
     this.o.nats.publish(subject, JSON.stringify(payload), { headers: h });
+    afterPublish?.(); // queued in the same tick: one socket write for both
     // Not awaited: a lost "woken" flag only means a sweeper publishes the same wakeup again later.
     void this.o.store.markWoken(anchor).catch((e: Error) => this.log('warn', 'mark-woken-failed', { ...anchor, error: e.message }));
   }
@@ -542,6 +549,22 @@ export class UtpService {
 }
 
 // ---- helpers -----------------------------------------------------------------------------------
+
+/** How long a won call may run before its command is acknowledged anyway (far below ack_wait). */
+const ACK_DEFER_MS = 25;
+
+/** Acks `m` once: when the returned function is called, or after `ms`, whichever comes first. */
+function deferredAck(m: JsMsg, ms: number): () => void {
+  let acked = false;
+  const ack = () => {
+    if (acked) return;
+    acked = true;
+    clearTimeout(timer);
+    m.ack();
+  };
+  const timer = setTimeout(ack, ms);
+  return ack;
+}
 
 function failure(status: ToolResultContent['status'], code: string, message: string, problems?: Problem[]): Execution {
   const detail: JsonValue | undefined = problems && problems.length > 0 ? { problems: problems.slice(0, 20).map((p) => ({ code: p.code, message: p.message.slice(0, 500), ...(p.path ? { path: p.path } : {}) })) } : undefined;

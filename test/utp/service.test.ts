@@ -247,6 +247,18 @@ describe('exactly one answer per call', () => {
     assert.equal((await h.store.listInbox({ anchor })).length, 1, 'no duplicate report');
   });
 
+  test('a call that runs longer than ack_wait is acknowledged while it runs: never redelivered', async () => {
+    // The ack of a won call waits for its wakeup (one socket write) only briefly: this call runs
+    // 2.6 s against the harness's 2 s ack_wait, and JetStream must not hand it out again.
+    const { toolCallId, agentTurnId } = ids();
+    const r = await call('echo', { delay_ms: 2600 }, { toolCallId, agentTurnId });
+    assert.ok(r.ok);
+    assert.equal(r.status, 'success');
+    await sleep(300);
+    const dup = h.logs.filter((e) => e.event === 'duplicate' && e.tool_call_id === toolCallId);
+    assert.deepEqual(dup, [], 'no redelivery of the running call');
+  });
+
   test('a claim whose worker died (lease expired) is answered failed/executor_lost, and the tool is not re-run', async () => {
     const { payload, anchor, cardId } = await prepared('echo');
     const ctx = { subject: h.subject('echo'), identity: { agent_id: 'agent-1', agent_turn_id: anchor.agent_turn_id, turn_epoch: 1, tool_call_id: anchor.tool_call_id }, after_execution: 'suspend', tool_call_card_id: cardId };
