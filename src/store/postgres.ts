@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { TurnBatch } from './turn-batch.js';
+import { GroupCommit, DelayedBatch } from './batch.js';
 import { rowToApproval, rowToClaim, rowToInbox, rowToTool, type Row } from './rows.js';
 import {
   StoreUnavailableError,
@@ -94,6 +94,8 @@ CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
 const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code === '23505';
 /** A batch statement that hit a unique violation or a deadlock is redone one call at a time. */
 const retryAlone = (e: unknown): boolean => isUniqueViolation(e) || (e as { code?: string }).code === '40P01';
+/** Statements of one kind under way at once before calls start to share them. */
+const GROUP_IN_FLIGHT = { maxInFlight: 2 };
 const anchorKey = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
 
 interface CardRow {
@@ -252,11 +254,12 @@ export class PostgresStore implements Store {
     return Number(r.rows[0]?.now);
   }
 
-  // Group commit: calls in flight at once (many agents, many commands in one fetch) share one
-  // statement, one round trip and one commit per turn of the event loop instead of one each. A
-  // lone call runs the single-row statement, so a quiet store pays nothing for it.
+  // Group commit: a call goes to the server at once while fewer than GROUP_IN_FLIGHT statements of
+  // its kind are under way; the calls that arrive meanwhile (many agents, many commands in one
+  // fetch) then share one statement, one round trip and one commit. A lone call runs the
+  // single-row statement, so a quiet store pays nothing for it.
 
-  private readonly cardWrites = new TurnBatch<CardRow, boolean>((rows) =>
+  private readonly cardWrites = new GroupCommit<CardRow, boolean>((rows) =>
     inBatches(rows, (r) => r.card_id, (r) => this.putCardOne(r), async (rs) => {
       await this.qp(
         'put_cards',
@@ -266,6 +269,7 @@ export class PostgresStore implements Store {
       );
       return rs.map(() => true);
     }),
+    GROUP_IN_FLIGHT,
   );
 
   putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean> {
@@ -288,12 +292,13 @@ export class PostgresStore implements Store {
     }
   }
 
-  private readonly cardReads = new TurnBatch<string, unknown>((ids) =>
+  private readonly cardReads = new GroupCommit<string, unknown>((ids) =>
     inBatches(ids, (id) => id, async (id) => (await this.qp('get_card', 'SELECT body FROM cards WHERE card_id = $1', [id])).rows[0]?.body, async (xs) => {
       const r = await this.qp('get_cards', 'SELECT card_id, body FROM cards WHERE card_id = ANY($1::text[])', [xs]);
       const byId = new Map(r.rows.map((row) => [String(row.card_id), row.body as unknown]));
       return xs.map((id) => byId.get(id));
     }),
+    GROUP_IN_FLIGHT,
   );
 
   getCard(cardId: string): Promise<unknown | undefined> {
@@ -335,7 +340,7 @@ export class PostgresStore implements Store {
     return ((await this.q('DELETE FROM tools WHERE project_id = $1 AND tool_name = $2', [projectId, toolName])).rowCount ?? 0) > 0;
   }
 
-  private readonly claims = new TurnBatch<ClaimInput, { won: Row | null; card: unknown }>((xs) =>
+  private readonly claims = new GroupCommit<ClaimInput, { won: Row | null; card: unknown }>((xs) =>
     inBatches(xs, (x) => anchorKey(x.a), (x) => this.claimOne(x), async (batch) => {
       // Inserted in anchor order: two batches that share anchors (a redelivery racing the first
       // delivery) take their key locks in the same order and cannot deadlock each other.
@@ -365,6 +370,7 @@ export class PostgresStore implements Store {
         return { won: (row?.claim as Row | null | undefined) ?? null, card: row?.card ?? undefined };
       });
     }),
+    GROUP_IN_FLIGHT,
   );
 
   async claim(a: Anchor, cardId: string | null, workerId: string, leaseMs: number, context: Record<string, unknown>, readCardId?: string | null): Promise<ClaimOutcome & { card?: unknown }> {
@@ -419,7 +425,7 @@ export class PostgresStore implements Store {
     return r.rows.map(rowToClaim);
   }
 
-  private readonly answers = new TurnBatch<AnswerInput, AnswerOutcome | 'not-owner'>((xs) =>
+  private readonly answers = new GroupCommit<AnswerInput, AnswerOutcome | 'not-owner'>((xs) =>
     inBatches(xs, (x) => anchorKey(x), (x) => this.answerOne(x), async (batch) => {
       // One statement for the batch: each call's claim update, card and report land together or
       // not at all (a unique violation aborts the statement, and each call is then answered alone).
@@ -453,6 +459,7 @@ export class PostgresStore implements Store {
       const landed = new Set(r.rows.map((row) => anchorKey({ agent_turn_id: String(row.t), tool_call_id: String(row.c) })));
       return batch.map((x): AnswerOutcome | 'not-owner' => (landed.has(anchorKey(x)) ? { ok: true } : 'not-owner'));
     }),
+    GROUP_IN_FLIGHT,
   );
 
   async answer(a: AnswerInput): Promise<AnswerOutcome> {
@@ -488,7 +495,7 @@ export class PostgresStore implements Store {
   }
 
   /** One write for the flags of a WOKEN_FLUSH_MS batch (see Store.markWoken). */
-  private readonly woken = new TurnBatch<Anchor>((anchors) =>
+  private readonly woken = new DelayedBatch<Anchor>((anchors) =>
     this.qp(
       'mark_woken',
       `UPDATE claims SET woken = true FROM unnest($1::text[], $2::text[]) AS x(t, c)

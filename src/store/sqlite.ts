@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { TurnBatch } from './turn-batch.js';
+import { GroupCommit, DelayedBatch } from './batch.js';
 import { rowToApproval, rowToClaim, rowToInbox, rowToTool, type Row } from './rows.js';
 import {
   StoreUnavailableError,
@@ -152,12 +152,13 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Group commit: the writes of one event-loop turn (many calls in flight) run in ONE transaction
-   * — one lock, one commit — each in its own savepoint, so each caller still gets its own outcome.
-   * Fewer write transactions also means fewer busy waits between processes sharing the file.
+   * Group commit: a write runs at once; the writes that arrive during the rest of that event-loop
+   * turn (many calls in flight) run together in ONE transaction — one lock, one commit — each in its
+   * own savepoint, so each caller still gets its own outcome. Fewer write transactions also means
+   * fewer busy waits between processes sharing the file.
    */
-  private writes<T, R>(one: (x: T) => R): TurnBatch<T, R> {
-    return new TurnBatch<T, R>((xs) => (xs.length === 1 ? [one(xs[0] as T)] : this.d.transaction(() => xs.map(one)).immediate()));
+  private writes<T, R>(one: (x: T) => R): GroupCommit<T, R> {
+    return new GroupCommit<T, R>((xs) => (xs.length === 1 ? [one(xs[0] as T)] : this.d.transaction(() => xs.map(one)).immediate()), { maxInFlight: 1, holdTurn: true });
   }
 
   private readonly cardWrites = this.writes((x: { card: { card_id: string; type: string }; anchor?: Anchor }): boolean => {
@@ -318,7 +319,7 @@ export class SqliteStore implements Store {
   }
 
   /** One write for the flags of a WOKEN_FLUSH_MS batch (see Store.markWoken). */
-  private readonly woken = new TurnBatch<Anchor>((anchors) => {
+  private readonly woken = new DelayedBatch<Anchor>((anchors) => {
     const u = this.st('UPDATE claims SET woken = 1 WHERE agent_turn_id = ? AND tool_call_id = ?');
     this.d.transaction(() => {
       for (const x of anchors) u.run(x.agent_turn_id, x.tool_call_id);

@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { GroupCommit } from '../../src/store/batch.js';
+
+// Pure batching logic (the stores' integration tests in suite.ts run it against real databases).
+
+test('group commit: a lone item is flushed at once, alone; items that arrive while a flush is under way go together next', async () => {
+  const flushes: number[][] = [];
+  let release: () => void = () => undefined;
+  const g = new GroupCommit<number, string>(
+    async (xs) => {
+      flushes.push(xs);
+      if (flushes.length === 1) await new Promise<void>((r) => (release = r));
+      return xs.map((x) => `r${x}`);
+    },
+    { maxInFlight: 1 },
+  );
+  const first = g.add(1);
+  assert.deepEqual(flushes, [[1]], 'the first item did not wait');
+  const rest = [g.add(2), g.add(3), g.add(4)];
+  assert.equal(flushes.length, 1, 'the others wait while the first flush is under way');
+  release();
+  assert.deepEqual(await Promise.all([first, ...rest]), ['r1', 'r2', 'r3', 'r4'], 'each caller gets its own result');
+  assert.deepEqual(flushes, [[1], [2, 3, 4]]);
+});
+
+test('group commit: holdTurn gathers the rest of a turn behind a synchronous flush; a failed flush rejects only its own items', async () => {
+  const flushes: number[][] = [];
+  const g = new GroupCommit<number, number>(
+    (xs) => {
+      flushes.push(xs);
+      if (xs.includes(13)) throw new Error('bad batch');
+      return xs.map((x) => x * 10);
+    },
+    { maxInFlight: 1, holdTurn: true },
+  );
+  const a = g.add(1);
+  const b = g.add(2);
+  const c = g.add(13);
+  await assert.rejects(c, /bad batch/);
+  await assert.rejects(b, /bad batch/, 'b shared the failed flush');
+  assert.equal(await a, 10);
+  assert.equal(await g.add(5), 50, 'the next flush works');
+  assert.deepEqual(flushes, [[1], [2, 13], [5]]);
+});
