@@ -114,9 +114,15 @@ test('argument-checked rules: clone NEW flags, ioctl TIOCSTI/TIOCLINUX, personal
   assert.equal(sandbox([probe, '39']).status, 3, 'getpid is allowed');
 });
 
-test('ABI bypasses are trapped; clone3 gets ENOSYS', { skip: !onX64 }, () => {
+test('ABI bypasses are trapped; clone3 gets ENOSYS', { skip: !onX64 }, (t) => {
   assert.equal(sandbox([probe, 'x32']).status, 0, 'x32 syscall');
-  assert.equal(sandbox([probe, 'i386']).status, 0, 'int 0x80');
+  // A kernel without IA32 emulation (CONFIG_IA32_EMULATION off, or ia32_emulation=0) kills `int 0x80`
+  // with SIGSEGV before any filter sees it: the bypass cannot run there, and that is what we check.
+  const hostI386 = spawnSync(probe, ['i386']);
+  if (hostI386.signal === 'SIGSEGV') {
+    t.diagnostic('this kernel has no i386 syscall entry: int 0x80 faults (SIGSEGV) even outside the sandbox');
+    assert.equal(sandbox([probe, 'i386']).status, 128 + 11, 'int 0x80 faults in the sandbox too (never executed)');
+  } else assert.equal(sandbox([probe, 'i386']).status, 0, 'int 0x80 is trapped');
   assert.equal(sandbox([probe, 'clone3']).status, 0, 'clone3 -> ENOSYS');
 });
 
