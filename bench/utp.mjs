@@ -39,7 +39,11 @@ if (wi > 0) {
     svcs.push(svc);
   }
   process.stdout.write('ready\n');
-  process.on('SIGTERM', () => void Promise.all(svcs.map((s) => s.stop())).then(() => nc.close()).then(() => store.close()).then(() => process.exit(0)));
+  process.on('SIGTERM', () => {
+    // Anything but plain answers (redeliveries, lost executors, republished wakeups) is reported: it explains a stall.
+    for (const s of svcs) if (s.stats.duplicates || s.stats.executorLost || s.stats.republished || s.stats.dropped) process.stderr.write(`  worker ${s.workerId}: ${JSON.stringify(s.stats)}\n`);
+    void Promise.all(svcs.map((s) => s.stop())).then(() => nc.close()).then(() => store.close()).then(() => process.exit(0));
+  });
   await new Promise(() => undefined);
 }
 
@@ -166,20 +170,27 @@ async function measure(name, d, tool, args, n, tputN) {
     statuses[s] = (statuses[s] ?? 0) + 1;
   }
   let tput;
+  const extra = {};
   if (tputN) {
     const t0 = performance.now();
     let next = 0;
     let bad = 0;
+    let slowest = 0;
     await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
       while (next++ < tputN) {
+        const t = performance.now();
         const r = await d.call(tool, args);
+        slowest = Math.max(slowest, performance.now() - t);
         if (!r.ok || r.status !== 'success') bad++;
       }
     }));
     tput = tputN / ((performance.now() - t0) / 1000);
-    if (bad) statuses.throughput_failures = bad;
+    // The slowest call under load: a stall (a redelivery after ack_wait, a lost wakeup) shows here.
+    extra.slowest_under_load_ms = ms(slowest);
+    if (bad) extra.throughput_failures = bad;
   }
-  return record(name, lat, tput, statuses.success === n ? {} : { statuses });
+  if (statuses.success !== n) extra.statuses = statuses;
+  return record(name, lat, tput, extra);
 }
 
 for (const kind of ['sqlite', 'postgres']) {
