@@ -37,19 +37,35 @@ export class DelayedBatch<T> {
   }
 }
 
+/** A flush's result for one item that failed on its own: only that item's caller is rejected. */
+export class ItemFailed {
+  constructor(readonly error: unknown) {}
+}
+
+/** Runs `f` for one item and turns a throw into that item's ItemFailed. */
+export async function settleItem<T, R>(f: (x: T) => Promise<R> | R, x: T): Promise<R | ItemFailed> {
+  try {
+    return await f(x);
+  } catch (e) {
+    return new ItemFailed(e);
+  }
+}
+
 /**
  * Group commit without added latency: an item goes to the store at once while fewer than
  * `maxInFlight` flushes are under way; items that arrive meanwhile wait and go together in the
  * next flush. A lone call never waits, and under load the statements (and commits) per call fall.
  * `holdTurn` keeps a synchronous flush (SQLite) counted as under way until the event loop's next
- * turn, so the rest of the turn's items are gathered instead of each running alone.
+ * turn, so the rest of the turn's items are gathered instead of each running alone. The flush
+ * returns one result per item (an ItemFailed rejects that item alone); a flush that throws
+ * rejects its whole batch.
  */
 export class GroupCommit<T, R> {
   private queue: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = [];
   private inFlight = 0;
 
   constructor(
-    private readonly flush: (items: T[]) => Promise<R[]> | R[],
+    private readonly flush: (items: T[]) => Promise<(R | ItemFailed)[]> | (R | ItemFailed)[],
     private readonly opts: { maxInFlight: number; holdTurn?: boolean },
   ) {}
 
@@ -68,7 +84,7 @@ export class GroupCommit<T, R> {
         this.inFlight--;
         this.pump();
       };
-      let out: Promise<R[]>;
+      let out: Promise<(R | ItemFailed)[]>;
       try {
         out = Promise.resolve(this.flush(batch.map((x) => x.item)));
       } catch (e) {
@@ -76,7 +92,12 @@ export class GroupCommit<T, R> {
       }
       out
         .then(
-          (rs) => batch.forEach((x, i) => x.resolve(rs[i] as R)),
+          (rs) =>
+            batch.forEach((x, i) => {
+              const r = rs[i];
+              if (r instanceof ItemFailed) x.reject(r.error);
+              else x.resolve(r as R);
+            }),
           (e) => batch.forEach((x) => x.reject(e)),
         )
         .finally(() => (this.opts.holdTurn ? setImmediate(done) : done()));

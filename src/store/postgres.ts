@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { GroupCommit, DelayedBatch } from './batch.js';
+import { DelayedBatch, GroupCommit, ItemFailed, settleItem } from './batch.js';
 import { rowToApproval, rowToClaim, rowToInbox, rowToTool, type Row } from './rows.js';
 import {
   StoreUnavailableError,
@@ -92,8 +92,6 @@ CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
 `;
 
 const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code === '23505';
-/** A batch statement that hit a unique violation or a deadlock is redone one call at a time. */
-const retryAlone = (e: unknown): boolean => isUniqueViolation(e) || (e as { code?: string }).code === '40P01';
 /** Statements of one kind under way at once before calls start to share them. */
 const GROUP_IN_FLIGHT = { maxInFlight: 2 };
 const anchorKey = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
@@ -116,13 +114,14 @@ interface ClaimInput {
 }
 
 /**
- * Runs a turn's items: one alone runs `one`; several run `many` once over the first item of each
- * key, then the repeats one at a time after it (a key twice in one statement would fight itself).
- * If `many` hits a unique violation or a deadlock, its items are redone one at a time, so each
- * caller gets its own outcome.
+ * Runs a batch of items, each to its own outcome: one alone runs `one`; several run `many` once over
+ * the first item of each key, then the repeats one at a time after it (a key twice in one statement
+ * would fight itself). If `many` fails (a unique violation, a deadlock, one item's bad value), its
+ * items are redone one at a time, so one bad item fails alone and a committed one never reports
+ * another's failure.
  */
-async function inBatches<T, R>(items: T[], key: (x: T) => string, one: (x: T) => Promise<R>, many: (xs: T[]) => Promise<R[]>): Promise<R[]> {
-  if (items.length === 1) return [await one(items[0] as T)];
+async function inBatches<T, R>(items: T[], key: (x: T) => string, one: (x: T) => Promise<R>, many: (xs: T[]) => Promise<R[]>): Promise<(R | ItemFailed)[]> {
+  if (items.length === 1) return [await settleItem(one, items[0] as T)];
   const seen = new Set<string>();
   const first: number[] = [];
   const repeats: number[] = [];
@@ -134,16 +133,14 @@ async function inBatches<T, R>(items: T[], key: (x: T) => string, one: (x: T) =>
       first.push(i);
     }
   });
-  const out = new Array<R>(items.length);
-  const batch = first.map((i) => items[i] as T);
+  const out = new Array<R | ItemFailed>(items.length);
   try {
-    const rs = await many(batch);
+    const rs = await many(first.map((i) => items[i] as T));
     first.forEach((i, j) => (out[i] = rs[j] as R));
-  } catch (e) {
-    if (!retryAlone(e)) throw e;
-    for (const i of first) out[i] = await one(items[i] as T);
+  } catch {
+    for (const i of first) out[i] = await settleItem(one, items[i] as T);
   }
-  for (const i of repeats) out[i] = await one(items[i] as T);
+  for (const i of repeats) out[i] = await settleItem(one, items[i] as T);
   return out;
 }
 
@@ -403,9 +400,13 @@ export class PostgresStore implements Store {
   }
 
   async heartbeat(workerId: string, leaseMs: number): Promise<Anchor[]> {
+    // SKIP LOCKED: a claim row locked by an answer under way (several rows, in its own order) is
+    // renewed next time instead of waiting on it, so the two never deadlock.
     const r = await this.q(
-      `UPDATE claims SET lease_until = ${NOW} + $2, updated_at = ${NOW} WHERE worker_id = $1 AND state = 'running'
-       RETURNING agent_turn_id, tool_call_id, cancel_requested`,
+      `WITH h AS (SELECT agent_turn_id, tool_call_id FROM claims WHERE worker_id = $1 AND state = 'running' FOR UPDATE SKIP LOCKED)
+       UPDATE claims SET lease_until = ${NOW} + $2, updated_at = ${NOW} FROM h
+       WHERE claims.agent_turn_id = h.agent_turn_id AND claims.tool_call_id = h.tool_call_id AND claims.state = 'running'
+       RETURNING claims.agent_turn_id, claims.tool_call_id, claims.cancel_requested`,
       [workerId, leaseMs],
     );
     return r.rows.filter((x) => x.cancel_requested === true).map((x) => ({ agent_turn_id: String(x.agent_turn_id), tool_call_id: String(x.tool_call_id) }));

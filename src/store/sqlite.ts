@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { GroupCommit, DelayedBatch } from './batch.js';
+import { DelayedBatch, GroupCommit, ItemFailed } from './batch.js';
 import { rowToApproval, rowToClaim, rowToInbox, rowToTool, type Row } from './rows.js';
 import {
   StoreUnavailableError,
@@ -158,7 +158,17 @@ export class SqliteStore implements Store {
    * fewer busy waits between processes sharing the file.
    */
   private writes<T, R>(one: (x: T) => R): GroupCommit<T, R> {
-    return new GroupCommit<T, R>((xs) => (xs.length === 1 ? [one(xs[0] as T)] : this.d.transaction(() => xs.map(one)).immediate()), { maxInFlight: 1, holdTurn: true });
+    // In a batch, each item in its own savepoint: one that throws is rolled back and fails alone.
+    const settled = (f: (x: T) => R) => (x: T): R | ItemFailed => {
+      try {
+        return f(x);
+      } catch (e) {
+        return new ItemFailed(e);
+      }
+    };
+    const alone = settled(one);
+    const inSavepoint = settled((x: T) => this.d.transaction(one)(x));
+    return new GroupCommit<T, R>((xs) => (xs.length === 1 ? [alone(xs[0] as T)] : this.d.transaction(() => xs.map(inSavepoint)).immediate()), { maxInFlight: 1, holdTurn: true });
   }
 
   private readonly cardWrites = this.writes((x: { card: { card_id: string; type: string }; anchor?: Anchor }): boolean => {

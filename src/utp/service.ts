@@ -303,7 +303,7 @@ export class UtpService {
     }
     // The claim, not the ack, keeps the call from running twice (a redelivery finds the claim). So a
     // fast call's ack goes out in the same socket write as its wakeup; a slower one's after ACK_DEFER_MS.
-    const ack = deferredAck(m, ACK_DEFER_MS);
+    const ack = deferredAck(m, ACK_DEFER_MS, (error) => this.log('warn', 'ack-failed', { ...anchor, error }));
 
     const run: Running = { abort: new AbortController() };
     this.running.set(key(anchor), run);
@@ -554,13 +554,18 @@ export class UtpService {
 const ACK_DEFER_MS = 25;
 
 /** Acks `m` once: when the returned function is called, or after `ms`, whichever comes first. */
-function deferredAck(m: JsMsg, ms: number): () => void {
+function deferredAck(m: JsMsg, ms: number, log: (error: string) => void): () => void {
   let acked = false;
   const ack = () => {
     if (acked) return;
     acked = true;
     clearTimeout(timer);
-    m.ack();
+    try {
+      m.ack();
+    } catch (e) {
+      // The connection is closing: the call is claimed, so a redelivery finds the claim.
+      log((e as Error).message);
+    }
   };
   const timer = setTimeout(ack, ms);
   return ack;

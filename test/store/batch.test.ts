@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { GroupCommit } from '../../src/store/batch.js';
+import { DelayedBatch, GroupCommit, ItemFailed } from '../../src/store/batch.js';
 
 // Pure batching logic (the stores' integration tests in suite.ts run it against real databases).
 
@@ -42,4 +42,24 @@ test('group commit: holdTurn gathers the rest of a turn behind a synchronous flu
   assert.equal(await a, 10);
   assert.equal(await g.add(5), 50, 'the next flush works');
   assert.deepEqual(flushes, [[1], [2, 13], [5]]);
+});
+
+test('group commit: an ItemFailed result rejects that item alone', async () => {
+  const g = new GroupCommit<number, number>((xs) => xs.map((x) => (x === 2 ? new ItemFailed(new Error('two')) : x)), { maxInFlight: 1, holdTurn: true });
+  const rs = await Promise.allSettled([g.add(1), g.add(2), g.add(3)]);
+  assert.deepEqual(rs.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+});
+
+test('delayed batch: items added within the delay are flushed once, together, after it', async () => {
+  const flushes: string[][] = [];
+  const b = new DelayedBatch<string>((xs) => void flushes.push(xs), 30);
+  const t0 = Date.now();
+  const all = Promise.all([b.add('a'), b.add('b')]);
+  assert.deepEqual(flushes, [], 'nothing before the delay');
+  await all;
+  assert.ok(Date.now() - t0 >= 25, 'flushed after the delay');
+  assert.deepEqual(flushes, [['a', 'b']]);
+  await b.add('c');
+  assert.deepEqual(flushes, [['a', 'b'], ['c']]);
+  await b.settled();
 });

@@ -110,9 +110,13 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
     // of step; each caller must still get exactly its own outcome, also when one of them conflicts.
     test('many at once: card writes and reads, each with its own outcome (a duplicate card_id among them is refused alone)', async () => {
       const cards = Array.from({ length: 20 }, (_, i) => ({ card_id: `card-${randomUUID()}`, type: 'tool.call', created_at: '2025-01-31T12:00:00Z', content: { n: i, text: 'quote " backslash \\ newline \n' } }));
+      const earlier = { card_id: `card-${randomUUID()}`, type: 'tool.call', created_at: '2025-01-31T12:00:00Z', content: { n: 'earlier' } };
+      assert.equal(await s.putCard(earlier), true);
       const dup = { ...cards[3]!, content: { n: 'duplicate' } };
-      const written = await Promise.all([...cards.map((c) => s.putCard(c)), s.putCard(dup)]);
-      assert.deepEqual(written, [...cards.map(() => true), false]);
+      // cards[3] twice in one batch, and a card_id already stored (the batch statement's unique violation)
+      const written = await Promise.all([...cards.map((c) => s.putCard(c)), s.putCard(dup), s.putCard({ ...earlier, content: { n: 'again' } })]);
+      assert.deepEqual(written, [...cards.map(() => true), false, false]);
+      assert.deepEqual(await s.getCard(earlier.card_id), earlier);
       const read = await Promise.all([...cards.map((c) => s.getCard(c.card_id)), s.getCard('no-such-card'), s.getCard(cards[0]!.card_id)]);
       assert.deepEqual(read, [...cards, undefined, cards[0]]);
     });
@@ -125,14 +129,18 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
       const calls = [...anchors.map((a, i) => ({ a, i, h: s })), ...anchors.map((a, i) => ({ a, i, h: p })), { a: anchors[0]!, i: 0, h: s }];
       const results = await Promise.all(calls.map(({ a, i, h }, n) => h.claim(a, cards[i]!.card_id, `w${n}`, 60_000, { n }, cards[i]!.card_id)));
       anchors.forEach((a, i) => {
-        const mine = results.filter((_, n) => calls[n]!.a === a);
-        assert.equal(mine.filter((r) => r.claimed).length, 1, `exactly one winner for anchor ${i}`);
-        for (const r of mine) assert.deepEqual(r.card, cards[i], 'the card read is the call\'s own');
+        const mine = results.map((r, n) => ({ r, n })).filter(({ n }) => calls[n]!.a === a);
+        const won = mine.filter(({ r }) => r.claimed);
+        assert.equal(won.length, 1, `exactly one winner for anchor ${i}`);
+        const w = won[0]!;
+        assert.ok(w.r.claimed);
+        // the winner's claim is its own row: its anchor, its worker id, its context
+        assert.deepEqual([w.r.claim.agent_turn_id, w.r.claim.tool_call_id, w.r.claim.worker_id, w.r.claim.context?.n], [a.agent_turn_id, a.tool_call_id, `w${w.n}`, w.n]);
+        for (const { r, n } of mine) {
+          assert.deepEqual(r.card, cards[i], 'the card read is the call\'s own');
+          if (!r.claimed) assert.equal(r.existing.worker_id, `w${w.n}`, `loser ${n} sees its anchor's winner`);
+        }
       });
-      const winners = results.filter((r) => r.claimed).map((r) => (r.claimed ? r.claim.worker_id : ''));
-      for (const [n, r] of results.entries()) {
-        if (!r.claimed) assert.ok(winners.includes(r.existing.worker_id), `loser ${n} sees a winner`);
-      }
     });
 
     test('many at once: answers land for their owners only; a conflicting one is refused without touching the others', async () => {
@@ -158,6 +166,30 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
       }
       assert.ok(!outcomes[2]!.ok && outcomes[2]!.reason === 'not-owner');
       assert.ok(!outcomes[9]!.ok && outcomes[9]!.reason === 'duplicate');
+    });
+
+    test('many at once: an item that cannot be written fails alone; the others of its batch land', async () => {
+      const circular: Record<string, unknown> = { n: 'bad' };
+      circular.self = circular;
+      const anchors = Array.from({ length: 8 }, anchor);
+      const claims = await Promise.allSettled(anchors.map((a, i) => s.claim(a, null, 'owner', 60_000, i === 5 ? circular : { n: i })));
+      claims.forEach((c, i) => assert.equal(c.status, i === 5 ? 'rejected' : 'fulfilled', `claim ${i}`));
+      assert.equal(await s.getClaim(anchors[5]!), undefined, 'the bad claim wrote nothing');
+      const live = anchors.filter((_, i) => i !== 5);
+      const inputs = live.map((a) => answerInput(a, 'owner'));
+      (inputs[2]!.card.content as Record<string, unknown>).loop = circular;
+      const answers = await Promise.allSettled(inputs.map((x) => s.answer(x)));
+      for (const [i, o] of answers.entries()) {
+        const a = live[i]!;
+        if (i === 2) {
+          assert.equal(o.status, 'rejected', 'the answer that cannot be written');
+          assert.equal((await s.getClaim(a))?.state, 'running');
+          assert.equal(await s.countResultCards(a), 0);
+        } else {
+          assert.ok(o.status === 'fulfilled' && o.value.ok, `answer ${i} lands`);
+          assert.equal((await s.getClaim(a))?.state, 'answered');
+        }
+      }
     });
 
     test('claims: heartbeat extends the lease and reports cancel requests', async () => {
