@@ -114,10 +114,19 @@ interface ClaimInput {
 }
 
 /**
+ * Whether a failed batch statement may have failed for some of its items only: a bad value (22), a
+ * constraint (23), a deadlock or serialisation failure (40), or a value that could not even be
+ * encoded (a JS TypeError/RangeError, e.g. JSON of a cyclic object). Not for connection failures,
+ * timeouts, a server shutting down or out of resources: those fail every item alike.
+ */
+const itemsMayDiffer = (e: unknown): boolean =>
+  e instanceof TypeError || e instanceof RangeError || /^(22|23|40)[0-9A-Z]{3}$/.test(String((e as { code?: unknown }).code ?? ''));
+
+/**
  * Runs a batch of items, each to its own outcome: one alone runs `one`; several run `many` once over
  * the first item of each key, then the repeats one at a time after it (a key twice in one statement
- * would fight itself). If `many` fails (a unique violation, a deadlock, one item's bad value), its
- * items are redone one at a time, so one bad item fails alone and a committed one never reports
+ * would fight itself). If `many` fails in a way that may concern some items only (itemsMayDiffer),
+ * its items are redone one at a time, so one bad item fails alone and a committed one never reports
  * another's failure.
  */
 async function inBatches<T, R>(items: T[], key: (x: T) => string, one: (x: T) => Promise<R>, many: (xs: T[]) => Promise<R[]>): Promise<(R | ItemFailed)[]> {
@@ -137,7 +146,10 @@ async function inBatches<T, R>(items: T[], key: (x: T) => string, one: (x: T) =>
   try {
     const rs = await many(first.map((i) => items[i] as T));
     first.forEach((i, j) => (out[i] = rs[j] as R));
-  } catch {
+  } catch (e) {
+    // The server is unreachable or failing: every item would fail the same way, one timeout after
+    // another. The batch fails together, as the calls would have failed side by side.
+    if (!itemsMayDiffer(e)) throw e;
     for (const i of first) out[i] = await settleItem(one, items[i] as T);
   }
   for (const i of repeats) out[i] = await settleItem(one, items[i] as T);
