@@ -411,15 +411,18 @@ export class PostgresStore implements Store {
     return row ? rowToClaim(row) : undefined;
   }
 
-  async heartbeat(workerId: string, leaseMs: number): Promise<Anchor[]> {
+  async heartbeat(workerId: string, leaseMs: number, running: Anchor[]): Promise<Anchor[]> {
+    if (running.length === 0) return [];
     // SKIP LOCKED: a claim row locked by an answer under way (several rows, in its own order) is
     // renewed next time instead of waiting on it, so the two never deadlock.
     const r = await this.q(
-      `WITH h AS (SELECT agent_turn_id, tool_call_id FROM claims WHERE worker_id = $1 AND state = 'running' FOR UPDATE SKIP LOCKED)
+      `WITH h AS (
+         SELECT c.agent_turn_id, c.tool_call_id FROM claims c JOIN unnest($3::text[], $4::text[]) AS x(t, k) ON c.agent_turn_id = x.t AND c.tool_call_id = x.k
+         WHERE c.worker_id = $1 AND c.state = 'running' FOR UPDATE OF c SKIP LOCKED)
        UPDATE claims SET lease_until = ${NOW} + $2, updated_at = ${NOW} FROM h
        WHERE claims.agent_turn_id = h.agent_turn_id AND claims.tool_call_id = h.tool_call_id AND claims.state = 'running'
        RETURNING claims.agent_turn_id, claims.tool_call_id, claims.cancel_requested`,
-      [workerId, leaseMs],
+      [workerId, leaseMs, running.map((a) => a.agent_turn_id), running.map((a) => a.tool_call_id)],
     );
     return r.rows.filter((x) => x.cancel_requested === true).map((x) => ({ agent_turn_id: String(x.agent_turn_id), tool_call_id: String(x.tool_call_id) }));
   }

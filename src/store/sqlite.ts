@@ -266,12 +266,14 @@ export class SqliteStore implements Store {
     return row ? rowToClaim(row) : undefined;
   }
 
-  async heartbeat(workerId: string, leaseMs: number): Promise<Anchor[]> {
+  async heartbeat(workerId: string, leaseMs: number, running: Anchor[]): Promise<Anchor[]> {
     const now = Date.now();
-    this.st("UPDATE claims SET lease_until = ?, updated_at = ? WHERE worker_id = ? AND state = 'running'").run(now + leaseMs, now, workerId);
-    const rows = this.st("SELECT agent_turn_id, tool_call_id FROM claims WHERE worker_id = ? AND state = 'running' AND cancel_requested = 1")
-      .all(workerId) as Row[];
-    return rows.map((r) => ({ agent_turn_id: String(r.agent_turn_id), tool_call_id: String(r.tool_call_id) }));
+    const renew = this.st(
+      "UPDATE claims SET lease_until = ?, updated_at = ? WHERE agent_turn_id = ? AND tool_call_id = ? AND worker_id = ? AND state = 'running' RETURNING cancel_requested",
+    );
+    return this.d.transaction(() =>
+      running.filter((a) => (renew.get(now + leaseMs, now, a.agent_turn_id, a.tool_call_id, workerId) as Row | undefined)?.cancel_requested === 1),
+    )();
   }
 
   async takeOverExpired(workerId: string, leaseMs: number, limit: number): Promise<ClaimRecord[]> {

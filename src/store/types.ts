@@ -129,8 +129,12 @@ export interface Store {
    */
   claim(anchor: Anchor, toolCallCardId: string | null, workerId: string, leaseMs: number, context: Record<string, unknown>, readCardId?: string | null): Promise<ClaimOutcome & { card?: unknown }>;
   getClaim(anchor: Anchor): Promise<ClaimRecord | undefined>;
-  /** Extends the lease of every running claim of `workerId`; returns the anchors whose cancel was requested. */
-  heartbeat(workerId: string, leaseMs: number): Promise<Anchor[]>;
+  /**
+   * Extends the lease of the given running claims of `workerId` — the calls it is running now, not
+   * every claim in its name (one whose claim committed but whose reply was lost is nobody's run: its
+   * lease must run out so a sweeper answers it). Returns the anchors whose cancel was requested.
+   */
+  heartbeat(workerId: string, leaseMs: number, running: Anchor[]): Promise<Anchor[]>;
   /** Atomically moves running claims whose lease expired to `workerId` (fresh lease) and returns them. */
   takeOverExpired(workerId: string, leaseMs: number, limit: number): Promise<ClaimRecord[]>;
   /** Result card + report + claim state, in one transaction, only while `worker_id` owns the running claim. */

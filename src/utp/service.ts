@@ -88,6 +88,7 @@ export interface ServiceStats {
 }
 
 interface Running {
+  anchor: Anchor;
   abort: AbortController;
 }
 
@@ -305,7 +306,7 @@ export class UtpService {
     // fast call's ack goes out in the same socket write as its wakeup; a slower one's after ACK_DEFER_MS.
     const ack = deferredAck(m, ACK_DEFER_MS, (error) => this.log('warn', 'ack-failed', { ...anchor, error }));
 
-    const run: Running = { abort: new AbortController() };
+    const run: Running = { anchor, abort: new AbortController() };
     this.running.set(key(anchor), run);
     try {
       let callCard: ToolCallCard | undefined;
@@ -523,7 +524,7 @@ export class UtpService {
 
   private async heartbeat(): Promise<void> {
     if (this.running.size === 0) return;
-    const canceled = await this.o.store.heartbeat(this.workerId, this.o.leaseMs);
+    const canceled = await this.o.store.heartbeat(this.workerId, this.o.leaseMs, [...this.running.values()].map((r) => r.anchor));
     for (const a of canceled) this.running.get(key(a))?.abort.abort();
   }
 

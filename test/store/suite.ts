@@ -192,18 +192,24 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
       }
     });
 
-    test('claims: heartbeat extends the lease and reports cancel requests', async () => {
+    test('claims: heartbeat extends the lease of the calls named (not every claim of the worker) and reports cancel requests', async () => {
       const a = anchor();
       const b = anchor();
+      const orphan = anchor(); // claimed in this worker's name, but not among the calls it runs
       const w = `w-${randomUUID()}`;
       await s.claim(a, null, w, 50, {});
       await s.claim(b, null, w, 50, {});
+      await s.claim(orphan, null, w, 50, {});
       const before1 = (await s.getClaim(a))!.lease_until;
+      const orphanLease = (await s.getClaim(orphan))!.lease_until;
       await sleep(5);
-      assert.deepEqual(await s.heartbeat(w, 60_000), []);
+      assert.deepEqual(await s.heartbeat(w, 60_000, [a, b]), []);
       assert.ok((await s.getClaim(a))!.lease_until > before1 + 1000);
+      assert.equal((await s.getClaim(orphan))!.lease_until, orphanLease, 'the orphan\'s lease runs out');
       assert.ok((await s.requestCancel(b))?.cancel_requested);
-      assert.deepEqual(await s.heartbeat(w, 60_000), [b]);
+      assert.deepEqual(await s.heartbeat(w, 60_000, [a, b]), [b]);
+      assert.deepEqual(await s.heartbeat('another-worker', 60_000, [a, b]), [], 'only the owner renews');
+      assert.deepEqual(await s.heartbeat(w, 60_000, []), []);
     });
 
     test('claims: an expired lease is taken over by exactly one sweeper', async () => {

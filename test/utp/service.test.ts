@@ -275,6 +275,21 @@ describe('exactly one answer per call', () => {
     assert.equal(await h.store.countResultCards(anchor), 1);
   });
 
+  test('a claim in this worker\'s name that no run of its owns (its reply was lost) is not kept alive: answered executor_lost', async () => {
+    // e.g. the claim committed but the connection dropped before the reply: the command was nak'ed,
+    // and its redelivery found the claim. A call this worker IS running keeps the heartbeat busy.
+    const long = call('echo', { delay_ms: 2500 });
+    await sleep(100);
+    const { anchor, cardId } = await prepared('echo');
+    const ctx = { subject: h.subject('echo'), identity: { agent_id: 'agent-1', agent_turn_id: anchor.agent_turn_id, turn_epoch: 1, tool_call_id: anchor.tool_call_id }, after_execution: 'suspend', tool_call_card_id: cardId };
+    await h.store.claim(anchor, cardId, h.service.workerId, 1000, ctx);
+    const card = await resultOf(anchor, 2300);
+    assert.equal(card.content.error?.code, 'executor_lost', 'answered while the other call still runs');
+    assert.ok(!h.runs.includes(anchor.tool_call_id));
+    const r = await long;
+    assert.ok(r.ok && r.status === 'success');
+  });
+
   test('an answered call whose wakeup was never published gets it from a sweeper', async () => {
     const { anchor, cardId } = await prepared('echo');
     await h.store.claim(anchor, cardId, 'w-crashed-after-commit', 60_000, {});
