@@ -5,6 +5,8 @@
  */
 export class DelayedBatch<T> {
   private pending: { items: T[]; done: Promise<void> } | undefined;
+  /** Settles when every batch so far has been written (one may still be writing when the next collects). */
+  private last: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly flush: (items: T[]) => void | Promise<void>,
@@ -28,12 +30,17 @@ export class DelayedBatch<T> {
       }, this.delayMs),
     );
     this.pending = { items, done };
+    const previous = this.last;
+    this.last = done.then(
+      () => previous,
+      () => previous,
+    );
     return done;
   }
 
-  /** Waits for the batch being collected, if any (a store's close() does). */
+  /** Waits for the batch being collected or written, if any (a store's close() does). */
   async settled(): Promise<void> {
-    await this.pending?.done.catch(() => undefined);
+    await this.last;
   }
 }
 

@@ -63,3 +63,22 @@ test('delayed batch: items added within the delay are flushed once, together, af
   assert.deepEqual(flushes, [['a', 'b'], ['c']]);
   await b.settled();
 });
+
+test('delayed batch: settled() waits for a flush still writing, even when the next batch is collecting', async () => {
+  let release: () => void = () => undefined;
+  const written: string[] = [];
+  const b = new DelayedBatch<string>(async (xs) => {
+    if (xs[0] === 'slow') await new Promise<void>((r) => (release = r));
+    written.push(...xs);
+  }, 5);
+  void b.add('slow');
+  await new Promise((r) => setTimeout(r, 20)); // its flush has started and is waiting
+  void b.add('next');
+  let settled = false;
+  const s = b.settled().then(() => (settled = true));
+  await new Promise((r) => setTimeout(r, 30));
+  assert.equal(settled, false, 'the slow flush is not done');
+  release();
+  await s;
+  assert.deepEqual(written.sort(), ['next', 'slow']);
+});
