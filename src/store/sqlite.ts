@@ -61,7 +61,9 @@ CREATE TABLE IF NOT EXISTS claims (
   PRIMARY KEY (agent_turn_id, tool_call_id)
 );
 CREATE INDEX IF NOT EXISTS claims_running ON claims (state, lease_until);
-CREATE INDEX IF NOT EXISTS claims_worker ON claims (worker_id, state);
+-- Heartbeats renew claims by their key (the calls a worker runs): no index on worker_id to keep up
+-- on every claim and answer. Dropped from stores made by earlier versions.
+DROP INDEX IF EXISTS claims_worker;
 CREATE TABLE IF NOT EXISTS inbox (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   agent_id TEXT NOT NULL,
