@@ -65,7 +65,7 @@ CREATE INDEX IF NOT EXISTS claims_running ON claims (state, lease_until);
 -- on every claim and answer. Dropped from stores made by earlier versions.
 DROP INDEX IF EXISTS claims_worker;
 CREATE TABLE IF NOT EXISTS inbox (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  id INTEGER PRIMARY KEY, -- no AUTOINCREMENT: reports are never deleted, so ids only grow (and no sqlite_sequence write per report)
   agent_id TEXT NOT NULL,
   agent_turn_id TEXT NOT NULL,
   tool_call_id TEXT NOT NULL,
