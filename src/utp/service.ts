@@ -31,12 +31,13 @@ import { cancelSubject, checkArguments, checkToolRecord, DEFAULT_APPROVAL_TIMEOU
  * another, on this host or another — pulls from ONE durable JetStream pull consumer over one
  * stream that captures the registered target_subjects, and shares one Store.
  *
- *   message -> decode/validate -> claim (agent_turn_id, tool_call_id) in the store -> ack
+ *   message -> decode/validate -> claim (agent_turn_id, tool_call_id) in the store
  *           -> read the tool.call card -> check arguments -> [approval] -> run -> answer:
- *              tool.result card + inbox report + claim state in ONE transaction -> wakeup
+ *              tool.result card + inbox report + claim state in ONE transaction -> wakeup + ack
  *
- * At most once: the claim is an INSERT on the anchor's primary key before anything runs, and the
- * message is acknowledged right after it, so JetStream never hands the call to a second runner.
+ * At most once: the claim is an INSERT on the anchor's primary key before anything runs; a
+ * redelivery finds it and never runs the call. The ack goes out with the wakeup, or 25 ms after the
+ * claim for a slower call, so JetStream does not hand a running call out again.
  * A worker that dies leaves a running claim whose lease (renewed by a heartbeat) expires; any
  * worker's sweeper then takes it over and answers `failed` / `executor_lost` — the tool is never
  * re-run. A redelivered or duplicate command finds the claim: it never runs, and if the call is
