@@ -283,7 +283,8 @@ export class PostgresStore implements Store {
     GROUP_IN_FLIGHT,
   );
 
-  putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean> {
+  // async: a card that cannot be serialised rejects, as a failed write does, instead of throwing.
+  async putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean> {
     return this.cardWrites.add({ card_id: card.card_id, type: card.type, agent_turn_id: anchor?.agent_turn_id ?? null, tool_call_id: anchor?.tool_call_id ?? null, body: JSON.stringify(card) });
   }
 
