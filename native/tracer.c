@@ -694,9 +694,11 @@ static int on_launch_gone(pid_t pid, int status) {
     struct launch *l = &launches[i];
     if (!runs[i].in_use || l->pid != pid || l->reaped) continue;
     l->reaped = 1;
+    // A failed step's `R err` must reach node before `W`: node reads the exit with the step's error,
+    // and without it would wait for the run's FIFOs, which no writer ever opened.
+    if (l->status_fd >= 0) on_status(&runs[i], l);
     if (WIFEXITED(status)) out("%d W %d -\n", runs[i].id, WEXITSTATUS(status));
     else out("%d W - %d\n", runs[i].id, WTERMSIG(status));
-    if (l->status_fd >= 0) on_status(&runs[i], l);
     close_fd(&l->block_fd);
     maybe_finish(&runs[i]);
     return 1;
