@@ -158,17 +158,25 @@ async function inBatches<T, R>(items: T[], key: (x: T) => string, one: (x: T) =>
   return out;
 }
 
-/** Splits `?schema=name` off a connection URL (pg would pass it to the server as an unknown option). */
-export function splitSchema(url: string): { url: string; schema: string | undefined } {
+/**
+ * Splits Airlock's own parameters off a connection URL (pg would pass them to the server as unknown
+ * options): `?schema=name` and `?query_timeout_ms=N`.
+ */
+export function splitSchema(url: string): { url: string; schema: string | undefined; queryTimeoutMs: string | undefined } {
   try {
     const u = new URL(url);
     const schema = u.searchParams.get('schema') ?? undefined;
+    const timeout = u.searchParams.get('query_timeout_ms');
     u.searchParams.delete('schema');
-    return { url: u.toString(), schema };
+    u.searchParams.delete('query_timeout_ms');
+    return { url: u.toString(), schema, queryTimeoutMs: timeout ?? undefined };
   } catch {
-    return { url, schema: undefined };
+    return { url, schema: undefined, queryTimeoutMs: undefined };
   }
 }
+
+/** How long a statement may go unanswered before its call fails (and its connection is dropped). */
+export const DEFAULT_QUERY_TIMEOUT_MS = 10_000;
 
 /** The URL without its password, for messages. */
 export function redactUrl(url: string): string {
@@ -187,13 +195,19 @@ export class PostgresStore implements Store {
   private readonly url: string;
   private pool: pg.Pool | null = null;
   private readonly poolSize: number;
+  private readonly queryTimeoutMs: number;
 
-  constructor(url: string, opts: { schema?: string; poolSize?: number } = {}) {
+  constructor(url: string, opts: { schema?: string; poolSize?: number; queryTimeoutMs?: number } = {}) {
     const split = splitSchema(url);
     this.url = split.url;
     this.schema = opts.schema ?? split.schema ?? 'airlock';
     if (!SCHEMA_NAME.test(this.schema)) throw new StoreUnavailableError(`PostgreSQL schema name "${this.schema.slice(0, 64)}" must match ${SCHEMA_NAME.source}`);
     this.poolSize = opts.poolSize ?? 16;
+    const timeout = opts.queryTimeoutMs ?? split.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
+    this.queryTimeoutMs = Number(timeout);
+    if (!Number.isInteger(this.queryTimeoutMs) || this.queryTimeoutMs < 1) {
+      throw new StoreUnavailableError(`PostgreSQL query_timeout_ms must be a whole number of milliseconds above 0, not "${String(timeout).slice(0, 32)}"`);
+    }
   }
 
   private get p(): pg.Pool {
@@ -220,6 +234,10 @@ export class PostgresStore implements Store {
       connectionString: this.url,
       max: this.poolSize,
       connectionTimeoutMillis: 3000,
+      // A server that stops answering on an open connection (no reset, no error) fails the
+      // statement here instead of holding its calls until TCP gives up; the pool then drops that
+      // connection (a query error releases the client as broken).
+      query_timeout: this.queryTimeoutMs,
       options: `-c search_path=${this.schema}`,
     });
     // An idle client's error (server restart) must not crash the process; the next query reports it.
