@@ -106,12 +106,22 @@ console.log(`bare bwrap /bin/true         p50 ${fmt(b.p50)} ms  p99 ${fmt(b.p99)
 console.log(`airlock run /bin/true (full)  p50 ${fmt(a.p50)} ms  p99 ${fmt(a.p99)} ms  (n=${N})`);
 console.log(`ratio p50 airlock / bare: ${fmt(a.p50 / b.p50)}x   [targets: p50 <= 12 ms, <= 2.5x bare, p99 <= 30 ms]`);
 const P = Math.min(N, 100);
-const t0 = performance.now();
-let next = 0;
-const done = [];
-await Promise.all([0, 1].map(async () => { while (next++ < P) done.push(await nsRun()); }));
-console.log(`throughput with 2 in parallel: ${fmt((P / (performance.now() - t0)) * 1000, 1)} runs/s  [target >= 150]`);
-for (const r of done) r.cleanup();
+/** Runs/s of `fn` with 2 in parallel, P runs in all. */
+async function twoInParallel(fn) {
+  const t0 = performance.now();
+  let next = 0;
+  const done = [];
+  await Promise.all([0, 1].map(async () => { while (next++ < P) done.push(await fn()); }));
+  for (const r of done) r?.cleanup?.();
+  return (P / (performance.now() - t0)) * 1000;
+}
+const aPar = await twoInParallel(nsRun);
+const bPar = await twoInParallel(bare);
+console.log(`throughput with 2 in parallel: ${fmt(aPar, 1)} runs/s  [target >= 150]; bare bwrap ${fmt(bPar, 1)} runs/s`);
+// The absolute targets assume a host where bwrap itself is well inside them: say when it is not.
+if (b.p50 > 12 || bPar < 150) {
+  console.log(`this host: bare bwrap alone is p50 ${fmt(b.p50)} ms and ${fmt(bPar, 1)} runs/s, so no bwrap-based run can meet p50 <= 12 ms${bPar < 150 ? ' or 150 runs/s' : ''} here`);
+}
 (await montyRun()).cleanup();
 const m = await timeEach(montyRun, Math.min(N, 50));
 console.log(`monty lane, trivial program   p50 ${fmt(m.p50)} ms  p99 ${fmt(m.p99)} ms  (n=${Math.min(N, 50)}); ns lane p50 ${fmt(a.p50)} ms`);
