@@ -129,6 +129,12 @@ export async function runAction(
   const { text: rendered, self } = renderSandboxResult(sandboxResult);
   const sandboxResultFile = join(runDir, 'sandbox-result.json');
   writeFileSync(sandboxResultFile, rendered);
+  // What the host kept of a stream beyond the Sandbox Result's excerpt is an artifact of the run.
+  for (const name of ['stdout', 'stderr'] as const) {
+    if (sandboxResult.outputs[name].captured_bytes >= obs[name].bytes.length) continue;
+    mkdirSync(join(runDir, 'artifacts'), { recursive: true });
+    writeFileSync(join(runDir, 'artifacts', `airlock-${name}.txt`), obs[name].bytes);
+  }
 
   let toolResult: { file: string; valid: boolean; problems: Problem[] } | undefined;
   if (action.source === 'tool-request') {

@@ -17,6 +17,13 @@ const TYPE: Record<FsChange['type'], DiffEntry['type']> = {
 };
 const HASHED = new Set(['file', 'hardlink', 'symlink']);
 
+/**
+ * Bytes of each stream the Sandbox Result itself carries (the rest of what the host kept goes to
+ * the run's artifacts/): a flood of output must not push the document past its size limit. Two
+ * streams of this, JSON-escaped at worst 6 bytes per byte, leave room for the diff and the rest.
+ */
+export const SANDBOX_RESULT_STREAM_BYTES = 64 * 1024;
+
 function entry(c: FsChange, tombstone: (sha: string) => string): DiffEntry {
   const type = c.nlink && c.nlink > 1 && c.type === 'file' ? 'hardlink' : TYPE[c.type];
   const e: DiffEntry = { path: c.path, type, mode: (c.mode & 0o7777).toString(8).padStart(4, '0'), size_bytes: c.size };
@@ -107,13 +114,10 @@ export function buildSandboxResult(args: {
     for (const h of ['sha256_before', 'sha256_after'] as const) if (e[h] === null) unmeasured[`filesystem_diff.${c.change}[${i}].${h}`] = 'the file could not be hashed';
   }
 
-  const stream = (s: NsRunObservation['stdout']) => ({
-    text: s.bytes.toString('utf8'),
-    total_bytes: s.totalBytes,
-    captured_bytes: s.bytes.length,
-    truncated: s.bytes.length < s.totalBytes,
-    sha256: s.sha256,
-  });
+  const stream = (s: NsRunObservation['stdout']) => {
+    const shown = s.bytes.subarray(0, SANDBOX_RESULT_STREAM_BYTES);
+    return { text: shown.toString('utf8'), total_bytes: s.totalBytes, captured_bytes: shown.length, truncated: shown.length < s.totalBytes, sha256: s.sha256 };
+  };
   return {
     schema_version: '1.0',
     action_id: action.id,

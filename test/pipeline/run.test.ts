@@ -159,6 +159,25 @@ test('flooding stdout: the Tool Result shows 200 lines and names the artifact ho
   assert.equal(readFileSync(artifact, 'utf8').split('\n').length, 5001);
 });
 
+test('flooding stdout past the host cap (2 MB): the run still succeeds with a valid Sandbox Result; the kept MiB is an artifact', () => {
+  const ws = workspace();
+  const req = writeRequest({ slug: 'big-flood', command: 'python3 f.py', inputs: { 'f.py': 'import sys\nfor i in range(2048):\n    sys.stdout.write("x" * 1023 + "\\n")\n' } });
+  const { code, sr, stderr } = runJson(req.file, ws);
+  assert.equal(code, 0, stderr);
+  assert.equal(sr.execution.status, 'SUCCESS');
+  const out = sr.outputs.stdout;
+  assert.equal(out.total_bytes, 2048 * 1024);
+  assert.equal(out.truncated, true);
+  assert.ok(out.captured_bytes <= 64 * 1024, `the Sandbox Result carries an excerpt (${out.captured_bytes} bytes)`);
+  const file = join(ws, 'runs', sr.sandbox_id, 'sandbox-result.json');
+  assert.ok(statSync(file).size < 1024 * 1024, 'the written Sandbox Result stays under the document limit');
+  assert.ok(sandboxResultContract.parse(readFileSync(file, 'utf8')).ok, 'and reads back valid');
+  const kept = readFileSync(join(ws, 'runs', sr.sandbox_id, 'artifacts', 'airlock-stdout.txt'));
+  assert.equal(kept.length, 1024 * 1024, 'the host kept its cap (1 MiB) of the stream');
+  assert.ok(kept.subarray(0, out.captured_bytes).toString('utf8') === out.text, 'the excerpt is the start of the kept stream');
+  assert.ok(sr.verdict.reasons.length > 0);
+});
+
 
 /** A real tree outside /tmp (the sandbox has its own /tmp), removed by the OS at reboot at worst. */
 function realTree(): string {
