@@ -431,6 +431,18 @@ function segmentsOf(path: string): string[] {
 /** Does the glob `pattern` match the literal absolute `path`? */
 export const pathMatches = (pattern: string, path: string): boolean => globWithin({ pattern, mode: 'exact' }, path);
 
+/**
+ * Whether a deletion is declared: its path matches a delete effect, or it lies inside a directory
+ * whose own deletion, in the same diff, is declared (deleting a directory deletes what it holds).
+ */
+export function deletionDeclared(patterns: readonly string[], path: string, deleted: ReadonlySet<string>): boolean {
+  if (patterns.some((p) => pathMatches(p, path))) return true;
+  for (let a = path.slice(0, path.lastIndexOf('/')); a.length > 0; a = a.slice(0, a.lastIndexOf('/'))) {
+    if (deleted.has(a) && patterns.some((p) => pathMatches(p, a))) return true;
+  }
+  return false;
+}
+
 // ---------------------------------------------------------------- semantic checks on a structurally valid descriptor
 
 type Emit = (code: string, message: string, path: JsonPath) => void;

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { detectJsonKind, globWithin, literalPrefix, pathMatches, pathSegments, validTimestamp, type ActionDescriptor, type PathCover } from './action-descriptor.js';
+import { deletionDeclared, detectJsonKind, globWithin, literalPrefix, pathMatches, pathSegments, validTimestamp, type ActionDescriptor, type PathCover } from './action-descriptor.js';
 import { formatPath, parseJsonDocument, schemaProblems, type JsonPath, type SchemaIssue } from './json-doc.js';
 import type { Contract, Problem, Result, Rule } from './problem.js';
 
@@ -414,6 +414,7 @@ export function validateSandboxResultAgainst(result: SandboxResult, descriptor: 
     }),
   );
   const kindMap = { added: 'create', modified: 'modify', deleted: 'delete' } as const;
+  const deleted = new Set(result.filesystem_diff.deleted.map((e) => e.path));
   for (const kind of CHANGE_KINDS) {
     result.filesystem_diff[kind].forEach((e, i) => {
       const at = ['filesystem_diff', kind, i, 'path'];
@@ -422,7 +423,8 @@ export function validateSandboxResultAgainst(result: SandboxResult, descriptor: 
         claims('within_scope', `filesystem_diff.${kind}[${i}] lies outside the scope`, ['compliance', 'within_scope']);
       }
       const patterns = declared(kindMap[kind]);
-      const ok = patterns.some((p) => pathMatches(p, e.path)) || (kind === 'added' && e.type === 'dir' && createAncestors.has(e.path));
+      const ok =
+        kind === 'deleted' ? deletionDeclared(patterns, e.path, deleted) : patterns.some((p) => pathMatches(p, e.path)) || (kind === 'added' && e.type === 'dir' && createAncestors.has(e.path));
       if (!ok) {
         emit('SR_UNDECLARED_EFFECT', `filesystem_diff.${kind}[${i}] is not a declared ${kindMap[kind]} effect`, at);
         claims('effects_within_declaration', `filesystem_diff.${kind}[${i}] is undeclared`, ['compliance', 'effects_within_declaration']);

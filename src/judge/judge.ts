@@ -1,4 +1,4 @@
-import { globWithin, pathMatches } from '../contracts/action-descriptor.js';
+import { deletionDeclared, globWithin, pathMatches } from '../contracts/action-descriptor.js';
 import type { Action } from '../action/action.js';
 import { PROXY_HOST, PROXY_PORT } from '../network/forwarder.js';
 import { refusedLines, type NetworkObservation } from '../network/records.js';
@@ -46,9 +46,10 @@ function declaredFor(action: Action, c: FsChange): string[] {
   return action.effects.delete;
 }
 
-/** Directories created implicitly as parents of a declared output are part of that output. */
-function coveredByDeclaration(action: Action, c: FsChange): boolean {
+/** Directories created implicitly as parents of a declared output are part of that output; a declared directory deletion covers its contents. */
+function coveredByDeclaration(action: Action, c: FsChange, deleted: ReadonlySet<string>): boolean {
   const list = declaredFor(action, c);
+  if (c.change === 'deleted') return deletionDeclared(list, c.path, deleted);
   if (list.some((g) => pathMatches(g, c.path))) return true;
   if (c.type === 'dir' && c.change === 'added') return action.effects.create.some((g) => g.startsWith(c.path + '/'));
   return false;
@@ -56,7 +57,8 @@ function coveredByDeclaration(action: Action, c: FsChange): boolean {
 
 function withinScope(action: Action, c: FsChange): boolean {
   if (c.path === '/out' || c.path.startsWith('/out/')) return action.source !== 'action-descriptor';
-  return action.scope.paths.some((p) => globWithin({ pattern: p, mode: action.scope.recursive ? 'subtree' : 'exact' }, c.path));
+  // Non-recursive: the path itself and its direct children, as the descriptor's validator reads it.
+  return action.scope.paths.some((p) => globWithin({ pattern: p, mode: action.scope.recursive ? 'subtree' : 'children' }, c.path));
 }
 
 /**
@@ -79,11 +81,12 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
   const changes = [...(outChanges ?? []), ...scopeChanges.flatMap((c) => c ?? [])];
   let effectsOk = diffVerifiable;
   let scopeOk = diffVerifiable;
+  const deleted = new Set(changes.filter((c) => c.change === 'deleted').map((c) => c.path));
   for (const c of changes) {
     if (!withinScope(action, c)) {
       scopeOk = false;
       hard.push(`${c.change} ${c.path} is outside the declared scope`);
-    } else if (!coveredByDeclaration(action, c)) {
+    } else if (!coveredByDeclaration(action, c, deleted)) {
       effectsOk = false;
       hard.push(`undeclared filesystem effect: ${c.change} ${c.path}`);
     }

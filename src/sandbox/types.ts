@@ -111,8 +111,8 @@ export interface NsExit {
 
 export interface ScopeObservation {
   hostPath: string;
-  /** Overlay mechanism used: host overlayfs mounted by root, or bwrap >= 0.9 --overlay. */
-  mechanism: 'host-overlayfs' | 'bwrap-overlay';
+  /** Copy-on-write mechanism used: host overlayfs mounted by root, bwrap >= 0.9 --overlay, or a bound copy of a one-file scope. */
+  mechanism: 'host-overlayfs' | 'bwrap-overlay' | 'file-copy';
   changes: FsChange[] | null;
   /** Why changes is null (the diff failed: the judge must treat the scope as unverifiable). */
   error?: string;

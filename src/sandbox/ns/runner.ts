@@ -16,11 +16,11 @@
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
-import { isAbsolute, join, normalize } from 'node:path';
+import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../contracts/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
 import { doctor, type HostCapabilities } from '../doctor.js';
-import { diffOverlayUpper, diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
+import { diffFileCopy, diffOverlayUpper, diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
 import { parseStraceLog, straceArgv } from '../observe/strace.js';
 import { sideEffectsFromTrace } from '../observe/trace-events.js';
 import { syscallTracer } from '../observe/tracer.js';
@@ -35,7 +35,7 @@ import { describeGrant } from '../../network/allowlist.js';
 import { PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
 import { NetworkProxy } from '../../network/proxy.js';
 import type { NetworkObservation } from '../../network/records.js';
-import { chownTo, copyTreeNoFollow, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
+import { chownTo, copyTreeNoFollow, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stageScopeFile, stagingBase } from './staging.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 /** Paths a scope may not cover: the sandbox's own mounts and the read-only system root. */
@@ -299,12 +299,17 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         mounted.push(outStage);
       } else await chownTo(outStage, uid, gid).catch(() => undefined);
     })();
-    const scopeDirs = scopes.map((s, i) => ({ hostPath: s.hostPath, upper: join(dir, `scope${i}`, 'upper'), work: join(dir, `scope${i}`, 'work'), merged: join(dir, `scope${i}`, 'merged') }));
+    const scopeDirs = scopes.map((s, i) => ({ hostPath: s.hostPath, kind: scopeKind(s.hostPath), upper: join(dir, `scope${i}`, 'upper'), work: join(dir, `scope${i}`, 'work'), merged: join(dir, `scope${i}`, 'merged') }));
     const scopesP = Promise.all(
       scopeDirs.map(async (s) => {
-        const st = lstatSync(s.hostPath);
-        if (!st.isDirectory()) throw new Error(`scope ${s.hostPath} is not a directory (file scopes: declare the directory holding the file)`);
         await mkdirMode(join(s.upper, '..'), 0o711);
+        if (s.kind === 'file') {
+          // One file: the sandbox sees a copy bound over it (overlayfs works on directories only), so
+          // the real file never changes; deleting or renaming the bound path fails (EBUSY).
+          await mkdirMode(s.upper, 0o755);
+          await stageScopeFile(s.hostPath, fileCopyOf(s), uid, gid);
+          return;
+        }
         for (const d of [s.upper, s.work, s.merged]) await mkdirMode(d, 0o755);
         await chownTo(s.upper, uid, gid);
         if (!useBwrapOverlay) {
@@ -332,7 +337,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     a.push('--ro-bind', inStage, '/in');
     a.push('--bind', outStage, '/out');
     for (const s of scopeDirs) {
-      if (useBwrapOverlay) a.push('--overlay-src', s.hostPath, '--overlay', s.upper, s.work, s.hostPath);
+      if (s.kind === 'file') a.push('--bind', fileCopyOf(s), s.hostPath);
+      else if (useBwrapOverlay) a.push('--overlay-src', s.hostPath, '--overlay', s.upper, s.work, s.hostPath);
       else a.push('--bind', s.merged, s.hostPath);
     }
     // The root tmpfs bwrap builds is owned by the sandbox uid: make it read-only once everything is in place.
@@ -552,13 +558,14 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const scopeObs: ScopeObservation[] = [];
     let scopeBytes = 0;
     for (const s of scopeDirs) {
+      const mechanism = s.kind === 'file' ? 'file-copy' : useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs';
       try {
-        const changes = await diffOverlayUpper(s.upper, s.hostPath, s.hostPath);
+        const changes = s.kind === 'file' ? await diffFileCopy(fileCopyOf(s), s.hostPath) : await diffOverlayUpper(s.upper, s.hostPath, s.hostPath);
         for (const c of changes) if (c.change !== 'deleted' && c.type === 'file') scopeBytes += c.size;
-        if (spec.keepScopeContent) keepContent(changes, s.upper, s.hostPath, spec.keepScopeContent);
-        scopeObs.push({ hostPath: s.hostPath, mechanism: useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs', changes });
+        if (spec.keepScopeContent) keepContent(changes, s.upper, s.kind === 'file' ? dirname(s.hostPath) : s.hostPath, spec.keepScopeContent);
+        scopeObs.push({ hostPath: s.hostPath, mechanism, changes });
       } catch (e) {
-        scopeObs.push({ hostPath: s.hostPath, mechanism: useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs', changes: null, error: `the scope diff failed: ${(e as Error).message}` });
+        scopeObs.push({ hostPath: s.hostPath, mechanism, changes: null, error: `the scope diff failed: ${(e as Error).message}` });
       }
     }
 
@@ -661,6 +668,17 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     });
   }
 }
+
+/** A scope is a directory (seen through an overlay) or one regular file (seen through a bound copy). */
+function scopeKind(hostPath: string): 'dir' | 'file' {
+  const st = lstatSync(hostPath);
+  if (st.isDirectory()) return 'dir';
+  if (st.isFile()) return 'file';
+  throw new Error(`scope ${hostPath} is neither a directory nor a regular file (links and special files are never scopes)`);
+}
+
+/** Where a file scope's copy lives: the upper dir holds it under the file's own name (keepContent reads it there). */
+const fileCopyOf = (s: { hostPath: string; upper: string }): string => join(s.upper, basename(s.hostPath));
 
 /**
  * Copies the new content of every added or modified regular file in a scope out of the overlay's

@@ -193,6 +193,12 @@ async function lowerSubtree(lowerDir: string, rel: string): Promise<Map<string, 
   return out;
 }
 
+/** A one-file scope: the sandbox's copy against the real file (modified, or no change). */
+export async function diffFileCopy(copy: string, real: string): Promise<FsChange[]> {
+  const [low, up] = await Promise.all([lstat(real).then((st) => entryOf(real, st)), lstat(copy).then((st) => entryOf(copy, st))]);
+  return sameContent(low, up) ? [] : [change('modified', real, low, up)];
+}
+
 /**
  * Changes in a declared scope from its overlay upper dir alone. The overlay must be mounted with
  * metacopy=off (the default), or a copied-up file's data would still be in the lower dir.
