@@ -38,6 +38,8 @@ export interface NsInput {
   hostPath: string;
   /** File name under /in (no slash, no leading dot, [A-Za-z0-9._-]). */
   name: string;
+  /** The sha256 the request declared: the staged copy must have it, or nothing runs (NS_INPUT_HASH_MISMATCH). */
+  sha256?: string;
 }
 
 export interface NsScope {

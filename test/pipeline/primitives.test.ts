@@ -153,3 +153,20 @@ test('a non-recursive scope covers its direct children only: a write two levels 
   assert.ok(sr.verdict.reasons.some((r) => r.includes(`added ${root}/old/deeper/sneaky.txt is outside the declared scope`)), sr.verdict.reasons.join('; '));
   assert.ok(!sr.verdict.reasons.some((r) => r.includes(`${root}/top.txt is outside`)), 'the direct child is inside the scope');
 });
+
+test('the disk limit covers writes into a scope: 20 MB against max_disk_mb 1 fails to write, and the run is BLOCKed as over its limits', () => {
+  const root = tree();
+  const before = listing(root);
+  const { sr } = run(root, {
+    action_type: 'COMMAND_EXECUTION',
+    resources: { max_cpu_ms: 20000, max_memory_mb: 256, max_disk_mb: 1, max_duration_ms: 60000 },
+    effects: fx([`${root}/big.bin`], [], []),
+    command: ['/usr/bin/dd', 'if=/dev/zero', `of=${root}/big.bin`, 'bs=1M', 'count=20'],
+  });
+  assert.equal(sr.verdict.recommended_action, 'BLOCK');
+  assert.equal(sr.compliance.resources_within_limits, false);
+  const written = sr.filesystem_diff.added.find((e) => e.path === `${root}/big.bin`);
+  assert.ok(written && (written.size_bytes ?? Infinity) <= 1024 * 1024, `at most the limit landed in the scope (${written?.size_bytes} bytes)`);
+  assert.ok(sr.verdict.reasons.some((r) => /resource limits exceeded \(outBytes\)/.test(r)), sr.verdict.reasons.join('; '));
+  assert.deepEqual(listing(root), before);
+});

@@ -2,8 +2,13 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { test } from 'node:test';
+import { actionFromToolRequest } from '../../src/action/from-tool-request.js';
+import { checkText } from '../../src/contracts/index.js';
+import type { ToolRequest } from '../../src/contracts/tool-request.js';
+import { runAction } from '../../src/pipeline/run.js';
+import { openWorkspace } from '../../src/workspace/workspace.js';
 import { sandboxResultContract, type SandboxResult } from '../../src/contracts/sandbox-result.js';
 import { toolResultContract } from '../../src/contracts/tool-result.js';
 import { airlock } from '../helpers/cli.js';
@@ -75,6 +80,19 @@ test('an input whose sha256 differs from the request is a rejection: exit 2, not
   assert.equal(r.code, 2);
   assert.match(r.stderr, /RUN_INPUT_HASH_MISMATCH/);
   assert.deepEqual(readdirSync(join(ws, 'runs')), [], 'no sandbox was started');
+});
+
+test('library runAction: an input changed after the caller checked it is caught on the copy the sandbox would see; nothing runs', async () => {
+  const req = writeRequest({ slug: 'swapped', command: 'python3 a.py', inputs: { 'a.py': 'print(1)\n' } });
+  const checked = checkText(basename(req.file), readFileSync(req.file, 'utf8'));
+  assert.equal(checked.problems.length, 0);
+  const action = actionFromToolRequest(checked.value as ToolRequest);
+  writeFileSync(join(req.dir, 'a.py'), 'print("swapped")\n'); // after the check, before the run
+  const ws = openWorkspace(workspace());
+  const r = await runAction(action, { workspace: ws, inputsDir: req.dir });
+  assert.equal(r.kind, 'rejected');
+  assert.deepEqual(r.kind === 'rejected' && r.problems.map((p) => p.code), ['NS_INPUT_HASH_MISMATCH']);
+  assert.match(r.kind === 'rejected' ? (r.problems[0]?.message ?? '') : '', /input a\.py has sha256 [0-9a-f]{64} as staged for the sandbox, the request declares [0-9a-f]{64}: nothing ran/);
 });
 
 test('an invalid request is rejected with its problems (exit 2)', () => {

@@ -83,7 +83,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
   }
   let argv: string[];
   let staged: string | null = null;
-  const inputs = action.inputs.map((i) => ({ hostPath: join(ctx.inputsDir, i.name), name: i.name }));
+  const inputs: NsRunSpec['inputs'] & object = action.inputs.map((i) => ({ hostPath: join(ctx.inputsDir, i.name), name: i.name, sha256: i.sha256 }));
   if (action.run.kind === 'argv') {
     const r = action.source === 'tool-request' ? interpreterArgv(action.run.argv, Number(process.versions.node.split('.')[0])) : { argv: action.run.argv };
     if ('problem' in r) return { ok: false, problems: [r.problem] };
@@ -134,6 +134,8 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     if (observation.problems.some((p) => p.code === 'NS_ARGV_NOT_FOUND')) {
       return { ok: false, problems: observation.problems.map((p) => (p.code === 'NS_ARGV_NOT_FOUND' ? { ...p, code: 'LANE_RUNTIME_MISSING' } : p)) };
     }
+    // Nothing ran: a rejection of the request, not a sandbox result.
+    if (observation.problems.some((p) => p.code === 'NS_INPUT_HASH_MISMATCH')) return { ok: false, problems: observation.problems };
     return { ok: true, observation, argv };
   } finally {
     if (staged) rmSync(staged, { recursive: true, force: true });

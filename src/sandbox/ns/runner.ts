@@ -154,7 +154,9 @@ function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup
       case 'pids':
         return cg?.enforces.pids ? { limit, enforcedBy: `cgroup v${cg.version} pids.max` } : { limit, enforcedBy: null, reportedOnlyReason: 'no pids cgroup controller' };
       case 'outBytes':
-        return caps.tmpfsSizeCaps.hostOut ? { limit, enforcedBy: 'size-capped tmpfs on the host staging dir' } : { limit, enforcedBy: 'RLIMIT_FSIZE per file + post-check of the total' };
+        return caps.tmpfsSizeCaps.hostOut
+          ? { limit, enforcedBy: 'size-capped tmpfs holding /out and the scope overlays\' upper dirs (one-file scopes: post-check of the total)' }
+          : { limit, enforcedBy: 'RLIMIT_FSIZE per file + post-check of the total' };
       case 'tmpBytes':
         return caps.tmpfsSizeCaps.sandboxTmp ? { limit, enforcedBy: 'bwrap --size tmpfs' } : { limit, enforcedBy: null, reportedOnlyReason: 'bwrap has no --size' };
       default:
@@ -275,7 +277,11 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const mnt = mounter(caps, ops);
   const base = await stagingBase(caps.isRoot ? mnt : null);
   const dir = join(base, runId);
-  const outStage = join(dir, 'out');
+  const scopeKinds = scopes.map((sc) => scopeKind(sc.hostPath));
+  // Disk: /out and the directory scopes' overlay upper dirs share one size-capped tmpfs, so what a
+  // run writes anywhere counts against the one disk limit (a one-file scope's copy is post-checked).
+  const sharedDisk = caps.tmpfsSizeCaps.hostOut && scopeKinds.includes('dir') ? join(dir, 'rw') : null;
+  const outStage = join(sharedDisk ?? dir, 'out');
   const inStage = join(dir, 'in');
   const logFile = join(dir, 'strace.log');
   const mounted: string[] = [];
@@ -291,18 +297,27 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   try {
     mkdirModeSync(dir, 0o711);
     mkdirModeSync(inStage, 0o755);
+    if (sharedDisk) {
+      mkdirModeSync(sharedDisk, 0o711);
+      await mnt.tmpfs(sharedDisk, limits.outBytes, 0, 0, 0o711);
+      mounted.push(sharedDisk);
+    }
     mkdirModeSync(outStage, 0o755);
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     const outP = (async () => {
-      if (caps.tmpfsSizeCaps.hostOut) {
+      if (caps.tmpfsSizeCaps.hostOut && !sharedDisk) {
         await mnt.tmpfs(outStage, limits.outBytes, uid, gid);
         mounted.push(outStage);
       } else await chownTo(outStage, uid, gid).catch(() => undefined);
     })();
-    const scopeDirs = scopes.map((s, i) => ({ hostPath: s.hostPath, kind: scopeKind(s.hostPath), upper: join(dir, `scope${i}`, 'upper'), work: join(dir, `scope${i}`, 'work'), merged: join(dir, `scope${i}`, 'merged') }));
+    const scopeDirs = scopes.map((s, i) => {
+      const rw = join(sharedDisk ?? dir, `scope${i}`);
+      return { hostPath: s.hostPath, kind: scopeKinds[i] as 'dir' | 'file', upper: join(rw, 'upper'), work: join(rw, 'work'), merged: join(dir, `scope${i}`, 'merged') };
+    });
     const scopesP = Promise.all(
       scopeDirs.map(async (s) => {
         await mkdirMode(join(s.upper, '..'), 0o711);
+        if (sharedDisk) await mkdirMode(join(s.merged, '..'), 0o711);
         if (s.kind === 'file') {
           // One file: the sandbox sees a copy bound over it (overlayfs works on directories only), so
           // the real file never changes; deleting or renaming the bound path fails (EBUSY).
@@ -326,6 +341,13 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       await proxy.listen(proxySocket, { uid, gid });
     }
     const [inputs] = await Promise.all([inputsP, outP, scopesP]);
+    // The copy the sandbox will see is what must match the declaration: a file swapped after the
+    // caller's check is caught here, before anything runs.
+    const changed = inputs.flatMap((got, k) => {
+      const want = spec.inputs?.[k]?.sha256;
+      return want !== undefined && want !== got.sha256 ? [{ code: 'NS_INPUT_HASH_MISMATCH', message: `input ${got.name} has sha256 ${got.sha256} as staged for the sandbox, the request declares ${want}: nothing ran`, path: `inputs.${got.name}` }] : [];
+    });
+    if (changed.length > 0) return errorObservation(runId, caps, changed);
 
     // ---- bwrap arguments ----
     const cwd = spec.cwd ?? '/tmp';
@@ -548,7 +570,6 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     };
     try {
       sumTree(outStage);
-      if (outBytesUsed > limits.outBytes) limitsExceeded.add('outBytes');
       mkdirSync(spec.outDir, { recursive: true });
       if (readdirSync(spec.outDir).length > 0) throw new Error(`outDir ${spec.outDir} is not empty`);
       await copyTreeNoFollow(outStage, spec.outDir);
@@ -568,6 +589,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         scopeObs.push({ hostPath: s.hostPath, mechanism, changes: null, error: `the scope diff failed: ${(e as Error).message}` });
       }
     }
+
+    // The one disk limit covers /out and the scopes together (post-checked also where a tmpfs capped it).
+    if (outBytesUsed + scopeBytes > limits.outBytes) limitsExceeded.add('outBytes');
 
     // ---- resources ----
     const resources: NsResources = {
