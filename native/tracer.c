@@ -30,6 +30,12 @@
 //   N <pid> <name> <fd> <hexsockaddr> <res>        address given to connect/bind/sendto/sendmsg/sendmmsg
 //   D <pid> <name> <hexpath> <res>                 open/mknod of a path that contains "dev" (superset;
 //                                                  the host decides what a device path is)
+//   A <pid> <name> w <hexpath> <res>               a write: an open for writing or creating, or a
+//                                                  call that creates, removes, renames, links or
+//                                                  chmods/chowns a path (the path it changes)
+//   A <pid> <name> r <hexpath> -                   an open for reading of a path under a host-secret
+//                                                  prefix (superset; the host decides), sent at entry:
+//                                                  no exit stop for reads, whose result the host infers
 //   T <pid> <nr> <arch>                  SIGSYS from the seccomp filter: a denied syscall was attempted
 //   E <pid> <code|-> <signal|->          the program's first process ended
 //   Z                                    bwrap and every traced task of the run are gone (last line)
@@ -216,7 +222,7 @@ static ssize_t peek_str(pid_t pid, uint64_t addr, char *buf, size_t cap) {
 
 // ---- syscall classes ---------------------------------------------------------------------------
 
-enum cls { C_NONE, C_EXEC, C_EXECAT, C_CLONE, C_FORK, C_SIG, C_SOCKET, C_ADDR, C_SENDTO, C_SENDMSG, C_SENDMMSG, C_OPEN, C_OPENAT };
+enum cls { C_NONE, C_EXEC, C_EXECAT, C_CLONE, C_FORK, C_SIG, C_SOCKET, C_ADDR, C_SENDTO, C_SENDMSG, C_SENDMMSG, C_OPEN, C_OPENAT, C_OPENAT2, C_PATHW };
 
 static enum cls classify(long nr, const char **name) {
   switch (nr) {
@@ -246,11 +252,68 @@ static enum cls classify(long nr, const char **name) {
     K(SYS_mknod, C_OPEN)
 #endif
     K(SYS_openat, C_OPENAT)
-    K(SYS_openat2, C_OPENAT)
+    K(SYS_openat2, C_OPENAT2)
     K(SYS_mknodat, C_OPENAT)
+#ifdef SYS_mkdir
+    K(SYS_mkdir, C_PATHW)
+    K(SYS_rmdir, C_PATHW)
+    K(SYS_unlink, C_PATHW)
+    K(SYS_link, C_PATHW)
+    K(SYS_symlink, C_PATHW)
+    K(SYS_rename, C_PATHW)
+    K(SYS_chmod, C_PATHW)
+    K(SYS_chown, C_PATHW)
+    K(SYS_lchown, C_PATHW)
+#endif
+    K(SYS_truncate, C_PATHW)
+    K(SYS_mkdirat, C_PATHW)
+    K(SYS_unlinkat, C_PATHW)
+    K(SYS_linkat, C_PATHW)
+    K(SYS_symlinkat, C_PATHW)
+    K(SYS_renameat, C_PATHW)
+    K(SYS_renameat2, C_PATHW)
+    K(SYS_fchmodat, C_PATHW)
+    K(SYS_fchownat, C_PATHW)
 #undef K
   }
   return C_NONE;
+}
+
+// Which arguments of a C_PATHW call hold the changed path: (dirfd index or -1 for the cwd, path index).
+static void pathw_args(long nr, int *dfd, int *path) {
+  *dfd = -1;
+  *path = 0;
+  switch (nr) {
+#ifdef SYS_mkdir
+  case SYS_link: case SYS_symlink: case SYS_rename: *path = 1; break;
+#endif
+  case SYS_mkdirat: case SYS_unlinkat: case SYS_fchmodat: case SYS_fchownat: *dfd = 0; *path = 1; break;
+  case SYS_renameat: case SYS_renameat2: case SYS_linkat: *dfd = 2; *path = 3; break;
+  case SYS_symlinkat: *dfd = 1; *path = 2; break;
+  }
+}
+
+// Host-secret prefixes whose reads are reported (a superset: the host drops the ones it exposed on
+// purpose, such as an interpreter's prefix, and the declared scopes).
+static int secret_path(const char *p) {
+  static const char *const prefixes[] = {"/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private", "/run", "/var", "/boot", "/mnt", "/media", "/srv", "/opt"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+    size_t n = strlen(prefixes[i]);
+    if (strncmp(p, prefixes[i], n) == 0 && (p[n] == 0 || p[n] == '/' || p[n] == '-')) return 1;
+  }
+  return 0;
+}
+
+// Appends `<sep>X <pid> <name> [<extra> ]<hexpath>` to the pending line; 0 when it does not fit.
+static int pend_path(struct task *t, char kind, const char *name, const char *extra, const char *path) {
+  size_t l = strlen(t->pend), pl = strlen(path);
+  int n = snprintf(t->pend + l, PEND_CAP - l, "%s%c %d %s %s%s", l ? "\x1f" : "", kind, t->pid, name, extra, *extra ? " " : "");
+  if (n < 0 || l + (size_t)n + 2 * pl + 1 >= PEND_CAP) {
+    t->pend[l] = 0;
+    return 0;
+  }
+  hex(t->pend + l + (size_t)n, (const unsigned char *)path, pl);
+  return 1;
 }
 
 // Appends ` <hex sockaddr>` of len bytes at addr to the pending line; 0 when nothing could be read.
@@ -348,18 +411,33 @@ static void on_seccomp(struct task *t) {
   }
   case C_OPEN:
   case C_OPENAT:
+  case C_OPENAT2: {
     if (!t->sandboxed) break;
     if (!resolve_path(t->pid, c == C_OPEN ? -100 : (long)a[0], c == C_OPEN ? a[0] : a[1], path, sizeof path)) break;
-    if (!strstr(path, "dev")) break;
-    {
-      size_t pl = strlen(path);
-      int l = snprintf(t->pend, PEND_CAP, "D %d %s ", t->pid, name);
-      if (l > 0 && (size_t)l + 2 * pl + 1 < PEND_CAP) {
-        hex(t->pend + l, (unsigned char *)path, pl);
-        t->awaiting_exit = 1;
-      }
+    // Write intent from the flags (openat2: the first field of struct open_how); creat and mknod create.
+    uint64_t flags = 0;
+    int creates = strcmp(name, "creat") == 0 || strcmp(name, "mknod") == 0 || strcmp(name, "mknodat") == 0;
+    if (c == C_OPEN && !creates) flags = a[1];
+    else if (c == C_OPENAT && !creates) flags = a[2];
+    else if (c == C_OPENAT2 && peek(t->pid, a[2], &flags, sizeof flags) != (ssize_t)sizeof flags) flags = 0;
+    int writes = creates || (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)) != 0;
+    if (strstr(path, "dev") && pend_path(t, 'D', name, "", path)) t->awaiting_exit = 1;
+    if (writes && pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
+    else if (!writes && secret_path(path)) {
+      char h[2 * sizeof path + 1];
+      hex(h, (const unsigned char *)path, strlen(path));
+      out("%d A %d %s r %s -\n", t->run, t->pid, name, h);
     }
     break;
+  }
+  case C_PATHW: {
+    if (!t->sandboxed) break;
+    int dfd, pi;
+    pathw_args((long)si.seccomp.nr, &dfd, &pi);
+    if (!resolve_path(t->pid, dfd < 0 ? -100 : (long)a[dfd], a[pi], path, sizeof path)) break;
+    if (pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
+    break;
+  }
   case C_NONE: break;
   }
   if (!t->awaiting_exit) t->pend[0] = 0;

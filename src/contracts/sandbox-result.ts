@@ -90,6 +90,8 @@ export interface SandboxResult {
     network_attempts: { address: string; port: number; protocol: 'tcp' | 'udp' | 'icmp' | 'unix' | 'other'; allowed: boolean }[] | null;
     privileged_syscalls: { name: string; count: number; denied: boolean }[] | null;
     device_access: { path: string; denied: boolean }[] | null;
+    /** Airlock: writes outside the run's writable areas and reads of host-secret paths it does not expose (absent from results written before it existed). */
+    file_access_attempts?: { path: string; access: 'read' | 'write'; denied: boolean }[] | null;
     network_used: boolean | null;
     privileged_syscall_attempted: boolean | null;
     device_access_attempted: boolean | null;
@@ -163,6 +165,7 @@ const SandboxResultSchema = z.strictObject({
       .nullable(),
     privileged_syscalls: z.array(z.strictObject({ name: z.string().regex(/^[a-z0-9_]{1,64}$/), count: count.min(1), denied: z.boolean() })).max(1000).nullable(),
     device_access: z.array(z.strictObject({ path: text(4096), denied: z.boolean() })).max(1000).nullable(),
+    file_access_attempts: z.array(z.strictObject({ path: text(4096), access: z.enum(['read', 'write']), denied: z.boolean() })).max(1000).nullable().optional(),
     network_used: z.boolean().nullable(),
     privileged_syscall_attempted: z.boolean().nullable(),
     device_access_attempted: z.boolean().nullable(),
@@ -258,6 +261,7 @@ function measuredFields(s: SandboxResult): { path: (string | number)[]; value: u
   for (const [k, v] of Object.entries(s.resources)) out.push({ path: ['resources', k], value: v });
   for (const k of ['processes_spawned', 'executables', 'signals_sent', 'network_attempts', 'privileged_syscalls', 'device_access', 'network_used', 'privileged_syscall_attempted', 'device_access_attempted'] as const)
     out.push({ path: ['side_effects', k], value: s.side_effects[k] });
+  if (s.side_effects.file_access_attempts !== undefined) out.push({ path: ['side_effects', 'file_access_attempts'], value: s.side_effects.file_access_attempts });
   for (const kind of CHANGE_KINDS)
     s.filesystem_diff[kind].forEach((e, i) => {
       out.push({ path: ['filesystem_diff', kind, i, 'size_bytes'], value: e.size_bytes });
@@ -319,10 +323,12 @@ function checkResult(s: SandboxResult, emit: Emit): void {
       if (kind === 'added' && e.tombstone !== undefined) emit('SR_DIFF_ENTRY', 'an added entry has no previous content to tombstone', [...at, 'tombstone']);
     });
   }
-  (s.side_effects.device_access ?? []).forEach((d, i) => {
-    const bad = checkObservedPath(d.path);
-    if (bad) emit('SR_PATH_NOT_ABSOLUTE', `side_effects.device_access[${i}].path ${bad}`, ['side_effects', 'device_access', i, 'path']);
-  });
+  for (const list of ['device_access', 'file_access_attempts'] as const) {
+    (s.side_effects[list] ?? []).forEach((d, i) => {
+      const bad = checkObservedPath(d.path);
+      if (bad) emit('SR_PATH_NOT_ABSOLUTE', `side_effects.${list}[${i}].path ${bad}`, ['side_effects', list, i, 'path']);
+    });
+  }
 
   // Null <-> reason.
   const nullable = new Map(measuredFields(s).map((f) => [formatPath(f.path), f]));

@@ -37,6 +37,10 @@ function entry(c: FsChange, tombstone: (sha: string) => string): DiffEntry {
   return e;
 }
 
+/** A path the program chose, made printable: control characters become `\xNN` (the contract refuses them raw). */
+// eslint-disable-next-line no-control-regex
+const printablePath = (p: string): string => p.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+
 /**
  * The Sandbox Result (sandbox-result.schema.md) of one run, from the host's observation and the
  * judge's comparison. `tombstone` names where the pre-image of a deleted file is kept.
@@ -91,7 +95,9 @@ export function buildSandboxResult(args: {
         allowed: false,
       }))].slice(0, 10_000),
       privileged_syscalls: se.privilegedSyscalls.map((p) => ({ name: p.name, count: p.count, denied: p.outcome !== 'succeeded' })),
-      device_access: se.deviceAccess.map((d) => ({ path: d.path, denied: d.result !== 'ok' })),
+      device_access: se.deviceAccess.map((d) => ({ path: printablePath(d.path), denied: d.result !== 'ok' })),
+      // A read is reported only for a path this run does not expose: it found nothing there.
+      file_access_attempts: se.fileAccess.map((a) => ({ path: printablePath(a.path), access: a.access, denied: a.result !== 'ok' })),
       network_used: attempts.length > 0 || proxied.length > 0 || (obs.network?.bytesIn ?? 0) + (obs.network?.bytesOut ?? 0) > 0,
       privileged_syscall_attempted: se.privilegedSyscalls.length > 0,
       device_access_attempted: se.deviceAccess.length > 0,
@@ -100,7 +106,7 @@ export function buildSandboxResult(args: {
     const why = obs.sideEffectsUnavailable ?? 'no syscall trace on this host';
     side_effects = {
       processes_spawned: null, executables: null, signals_sent: null, network_attempts: null, privileged_syscalls: null,
-      device_access: null, network_used: null, privileged_syscall_attempted: null, device_access_attempted: null,
+      device_access: null, file_access_attempts: null, network_used: null, privileged_syscall_attempted: null, device_access_attempted: null,
     };
     for (const k of Object.keys(side_effects)) unmeasured[`side_effects.${k}`] = why;
   }

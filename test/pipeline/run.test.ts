@@ -112,6 +112,33 @@ test('a language whose runtime the host lacks is a clear error (exit 2, LANE_RUN
   assert.match(r.stderr, /LANE_RUNTIME_MISSING: this host has no ruby runtime/);
 });
 
+test('a script that probes host secrets and writes outside /out changes nothing, and a person is asked to look (REQUIRE_CONFIRMATION, named in both results)', () => {
+  const ws = workspace();
+  const script = [
+    'for p in ("/etc/shadow", "/root/.ssh/id_rsa"):',
+    '    try: open(p).read()',
+    '    except OSError as e: print("read", p, e.errno)',
+    'for p in ("/etc/cron.d/x", "/in/a.py"):',
+    '    try: open(p, "w").write("x")',
+    '    except OSError as e: print("write", p, e.errno)',
+    'open("/out/report.txt", "w").write("done")',
+  ].join('\n');
+  const req = writeRequest({ slug: 'prober', command: 'python3 a.py', inputs: { 'a.py': script + '\n' }, outputs: ['report.txt'] });
+  const { code, sr } = runJson(req.file, ws);
+  assert.equal(code, 0);
+  assert.equal(sr.execution.status, 'SUCCESS');
+  assert.equal(sr.verdict.recommended_action, 'REQUIRE_CONFIRMATION', sr.verdict.reasons.join('; '));
+  assert.deepEqual(
+    sr.side_effects.file_access_attempts?.map((a) => `${a.access} ${a.path} ${a.denied ? 'denied' : 'ALLOWED'}`),
+    ['read /etc/shadow denied', 'read /root/.ssh/id_rsa denied', 'write /etc/cron.d/x denied', 'write /in/a.py denied'],
+  );
+  assert.ok(sr.verdict.reasons.some((r) => r.includes('reads of host-secret paths were attempted')), sr.verdict.reasons.join('; '));
+  const ts = toolResultOf(ws, sr.sandbox_id);
+  assert.ok(ts.parsed.ok, JSON.stringify(!ts.parsed.ok && ts.parsed.problems));
+  assert.match(ts.text, /tried to read host-secret paths: \/etc\/shadow, \/root\/\.ssh\/id_rsa/);
+  assert.match(ts.text, /tried to write outside its writable areas: \/etc\/cron\.d\/x \(E[A-Z]+\), \/in\/a\.py \(EROFS\)/);
+});
+
 test('a hostile script (egress, device, undeclared file) is BLOCKed and the Tool Result says what it tried', () => {
   const ws = workspace();
   const script = [

@@ -38,7 +38,7 @@ test('a unix socket to a host service (PostgreSQL) cannot be reached, the attemp
 
 test('host secrets: /root, /etc/shadow and the host environment are absent', async () => {
   process.env.AIRLOCK_TEST_SECRET = 'hunter2-host-secret';
-  const o = await run(['/bin/sh', '-c', 'ls -A /root 2>&1; cat /etc/shadow 2>&1; cat /proc/1/environ 2>&1 | tr "\\0" "\\n"; env; ls /home /run /var 2>&1; cat /etc/passwd']);
+  const o = await run(['/bin/sh', '-c', 'ls -A /root 2>&1; cat /etc/shadow 2>&1; cat /root/.ssh/id_rsa /home/admin/.aws/credentials 2>/dev/null; cat /proc/1/environ 2>&1 | tr "\\0" "\\n"; env; ls /home /run /var 2>&1; cat /etc/passwd']);
   delete process.env.AIRLOCK_TEST_SECRET;
   const out = o.stdout.bytes.toString();
   assert.ok(!out.includes('hunter2'), 'the host environment leaked');
@@ -46,6 +46,13 @@ test('host secrets: /root, /etc/shadow and the host environment are absent', asy
   assert.ok(!/\.bashrc|\.ssh|\.profile/.test(out), `something of /root is visible: ${out}`);
   assert.ok(!out.includes('postgres:'), 'the host passwd is visible');
   assert.match(out, /\/home'?: No such file/);
+  // ...and the Observation names each secret place the program tried (when a tracer observed the run)
+  if (o.sideEffects) {
+    const reads = o.sideEffects.fileAccess.filter((a) => a.access === 'read').map((a) => a.path);
+    // (opens are observed; `ls /home` only stats the path, which is not)
+    for (const p of ['/etc/shadow', '/root', '/root/.ssh/id_rsa', '/home/admin/.aws/credentials']) assert.ok(reads.includes(p), `the read of ${p} is reported: ${JSON.stringify(reads)}`);
+    assert.ok(!reads.some((p) => p.startsWith('/etc/passwd')), 'the sandbox\'s own /etc/passwd is no secret');
+  } else assert.fail(`side effects were not observed: ${o.sideEffectsUnavailable}`);
   // /etc is a prepared copy: only the loader's files, the time zone and generated identity files.
   const etc = await run(['/bin/sh', '-c', 'ls -A /etc; echo x > /etc/passwd 2>&1 || echo READONLY']);
   const names = etc.stdout.bytes.toString().split('\n').filter(Boolean);
@@ -80,6 +87,10 @@ test('writing outside /out fails; only /out changes are reported', async () => {
   assert.deepEqual(o.stdout.bytes.toString().split('\n').filter((l) => l.startsWith('WROTE') && !l.includes(marker)), []);
   assert.ok(!existsSync(marker), 'the sandbox /tmp reached the host /tmp');
   assert.deepEqual(o.fs.out?.map((c) => c.path), ['/out/ok']);
+  // Every refused write is in the Observation, with the error the kernel gave; /out and /tmp writes are not
+  const writes = new Map(o.sideEffects?.fileAccess.filter((a) => a.access === 'write').map((a) => [a.path, a.result]));
+  for (const p of ['/etc/x', '/usr/x', '/in/x', '/x', '/proc/x']) assert.ok(writes.has(p) && writes.get(p) !== 'ok', `the write to ${p} is reported as refused: ${JSON.stringify([...writes])}`);
+  assert.ok(!writes.has('/out/ok') && !writes.has(marker), 'writes inside the writable areas are not attempts');
 });
 
 test('a symlink and a hard link in /out pointing outside are reported as links, never followed', async () => {

@@ -43,7 +43,7 @@ test('the environment is the documented allowlist plus safe spec vars, nothing o
   delete process.env.AIRLOCK_FAKE_SECRET;
   assert.equal(o.status, 'SUCCESS', text(o));
   const names = o.stdout.bytes.toString().trim().split('\n').map((l) => l.split('=')[0]).sort();
-  assert.deepEqual(names, ['HOME', 'LANG', 'MY_FLAG', 'PATH', 'PWD', 'TMPDIR']);
+  assert.deepEqual(names, ['HOME', 'LANG', 'MY_FLAG', 'PATH', 'PWD', 'PYTHONDONTWRITEBYTECODE', 'TMPDIR']);
   assert.ok(!o.stdout.bytes.toString().includes('sk-live'));
 });
 

@@ -203,6 +203,16 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     "subprocess.run(['/bin/true'])",
     "try: open('/dev/mem')",
     'except OSError: pass',
+    "for p in ('/etc/shadow', '/root/.ssh/id_ed25519'):",
+    '  try: open(p)',
+    '  except OSError: pass',
+    "for p in ('/usr/lib/x', 'rel-in-cwd'):",
+    "  try: open(p, 'w')",
+    '  except OSError: pass',
+    "try: os.mkdir('/etc/evil')",
+    'except OSError: pass',
+    "try: os.rename('/out/a', '/etc/b')",
+    'except OSError: pass',
     's = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)',
     "try: s.sendto(b'q', ('192.0.2.1', 53))",
     'except OSError: pass',
@@ -217,6 +227,7 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     devices: o.sideEffects?.deviceAccess.map((d) => [d.path, d.result]),
     net: o.sideEffects?.networkAttempts.map((n) => [n.syscall, n.family, n.protocol, n.address, n.port, n.result]),
     privileged: o.sideEffects?.privilegedSyscalls,
+    files: o.sideEffects?.fileAccess.map((a) => [a.access, a.path, a.syscall, a.result]),
   });
   const ours = await py(code);
   process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
@@ -230,6 +241,8 @@ test('the tracer and strace observe the same attempts of one hostile program', {
   assert.equal(theirs.host.syscallTracer, 'strace');
   assert.deepEqual(summary(ours), summary(theirs));
   assert.equal(ours.status, 'POLICY_ABORTED');
+  // the refused file accesses, with the program's relative path made absolute against its cwd (/tmp)
+  assert.deepEqual(summary(ours).files?.map(([access, path]) => `${access} ${path}`), ['read /etc/shadow', 'read /root/.ssh/id_ed25519', 'write /usr/lib/x', 'write /etc/evil', 'write /etc/b']);
 });
 
 test('event lines: decoded exactly; the program\'s own strings and numbers cannot break the reading', () => {
@@ -244,6 +257,9 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
     'S 12 tgkill 12 9 e3',
     `D 12 openat ${Buffer.from('/tmp/../dev/./sda').toString('hex')} e2`,
     `D 12 openat ${Buffer.from('/dev/null').toString('hex')} ok`,
+    `A 12 openat r ${Buffer.from('/etc/shadow').toString('hex')} -`,
+    `A 12 mkdirat w ${Buffer.from('/etc/x\n').toString('hex')} e30`,
+    `A 12 openat q ${Buffer.from('/x').toString('hex')} ok`,
     `T 12 ${0x40000000 | 165} ${0xc000003e}`,
     `T 12 21 ${0x40000003}`,
     'T 12 101 3221225534',
@@ -262,13 +278,17 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
   ]);
   assert.deepEqual(se.signalsSent, [{ targetPid: 12, targetHostPid: null, signal: 'SIGKILL', syscall: 'tgkill', result: 'ESRCH' }]);
   assert.deepEqual(se.deviceAccess, [{ path: '/dev/sda', syscall: 'openat', result: 'ENOENT' }]);
+  assert.deepEqual(se.fileAccess, [
+    { path: '/etc/shadow', syscall: 'openat', access: 'read', result: null },
+    { path: '/etc/x\n', syscall: 'mkdirat', access: 'write', result: 'EROFS' },
+  ]);
   assert.deepEqual(se.privilegedSyscalls.map((p) => p.name), ['x32:mount', 'i386:syscall_21', 'ptrace']);
   assert.deepEqual(programEnd, { code: null, signal: 'SIGSYS' });
-  assert.equal(se.unparsedLines, 2);
+  assert.equal(se.unparsedLines, 3);
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('20010db8000000000000000000000001', 'hex')]).toString('hex'))?.address, '2001:db8::1');
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('00000000000000000000ffff7f000001', 'hex')]).toString('hex'))?.address, '::ffff:127.0.0.1');
   fc.assert(
-    fc.property(fc.array(fc.oneof(fc.string(), fc.constantFrom('P', 'X', 'F', 'S', 'K', 'N', 'D', 'T', 'E').chain((t) => fc.array(fc.oneof(fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b).toString('hex')), fc.integer().map(String), fc.string()), { maxLength: 6 }).map((a) => [t, ...a].join(' '))))), (ls) => {
+    fc.property(fc.array(fc.oneof(fc.string(), fc.constantFrom('P', 'X', 'F', 'S', 'K', 'N', 'D', 'A', 'T', 'E').chain((t) => fc.array(fc.oneof(fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b).toString('hex')), fc.integer().map(String), fc.string()), { maxLength: 6 }).map((a) => [t, ...a].join(' '))))), (ls) => {
       const r = sideEffectsFromTrace(ls, null);
       assert.ok(r.sideEffects.unparsedLines <= ls.length);
     }),

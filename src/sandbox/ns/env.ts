@@ -3,10 +3,12 @@
 import type { Problem } from '../../contracts/problem.js';
 
 /** Variables the runner always sets (callers cannot override them). */
-export const BASE_ENV_NAMES = ['PATH', 'HOME', 'TMPDIR', 'LANG', 'PWD'] as const;
+export const BASE_ENV_NAMES = ['PATH', 'HOME', 'TMPDIR', 'LANG', 'PWD', 'PYTHONDONTWRITEBYTECODE'] as const;
 
 export function baseEnv(path: string[], cwd: string): Record<string, string> {
-  return { PATH: path.join(':'), HOME: '/tmp', TMPDIR: '/tmp', LANG: 'C.UTF-8', PWD: cwd };
+  // No bytecode caches: the sandbox is thrown away, and a cache written next to /in or an
+  // interpreter's library would only be a refused write in the report.
+  return { PATH: path.join(':'), HOME: '/tmp', TMPDIR: '/tmp', LANG: 'C.UTF-8', PWD: cwd, PYTHONDONTWRITEBYTECODE: '1' };
 }
 
 /** Loader and shell start-up hooks: refused, they change what the program is, not how it is configured. */

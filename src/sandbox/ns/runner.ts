@@ -21,6 +21,7 @@ import type { Problem } from '../../contracts/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
 import { doctor, type HostCapabilities } from '../doctor.js';
 import { diffFileCopy, diffOverlayUpper, diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
+import { refusedFileAccess } from '../observe/file-access.js';
 import { parseStraceLog, straceArgv } from '../observe/strace.js';
 import { sideEffectsFromTrace } from '../observe/trace-events.js';
 import { syscallTracer } from '../observe/tracer.js';
@@ -532,6 +533,13 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         sideEffectsUnavailable = `the strace log could not be parsed: ${(e as Error).message}`;
       }
     } else sideEffectsUnavailable = !wantTrace ? 'syscall tracing was turned off for this run (traceSyscalls: false)' : 'no syscall tracer on this host (airlock-tracer not built or not root, and strace not installed): side effects are unobserved';
+
+    // Only what the sandbox refused is worth a report: writes outside its writable areas, reads of the
+    // host's secret places that this run does not expose (an interpreter's prefix, a scope).
+    if (sideEffects) {
+      const scopePaths = scopes.map((sc) => sc.hostPath);
+      sideEffects = { ...sideEffects, fileAccess: refusedFileAccess(sideEffects.fileAccess, { writable: ['/out', '/tmp', ...scopePaths], exposed: [...plan.prefixes.map((x) => x.path), ...scopePaths] }) };
+    }
 
     // ---- exit ----
     const stderrRes = err.result();

@@ -118,10 +118,14 @@ const OBSERVED: Record<'x86_64' | 'aarch64', Record<string, number>> = {
     execve: 59, execveat: 322, fork: 57, vfork: 58, kill: 62, tkill: 200, tgkill: 234, rt_sigqueueinfo: 129, rt_tgsigqueueinfo: 297,
     pidfd_send_signal: 424, socket: 41, connect: 42, bind: 49, sendmsg: 46, sendmmsg: 307, open: 2, creat: 85, mknod: 133,
     openat: 257, openat2: 437, mknodat: 259,
+    // calls that change a path (reported when they write outside /out, /tmp and the scopes)
+    mkdir: 83, rmdir: 84, link: 86, unlink: 87, symlink: 88, rename: 82, chmod: 90, chown: 92, lchown: 94, truncate: 76,
+    mkdirat: 258, unlinkat: 263, linkat: 265, symlinkat: 266, renameat: 264, renameat2: 316, fchmodat: 268, fchownat: 260,
   },
   aarch64: {
     execve: 221, execveat: 281, kill: 129, tkill: 130, tgkill: 131, rt_sigqueueinfo: 138, rt_tgsigqueueinfo: 240,
     pidfd_send_signal: 424, socket: 198, connect: 203, bind: 200, sendmsg: 211, sendmmsg: 269, openat: 56, openat2: 437, mknodat: 33,
+    truncate: 45, mkdirat: 34, unlinkat: 35, linkat: 37, symlinkat: 36, renameat: 38, renameat2: 276, fchmodat: 53, fchownat: 54,
   },
 };
 const SENDTO = { x86_64: 44, aarch64: 206 } as const;

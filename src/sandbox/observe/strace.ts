@@ -18,8 +18,10 @@
 
 import { posix } from 'node:path';
 import { DENIED_SYSCALLS } from '../ns/seccomp.js';
+import { isSecretPath, PATH_WRITE_ARGS, WRITE_FLAGS } from './file-access.js';
 import type {
   DeviceAccess,
+  FileAccess,
   NetFamily,
   NetworkAttempt,
   ObservedSideEffects,
@@ -32,7 +34,7 @@ export type { ObservedSideEffects } from './types.js';
 const PROCESS_SYSCALLS = ['execve', 'execveat', 'clone', 'clone3', '?fork', '?vfork'];
 const SIGNAL_SYSCALLS = ['kill', 'tkill', 'tgkill', 'rt_sigqueueinfo', 'rt_tgsigqueueinfo', 'pidfd_send_signal'];
 const NETWORK_SYSCALLS = ['socket', 'connect', 'bind', 'sendto', 'sendmsg', 'sendmmsg'];
-const FILE_SYSCALLS = ['?open', 'openat', 'openat2', '?creat', '?mknod', 'mknodat'];
+const FILE_SYSCALLS = ['?open', 'openat', 'openat2', '?creat', '?mknod', 'mknodat', ...Object.keys(PATH_WRITE_ARGS).map((n) => (['mkdirat', 'unlinkat', 'fchmodat', 'fchownat', 'renameat2', 'linkat', 'symlinkat', 'truncate'].includes(n) ? n : `?${n}`))];
 
 /** Plain syscall names of the denied families (the filter traps them; tracing them too catches a run
  *  where the filter was missing: the call then shows up as 'succeeded' or 'denied'). */
@@ -381,6 +383,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
   const signalsSent: SignalSent[] = [];
   const networkAttempts: NetworkAttempt[] = [];
   const deviceAccess: DeviceAccess[] = [];
+  const fileAccess: FileAccess[] = [];
   const privileged = new Map<string, PrivilegedSyscall>();
   const sockets = new Map<string, { family: NetFamily; protocol: string | null }>();
   const addPriv = (name: string, outcome: PrivilegedOutcome): void => {
@@ -481,16 +484,29 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         const opened = decoration(e.ret);
         const hit = [resolved, opened].find((p) => p !== null && p.startsWith('/') && isDevicePath(p));
         if (hit !== undefined && hit !== null) deviceAccess.push({ path: posix.normalize(hit), syscall: e.name, result: res });
+        if (resolved !== null && resolved.startsWith('/')) {
+          const flags = e.name === 'open' ? e.args[1] : e.name === 'openat' ? e.args[2] : e.name === 'openat2' ? e.args.slice(2).join(', ') : '';
+          if (e.name === 'creat' || e.name === 'mknod' || e.name === 'mknodat' || WRITE_FLAGS.test(flags ?? '')) fileAccess.push({ path: resolved, syscall: e.name, access: 'write', result: res });
+          else if (isSecretPath(posix.normalize(resolved))) fileAccess.push({ path: resolved, syscall: e.name, access: 'read', result: null });
+        }
         break;
       }
       default: {
+        const pw = PATH_WRITE_ARGS[e.name];
+        if (pw) {
+          const requested = quoted(e.args[pw[1]]);
+          const base = pw[0] >= 0 ? decoration(e.args[pw[0]]) : null;
+          const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : null;
+          if (resolved !== null) fileAccess.push({ path: resolved, syscall: e.name, access: 'write', result: res });
+          break;
+        }
         if (PRIVILEGED_NAMES.has(e.name)) {
           addPriv(e.name, res === 'ok' ? 'succeeded' : /^(EPERM|EACCES|ENOSYS)$/.test(res) ? 'denied' : 'failed');
         }
       }
     }
   }
-  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, signalsSent, networkAttempts, privileged, deviceAccess, unparsed });
+  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unparsed });
 }
 
 /** The report from what a parser collected (both the strace log's and the host tracer's). */
@@ -505,6 +521,7 @@ export function assembleSideEffects(c: {
   networkAttempts: NetworkAttempt[];
   privileged: Map<string, PrivilegedSyscall>;
   deviceAccess: DeviceAccess[];
+  fileAccess: FileAccess[];
   unparsed: number;
 }): ObservedSideEffects {
   return {
@@ -519,6 +536,7 @@ export function assembleSideEffects(c: {
     networkAttempts: c.networkAttempts,
     privilegedSyscalls: [...c.privileged.values()],
     deviceAccess: c.deviceAccess,
+    fileAccess: c.fileAccess,
     unparsedLines: c.unparsed,
   };
 }

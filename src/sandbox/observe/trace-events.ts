@@ -6,7 +6,7 @@ import { constants } from 'node:os';
 import { posix } from 'node:path';
 import { AUDIT_ARCH_AARCH64, AUDIT_ARCH_X86_64, trappedSyscallName } from '../ns/seccomp.js';
 import { assembleSideEffects, isDevicePath } from './strace.js';
-import type { DeviceAccess, NetFamily, NetworkAttempt, ObservedSideEffects, PrivilegedSyscall, SignalSent } from './types.js';
+import type { DeviceAccess, FileAccess, NetFamily, NetworkAttempt, ObservedSideEffects, PrivilegedSyscall, SignalSent } from './types.js';
 
 const ERRNO_NAMES = new Map<number, string>(Object.entries(constants.errno).map(([k, v]) => [v, k]));
 const SIGNAL_NAMES = new Map<number, string>(Object.entries(constants.signals).map(([k, v]) => [v, k]));
@@ -108,6 +108,7 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
   const signalsSent: SignalSent[] = [];
   const networkAttempts: NetworkAttempt[] = [];
   const deviceAccess: DeviceAccess[] = [];
+  const fileAccess: FileAccess[] = [];
   const privileged = new Map<string, PrivilegedSyscall>();
   const socketOf = (pid: number, fd: number): { family: NetFamily; protocol: string | null } | null => {
     // fds are inherited: look in the process, then up its ancestry.
@@ -190,6 +191,15 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
         if (p.startsWith('/') && isDevicePath(p)) deviceAccess.push({ path: p, syscall: f[2], result: resultOf(f[4]) });
         break;
       }
+      case 'A': {
+        const path = hexText(f[4]);
+        if (path === null || !f[2] || (f[3] !== 'r' && f[3] !== 'w') || !f[5]) {
+          unparsed++;
+          break;
+        }
+        fileAccess.push({ path, syscall: f[2], access: f[3] === 'w' ? 'write' : 'read', result: f[5] === '-' ? null : resultOf(f[5]) });
+        break;
+      }
       case 'T': {
         const [nr, arch] = [int(f[2]), Number(f[3])];
         if (nr === null || !Number.isSafeInteger(arch)) {
@@ -213,7 +223,7 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
     }
   }
   return {
-    sideEffects: assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, signalsSent, networkAttempts, privileged, deviceAccess, unparsed }),
+    sideEffects: assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unparsed }),
     programEnd,
   };
 }

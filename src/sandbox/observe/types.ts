@@ -57,6 +57,14 @@ export interface DeviceAccess {
   result: string;
 }
 
+export interface FileAccess {
+  path: string;
+  syscall: string;
+  access: 'read' | 'write';
+  /** 'ok' or the errno name; null for a read, reported when attempted (the host knows what its root holds). */
+  result: string | null;
+}
+
 export interface ObservedSideEffects {
   /** Host pid that executed bwrap (host side), null if the log has no such execve. */
   bwrapPid: number | null;
@@ -67,6 +75,8 @@ export interface ObservedSideEffects {
   networkAttempts: NetworkAttempt[];
   privilegedSyscalls: PrivilegedSyscall[];
   deviceAccess: DeviceAccess[];
+  /** Writes and secret-path reads as observed (the runner keeps those outside the sandbox's areas). */
+  fileAccess: FileAccess[];
   /** Lines that did not match the strace format (counted, never trusted). */
   unparsedLines: number;
 }
