@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { test } from 'node:test';
@@ -272,4 +272,35 @@ test('a COMMAND_EXECUTION that writes more than it declared is BLOCKed, and the 
   assert.equal(readFileSync(join(root, 'keep.txt'), 'utf8'), 'keep\n');
   assert.equal(statSync(join(root, 'keep.txt')).mtimeMs, before);
   assert.ok(!existsSync(join(root, 'sneaky.txt')) && !existsSync(join(root, 'report.txt')));
+});
+
+test('the workspace defaults to $AIRLOCK_HOME, created on first use; --inputs names the folder the inputs are read from', () => {
+  const home = join(mkdtempSync(join(tmpdir(), 'airlock-home-')), 'nested', 'home');
+  const req = writeRequest({ slug: 'elsewhere', command: 'python3 a.py', inputs: { 'a.py': 'print(open("/in/a.py").read().strip())\n' } });
+  // the request alone in one folder, its input in another
+  const inputs = mkdtempSync(join(tmpdir(), 'airlock-inputs-'));
+  writeFileSync(join(inputs, 'a.py'), readFileSync(join(req.dir, 'a.py')));
+  const lone = join(mkdtempSync(join(tmpdir(), 'airlock-lone-')), basename(req.file));
+  writeFileSync(lone, readFileSync(req.file));
+  assert.equal(airlock(['run', lone, '--json'], { env: { AIRLOCK_HOME: home } }).code, 2, 'without --inputs the input is missing');
+  const r = airlock(['run', lone, '--inputs', inputs, '--json'], { env: { AIRLOCK_HOME: home } });
+  assert.equal(r.code, 0, r.stderr);
+  const sr = JSON.parse(r.stdout) as SandboxResult;
+  assert.equal(sr.outputs.stdout.text, 'print(open("/in/a.py").read().strip())\n');
+  assert.ok(existsSync(join(home, 'runs', sr.sandbox_id, 'sandbox-result.json')), 'the run is in $AIRLOCK_HOME');
+});
+
+test('a sandbox error is exit 3, with a Sandbox Result that says SANDBOX_ERROR and BLOCK', () => {
+  const ws = workspace();
+  mkdirSync('/var/tmp/airlock-test', { recursive: true });
+  const root = mkdtempSync('/var/tmp/airlock-test/err-');
+  symlinkSync('/etc', join(root, 'link')); // a scope that is a symlink is never followed: the run cannot be set up
+  const file = join(root, '..', `${root.split('/').pop()}-err.json`);
+  writeFileSync(file, JSON.stringify(descriptor(join(root, 'link'), { action_type: 'COMMAND_EXECUTION', command: ['/bin/true'], effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false } })));
+  const r = airlock(['run', file, '--workspace', ws, '--json']);
+  assert.equal(r.code, 3, r.stderr);
+  const sr = JSON.parse(r.stdout) as SandboxResult;
+  assert.equal(sr.execution.status, 'SANDBOX_ERROR');
+  assert.equal(sr.verdict.recommended_action, 'BLOCK');
+  assert.match(sr.execution.termination_reason, /neither a directory nor a regular file/);
 });
