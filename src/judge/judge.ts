@@ -90,6 +90,12 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
       effectsOk = false;
       hard.push(`undeclared filesystem effect: ${c.change} ${c.path}`);
     }
+    // eslint-disable-next-line no-control-regex
+    if (/[\u0000-\u001f\u007f]/.test(c.path)) {
+      scopeOk = false;
+      hard.push(`${JSON.stringify(c.path)} has control characters in its name: such a file is never accepted`);
+      unexpected.push(`created a file whose name has control characters: ${JSON.stringify(c.path)}`);
+    }
     if (SPECIAL_TYPES.has(c.type)) {
       scopeOk = false;
       const target = c.linkTarget ? ` -> ${c.linkTarget}` : c.hardlinkOf?.length ? ` (same inode as ${c.hardlinkOf.join(', ')})` : c.nlink && c.nlink > 1 ? ` (nlink ${c.nlink})` : '';

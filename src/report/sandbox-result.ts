@@ -24,22 +24,22 @@ const HASHED = new Set(['file', 'hardlink', 'symlink']);
  */
 export const SANDBOX_RESULT_STREAM_BYTES = 64 * 1024;
 
+/** A path the program chose, made printable: control characters become `\xNN` (the contract refuses them raw). */
+// eslint-disable-next-line no-control-regex
+const printablePath = (p: string): string => p.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+
 function entry(c: FsChange, tombstone: (sha: string) => string): DiffEntry {
   const type = c.nlink && c.nlink > 1 && c.type === 'file' ? 'hardlink' : TYPE[c.type];
-  const e: DiffEntry = { path: c.path, type, mode: (c.mode & 0o7777).toString(8).padStart(4, '0'), size_bytes: c.size };
+  const e: DiffEntry = { path: printablePath(c.path), type, mode: (c.mode & 0o7777).toString(8).padStart(4, '0'), size_bytes: c.size };
   if (HASHED.has(type)) {
     if (c.change !== 'added') e.sha256_before = c.sha256Before ?? null;
     if (c.change !== 'deleted') e.sha256_after = c.sha256After ?? null;
   }
-  if (type === 'symlink') e.link_target = c.linkTarget ?? '';
-  if (type === 'hardlink') e.link_target = c.hardlinkOf?.[0] ?? `(inode shared with ${(c.nlink ?? 2) - 1} path(s) outside the tree)`;
+  if (type === 'symlink') e.link_target = printablePath(c.linkTarget ?? '');
+  if (type === 'hardlink') e.link_target = c.hardlinkOf?.[0] ? printablePath(c.hardlinkOf[0]) : `(inode shared with ${(c.nlink ?? 2) - 1} path(s) outside the tree)`;
   if (c.change === 'deleted') e.tombstone = c.sha256Before ? tombstone(c.sha256Before) : `lower:${c.path}`;
   return e;
 }
-
-/** A path the program chose, made printable: control characters become `\xNN` (the contract refuses them raw). */
-// eslint-disable-next-line no-control-regex
-const printablePath = (p: string): string => p.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 
 /**
  * The Sandbox Result (sandbox-result.schema.md) of one run, from the host's observation and the

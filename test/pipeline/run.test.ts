@@ -304,3 +304,23 @@ test('a sandbox error is exit 3, with a Sandbox Result that says SANDBOX_ERROR a
   assert.equal(sr.verdict.recommended_action, 'BLOCK');
   assert.match(sr.execution.termination_reason, /neither a directory nor a regular file/);
 });
+
+test('links and control characters in /out names: airlock run still produces a valid Sandbox Result, BLOCKs, and never follows a link', () => {
+  const ws = workspace();
+  const script = [
+    'import os',
+    'os.symlink("/etc/passwd", "/out/to-passwd")',
+    'open("/out/evil\\nname", "w").write("x")',
+    'open("/out/ok.txt", "w").write("ok")',
+  ].join('\n');
+  const req = writeRequest({ slug: 'links', command: 'python3 a.py', inputs: { 'a.py': script + '\n' }, outputs: ['ok.txt'] });
+  const { code, sr, stderr } = runJson(req.file, ws);
+  assert.equal(code, 0, stderr);
+  assert.equal(sr.verdict.recommended_action, 'BLOCK');
+  const link = sr.filesystem_diff.added.find((e) => e.path === '/out/to-passwd');
+  assert.equal(link?.type, 'symlink');
+  assert.equal(link?.link_target, '/etc/passwd');
+  assert.equal(link?.sha256_after, sha('/etc/passwd'), 'the link text is hashed, not what it points to');
+  assert.ok(sr.filesystem_diff.added.some((e) => e.path === '/out/evil\\x0aname'), 'the name is shown escaped');
+  assert.ok(sr.verdict.reasons.some((r) => r.includes('has control characters in its name')), sr.verdict.reasons.join('; '));
+});

@@ -66,7 +66,11 @@ async function entryOf(path: string, st: Stats): Promise<TreeEntry> {
   const type = typeOf(st);
   const e: TreeEntry = { type, mode: st.mode, size: st.size, nlink: st.nlink, inode: `${st.dev}:${st.ino}` };
   if (type === 'file' || type === 'hardlink') e.sha256 = await hashFile(path, st);
-  else if (type === 'symlink') e.linkTarget = await readlink(path);
+  else if (type === 'symlink') {
+    // A link is never followed: its content is the target text, and that is what is hashed.
+    e.linkTarget = await readlink(path);
+    e.sha256 = createHash('sha256').update(e.linkTarget).digest('hex');
+  }
   return e;
 }
 
