@@ -85,10 +85,11 @@ function describeAt(text: string, pos: number): string {
  * Parses one JSON document. Never throws on any string: syntax errors, duplicate keys, excessive
  * nesting and oversized input become Problems with 1-based lines. A leading BOM and CRLF are accepted.
  */
-export function parseJsonDocument(rawText: string, opts: { maxDepth?: number } = {}): Result<JsonDocument> {
+export function parseJsonDocument(rawText: string, opts: { maxDepth?: number; maxBytes?: number } = {}): Result<JsonDocument> {
   const maxDepth = opts.maxDepth ?? MAX_JSON_DEPTH;
-  if (rawText.length > MAX_DOCUMENT_BYTES || Buffer.byteLength(rawText, 'utf8') > MAX_DOCUMENT_BYTES) {
-    return { ok: false, problems: [{ code: 'DOC_TOO_LARGE', message: `document is larger than ${MAX_DOCUMENT_BYTES} bytes`, line: 1 }] };
+  const maxBytes = opts.maxBytes ?? MAX_DOCUMENT_BYTES;
+  if (rawText.length > maxBytes || Buffer.byteLength(rawText, 'utf8') > maxBytes) {
+    return { ok: false, problems: [{ code: 'DOC_TOO_LARGE', message: `document is larger than ${maxBytes} bytes`, line: 1 }] };
   }
   const text = normalizeText(rawText);
   const n = text.length;

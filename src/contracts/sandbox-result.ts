@@ -482,11 +482,17 @@ export function validateSandboxResult(data: unknown, lineOf: (path: JsonPath) =>
   return problems.length ? { ok: false, problems } : { ok: true, value };
 }
 
+/**
+ * A Sandbox Result is written by the host, and its diff lists every changed file (up to 100,000):
+ * it may be larger than the 1 MiB other documents are held to, but not without bound.
+ */
+export const SANDBOX_RESULT_MAX_BYTES = 64 * 1024 * 1024;
+
 export const sandboxResultContract: Contract<SandboxResult> = {
   kind: 'sandbox-result',
   detect: (fileName, text) => detectJsonKind(fileName, text) === 'sandbox-result',
   parse(text) {
-    const doc = parseJsonDocument(text);
+    const doc = parseJsonDocument(text, { maxBytes: SANDBOX_RESULT_MAX_BYTES });
     if (!doc.ok) return doc;
     return validateSandboxResult(doc.value.data, doc.value.lineOf);
   },

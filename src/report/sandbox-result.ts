@@ -1,6 +1,5 @@
 import type { Result } from '../contracts/problem.js';
-import { sandboxResultContract, validateSandboxResult, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
-import { MAX_DOCUMENT_BYTES } from '../contracts/text.js';
+import { SANDBOX_RESULT_MAX_BYTES, sandboxResultContract, validateSandboxResult, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
 import type { Action } from '../action/action.js';
 import { networkAttempts, type Judgement } from '../judge/judge.js';
 import type { FsChange, NsRunObservation } from '../sandbox/types.js';
@@ -157,7 +156,7 @@ export function buildSandboxResult(args: {
  */
 export function renderSandboxResult(result: SandboxResult): { text: string; self: Result<SandboxResult> } {
   const text = sandboxResultContract.render(result);
-  if (Buffer.byteLength(text, 'utf8') <= MAX_DOCUMENT_BYTES) {
+  if (Buffer.byteLength(text, 'utf8') <= SANDBOX_RESULT_MAX_BYTES) {
     const self = validateSandboxResult(JSON.parse(text));
     if (self.ok) return { text, self };
   }

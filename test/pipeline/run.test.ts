@@ -324,3 +324,16 @@ test('links and control characters in /out names: airlock run still produces a v
   assert.ok(sr.filesystem_diff.added.some((e) => e.path === '/out/evil\\x0aname'), 'the name is shown escaped');
   assert.ok(sr.verdict.reasons.some((r) => r.includes('has control characters in its name')), sr.verdict.reasons.join('; '));
 });
+
+test('a run that leaves thousands of files in /out gets a valid Sandbox Result larger than 1 MiB (every file listed)', () => {
+  const ws = workspace();
+  const req = writeRequest({ slug: 'many-files', command: 'python3 a.py', inputs: { 'a.py': 'for i in range(6000):\n    open(f"/out/f{i:05d}.txt", "w").write(str(i))\n' } });
+  const r = airlock(['run', req.file, '--workspace', ws]);
+  assert.equal(r.code, 0, r.stderr);
+  const id = readdirSync(join(ws, 'runs'))[0] as string;
+  const text = readFileSync(join(ws, 'runs', id, 'sandbox-result.json'), 'utf8');
+  assert.ok(text.length > 1024 * 1024, `the document is ${text.length} bytes`);
+  const parsed = sandboxResultContract.parse(text);
+  assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.problems.slice(0, 3)));
+  assert.equal(parsed.value.filesystem_diff.added.length, 6000);
+});
