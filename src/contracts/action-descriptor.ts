@@ -454,7 +454,7 @@ function basename(p: string): string {
 }
 
 /** Where a path falls into host territory, or null. */
-function hostAccess(path: string): string | null {
+export function hostAccess(path: string): string | null {
   const segs = pathSegments(path);
   const literal = literalPrefix(segs);
   if (literal.length === 0) return 'it covers the whole filesystem root';

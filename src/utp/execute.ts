@@ -1,9 +1,12 @@
 import { createRequire } from 'node:module';
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Action, ActionLimits } from '../action/action.js';
+import type { Problem } from '../contracts/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
+import { evaluatePolicy } from '../policy/evaluate.js';
+import { parsePolicy, type Policy } from '../policy/policy.js';
 import type { JsonObject, JsonValue, ToolError, ToolStatus } from '../contracts/utp.js';
 import type { ToolRecord } from '../store/types.js';
 import type { Workspace } from '../workspace/workspace.js';
@@ -57,7 +60,9 @@ function limitsFor(opts: ToolOptions, args: JsonObject): ActionLimits {
   };
 }
 
-function baseAction(run: Action['run'], lane: Action['lane'], limits: ActionLimits, display: string): Action {
+function baseAction(run: Action['run'], lane: Action['lane'], limits: ActionLimits, display: string, opts: ToolOptions): Action {
+  const fx = opts.effects;
+  const network = fx?.network ?? [];
   return {
     id: randomUUID(),
     source: 'utp',
@@ -65,11 +70,18 @@ function baseAction(run: Action['run'], lane: Action['lane'], limits: ActionLimi
     run,
     inputs: [],
     outputsExpected: [],
-    scope: { paths: [], recursive: false },
-    // /out is the tool's output area (reported with hashes); nothing else may change.
-    effects: { create: ['/out/**'], modify: ['/out/**'], delete: ['/out/**'], network: false, systemStateChange: false },
+    scope: { paths: fx?.scope ?? [], recursive: true },
+    // /out is the tool's output area (reported with hashes); nothing else may change but what the
+    // tool's options declare, inside its declared scope.
+    effects: {
+      create: ['/out/**', ...(fx?.create ?? [])],
+      modify: ['/out/**', ...(fx?.modify ?? [])],
+      delete: ['/out/**', ...(fx?.delete ?? [])],
+      network: network.length > 0,
+      systemStateChange: false,
+    },
     limits,
-    network: { mode: 'none', allowlist: [] },
+    network: network.length > 0 ? { mode: 'allowlist', allowlist: network } : { mode: 'none', allowlist: [] },
     risk: 'LOW',
     confirmationRequired: false,
     rollbackSupported: true,
@@ -133,35 +145,50 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
     return { status: 'success', result: { runner: 'echo', echo: args } };
   }
 
+  // The host policy (the workspace's policy.yaml) is the ceiling of every call, as for the gate.
+  const policy = hostPolicy(ctx.workspace);
+  if (!policy.ok) return fail('failed', 'internal_error', 'the host policy (policy.yaml) is invalid: nothing runs until it is fixed (`airlock policy check`)', { problems: policy.problems.slice(0, 10).map((p) => ({ code: p.code, message: p.message })) });
+  const allowsLane = (lane: Action['lane']) => policy.value === null || policy.value.lanes.includes(lane);
+
   let action: Action;
   let inputsDir: string | undefined;
   const cleanup: string[] = [];
   if (opts.runner === 'python') {
-    const code = typeof args.code === 'string' ? args.code : '';
-    if (await montyLoads()) action = baseAction({ kind: 'code', language: 'python', code }, 'monty', limits, `python.run (monty): ${code.split('\n')[0]}`);
-    else {
-      ({ action, inputsDir } = pythonInNs(code, limits, ctx.workspace));
-      cleanup.push(inputsDir);
-    }
+    // The tool's own program (options.code) gets the arguments as /in/arguments.json; else arguments.code runs.
+    const code = opts.code ?? (typeof args.code === 'string' ? args.code : '');
+    // Monty has no host folders and no network: a tool that declares either runs in ns.
+    const needsNs = (opts.effects?.scope.length ?? 0) > 0 || (opts.effects?.network.length ?? 0) > 0;
+    const lane: Action['lane'] = opts.lane ?? (!needsNs && (await montyLoads()) && allowsLane('monty') ? 'monty' : 'ns');
+    inputsDir = join(ctx.workspace.root, 'utp-inputs', randomUUID());
+    cleanup.push(inputsDir);
+    action = pythonAction(lane, code, opts.code !== undefined ? args : undefined, limits, inputsDir, opts);
   } else if (opts.runner === 'exec') {
     const argv = Array.isArray(args.argv) ? args.argv.filter((a): a is string => typeof a === 'string') : [];
     // The sandbox root is the host's root, read-only: a missing absolute program is the caller's mistake.
     if (argv[0]?.startsWith('/') && !existsSync(argv[0])) return fail('failed', 'bad_request', `${argv[0].slice(0, 200)} does not exist in the sandbox`);
-    action = baseAction({ kind: 'argv', argv }, 'ns', limits, argv.join(' '));
+    action = baseAction({ kind: 'argv', argv }, 'ns', limits, argv.join(' '), opts);
   } else {
     const filled = fillTemplate(opts.argv ?? [], args);
     if ('missing' in filled) return fail('failed', 'bad_request', `argument ${filled.missing} must be a non-empty string or a number: it fills an argv element of ${tool.tool_name}`);
-    action = baseAction({ kind: 'argv', argv: filled.argv }, 'ns', limits, filled.argv.join(' '));
+    action = baseAction({ kind: 'argv', argv: filled.argv }, 'ns', limits, filled.argv.join(' '), opts);
+  }
+  if (policy.value) {
+    const decision = evaluatePolicy(policy.value, action, opts.runner === 'python' ? 'python' : undefined);
+    if (decision.problems.length > 0) {
+      for (const d of cleanup) rmSync(d, { recursive: true, force: true });
+      return fail('failed', 'auth_failed', `the host policy does not allow this call of ${tool.tool_name}: ${decision.problems.map((p) => p.message).join('; ').slice(0, 500)}`, { problems: decision.problems.slice(0, 10).map((p) => ({ code: p.code, message: p.message })) });
+    }
+    if (decision.confirmationRequired) action.confirmationRequired = true;
   }
 
   try {
-    let outcome = await run(action, inputsDir, ctx);
+    let outcome = await run(action, inputsDir, ctx, policy.value);
     // The Monty lane may not be wired into runAction on this build: fall back to python3 in ns.
-    if (outcome.kind === 'rejected' && action.lane === 'monty' && outcome.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
-      const ns = pythonInNs(action.run.kind === 'code' ? action.run.code : '', limits, ctx.workspace);
-      cleanup.push(ns.inputsDir);
-      action = ns.action;
-      outcome = await run(action, ns.inputsDir, ctx);
+    if (outcome.kind === 'rejected' && action.lane === 'monty' && opts.lane !== 'monty' && allowsLane('ns') && outcome.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
+      const dir = join(ctx.workspace.root, 'utp-inputs', randomUUID());
+      cleanup.push(dir);
+      action = pythonAction('ns', opts.code ?? (typeof args.code === 'string' ? args.code : ''), opts.code !== undefined ? args : undefined, limits, dir, opts);
+      outcome = await run(action, dir, ctx, policy.value);
     }
     if (outcome.kind === 'rejected') {
       const runtime = outcome.problems.some((p) => p.code === 'LANE_RUNTIME_MISSING');
@@ -178,7 +205,7 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
 
 type RunOutcome = Awaited<ReturnType<typeof import('../pipeline/run.js').runAction>>;
 
-async function run(action: Action, inputsDir: string | undefined, ctx: ExecuteContext): Promise<RunOutcome> {
+async function run(action: Action, inputsDir: string | undefined, ctx: ExecuteContext, policy: Policy | null): Promise<RunOutcome> {
   const { runAction } = await import('../pipeline/run.js');
   let dir = inputsDir;
   if (!dir) {
@@ -186,18 +213,49 @@ async function run(action: Action, inputsDir: string | undefined, ctx: ExecuteCo
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   }
   // `signal` is passed for lanes that can stop early on cancel; runAction ignores what it does not know.
-  const runCtx = { workspace: ctx.workspace, inputsDir: dir, signal: ctx.signal };
+  // The policy's network section is the ceiling of a tool that declares destinations.
+  const runCtx = { workspace: ctx.workspace, inputsDir: dir, signal: ctx.signal, ...(policy ? { network: { ceiling: policy.network } } : {}) };
   return runAction(action, runCtx);
 }
 
-function pythonInNs(code: string, limits: ActionLimits, ws: Workspace): { action: Action; inputsDir: string } {
-  const inputsDir = join(ws.root, 'utp-inputs', randomUUID());
+/**
+ * A python Action in `lane`. In ns, the code is /in/main.py run by python3; in Monty it runs as is.
+ * With `args` (a tool's own program), the call's arguments are /in/arguments.json in both lanes.
+ */
+function pythonAction(lane: Action['lane'], code: string, args: JsonObject | undefined, limits: ActionLimits, inputsDir: string, opts: ToolOptions): Action {
   mkdirSync(inputsDir, { recursive: true, mode: 0o700 });
-  writeFileSync(join(inputsDir, 'main.py'), code, { mode: 0o444 });
-  const sha256 = createHash('sha256').update(code).digest('hex');
-  const action = baseAction({ kind: 'argv', argv: ['python3', '/in/main.py'] }, 'ns', limits, `python.run (ns): ${code.split('\n')[0]}`);
-  action.inputs = [{ name: 'main.py', sha256 }];
-  return { action, inputsDir };
+  const inputs: Action['inputs'] = [];
+  const stage = (name: string, text: string) => {
+    writeFileSync(join(inputsDir, name), text, { mode: 0o444 });
+    inputs.push({ name, sha256: createHash('sha256').update(text).digest('hex') });
+  };
+  if (args !== undefined) stage('arguments.json', JSON.stringify(args));
+  const first = code.split('\n')[0] ?? '';
+  let action: Action;
+  if (lane === 'monty') action = baseAction({ kind: 'code', language: 'python', code }, 'monty', limits, `python (monty): ${first}`, opts);
+  else {
+    stage('main.py', code);
+    action = baseAction({ kind: 'argv', argv: ['python3', '/in/main.py'] }, 'ns', limits, `python (ns): ${first}`, opts);
+  }
+  action.inputs = inputs;
+  return action;
+}
+
+/** The workspace's policy.yaml, parsed once per change of the file; null when there is none. */
+let policyCache: { key: string; value: ReturnType<typeof hostPolicy> } | undefined;
+function hostPolicy(ws: Workspace): { ok: true; value: Policy | null } | { ok: false; problems: Problem[] } {
+  let st;
+  try {
+    st = statSync(ws.policyFile);
+  } catch {
+    return { ok: true, value: null };
+  }
+  const key = `${ws.policyFile}\0${st.mtimeMs}\0${st.size}`;
+  if (policyCache?.key === key) return policyCache.value;
+  const parsed = parsePolicy(readFileSync(ws.policyFile, 'utf8'));
+  const value = parsed.ok ? ({ ok: true, value: parsed.value } as const) : ({ ok: false, problems: parsed.problems } as const);
+  policyCache = { key, value };
+  return value;
 }
 
 const excerpt = (s: { text: string; total_bytes: number; truncated: boolean; sha256: string }): JsonObject => ({

@@ -1,23 +1,31 @@
 import * as z from 'zod';
 import type { Problem, Result } from '../contracts/problem.js';
+import { checkAbsolutePath, globWithin, hostAccess, literalPrefix, pathSegments } from '../contracts/action-descriptor.js';
 import { ID_PATTERN, MAX_ID_LENGTH, parseSubject } from '../contracts/utp.js';
 import type { ToolRecord } from '../store/types.js';
 
 /**
  * The tool registry rows (`resource.tools`, UTP section 2) and what Airlock reads in `options`:
- * how the tool runs (runner), its limits, whether a person must approve each call.
+ * how the tool runs (runner, lane, code or argv template), its limits, its declared effects, whether
+ * a person must approve each call.
  *
- *   runner  python   `python.run`: arguments.code runs in the Monty lane when it loads, else python3 in ns
+ *   runner  python   `python.run`: arguments.code runs in the Monty lane when it loads, else python3 in
+ *                    ns; with options.code the tool's own program runs instead, its arguments in
+ *                    /in/arguments.json; options.lane pins the lane
  *           exec     `sandbox.exec`: arguments.argv runs as is (no shell) in the ns lane
  *           command  a fixed argv template; an element that is exactly `{{name}}` becomes the string
  *                    argument `name` (one argv element, never split, never a shell)
  *           echo     no sandbox: answers with the arguments (after `delay_ms`); for tests and benchmarks
+ *   effects  beyond /out: host folders seen copy-on-write (`scope`), the changes the tool may make in
+ *            them (`create`/`modify`/`delete` globs) and destinations it may reach (`network`, within
+ *            the host policy's ceiling). The run is judged against them; the real files never change.
  */
 
 export const RUNNERS = ['python', 'exec', 'command', 'echo'] as const;
 export type Runner = (typeof RUNNERS)[number];
 
 const ms = z.number().int().positive().max(24 * 3600 * 1000);
+const absPath = z.string().min(2).max(4096).regex(/^\/[^\0]*$/, 'an absolute path');
 const bytes = z.number().int().positive().max(64 * 1024 * 1024 * 1024);
 
 export const toolOptionsSchema = z.strictObject({
@@ -36,6 +44,17 @@ export const toolOptionsSchema = z.strictObject({
     .optional(),
   approval: z.strictObject({ required: z.boolean(), timeout_ms: ms.optional() }).optional(),
   description_for_approver: z.string().max(2000).optional(),
+  lane: z.enum(['ns', 'monty']).optional(),
+  code: z.string().min(1).max(256 * 1024).optional(),
+  effects: z
+    .strictObject({
+      scope: z.array(absPath).max(16).default([]),
+      create: z.array(absPath).max(256).default([]),
+      modify: z.array(absPath).max(256).default([]),
+      delete: z.array(absPath).max(256).default([]),
+      network: z.array(z.string().min(1).max(512)).max(64).default([]),
+    })
+    .optional(),
 });
 export type ToolOptions = z.infer<typeof toolOptionsSchema>;
 
@@ -43,7 +62,7 @@ export const toolRules = [
   { code: 'UTPS_TOOL_NAME', spec: 'UTP 2: a tool row has project_id and tool_name (Airlock: identifiers of 1..256 characters, no control characters; project_id is a subject token).', fix: 'Use a name like `python.run` and a project id of [A-Za-z0-9_-].' },
   { code: 'UTPS_TOOL_SUBJECT', spec: 'UTP 4.1: target_subject is cg.<ver>.<project_id>.<channel_id>.cmd.tool.<target>...; Airlock: its project is the row\'s project_id and `cmd.tool.airlock.*` is reserved (cancel).', fix: 'Give a subject like cg.v1.<project>.<channel>.cmd.tool.python.run.' },
   { code: 'UTPS_TOOL_PARAMETERS', spec: 'UTP 2: `parameters` is the JSON Schema of the arguments (an object schema).', fix: 'Give a JSON Schema with "type": "object" that Airlock can compile.' },
-  { code: 'UTPS_TOOL_OPTIONS', spec: 'Airlock: `options` says how the tool runs: runner, argv (command), limits, approval.', fix: 'See docs/utp-service.md, "Tool options".' },
+  { code: 'UTPS_TOOL_OPTIONS', spec: 'Airlock: `options` says how the tool runs: runner, lane, code (python) or argv (command), limits, declared effects, approval.', fix: 'See docs/utp-service.md, "Tool options".' },
   { code: 'UTPS_TOOL_AFTER_EXECUTION', spec: 'UTP 3.1: after_execution is suspend or terminate.', fix: 'Use suspend (the agent resumes) or terminate (the turn ends).' },
 ] as const;
 
@@ -155,8 +174,36 @@ export function checkToolRecord(t: ToolRecord): Result<ToolRecord & { parsedOpti
   if (!o.success) problems.push(...o.error.issues.map((i) => ({ code: 'UTPS_TOOL_OPTIONS', message: `options${i.path.length ? '.' + i.path.join('.') : ''}: ${i.message}`, path: 'options' })));
   else if (o.data.runner === 'command' && !o.data.argv) problems.push({ code: 'UTPS_TOOL_OPTIONS', message: 'a command tool needs options.argv (the argv template)', path: 'options.argv' });
   else if (o.data.runner !== 'command' && o.data.argv) problems.push({ code: 'UTPS_TOOL_OPTIONS', message: 'options.argv is only for runner "command"', path: 'options.argv' });
+  if (o.success) problems.push(...checkRunOptions(o.data));
   if (problems.length > 0 || !o.success) return { ok: false, problems };
   return { ok: true, value: { ...t, parsedOptions: o.data } };
+}
+
+/** Lane, code and declared effects: what only some runners take, and effects inside their scope. */
+function checkRunOptions(o: ToolOptions): Problem[] {
+  const problems: Problem[] = [];
+  const bad = (path: string, message: string) => problems.push({ code: 'UTPS_TOOL_OPTIONS', message, path: `options.${path}` });
+  if (o.lane === 'monty' && o.runner !== 'python') bad('lane', 'only the python runner can use the monty lane');
+  if (o.code !== undefined && o.runner !== 'python') bad('code', 'options.code is only for runner "python"');
+  if (o.runner === 'echo' && o.effects) bad('effects', 'the echo runner runs nothing: it has no effects to declare');
+  const fx = o.effects;
+  if (fx) {
+    if (o.lane === 'monty' && (fx.scope.length > 0 || fx.network.length > 0)) bad('effects', 'the monty lane has no host folders and no network: use lane "ns"');
+    fx.scope.forEach((p, i) => {
+      const why = checkAbsolutePath(p) ?? hostAccess(p);
+      if (why) bad(`effects.scope.${i}`, `scope ${p.slice(0, 200)}: ${why}`);
+      else if (literalPrefix(pathSegments(p)).length < 2) bad(`effects.scope.${i}`, 'a scope is a folder at least two levels deep');
+    });
+    const covers = fx.scope.map((p) => ({ pattern: p, mode: 'subtree' as const }));
+    for (const kind of ['create', 'modify', 'delete'] as const) {
+      fx[kind].forEach((p, i) => {
+        const why = checkAbsolutePath(p);
+        if (why) bad(`effects.${kind}.${i}`, `${p.slice(0, 200)} ${why}`);
+        else if (!covers.some((c) => globWithin(c, p))) bad(`effects.${kind}.${i}`, `${p.slice(0, 200)} lies outside every effects.scope folder`);
+      });
+    }
+  }
+  return problems;
 }
 
 /** `cg.<ver>.<project>.<channel>.cmd.tool.<tool name split on dots>`: the default subject of a tool. */
