@@ -38,6 +38,7 @@
 //                                                  no exit stop for reads, whose result the host infers
 //   T <pid> <nr> <arch>                  SIGSYS from the seccomp filter: a denied syscall was attempted
 //   E <pid> <code|-> <signal|->          the program's first process ended
+//   Q <pid>                              a sandboxed task ended (after E for the program's own)
 //   Z                                    bwrap and every traced task of the run are gone (last line)
 // <res> is `ok`, a number for socket's fd, or `e<errno>`.
 // Events before a task's first exec are bwrap's own set-up and are not reported.
@@ -511,6 +512,7 @@ static void on_gone(pid_t pid, int status) {
     if (WIFEXITED(status)) out("%d E %d %d -\n", id, pid, WEXITSTATUS(status));
     else out("%d E %d - %d\n", id, pid, WTERMSIG(status));
   }
+  if (t->sandboxed) out("%d Q %d\n", id, pid);
   drop(pid);
   if (r) {
     r->live--;

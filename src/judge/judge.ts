@@ -189,6 +189,13 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
         unexpected.push(`exceeded its network caps (${net.capsHit.join(', ')})`);
       }
     }
+    // A process still running when the program ended was started to outlive it (a daemon, a job
+    // left in the background): the host killed it with the sandbox, and a person should know.
+    const outlived = se.processesSpawned.outlivedProgram;
+    if (outlived > 0) {
+      soft.push(`${outlived} process(es) were still running when the program ended: the host killed them with the sandbox`);
+      unexpected.push(`left ${outlived} process(es) running after it ended (killed by the host)`);
+    }
     const others = se.signalsSent.filter((s) => s.result !== 'ok');
     if (others.length > 0) unexpected.push(`sent ${others.length} signal(s) that were refused`);
   }

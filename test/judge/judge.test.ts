@@ -41,7 +41,7 @@ const clean = (over: Partial<NsRunObservation> = {}): NsRunObservation =>
     stdout: stream,
     stderr: stream,
     resources: { cpuUserMs: 1, cpuSystemMs: 1, peakMemoryBytes: 1000, diskWriteBytes: 0, networkBytesIn: 0, networkBytesOut: 0, wallMs: 10, unmeasured: {}, basis: {} },
-    sideEffects: { bwrapPid: 1, programPid: 2, processesSpawned: { count: 1, threads: 0, executables: [] }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 },
+    sideEffects: { bwrapPid: 1, programPid: 2, processesSpawned: { count: 1, threads: 0, executables: [], outlivedProgram: 0 }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 },
     fs: { out: [], scopes: [{ hostPath: '/srv/app', mechanism: 'host-overlayfs', changes: [{ change: 'added', path: '/srv/app/new.txt', type: 'file', mode: 0o100644, size: 1, sha256After: 'a'.repeat(64) }] }] },
     inputs: [],
     host: { bwrapVersion: '0.8.0', cgroupVersion: 1, hostUid: 65534, sandboxUid: 65534, seccomp: true, syscallTracer: 'airlock-tracer', outMechanism: 'tmpfs-size', limits: [{ limit: 'wallMs', enforcedBy: 'host timer' }] },

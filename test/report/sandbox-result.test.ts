@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { sandboxResultContract, type SandboxResult } from '../../src/contracts/sandbox-result.js';
+import { SANDBOX_RESULT_MAX_BYTES, sandboxResultContract, type SandboxResult } from '../../src/contracts/sandbox-result.js';
 import { renderSandboxResult } from '../../src/report/sandbox-result.js';
 import { repoPath } from '../helpers/paths.js';
 
@@ -39,7 +39,7 @@ test('the self-check gives what sandboxResultContract.parse gives on the rendere
 
 test('a rendered result over the document size limit fails the self-check as the parse does', () => {
   const [, valid] = results().find(([, r]) => sandboxResultContract.parse(sandboxResultContract.render(r)).ok) as [string, SandboxResult];
-  const big: SandboxResult = { ...valid, outputs: { ...valid.outputs, stdout: { ...valid.outputs.stdout, text: 'x'.repeat(1024 * 1024) } } };
+  const big: SandboxResult = { ...valid, outputs: { ...valid.outputs, stdout: { ...valid.outputs.stdout, text: 'x'.repeat(SANDBOX_RESULT_MAX_BYTES) } } };
   const got = renderSandboxResult(big);
   assert.equal(got.self.ok, false);
   assert.deepEqual(got.self, sandboxResultContract.parse(got.text));

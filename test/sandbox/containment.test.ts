@@ -117,6 +117,7 @@ test('a double-forked daemon does not outlive the run', async () => {
   assert.equal(o.status, 'SUCCESS', text(o));
   assert.match(o.stdout.bytes.toString(), /started/);
   assert.ok((o.sideEffects?.processesSpawned.count ?? 0) >= 2, 'the daemon was not seen');
+  assert.ok((o.sideEffects?.processesSpawned.outlivedProgram ?? 0) >= 1, `the attempt to outlive the run is reported: ${JSON.stringify(o.sideEffects?.processesSpawned)}`);
   await new Promise((r) => setTimeout(r, 100));
   const alive = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
     try {

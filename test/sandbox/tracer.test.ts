@@ -201,6 +201,7 @@ test('the tracer and strace observe the same attempts of one hostile program', {
   const code = [
     'import os, socket, subprocess',
     "subprocess.run(['/bin/true'])",
+    "subprocess.Popen(['/bin/sleep', '30'])",
     "try: open('/dev/mem')",
     'except OSError: pass',
     "for p in ('/etc/shadow', '/root/.ssh/id_ed25519'):",
@@ -224,6 +225,7 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     exit: { code: o.exit.code, signal: o.exit.signal },
     executables: o.sideEffects?.processesSpawned.executables,
     processes: o.sideEffects?.processesSpawned.count,
+    outlived: o.sideEffects?.processesSpawned.outlivedProgram,
     devices: o.sideEffects?.deviceAccess.map((d) => [d.path, d.result]),
     net: o.sideEffects?.networkAttempts.map((n) => [n.syscall, n.family, n.protocol, n.address, n.port, n.result]),
     privileged: o.sideEffects?.privilegedSyscalls,
@@ -241,6 +243,7 @@ test('the tracer and strace observe the same attempts of one hostile program', {
   assert.equal(theirs.host.syscallTracer, 'strace');
   assert.deepEqual(summary(ours), summary(theirs));
   assert.equal(ours.status, 'POLICY_ABORTED');
+  assert.equal(summary(ours).outlived, 1, 'the sleep left running is reported');
   // the refused file accesses, with the program's relative path made absolute against its cwd (/tmp)
   assert.deepEqual(summary(ours).files?.map(([access, path]) => `${access} ${path}`), ['read /etc/shadow', 'read /root/.ssh/id_ed25519', 'write /usr/lib/x', 'write /etc/evil', 'write /etc/b']);
 });
@@ -263,14 +266,17 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
     `T 12 ${0x40000000 | 165} ${0xc000003e}`,
     `T 12 21 ${0x40000003}`,
     'T 12 101 3221225534',
+    'Q 12',
     'E 10 - 31',
+    'Q 10',
     'garbage line',
     'N x',
   ];
   const { sideEffects: se, programEnd } = sideEffectsFromTrace(lines, 9);
   assert.equal(se.programPid, 10);
   assert.equal(se.bwrapPid, 9);
-  assert.deepEqual(se.processesSpawned, { count: 2, threads: 1, executables: [{ path: '/bin/sh', count: 1 }] });
+  // 11 (a process) was still running when the program (10) ended; 12 is a thread
+  assert.deepEqual(se.processesSpawned, { count: 2, threads: 1, executables: [{ path: '/bin/sh', count: 1 }], outlivedProgram: 1 });
   assert.deepEqual(se.networkAttempts, [
     { syscall: 'socket', family: 'inet', protocol: 'tcp', address: null, port: null, path: null, result: 'ok' },
     { syscall: 'connect', family: 'inet', address: '10.0.0.1', port: 443, path: null, protocol: 'tcp', result: 'ENETUNREACH' },
@@ -288,7 +294,7 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('20010db8000000000000000000000001', 'hex')]).toString('hex'))?.address, '2001:db8::1');
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('00000000000000000000ffff7f000001', 'hex')]).toString('hex'))?.address, '::ffff:127.0.0.1');
   fc.assert(
-    fc.property(fc.array(fc.oneof(fc.string(), fc.constantFrom('P', 'X', 'F', 'S', 'K', 'N', 'D', 'A', 'T', 'E').chain((t) => fc.array(fc.oneof(fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b).toString('hex')), fc.integer().map(String), fc.string()), { maxLength: 6 }).map((a) => [t, ...a].join(' '))))), (ls) => {
+    fc.property(fc.array(fc.oneof(fc.string(), fc.constantFrom('P', 'X', 'F', 'S', 'K', 'N', 'D', 'A', 'T', 'E', 'Q').chain((t) => fc.array(fc.oneof(fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b).toString('hex')), fc.integer().map(String), fc.string()), { maxLength: 6 }).map((a) => [t, ...a].join(' '))))), (ls) => {
       const r = sideEffectsFromTrace(ls, null);
       assert.ok(r.sideEffects.unparsedLines <= ls.length);
     }),

@@ -180,7 +180,7 @@ function nullResources(reason: string): NsResources {
 }
 
 function emptySideEffects(pid: number | null): NsRunObservation['sideEffects'] {
-  return { bwrapPid: null, programPid: pid, processesSpawned: { count: 0, threads: 0, executables: [] }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 };
+  return { bwrapPid: null, programPid: pid, processesSpawned: { count: 0, threads: 0, executables: [], outlivedProgram: 0 }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 };
 }
 
 function errorObservation(runId: string, problems: Problem[], started: Date, facts: Partial<MontyFacts> = {}): MontyRunObservation {

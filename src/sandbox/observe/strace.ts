@@ -50,7 +50,7 @@ const ARCH_OPTIONAL = new Set(['iopl', 'ioperm', 'uselib', 'create_module', 'get
 
 /**
  * The strace prefix the runner puts before `bwrap ...`. Flags:
- * -f follow forks; -qq no attach/exit chatter; -y decorate fds with paths (`AT_FDCWD</dev>`, `= 3</dev/null>`)
+ * -f follow forks; -q no attach chatter (exit lines stay: their order tells which processes outlived the program); -y decorate fds with paths (`AT_FDCWD</dev>`, `= 3</dev/null>`)
  * so relative opens are resolved; --seccomp-bpf stops only on traced syscalls (the overhead driver);
  * --pidns-translation gives host pids of children created in the sandbox's pid namespace;
  * -s 256 caps data strings (paths are printed whole regardless); -e signal=SIGSYS logs only the signal
@@ -60,7 +60,7 @@ export function straceArgv(logFile: string): string[] {
   const privileged = [...PRIVILEGED_NAMES].map((n) => (ARCH_OPTIONAL.has(n) ? `?${n}` : n));
   const trace = [...PROCESS_SYSCALLS, ...SIGNAL_SYSCALLS, ...NETWORK_SYSCALLS, ...FILE_SYSCALLS, ...privileged];
   return [
-    'strace', '-f', '-qq', '-y', '--seccomp-bpf', '--pidns-translation', '-s', '256',
+    'strace', '-f', '-q', '-y', '--seccomp-bpf', '--pidns-translation', '-s', '256',
     '-e', 'signal=SIGSYS', '-e', `trace=${trace.join(',')}`, '-o', logFile, '--',
   ];
 }
@@ -82,7 +82,12 @@ interface SignalEvent {
   syscall: string;
   arch: string;
 }
-type Event = SyscallEvent | SignalEvent;
+interface ExitEvent {
+  kind: 'exit';
+  idx: number;
+  pid: number;
+}
+type Event = SyscallEvent | SignalEvent | ExitEvent;
 
 /** Splits `a, {b, c}, "d, e"` at top-level commas; quotes, -y decorations `<...>` and brackets nest. */
 function splitTop(s: string): { parts: string[]; end: number } | null {
@@ -198,7 +203,11 @@ function parseLines(text: string): { events: Event[]; unparsed: number } {
     }
     const pid = Number(lm[1]);
     const rest = lm[2] ?? '';
-    if (rest.startsWith('+++ ')) continue; // exit/kill notices: not side effects
+    if (rest.startsWith('+++ ')) {
+      // A task's end: their order tells which processes outlived the program's first one.
+      if (/^\+\+\+ (?:exited with|killed by) /.test(rest)) events.push({ kind: 'exit', idx, pid });
+      continue;
+    }
     if (rest.startsWith('--- ')) {
       const sm = SIGSYS.exec(rest);
       if (sm) events.push({ kind: 'sigsys', idx, pid, syscall: (sm[1] ?? '').replace(/^__NR_/, ''), arch: sm[2] ?? '' });
@@ -405,8 +414,16 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
     return null;
   };
 
+  const children = new Set<number>();
+  const endedBeforeProgram = new Set<number>();
+  let programEnded = false;
   for (const e of events) {
     if (!isSandboxed(e.pid, e.idx)) continue;
+    if (e.kind === 'exit') {
+      if (e.pid === programPid) programEnded = true;
+      else if (!programEnded) endedBeforeProgram.add(e.pid);
+      continue;
+    }
     if (e.kind === 'sigsys') {
       const nativeArch = e.arch === 'AUDIT_ARCH_X86_64' || e.arch === 'AUDIT_ARCH_AARCH64';
       let name = /^\d+$/.test(e.syscall) ? `syscall_${e.syscall}` : e.syscall;
@@ -435,7 +452,11 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         if (newNs) addPriv('clone(CLONE_NEW*)', res === 'ok' ? 'succeeded' : /^(EPERM|EACCES|ENOSYS)$/.test(res) ? 'denied' : 'failed');
         if (res !== 'ok') break;
         if (/CLONE_THREAD/.test(e.name === 'clone' ? e.args.join(',') : flags)) threads++;
-        else processes++;
+        else {
+          processes++;
+          const child = childPid(e.ret);
+          if (child !== null) children.add(child);
+        }
         break;
       }
       case 'kill':
@@ -506,7 +527,8 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
       }
     }
   }
-  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unparsed });
+  const outlivedProgram = programEnded ? [...children].filter((c) => !endedBeforeProgram.has(c)).length : 0;
+  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, outlivedProgram, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unparsed });
 }
 
 /** The report from what a parser collected (both the strace log's and the host tracer's). */
@@ -517,6 +539,7 @@ export function assembleSideEffects(c: {
   forks: number;
   threads: number;
   executables: Map<string, number>;
+  outlivedProgram: number;
   signalsSent: SignalSent[];
   networkAttempts: NetworkAttempt[];
   privileged: Map<string, PrivilegedSyscall>;
@@ -531,6 +554,7 @@ export function assembleSideEffects(c: {
       count: c.forks + (c.programPid !== null ? 1 : 0),
       threads: c.threads,
       executables: [...c.executables].map(([path, count]) => ({ path, count })).sort((a, b) => a.path.localeCompare(b.path)),
+      outlivedProgram: c.outlivedProgram,
     },
     signalsSent: c.signalsSent,
     networkAttempts: c.networkAttempts,

@@ -110,6 +110,9 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
   const deviceAccess: DeviceAccess[] = [];
   const fileAccess: FileAccess[] = [];
   const privileged = new Map<string, PrivilegedSyscall>();
+  const children = new Set<number>();
+  const endedBeforeProgram = new Set<number>();
+  let programEnded = false;
   const socketOf = (pid: number, fd: number): { family: NetFamily; protocol: string | null } | null => {
     // fds are inherited: look in the process, then up its ancestry.
     let p: number | undefined = pid;
@@ -145,7 +148,10 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
         }
         parent.set(child, pid);
         if (f[3] === 't') threads++;
-        else processes++;
+        else {
+          processes++;
+          children.add(child);
+        }
         break;
       }
       case 'S': {
@@ -218,12 +224,29 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
         if (pid === programPid) programEnd = { code, signal: sig === null ? null : signalName(sig) };
         break;
       }
+      case 'Q':
+        if (pid === programPid) programEnded = true;
+        else if (!programEnded) endedBeforeProgram.add(pid);
+        break;
       default:
         unparsed++;
     }
   }
   return {
-    sideEffects: assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unparsed }),
+    sideEffects: assembleSideEffects({
+      bwrapPid,
+      programPid,
+      forks: processes,
+      threads,
+      executables,
+      outlivedProgram: programEnded ? [...children].filter((c) => !endedBeforeProgram.has(c)).length : 0,
+      signalsSent,
+      networkAttempts,
+      privileged,
+      deviceAccess,
+      fileAccess,
+      unparsed,
+    }),
     programEnd,
   };
 }

@@ -13,6 +13,8 @@ export interface ProcessesSpawned {
   /** Threads created by sandboxed processes (clone with CLONE_THREAD). */
   threads: number;
   executables: ExecutableCount[];
+  /** Processes still running when the program's first process ended (daemons, background jobs): the host killed them. */
+  outlivedProgram: number;
 }
 
 export interface SignalSent {
