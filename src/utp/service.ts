@@ -204,7 +204,7 @@ export class UtpService {
           retention: RetentionPolicy.Workqueue,
           storage: StorageType.File,
           max_age: nanos(7 * 24 * 3600 * 1000),
-          duplicate_window: nanos(120_000),
+          duplicate_window: nanos(DUPLICATE_WINDOW_MS),
         });
       } catch (e) {
         // Another worker created it first (or the subjects overlap another stream: say so).
@@ -217,6 +217,11 @@ export class UtpService {
       if (want.join(' ') !== [...(info.config.subjects ?? [])].sort().join(' ')) {
         await jsm.streams.update(this.stream, { subjects: want });
         this.log('info', 'stream-subjects-updated', { subjects: want });
+      }
+      // A stream made by an older Airlock (2 min window) would swallow a caller's retry.
+      if ((info.config.duplicate_window ?? 0) > nanos(DUPLICATE_WINDOW_MS)) {
+        await jsm.streams.update(this.stream, { duplicate_window: nanos(DUPLICATE_WINDOW_MS) });
+        this.log('info', 'stream-duplicate-window-updated', { duplicate_window_ms: DUPLICATE_WINDOW_MS });
       }
     }
     const consumer = await jsm.consumers.info(this.stream, this.durable).catch(() => undefined);
@@ -551,6 +556,13 @@ export class UtpService {
 }
 
 // ---- helpers -----------------------------------------------------------------------------------
+
+/**
+ * JetStream's duplicate window, at the server's minimum (it cannot be switched off): the claim in
+ * the store dedupes calls, and a longer window would silently drop a caller's retry of a call
+ * (platforms set Nats-Msg-Id to the call's id), so the retry would never get its wakeup again.
+ */
+const DUPLICATE_WINDOW_MS = 100;
 
 /** How long a won call may run before its command is acknowledged anyway (far below ack_wait). */
 const ACK_DEFER_MS = 25;

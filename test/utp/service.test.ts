@@ -247,6 +247,53 @@ describe('exactly one answer per call', () => {
     assert.equal((await h.store.listInbox({ anchor })).length, 1, 'no duplicate report');
   });
 
+  test('callTool retried with the same toolCallId: the same result card, one run, one report, one tool.call card', async () => {
+    // An agent that lost its first answer (a crash, a timeout) calls again with the same ids: it must
+    // get the same answer, not a JetStream-deduplicated silence (UTPC_TIMEOUT) and not a second run.
+    const i = ids();
+    const written: { card_id: string; inserted: boolean }[] = [];
+    const recording = new Proxy(h.store, {
+      get(target, prop, recv) {
+        if (prop === 'putCard') {
+          return async (card: { card_id: string; type: string }, anchor?: never) => {
+            const inserted = await target.putCard(card as never, anchor);
+            if (card.type === 'tool.call') written.push({ card_id: card.card_id, inserted });
+            return inserted;
+          };
+        }
+        const v = Reflect.get(target, prop, recv);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const first = await call('echo', { retry: 1 }, { ...i, store: recording, timeoutMs: 8000 });
+    assert.ok(first.ok && first.status === 'success', JSON.stringify(first));
+    const again = await call('echo', { retry: 1 }, { ...i, store: recording, timeoutMs: 8000 });
+    assert.ok(again.ok, JSON.stringify(again));
+    assert.equal(again.status, 'success');
+    assert.equal(again.card.card_id, first.card.card_id, 'the same tool.result card');
+    const anchor = { agent_turn_id: i.agentTurnId, tool_call_id: i.toolCallId };
+    assert.equal(h.runs.filter((x) => x === i.toolCallId).length, 1, 'ran once');
+    assert.equal(await h.store.countResultCards(anchor), 1);
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'one report');
+    assert.equal(written.length, 2);
+    assert.equal(written[1]?.card_id, written[0]?.card_id, 'the retry names the same tool.call card');
+    assert.deepEqual(written.map((w) => w.inserted), [true, false], 'and does not write a second one');
+  });
+
+  test('a platform\'s retry with the same Nats-Msg-Id is not swallowed by JetStream: woken again with the same card', async () => {
+    // Deployed platforms set Nats-Msg-Id to the call's id; the stream's duplicate window must not hide the retry.
+    const { payload, anchor } = await prepared('echo', { msgid: true });
+    await publish(h.subject('echo'), payload, { 'Nats-Msg-Id': anchor.tool_call_id });
+    const card = await resultOf(anchor);
+    await eventually(() => wakeups.find((w) => w.payload.tool_call_id === anchor.tool_call_id), 3000, 'the first wakeup');
+    await sleep(200); // past the stream's (minimum) duplicate window
+    await publish(h.subject('echo'), payload, { 'Nats-Msg-Id': anchor.tool_call_id });
+    await eventually(() => (wakeups.filter((w) => w.payload.tool_call_id === anchor.tool_call_id).length >= 2 ? true : undefined), 5000, 'a second wakeup for the retry');
+    assert.ok(wakeups.filter((w) => w.payload.tool_call_id === anchor.tool_call_id).every((w) => w.payload.tool_result_card_id === card.card_id));
+    assert.equal(h.runs.filter((x) => x === anchor.tool_call_id).length, 1, 'ran once');
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'one report');
+  });
+
   test('a call that runs longer than ack_wait is acknowledged while it runs: never redelivered', async () => {
     // The ack of a won call waits for its wakeup (one socket write) only briefly: this call runs
     // 2.6 s against the harness's 2 s ack_wait, and JetStream must not hand it out again.
