@@ -196,6 +196,27 @@ describe('validation: recoverable commands get a failed tool.result and the tool
     await failedWith(anchor, 'bad_request', 'UTP_BAD_AFTER_EXECUTION');
   });
 
+  test('a malformed traceparent header beside a whole identity: failed (UTP_TRACEPARENT), not dropped', async () => {
+    const { payload, anchor } = await prepared('echo');
+    await publish(h.subject('echo'), payload, { traceparent: 'not-a-traceparent' });
+    const card = await failedWith(anchor, 'bad_request', 'UTP_TRACEPARENT');
+    assert.equal(card.metadata?.traceparent, undefined, 'no span is derived from the bad header');
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'a report');
+    const logged = h.logs.find((l) => l.event === 'invalid-command' && l.tool_call_id === anchor.tool_call_id);
+    assert.deepEqual((logged?.problems as { code: string }[]).map((p) => p.code), ['UTP_TRACEPARENT'], 'the problem is logged once');
+  });
+
+  test('a step_id of the wrong type beside a whole identity: failed (UTP_BAD_ID), not dropped', async () => {
+    const { payload, anchor } = await prepared('echo');
+    await publish(h.subject('echo'), { ...payload, step_id: 42 });
+    const card = await failedWith(anchor, 'bad_request', 'UTP_BAD_ID');
+    assert.deepEqual(problemCodes(card), ['UTP_BAD_ID'], 'listed once');
+    assert.equal(card.metadata?.step_id, undefined, 'the bad step_id is left out of the answer');
+    const w = wakeups.find((x) => x.payload.tool_call_id === anchor.tool_call_id);
+    assert.equal(w?.payload.step_id, undefined);
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'a report');
+  });
+
   test('an over-size payload with the identity in headers is answered (UTPS_PAYLOAD_TOO_LARGE)', async () => {
     const { payload, anchor } = await prepared('echo');
     const big = JSON.stringify({ ...payload, padding: 'x'.repeat(200 * 1024) });
@@ -223,6 +244,10 @@ describe('unrecoverable messages are acknowledged, logged with a reason, and nev
     assert.ok(reasons.some((r) => r.includes('UTP_IDENTITY_CONFLICT')), 'a conflicting identity is never answered: no one knows which is true');
     assert.ok(reasons.some((r) => r.includes('UTP_BAD_TURN_EPOCH') || r.includes('UTP_BAD_ID')));
     assert.equal(await h.store.getResultCardFor(conflict.anchor), undefined);
+    for (const l of h.logs.filter((x) => x.event === 'dropped')) {
+      const ps = (l.problems as object[]).map((p) => JSON.stringify(p));
+      assert.equal(new Set(ps).size, ps.length, `each problem is logged once: ${ps.join(' ')}`);
+    }
     // 10 MB: NATS itself refuses it (max_payload), before any worker sees it.
     await assert.rejects(publish(h.subject('echo'), 'x'.repeat(10 * 1024 * 1024)), /payload|MAX_PAYLOAD/i);
     // Still serving, and nothing is stuck in the consumer.
