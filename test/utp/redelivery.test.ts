@@ -50,6 +50,23 @@ describe('SQLite: the store fails at claim time', () => {
 
   const ids = () => ({ agentTurnId: `turn-${randomUUID()}`, toolCallId: `call-${randomUUID()}` });
 
+  test('nak -> redelivered -> answered once, run once', async () => {
+    failClaims = 1;
+    const i = ids();
+    const t0 = Date.now();
+    const r = await callTool({ nats: h.nc, store: h.store, subject: h.subject('echo'), tool: 'echo', agentId: 'agent-sq', turnEpoch: 2, arguments: { redelivered: true }, timeoutMs: 10_000, ...i });
+    assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
+    assert.equal(failClaims, 0, 'the first delivery hit the failing store');
+    assert.ok(Date.now() - t0 >= 140, 'the redelivery came after the nak delay');
+    const failed = h.logs.find((l) => l.event === 'claim-failed' && l.tool_call_id === i.toolCallId);
+    assert.ok(failed, 'the failure was logged');
+    assert.equal(failed.retry_in_ms, 150, 'the first nak waits the first step of the schedule');
+    const anchor = { agent_turn_id: i.agentTurnId, tool_call_id: i.toolCallId };
+    assert.equal(h.runs.filter((x) => x === i.toolCallId).length, 1);
+    assert.equal(await h.store.countResultCards(anchor), 1);
+    assert.equal((await h.store.listInbox({ anchor })).length, 1);
+  });
+
   test('still failing on the last allowed delivery: logged `given-up` with the anchor, subject and reason, and removed', async () => {
     failClaims = Infinity;
     const i = ids();
