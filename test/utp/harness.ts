@@ -58,7 +58,9 @@ export function testTools(project: string, channel: string): ToolRecord[] {
   ];
 }
 
-export async function startHarness(opts: { db: 'sqlite' | 'postgres'; service?: Partial<ServiceOptions>; store?: (s: Store) => Store } = { db: 'sqlite' }): Promise<Harness> {
+export async function startHarness(
+  opts: { db: 'sqlite' | 'postgres'; service?: Partial<ServiceOptions>; store?: (s: Store) => Store; tools?: (project: string, channel: string) => ToolRecord[] } = { db: 'sqlite' },
+): Promise<Harness> {
   const nc = await natsOrFail();
   const dir = mkdtempSync(join(tmpdir(), 'airlock-utp-'));
   const ws = openWorkspace(dir);
@@ -70,7 +72,8 @@ export async function startHarness(opts: { db: 'sqlite' | 'postgres'; service?: 
   }
   const project = token('p');
   const channel = 'ch1';
-  for (const t of testTools(project, channel)) await store.upsertTool(t);
+  // Extra rows go straight to the store, as a row written by another program would (unchecked).
+  for (const t of [...testTools(project, channel), ...(opts.tools?.(project, channel) ?? [])]) await store.upsertTool(t);
   const stream = token('AIRLOCK_T_').toUpperCase();
   const durable = token('airlock-t-');
   const logs: Record<string, unknown>[] = [];
