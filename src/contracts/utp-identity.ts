@@ -196,3 +196,24 @@ export function mergeIdentity(payload: unknown, headers?: unknown): Result<UtpId
   if (sink.problems.length > 0) return { ok: false, problems: sink.problems };
   return { ok: true, value: id as UtpIdentity };
 }
+
+/** Where a problem with an optional identity field sits (paths as readHeaders and mergeIdentityInto write them). */
+const OPTIONAL_IDENTITY_PATHS = new Set(['step_id', 'headers.cg-step-id', 'headers.traceparent']);
+
+/**
+ * The identity of an INVALID command, to answer it with a failed tool.result: like mergeIdentity,
+ * but a bad optional field (step_id of a wrong type, a malformed CG-Step-Id or traceparent, a
+ * step_id conflict) is left out instead of making the call unanswerable. Any problem with a
+ * required field (missing, malformed, payload and header disagreeing) still fails: no one could
+ * say who to answer. Never throws.
+ */
+export function recoverIdentity(payload: Record<string, unknown>, headers?: unknown): Result<UtpIdentity> {
+  const sink = new Sink();
+  const hs = readHeaders(headers, sink, ['headers']);
+  // Both leave a field that failed its check (or conflicts) unset: only the valid values remain.
+  const id = mergeIdentityInto(payload, hs, sink, []);
+  requireIdentity(id, payload, sink, [], REQUIRED_IDENTITY);
+  const fatal = sink.problems.filter((p) => !OPTIONAL_IDENTITY_PATHS.has((p.path ?? '').toLowerCase()));
+  if (fatal.length > 0) return { ok: false, problems: fatal };
+  return { ok: true, value: id as UtpIdentity };
+}

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { headers as natsHeaders, type NatsConnection, type Subscription } from 'nats';
 import type { Problem } from '../contracts/problem.js';
 import {
@@ -76,15 +76,25 @@ interface Waiter {
   resolve(v: { payload: unknown; headers: Record<string, string> }): void;
 }
 
+/**
+ * The tool.call card id of a call: derived from its anchor, so a retry of the same call (same
+ * agent_turn_id and tool_call_id) names the same card and does not write a second one (UTP 3.2:
+ * re-entry with the same tool_call_card_id is idempotent).
+ */
+export function toolCallCardId(agentTurnId: string, toolCallId: string): string {
+  return `card-call-${createHash('sha256').update(`${agentTurnId}\u0000${toolCallId}`).digest('hex').slice(0, 32)}`;
+}
+
 /** One core subscription per (connection, wakeup subject), shared by every call that waits on it. */
-const routers = new WeakMap<NatsConnection, Map<string, { sub: Subscription; waiters: Map<string, Waiter> }>>();
+const routers = new WeakMap<NatsConnection, Map<string, { sub: Subscription; waiters: Map<string, Set<Waiter>> }>>();
 
 function router(nc: NatsConnection, subject: string) {
   let bySubject = routers.get(nc);
   if (!bySubject) routers.set(nc, (bySubject = new Map()));
   let r = bySubject.get(subject);
   if (r) return r;
-  const waiters = new Map<string, Waiter>();
+  // Several waiters per call: a retry may wait beside the first attempt; one wakeup answers both.
+  const waiters = new Map<string, Set<Waiter>>();
   const sub = nc.subscribe(subject, {
     callback: (err, msg) => {
       if (err) return;
@@ -96,12 +106,12 @@ function router(nc: NatsConnection, subject: string) {
       }
       const p = payload as Record<string, unknown>;
       const k = `${String(p?.agent_turn_id)}\u0000${String(p?.tool_call_id)}`;
-      const w = waiters.get(k);
-      if (!w) return;
+      const ws = waiters.get(k);
+      if (!ws) return;
       waiters.delete(k);
       const hs: Record<string, string> = {};
       if (msg.headers) for (const name of msg.headers.keys()) hs[name] = msg.headers.get(name);
-      w.resolve({ payload, headers: hs });
+      for (const w of ws) w.resolve({ payload, headers: hs });
     },
   });
   r = { sub, waiters };
@@ -122,7 +132,7 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   if (!wake.ok) return bad(toolCallId, 'UTPC_BAD_INPUT', 'agentId must be one subject token ([A-Za-z0-9_-]): it names the wakeup subject');
   const after = o.afterExecution ?? 'suspend';
 
-  const cardId = `card-call-${randomUUID()}`;
+  const cardId = toolCallCardId(o.agentTurnId, toolCallId);
   const callCard = {
     card_id: cardId,
     type: 'tool.call',
@@ -141,15 +151,25 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   };
   const checked = parseCard(callCard);
   if (!checked.ok) return { ok: false, toolCallId, problems: checked.problems };
+  // false on a retry: the card of the first attempt stays (the service reads that one).
   await o.store.putCard(callCard);
 
   const { waiters } = router(o.nats, wake.value);
   const k = `${o.agentTurnId}\u0000${toolCallId}`;
   let timer: NodeJS.Timeout | undefined;
+  const waiter: Waiter = { resolve: () => undefined };
+  const unwait = () => {
+    const ws = waiters.get(k);
+    ws?.delete(waiter);
+    if (ws?.size === 0) waiters.delete(k);
+  };
   const woken = new Promise<{ payload: unknown; headers: Record<string, string> } | 'timeout'>((resolve) => {
-    waiters.set(k, { resolve });
+    waiter.resolve = resolve;
+    const ws = waiters.get(k) ?? new Set<Waiter>();
+    ws.add(waiter);
+    waiters.set(k, ws);
     timer = setTimeout(() => {
-      waiters.delete(k);
+      unwait();
       resolve('timeout');
     }, o.timeoutMs ?? 60_000);
   });
@@ -177,11 +197,12 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   }
   if (o.traceparent) h.set('traceparent', o.traceparent);
   try {
-    // msgID: JetStream drops a re-publish of the same call within its duplicate window.
-    await o.nats.jetstream().publish(subject, JSON.stringify(payload), { headers: h, msgID: `${o.agentTurnId}:${toolCallId}` });
+    // No msgID: JetStream would silently drop a retry of the same call within its duplicate window,
+    // and the service would never see it to wake us again. The service's claim dedupes calls.
+    await o.nats.jetstream().publish(subject, JSON.stringify(payload), { headers: h });
   } catch (e) {
     clearTimeout(timer);
-    waiters.delete(k);
+    unwait();
     return bad(toolCallId, 'UTPC_PUBLISH', `cannot publish the command on ${subject}: ${(e as Error).message} (is \`airlock serve\` running with this tool registered?)`);
   }
   const w = await woken;

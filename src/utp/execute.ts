@@ -129,7 +129,7 @@ const sleep = (ms: number, signal: AbortSignal): Promise<'slept' | 'aborted'> =>
 
 export interface ExecuteContext {
   workspace: Workspace;
-  /** Aborted by a cancel command: passed to runAction (which may or may not stop the sandbox early). */
+  /** Aborted by a cancel command: passed to runAction, whose lanes kill the sandbox at once. */
   signal: AbortSignal;
 }
 
@@ -212,7 +212,7 @@ async function run(action: Action, inputsDir: string | undefined, ctx: ExecuteCo
     dir = join(ctx.workspace.root, 'utp-inputs', 'empty');
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   }
-  // `signal` is passed for lanes that can stop early on cancel; runAction ignores what it does not know.
+  // A cancel aborts `signal`: both lanes (ns, monty) then kill the run at once (POLICY_ABORTED).
   // The policy's network section is the ceiling of a tool that declares destinations.
   const runCtx = { workspace: ctx.workspace, inputsDir: dir, signal: ctx.signal, ...(policy ? { network: { ceiling: policy.network } } : {}) };
   return runAction(action, runCtx);

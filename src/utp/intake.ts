@@ -4,9 +4,9 @@ import {
   AFTER_EXECUTION,
   ID_PATTERN,
   MAX_ID_LENGTH,
-  mergeIdentity,
   parseSubject,
   parseToolCommand,
+  recoverIdentity,
   type AfterExecution,
   type SubjectRoute,
   type ToolCommandMessage,
@@ -92,12 +92,14 @@ export function decodeCommand(subject: string, data: Uint8Array, headers: unknow
     problems.push(...r.problems);
   }
 
-  // Recovery: the identity must be whole and unambiguous, else no one can be answered.
+  // Recovery: the required identity must be whole and unambiguous, else no one can be answered; a
+  // bad optional field (step_id, traceparent) is only left out (its problem is already listed).
   const obj = typeof payload === 'object' && payload !== null && !Array.isArray(payload) ? (payload as Record<string, unknown>) : {};
-  const id = mergeIdentity(obj, headers);
+  const id = recoverIdentity(obj, headers);
   if (!id.ok || isCancel(route)) {
     const why = isCancel(route) ? [{ code: 'UTPS_UNRECOVERABLE', message: 'an invalid cancel command is dropped (nothing is answered for it)' }] : id.ok ? [] : id.problems;
-    return { kind: 'drop', problems: [...problems, ...why] };
+    // parseToolCommand already reported most identity problems: list each once.
+    return { kind: 'drop', problems: unique([...problems, ...why]) };
   }
   const own = (k: string): unknown => (Object.prototype.hasOwnProperty.call(obj, k) ? obj[k] : undefined);
   const after = own('after_execution');
@@ -112,4 +114,14 @@ export function decodeCommand(subject: string, data: Uint8Array, headers: unknow
     ...(validId(name) ? { tool_name: name } : {}),
   };
   return { kind: 'invalid', ctx, problems };
+}
+
+function unique(problems: Problem[]): Problem[] {
+  const seen = new Set<string>();
+  return problems.filter((p) => {
+    const k = `${p.code}\u0000${p.path ?? ''}\u0000${p.message}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }

@@ -63,7 +63,10 @@ export interface ServiceOptions {
   /** A running claim whose worker has not renewed it for this long is presumed lost. */
   leaseMs?: number;
   ackWaitMs?: number;
+  /** Deliveries of one command JetStream makes at most (the consumer's max_deliver, set when it is created). */
   maxDeliver?: number;
+  /** Nak delay after the n-th failed delivery (the last step repeats); default DEFAULT_REDELIVERY_DELAYS_MS. */
+  redeliveryDelaysMs?: readonly number[];
   /** Calls this worker runs at once. */
   concurrency?: number;
   maxPayloadBytes?: number;
@@ -86,6 +89,8 @@ export interface ServiceStats {
   dropped: number;
   executorLost: number;
   republished: number;
+  /** Commands given up after their last allowed delivery failed (logged `given-up`). */
+  givenUp: number;
 }
 
 interface Running {
@@ -99,7 +104,7 @@ export class UtpService {
   readonly workerId: string;
   readonly stream: string;
   readonly durable: string;
-  readonly stats: ServiceStats = { received: 0, answered: 0, duplicates: 0, dropped: 0, executorLost: 0, republished: 0 };
+  readonly stats: ServiceStats = { received: 0, answered: 0, duplicates: 0, dropped: 0, executorLost: 0, republished: 0, givenUp: 0 };
   private readonly o: Required<Omit<ServiceOptions, 'workerId' | 'stream' | 'durable' | 'log' | 'onRun'>> & { log: (e: Record<string, unknown>) => void };
   private readonly running = new Map<string, Running>();
   private readonly tools = new Map<string, { record: ToolRecord; options: ToolOptions | null }>();
@@ -112,6 +117,8 @@ export class UtpService {
   private wake: (() => void) | undefined;
   private subjects: string[] = [];
   private readonly onRun: ServiceOptions['onRun'];
+  /** The consumer's own max_deliver (another worker may have created it with another value). */
+  private maxDeliver = 0;
 
   constructor(opts: ServiceOptions) {
     this.workerId = opts.workerId ?? `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
@@ -126,6 +133,7 @@ export class UtpService {
       leaseMs,
       ackWaitMs: opts.ackWaitMs ?? 30_000,
       maxDeliver: opts.maxDeliver ?? 5,
+      redeliveryDelaysMs: opts.redeliveryDelaysMs && opts.redeliveryDelaysMs.length > 0 ? opts.redeliveryDelaysMs : DEFAULT_REDELIVERY_DELAYS_MS,
       concurrency: opts.concurrency ?? 32,
       maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024,
       sweepMs: opts.sweepMs ?? Math.max(100, Math.floor(leaseMs / 2)),
@@ -204,7 +212,7 @@ export class UtpService {
           retention: RetentionPolicy.Workqueue,
           storage: StorageType.File,
           max_age: nanos(7 * 24 * 3600 * 1000),
-          duplicate_window: nanos(120_000),
+          duplicate_window: nanos(DUPLICATE_WINDOW_MS),
         });
       } catch (e) {
         // Another worker created it first (or the subjects overlap another stream: say so).
@@ -218,11 +226,16 @@ export class UtpService {
         await jsm.streams.update(this.stream, { subjects: want });
         this.log('info', 'stream-subjects-updated', { subjects: want });
       }
+      // A stream made by an older Airlock (2 min window) would swallow a caller's retry.
+      if ((info.config.duplicate_window ?? 0) > nanos(DUPLICATE_WINDOW_MS)) {
+        await jsm.streams.update(this.stream, { duplicate_window: nanos(DUPLICATE_WINDOW_MS) });
+        this.log('info', 'stream-duplicate-window-updated', { duplicate_window_ms: DUPLICATE_WINDOW_MS });
+      }
     }
-    const consumer = await jsm.consumers.info(this.stream, this.durable).catch(() => undefined);
+    let consumer = await jsm.consumers.info(this.stream, this.durable).catch(() => undefined);
     if (!consumer) {
       try {
-        await jsm.consumers.add(this.stream, {
+        consumer = await jsm.consumers.add(this.stream, {
           durable_name: this.durable,
           ack_policy: AckPolicy.Explicit,
           ack_wait: nanos(this.o.ackWaitMs),
@@ -231,9 +244,11 @@ export class UtpService {
           max_ack_pending: 10_000,
         });
       } catch (e) {
-        if (!(await jsm.consumers.info(this.stream, this.durable).catch(() => undefined))) throw e;
+        consumer = await jsm.consumers.info(this.stream, this.durable).catch(() => undefined);
+        if (!consumer) throw e;
       }
     }
+    this.maxDeliver = consumer.config.max_deliver ?? this.o.maxDeliver;
   }
 
   // ---- the pull loop -------------------------------------------------------------------------
@@ -294,9 +309,8 @@ export class UtpService {
       claim = await this.o.store.claim(anchor, ctx.tool_call_card_id, this.workerId, this.o.leaseMs, contextRecord(ctx), readCardId);
       rawCard = claim.card;
     } catch (e) {
-      // The store is down: let JetStream redeliver later (bounded by max_deliver).
-      this.log('error', 'claim-failed', { ...anchor, error: (e as Error).message, delivery: m.info.redeliveryCount });
-      m.nak(1000);
+      // The store is down: let JetStream redeliver later.
+      this.retryLater(m, ctx, 'claim-failed', (e as Error).message);
       return;
     }
     if (!claim.claimed) {
@@ -516,9 +530,36 @@ export class UtpService {
         this.log('info', 'cancel-requested', { ...anchor, where: c.existing.worker_id });
       } else this.log('info', 'cancel-too-late', { ...anchor, result_card_id: c.existing.result_card_id });
     } catch (e) {
-      this.log('error', 'cancel-failed', { ...anchor, error: (e as Error).message });
-      m.nak(1000);
+      this.retryLater(m, ctx, 'cancel-failed', (e as Error).message);
     }
+  }
+
+  /**
+   * A delivery that failed for a passing reason (the store is down): nak it with a delay that grows
+   * with each delivery, so the retries span an outage of minutes; on the last delivery JetStream
+   * allows, log the command as given up and term() it, so no call disappears without a trace.
+   */
+  private retryLater(m: JsMsg, ctx: CallContext, event: string, error: string): void {
+    const anchor = { agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id };
+    const delivery = m.info.redeliveryCount;
+    if (this.maxDeliver > 0 && delivery >= this.maxDeliver) {
+      this.stats.givenUp++;
+      this.log('error', 'given-up', {
+        ...anchor,
+        agent_id: ctx.identity.agent_id,
+        subject: m.subject,
+        seq: m.info.streamSequence,
+        tool_call_card_id: ctx.tool_call_card_id,
+        delivery,
+        reason: `${event}: ${error}`,
+        note: 'the last delivery JetStream allows failed: this command is dropped and will not be answered',
+      });
+      m.term();
+      return;
+    }
+    const delay = redeliveryDelayMs(delivery, this.o.redeliveryDelaysMs);
+    this.log('error', event, { ...anchor, error, delivery, retry_in_ms: delay });
+    m.nak(delay);
   }
 
   // ---- leases --------------------------------------------------------------------------------
@@ -551,6 +592,25 @@ export class UtpService {
 }
 
 // ---- helpers -----------------------------------------------------------------------------------
+
+/**
+ * Nak delays after the 1st, 2nd, ... failed delivery. With max_deliver 5 the four retries span
+ * 1 + 5 + 30 + 120 s: a store outage of about 2.5 minutes is ridden out; a longer one gives up.
+ */
+export const DEFAULT_REDELIVERY_DELAYS_MS: readonly number[] = [1000, 5000, 30_000, 120_000];
+
+/** The nak delay after failed delivery number `delivery` (1 = the first); the last step repeats. */
+export function redeliveryDelayMs(delivery: number, delays: readonly number[]): number {
+  const i = Math.min(Math.max(delivery, 1), delays.length) - 1;
+  return delays[i] ?? 1000;
+}
+
+/**
+ * JetStream's duplicate window, at the server's minimum (it cannot be switched off): the claim in
+ * the store dedupes calls, and a longer window would silently drop a caller's retry of a call
+ * (platforms set Nats-Msg-Id to the call's id), so the retry would never get its wakeup again.
+ */
+const DUPLICATE_WINDOW_MS = 100;
 
 /** How long a won call may run before its command is acknowledged anyway (far below ack_wait). */
 const ACK_DEFER_MS = 25;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Result } from '../../src/contracts/problem.js';
-import { mergeIdentity } from '../../src/contracts/utp-identity.js';
+import { mergeIdentity, recoverIdentity } from '../../src/contracts/utp-identity.js';
 import { childTraceparent, parseTraceparent } from '../../src/contracts/utp-trace.js';
 
 const codes = (r: Result<unknown>): string[] => (r.ok ? [] : r.problems.map((p) => p.code));
@@ -131,4 +131,17 @@ test('childTraceparent: same trace id, new non-zero span id, sampled flag kept',
   const parsed = parseTraceparent(TP);
   assert.ok(parsed.ok);
   assert.ok(childTraceparent(parsed.value).ok);
+});
+
+test('recoverIdentity (answering an invalid command): a bad optional field is left out, a bad required one is not recoverable', () => {
+  const ok = { ok: true, value: payload };
+  assert.deepEqual(recoverIdentity({ ...payload, step_id: 42 }), ok);
+  assert.deepEqual(recoverIdentity(payload, { traceparent: 'not-a-traceparent' }), ok);
+  assert.deepEqual(recoverIdentity(payload, { 'cg-step-id': ' padded ' }), ok);
+  assert.deepEqual(recoverIdentity({ ...payload, step_id: 's1' }, { 'CG-Step-Id': 's2' }), ok, 'a step_id conflict drops step_id only');
+  assert.deepEqual(recoverIdentity({ ...payload, step_id: 's1' }, { traceparent: 'zz' }), { ok: true, value: { ...payload, step_id: 's1' } }, 'valid optional fields stay');
+  assert.deepEqual(codes(recoverIdentity(payload, { 'CG-Turn-Id': 't2' })), ['UTP_IDENTITY_CONFLICT']);
+  assert.deepEqual(codes(recoverIdentity({ ...payload, turn_epoch: '2' })), ['UTP_BAD_TURN_EPOCH']);
+  assert.deepEqual(codes(recoverIdentity({ ...payload, agent_id: undefined })), ['UTP_MISSING_FIELD']);
+  assert.deepEqual(codes(recoverIdentity(payload, { 'CG-Turn-Epoch': '02' })), ['UTP_BAD_HEADER'], 'a malformed header of a required field');
 });

@@ -154,6 +154,24 @@ test('an infinite loop is killed at the wall time (TIMEOUT) and the service carr
   assert.equal(after.status, 'SUCCESS', text(after));
 });
 
+test('an abort signal (a caller\'s cancel) kills the Monty child at once: POLICY_ABORTED, canceled by the caller', async () => {
+  const ac = new AbortController();
+  const t = setTimeout(() => ac.abort(), 500);
+  const r = await runInMontyLane(action('while True:\n    pass', { limits: { wallMs: 30_000, cpuMs: 30_000 } }), { inputsDir, outDir: freshOut(), signal: ac.signal });
+  clearTimeout(t);
+  assert.ok(r.ok);
+  const o = r.observation as MontyRunObservation;
+  assert.equal(o.status, 'POLICY_ABORTED', text(o));
+  assert.match(o.reason, /canceled by the caller/);
+  assert.deepEqual(o.limitsExceeded, []);
+  assert.ok(o.wallMs < 5000, `wall ${o.wallMs}`);
+  assert.equal(alive(o.monty.isolation.childPid), false);
+  // Already aborted before the run: the child is killed at once.
+  const pre = await runInMontyLane(action('1'), { inputsDir, outDir: freshOut(), signal: AbortSignal.abort() });
+  assert.ok(pre.ok);
+  assert.equal(pre.observation.status, 'POLICY_ABORTED');
+});
+
 test('CPU time over cpuMs is measured by the host and killed (RESOURCE_KILLED)', async () => {
   const o = await monty('x = 0\nwhile True:\n    x += 1', { limits: { wallMs: 10_000, cpuMs: 300 } });
   assert.equal(o.status, 'RESOURCE_KILLED', text(o));

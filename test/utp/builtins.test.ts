@@ -88,3 +88,20 @@ test('sandbox.exec: a cancel while the sandbox runs kills it and answers cancele
   assert.equal(r.status, 'canceled', JSON.stringify(r.content));
   assert.ok(Date.now() - t0 < 5000, 'the sandbox was killed, not waited for (its sleep is 30 s)');
 });
+
+test('python.run: a cancel kills a Monty-lane run (an endless loop) and answers canceled long before its 30 s wall limit', async () => {
+  const agentTurnId = `turn-${randomUUID()}`;
+  const toolCallId = `call-${randomUUID()}`;
+  const pending = callTool({ nats: h.nc, store: h.store, subject: h.subject('python.run'), tool: 'python.run', agentId: 'agent-b', agentTurnId, turnEpoch: 1, toolCallId, arguments: { code: 'while True:\n    pass', timeout_ms: 30_000 } as never, timeoutMs: 40_000 });
+  for (let i = 0; i < 200 && !h.runs.includes(toolCallId); i++) await new Promise((r) => setTimeout(r, 25));
+  await new Promise((r) => setTimeout(r, 1000)); // inside the loop
+  const t0 = Date.now();
+  assert.deepEqual(await cancelTool({ nats: h.nc, subject: h.subject('python.run'), agentId: 'agent-b', agentTurnId, turnEpoch: 1, toolCallId }), []);
+  const r = await pending;
+  assert.ok(r.ok, JSON.stringify(r));
+  assert.equal(r.status, 'canceled', JSON.stringify(r.content));
+  const s = r.content.result as unknown as Summary;
+  assert.equal(s.lane, 'monty', 'python.run used the Monty lane (the default when @pydantic/monty loads)');
+  assert.equal(s.execution.status, 'POLICY_ABORTED', 'the host killed the run');
+  assert.ok(Date.now() - t0 < 5000, `answered ${Date.now() - t0} ms after the cancel: the Monty child was killed, not waited for`);
+});

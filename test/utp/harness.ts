@@ -72,6 +72,7 @@ export async function startHarness(
   }
   const project = token('p');
   const channel = 'ch1';
+  // Extra rows go straight to the store, as a row written by another program would (unchecked).
   for (const t of [...testTools(project, channel), ...(opts.tools?.(project, channel) ?? [])]) await store.upsertTool(t);
   const stream = token('AIRLOCK_T_').toUpperCase();
   const durable = token('airlock-t-');

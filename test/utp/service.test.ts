@@ -196,6 +196,27 @@ describe('validation: recoverable commands get a failed tool.result and the tool
     await failedWith(anchor, 'bad_request', 'UTP_BAD_AFTER_EXECUTION');
   });
 
+  test('a malformed traceparent header beside a whole identity: failed (UTP_TRACEPARENT), not dropped', async () => {
+    const { payload, anchor } = await prepared('echo');
+    await publish(h.subject('echo'), payload, { traceparent: 'not-a-traceparent' });
+    const card = await failedWith(anchor, 'bad_request', 'UTP_TRACEPARENT');
+    assert.equal(card.metadata?.traceparent, undefined, 'no span is derived from the bad header');
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'a report');
+    const logged = h.logs.find((l) => l.event === 'invalid-command' && l.tool_call_id === anchor.tool_call_id);
+    assert.deepEqual((logged?.problems as { code: string }[]).map((p) => p.code), ['UTP_TRACEPARENT'], 'the problem is logged once');
+  });
+
+  test('a step_id of the wrong type beside a whole identity: failed (UTP_BAD_ID), not dropped', async () => {
+    const { payload, anchor } = await prepared('echo');
+    await publish(h.subject('echo'), { ...payload, step_id: 42 });
+    const card = await failedWith(anchor, 'bad_request', 'UTP_BAD_ID');
+    assert.deepEqual(problemCodes(card), ['UTP_BAD_ID'], 'listed once');
+    assert.equal(card.metadata?.step_id, undefined, 'the bad step_id is left out of the answer');
+    const w = wakeups.find((x) => x.payload.tool_call_id === anchor.tool_call_id);
+    assert.equal(w?.payload.step_id, undefined);
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'a report');
+  });
+
   test('an over-size payload with the identity in headers is answered (UTPS_PAYLOAD_TOO_LARGE)', async () => {
     const { payload, anchor } = await prepared('echo');
     const big = JSON.stringify({ ...payload, padding: 'x'.repeat(200 * 1024) });
@@ -223,6 +244,10 @@ describe('unrecoverable messages are acknowledged, logged with a reason, and nev
     assert.ok(reasons.some((r) => r.includes('UTP_IDENTITY_CONFLICT')), 'a conflicting identity is never answered: no one knows which is true');
     assert.ok(reasons.some((r) => r.includes('UTP_BAD_TURN_EPOCH') || r.includes('UTP_BAD_ID')));
     assert.equal(await h.store.getResultCardFor(conflict.anchor), undefined);
+    for (const l of h.logs.filter((x) => x.event === 'dropped')) {
+      const ps = (l.problems as object[]).map((p) => JSON.stringify(p));
+      assert.equal(new Set(ps).size, ps.length, `each problem is logged once: ${ps.join(' ')}`);
+    }
     // 10 MB: NATS itself refuses it (max_payload), before any worker sees it.
     await assert.rejects(publish(h.subject('echo'), 'x'.repeat(10 * 1024 * 1024)), /payload|MAX_PAYLOAD/i);
     // Still serving, and nothing is stuck in the consumer.
@@ -245,6 +270,53 @@ describe('exactly one answer per call', () => {
     assert.equal(h.runs.filter((x) => x === anchor.tool_call_id).length, 1, 'ran once');
     assert.equal(await h.store.countResultCards(anchor), 1);
     assert.equal((await h.store.listInbox({ anchor })).length, 1, 'no duplicate report');
+  });
+
+  test('callTool retried with the same toolCallId: the same result card, one run, one report, one tool.call card', async () => {
+    // An agent that lost its first answer (a crash, a timeout) calls again with the same ids: it must
+    // get the same answer, not a JetStream-deduplicated silence (UTPC_TIMEOUT) and not a second run.
+    const i = ids();
+    const written: { card_id: string; inserted: boolean }[] = [];
+    const recording = new Proxy(h.store, {
+      get(target, prop, recv) {
+        if (prop === 'putCard') {
+          return async (card: { card_id: string; type: string }, anchor?: never) => {
+            const inserted = await target.putCard(card as never, anchor);
+            if (card.type === 'tool.call') written.push({ card_id: card.card_id, inserted });
+            return inserted;
+          };
+        }
+        const v = Reflect.get(target, prop, recv);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const first = await call('echo', { retry: 1 }, { ...i, store: recording, timeoutMs: 8000 });
+    assert.ok(first.ok && first.status === 'success', JSON.stringify(first));
+    const again = await call('echo', { retry: 1 }, { ...i, store: recording, timeoutMs: 8000 });
+    assert.ok(again.ok, JSON.stringify(again));
+    assert.equal(again.status, 'success');
+    assert.equal(again.card.card_id, first.card.card_id, 'the same tool.result card');
+    const anchor = { agent_turn_id: i.agentTurnId, tool_call_id: i.toolCallId };
+    assert.equal(h.runs.filter((x) => x === i.toolCallId).length, 1, 'ran once');
+    assert.equal(await h.store.countResultCards(anchor), 1);
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'one report');
+    assert.equal(written.length, 2);
+    assert.equal(written[1]?.card_id, written[0]?.card_id, 'the retry names the same tool.call card');
+    assert.deepEqual(written.map((w) => w.inserted), [true, false], 'and does not write a second one');
+  });
+
+  test('a platform\'s retry with the same Nats-Msg-Id is not swallowed by JetStream: woken again with the same card', async () => {
+    // Deployed platforms set Nats-Msg-Id to the call's id; the stream's duplicate window must not hide the retry.
+    const { payload, anchor } = await prepared('echo', { msgid: true });
+    await publish(h.subject('echo'), payload, { 'Nats-Msg-Id': anchor.tool_call_id });
+    const card = await resultOf(anchor);
+    await eventually(() => wakeups.find((w) => w.payload.tool_call_id === anchor.tool_call_id), 3000, 'the first wakeup');
+    await sleep(200); // past the stream's (minimum) duplicate window
+    await publish(h.subject('echo'), payload, { 'Nats-Msg-Id': anchor.tool_call_id });
+    await eventually(() => (wakeups.filter((w) => w.payload.tool_call_id === anchor.tool_call_id).length >= 2 ? true : undefined), 5000, 'a second wakeup for the retry');
+    assert.ok(wakeups.filter((w) => w.payload.tool_call_id === anchor.tool_call_id).every((w) => w.payload.tool_result_card_id === card.card_id));
+    assert.equal(h.runs.filter((x) => x === anchor.tool_call_id).length, 1, 'ran once');
+    assert.equal((await h.store.listInbox({ anchor })).length, 1, 'one report');
   });
 
   test('a call that runs longer than ack_wait is acknowledged while it runs: never redelivered', async () => {

@@ -244,8 +244,17 @@ function classify(end: MontyEndMessage, limits: Action['limits']): { status: NsS
 
 interface Kill {
   status: NsStatus;
-  limit: LimitName;
+  /** null: not a limit (a caller's cancel). */
+  limit: LimitName | null;
   reason: string;
+}
+
+/** Where a Monty run reads and writes, and the caller's cancel. */
+export interface MontyLaneContext {
+  inputsDir: string;
+  outDir: string;
+  /** Aborted by the caller (e.g. a UTP cancel): the child is killed, the run ends POLICY_ABORTED. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -253,7 +262,7 @@ interface Kill {
  * hash-checked by the caller (the copies are checked again); `outDir` receives /out (created; must be empty).
  * Never throws: every failure is a SANDBOX_ERROR observation.
  */
-export async function runInMontyLane(action: Action, ctx: { inputsDir: string; outDir: string }, opts: MontyLaneOptions = {}): Promise<LaneOutcome> {
+export async function runInMontyLane(action: Action, ctx: MontyLaneContext, opts: MontyLaneOptions = {}): Promise<LaneOutcome> {
   if (action.run.kind !== 'code' || action.run.language !== 'python') {
     return { ok: false, problems: [{ code: 'LANE_ACTION_NOT_RUNNABLE', message: `the monty lane runs Python code; ${action.id} is a ${action.run.kind} action (use the ns lane)` }] };
   }
@@ -262,7 +271,7 @@ export async function runInMontyLane(action: Action, ctx: { inputsDir: string; o
   return { ok: true, observation, argv };
 }
 
-async function runMonty(action: Action, code: string, ctx: { inputsDir: string; outDir: string }, opts: MontyLaneOptions): Promise<MontyRunObservation> {
+async function runMonty(action: Action, code: string, ctx: MontyLaneContext, opts: MontyLaneOptions): Promise<MontyRunObservation> {
   const runId = `monty-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
   const started = new Date();
   const problems = checkLimits(action, opts);
@@ -299,7 +308,7 @@ async function runMonty(action: Action, code: string, ctx: { inputsDir: string; 
       inputs.push({ name: i.name, sha256: got.sha256, bytes: got.bytes });
     }
     chmodSync(inDir, 0o500);
-    return await execute(runId, started, action, code, { worker, inDir: action.inputs.length > 0 ? inDir : null, outDir: ctx.outDir, inputs }, opts);
+    return await execute(runId, started, action, code, { worker, inDir: action.inputs.length > 0 ? inDir : null, outDir: ctx.outDir, inputs, ...(ctx.signal ? { signal: ctx.signal } : {}) }, opts);
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
@@ -310,7 +319,7 @@ async function execute(
   started: Date,
   action: Action,
   code: string,
-  run: { worker: string; inDir: string | null; outDir: string; inputs: NsRunObservation['inputs'] },
+  run: { worker: string; inDir: string | null; outDir: string; inputs: NsRunObservation['inputs']; signal?: AbortSignal },
   opts: MontyLaneOptions,
 ): Promise<MontyRunObservation> {
   const limits = action.limits;
@@ -407,6 +416,10 @@ async function execute(
   child.stdin?.write(JSON.stringify(job) + '\n');
 
   const wall = setTimeout(() => killChild({ status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: killed by the host` }), limits.wallMs);
+  // A caller's cancel ends the run as the ns lane does: a host decision, not a limit.
+  const onCancel = () => killChild({ status: 'POLICY_ABORTED', limit: null, reason: 'canceled by the caller: killed by the host' });
+  if (run.signal?.aborted) onCancel();
+  else run.signal?.addEventListener('abort', onCancel, { once: true });
   const poll = setInterval(() => {
     if (pid === null || end || kill) return;
     const s = sampleProc(pid);
@@ -420,6 +433,7 @@ async function execute(
 
   const exit = await exited;
   const wallMs = performance.now() - t0;
+  run.signal?.removeEventListener('abort', onCancel);
   clearTimeout(wall);
   clearInterval(poll);
   if (graceTimer) clearTimeout(graceTimer);
@@ -454,7 +468,7 @@ async function execute(
   } else if (k) {
     status = k.status;
     reason = k.reason;
-    limitsExceeded.add(k.limit);
+    if (k.limit) limitsExceeded.add(k.limit);
   } else if (pe !== null) {
     status = 'SANDBOX_ERROR';
     reason = `the Monty worker broke the protocol: ${pe}`;
