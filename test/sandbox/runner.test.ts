@@ -150,3 +150,11 @@ test('aborting the run signal (a caller\'s cancel) kills the whole sandbox at on
   assert.match(o.reason, /canceled by the caller/);
   assert.ok(Date.now() - t0 < 5000, 'the sandbox ended long before its wall time');
 });
+
+test('a memory limit too small for the sandbox to start ends promptly as a SANDBOX_ERROR that names the limit (never hangs)', { timeout: 30_000 }, async () => {
+  const t0 = Date.now();
+  const o = await run(['/bin/true'], { limits: { ...LIMITS, memoryBytes: 4096 } });
+  assert.equal(o.status, 'SANDBOX_ERROR', text(o));
+  assert.ok(Date.now() - t0 < 10_000, `ended in ${Date.now() - t0} ms`);
+  if (o.host.limits.find((l) => l.limit === 'memoryBytes')?.enforcedBy) assert.match(o.reason, /memory limit of 4096 bytes is too small/);
+});

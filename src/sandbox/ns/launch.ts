@@ -8,7 +8,7 @@
 //     init on --block-fd while `prepare` moves it into the cgroups and sets its rlimits.
 // Either way the caller gets the init's pid while it is still blocked, and lets it go with release().
 import { spawn, type StdioOptions } from 'node:child_process';
-import { constants, openSync } from 'node:fs';
+import { closeSync, constants, openSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Launch, LaunchSpec, SyscallTracer, TraceRun } from '../observe/tracer.js';
@@ -39,7 +39,21 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
   const stderr = new PassThrough();
   let pid: number | null = null;
   let traced = false;
+  let exited = false;
   const sockets: Socket[] = [];
+  const opened: string[] = [];
+  // bwrap is gone: a writer that never came (a child killed before it opened the FIFOs, e.g. by the
+  // OOM killer under a tiny memory limit) never will. Opening and closing a writer of our own lets
+  // each reader see the end once it has read what the real writers left.
+  const endReaders = (paths: string[]): void => {
+    for (const p of paths) {
+      try {
+        closeSync(openSync(p, constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        /* no reader (ENXIO) or no FIFO: nothing waits on it */
+      }
+    }
+  };
   const kill = (): void => {
     if (pid === null) return;
     try {
@@ -63,6 +77,8 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
         sock.on('error', () => into.end());
         sock.pipe(into);
         sockets.push(sock);
+        opened.push(path);
+        if (exited) endReaders([path]);
       } catch {
         into.end();
         kill(); // it would wait for this reader forever
@@ -71,7 +87,8 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
   });
   // A step before bwrap's exec failed: no writer may ever have come, so no end of file would either.
   void l.exit.then((e) => {
-    if (!e.spawnError) return;
+    exited = true;
+    if (!e.spawnError) return endReaders(opened);
     for (const sock of sockets) sock.destroy();
     stdout.end();
     stderr.end();

@@ -636,7 +636,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const k = kill as Kill | null;
     if (setupError && (!k || k.status === 'SANDBOX_ERROR')) {
       status = 'SANDBOX_ERROR';
-      reason = setupError;
+      reason = usage?.oomKilled ? `${setupError} (the kernel OOM-killed it: a memory limit of ${limits.memoryBytes} bytes is too small to start the sandbox)` : setupError;
+      if (usage?.oomKilled) limitsExceeded.add('memoryBytes');
     } else if (k) {
       status = k.status;
       reason = k.reason;
