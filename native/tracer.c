@@ -32,7 +32,8 @@
 //                                                  the host decides what a device path is)
 //   A <pid> <name> w <hexpath> <res>               a write: an open for writing or creating, or a
 //                                                  call that creates, removes, renames, links or
-//                                                  chmods/chowns a path (the path it changes)
+//                                                  chmods/chowns a path (the path it creates or
+//                                                  changes; a rename's or link's new name)
 //   A <pid> <name> r <hexpath> -                   an open for reading of a path under a host-secret
 //                                                  prefix (superset; the host decides), sent at entry:
 //                                                  no exit stop for reads, whose result the host infers
@@ -86,7 +87,12 @@ struct sc_info {
 
 // ---- output ------------------------------------------------------------------------------------
 
-static char obuf[1 << 16];
+#define PATH_CAP 4096
+// A pending event holds up to two lines (D and A) of one path made of a cwd and a relative path
+// (each up to PATH_CAP), hex-encoded: 2 lines x 2 x (2 x PATH_CAP + 2) + framing.
+#define PEND_CAP (8 * PATH_CAP + 512)
+
+static char obuf[1 << 17];
 static size_t olen;
 
 static void flush_out(void) {
@@ -104,7 +110,8 @@ static void flush_out(void) {
 
 static void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void out(const char *fmt, ...) {
-  if (olen > sizeof obuf - 12288) flush_out();
+  // Room for the longest line (a pending event, or a secret read's hex path) before writing it.
+  if (olen > sizeof obuf - (PEND_CAP + 256)) flush_out();
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(obuf + olen, sizeof obuf - olen, fmt, ap);
@@ -123,8 +130,6 @@ static void hex(char *dst, const unsigned char *src, size_t n) {
 
 // ---- tasks and runs ----------------------------------------------------------------------------
 
-#define PATH_CAP 4096
-#define PEND_CAP (4 * PATH_CAP + 256)
 
 struct task {
   pid_t pid;
@@ -294,8 +299,31 @@ static void pathw_args(long nr, int *dfd, int *path) {
   }
 }
 
+// Lexical normalisation in place: `//` and `/./` collapse, `..` removes a segment (as node's
+// path.posix.normalize does), so `/tmp/../root/x` and `//root` match their prefix below.
+static void normalize_path(char *p) {
+  char *w = p;
+  for (char *r = p; *r;) {
+    while (*r == '/') r++;
+    if (!*r) break;
+    char *seg = r;
+    while (*r && *r != '/') r++;
+    size_t n = (size_t)(r - seg);
+    if (n == 1 && seg[0] == '.') continue;
+    if (n == 2 && seg[0] == '.' && seg[1] == '.') {
+      while (w > p && *--w != '/') {}
+      continue;
+    }
+    *w++ = '/';
+    memmove(w, seg, n);
+    w += n;
+  }
+  if (w == p) *w++ = '/';
+  *w = 0;
+}
+
 // Host-secret prefixes whose reads are reported (a superset: the host drops the ones it exposed on
-// purpose, such as an interpreter's prefix, and the declared scopes).
+// purpose, such as an interpreter's prefix, and the declared scopes). `p` is normalized.
 static int secret_path(const char *p) {
   static const char *const prefixes[] = {"/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private", "/run", "/var", "/boot", "/mnt", "/media", "/srv", "/opt"};
   for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
@@ -415,6 +443,7 @@ static void on_seccomp(struct task *t) {
   case C_OPENAT2: {
     if (!t->sandboxed) break;
     if (!resolve_path(t->pid, c == C_OPEN ? -100 : (long)a[0], c == C_OPEN ? a[0] : a[1], path, sizeof path)) break;
+    normalize_path(path);
     // Write intent from the flags (openat2: the first field of struct open_how); creat and mknod create.
     uint64_t flags = 0;
     int creates = strcmp(name, "creat") == 0 || strcmp(name, "mknod") == 0 || strcmp(name, "mknodat") == 0;
@@ -436,6 +465,7 @@ static void on_seccomp(struct task *t) {
     int dfd, pi;
     pathw_args((long)si.seccomp.nr, &dfd, &pi);
     if (!resolve_path(t->pid, dfd < 0 ? -100 : (long)a[dfd], a[pi], path, sizeof path)) break;
+    normalize_path(path);
     if (pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
     break;
   }

@@ -91,10 +91,11 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
       hard.push(`undeclared filesystem effect: ${c.change} ${c.path}`);
     }
     // eslint-disable-next-line no-control-regex
-    if (/[\u0000-\u001f\u007f]/.test(c.path)) {
+    if (/[\u0000-\u001f\u007f]/.test(c.path) || c.path.length > 4096) {
       scopeOk = false;
-      hard.push(`${JSON.stringify(c.path)} has control characters in its name: such a file is never accepted`);
-      unexpected.push(`created a file whose name has control characters: ${JSON.stringify(c.path)}`);
+      const shown = JSON.stringify(c.path.slice(0, 300));
+      hard.push(`${shown} ${c.path.length > 4096 ? `is a path of ${c.path.length} characters` : 'has control characters in its name'}: such a file is never accepted`);
+      unexpected.push(`created a file whose name cannot be shown as is: ${shown}`);
     }
     if (SPECIAL_TYPES.has(c.type)) {
       scopeOk = false;
@@ -143,7 +144,7 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
     const reads = refused('read');
     if (writes.length > 0) {
       const list = writes.slice(0, 20).join(', ') + (writes.length > 20 ? `, and ${writes.length - 20} more` : '');
-      soft.push(`writes outside /out, /tmp and the declared scope were attempted (and refused): ${list}`);
+      soft.push(`writes outside /out, /tmp and the declared scope were attempted: ${list}`);
       unexpected.push(`tried to write outside its writable areas: ${list}`);
     }
     if (reads.length > 0) {
@@ -191,7 +192,8 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
     }
     // A process still running when the program ended was started to outlive it (a daemon, a job
     // left in the background): the host killed it with the sandbox, and a person should know.
-    const outlived = se.processesSpawned.outlivedProgram;
+    // Only when the program ended on its own: a run the host killed ends every task at once, in no order.
+    const outlived = obs.status === 'SUCCESS' || obs.status === 'FAILURE' ? se.processesSpawned.outlivedProgram : 0;
     if (outlived > 0) {
       soft.push(`${outlived} process(es) were still running when the program ended: the host killed them with the sandbox`);
       unexpected.push(`left ${outlived} process(es) running after it ended (killed by the host)`);

@@ -23,9 +23,28 @@ const HASHED = new Set(['file', 'hardlink', 'symlink']);
  */
 export const SANDBOX_RESULT_STREAM_BYTES = 64 * 1024;
 
-/** A path the program chose, made printable: control characters become `\xNN` (the contract refuses them raw). */
-// eslint-disable-next-line no-control-regex
-const printablePath = (p: string): string => p.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+/**
+ * A path the program chose, as the contract can carry it: a name with control characters has them
+ * (and its backslashes) written as `\xNN`; a path over 4,096 characters is cut with a marker. Both
+ * kinds are BLOCKed by the judge, so promotion never reads these forms back as real paths.
+ */
+export function printablePath(p: string): string {
+  // eslint-disable-next-line no-control-regex
+  const shown = /[\u0000-\u001f\u007f]/.test(p) ? p.replace(/[\u0000-\u001f\u007f\\]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`) : p;
+  return shown.length <= MAX_PATH_CHARS ? shown : `${shown.slice(0, MAX_PATH_CHARS - 40)}...[${shown.length} characters]`;
+}
+const MAX_PATH_CHARS = 4096;
+
+/** Printed paths are unique in a diff: a hostile name whose printed form equals another entry's gets a suffix. */
+function uniquePaths(diff: SandboxResult['filesystem_diff']): void {
+  const seen = new Set<string>();
+  for (const e of [...diff.added, ...diff.modified, ...diff.deleted]) {
+    let p = e.path;
+    for (let n = 2; seen.has(p); n++) p = `${e.path} (#${n})`;
+    e.path = p;
+    seen.add(p);
+  }
+}
 
 function entry(c: FsChange, tombstone: (sha: string) => string): DiffEntry {
   const type = c.nlink && c.nlink > 1 && c.type === 'file' ? 'hardlink' : TYPE[c.type];
@@ -118,6 +137,7 @@ export function buildSandboxResult(args: {
     const i = list.push(e) - 1;
     for (const h of ['sha256_before', 'sha256_after'] as const) if (e[h] === null) unmeasured[`filesystem_diff.${c.change}[${i}].${h}`] = 'the file could not be hashed';
   }
+  uniquePaths(diff);
 
   const stream = (s: NsRunObservation['stdout']) => {
     const shown = s.bytes.subarray(0, SANDBOX_RESULT_STREAM_BYTES);

@@ -172,22 +172,29 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
     if ('missing' in filled) return fail('failed', 'bad_request', `argument ${filled.missing} must be a non-empty string or a number: it fills an argv element of ${tool.tool_name}`);
     action = baseAction({ kind: 'argv', argv: filled.argv }, 'ns', limits, filled.argv.join(' '), opts);
   }
-  if (policy.value) {
-    const decision = evaluatePolicy(policy.value, action, opts.runner === 'python' ? 'python' : undefined);
+  // The policy's word on an Action: refused (nothing runs), or allowed, maybe with a person to confirm.
+  const refusal = (a: Action): Execution | null => {
+    if (!policy.value) return null;
+    const decision = evaluatePolicy(policy.value, a, opts.runner === 'python' ? 'python' : undefined);
     if (decision.problems.length > 0) {
-      for (const d of cleanup) rmSync(d, { recursive: true, force: true });
       return fail('failed', 'auth_failed', `the host policy does not allow this call of ${tool.tool_name}: ${decision.problems.map((p) => p.message).join('; ').slice(0, 500)}`, { problems: decision.problems.slice(0, 10).map((p) => ({ code: p.code, message: p.message })) });
     }
-    if (decision.confirmationRequired) action.confirmationRequired = true;
-  }
+    if (decision.confirmationRequired) a.confirmationRequired = true;
+    return null;
+  };
 
   try {
+    const refused = refusal(action);
+    if (refused) return refused;
     let outcome = await run(action, inputsDir, ctx, policy.value);
-    // The Monty lane may not be wired into runAction on this build: fall back to python3 in ns.
-    if (outcome.kind === 'rejected' && action.lane === 'monty' && opts.lane !== 'monty' && allowsLane('ns') && outcome.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
+    // The Monty lane may not be wired into runAction on this build: fall back to python3 in ns,
+    // under the same policy.
+    if (outcome.kind === 'rejected' && action.lane === 'monty' && opts.lane !== 'monty' && outcome.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
       const dir = join(ctx.workspace.root, 'utp-inputs', randomUUID());
       cleanup.push(dir);
       action = pythonAction('ns', opts.code ?? (typeof args.code === 'string' ? args.code : ''), opts.code !== undefined ? args : undefined, limits, dir, opts);
+      const again = refusal(action);
+      if (again) return again;
       outcome = await run(action, dir, ctx, policy.value);
     }
     if (outcome.kind === 'rejected') {

@@ -111,3 +111,49 @@ test('soft findings alone ask for a person: HIGH risk, a non-zero exit, a declar
   assert.deepEqual(falses(failed), []);
   assert.equal(judge(action({ risk: 'CRITICAL' }), clean()).verdict, 'BLOCK');
 });
+
+test('refused file accesses and processes left running ask for a person; a name with control characters is a BLOCK', () => {
+  const withFiles = clean();
+  withFiles.sideEffects!.fileAccess = [
+    { path: '/etc/shadow', syscall: 'openat', access: 'read', result: null },
+    { path: '/etc/x', syscall: 'openat', access: 'write', result: 'EROFS' },
+  ];
+  const j = judge(action(), withFiles);
+  assert.equal(j.verdict, 'REQUIRE_CONFIRMATION');
+  assert.deepEqual(falses(j), []);
+  assert.ok(j.reasons.includes('writes outside /out, /tmp and the declared scope were attempted: /etc/x (EROFS)'), j.reasons.join('; '));
+  assert.ok(j.reasons.includes('reads of host-secret paths were attempted (they are not in the sandbox): /etc/shadow'));
+
+  const daemon = clean();
+  daemon.sideEffects!.processesSpawned.outlivedProgram = 2;
+  assert.equal(judge(action(), daemon).verdict, 'REQUIRE_CONFIRMATION');
+  // a run the host killed ends every task at once: no finding from the order they ended in
+  const killed = clean({ status: 'TIMEOUT', reason: 'wall time exceeded', limitsExceeded: ['wallMs'] });
+  killed.sideEffects!.processesSpawned.outlivedProgram = 2;
+  assert.ok(!judge(action(), killed).reasons.some((r) => r.includes('still running')));
+
+  const evil = clean();
+  evil.fs.scopes[0]!.changes!.push({ change: 'added', path: '/srv/app/a\nb', type: 'file', mode: 0o100644, size: 1, sha256After: 'e'.repeat(64) });
+  const e = judge(action({ effects: { ...action().effects, create: ['/srv/app/*'] } }), evil);
+  assert.equal(e.verdict, 'BLOCK');
+  assert.ok(e.reasons.some((r) => r.includes('has control characters in its name')), e.reasons.join('; '));
+});
+
+test('scopes: a non-recursive scope covers its direct children only; deleting a declared directory covers its contents', () => {
+  const flat = action({ scope: { paths: ['/srv/app'], recursive: false }, effects: { create: ['/srv/app/new.txt', '/srv/app/sub/deep.txt'], modify: [], delete: [], network: false, systemStateChange: false } });
+  const obs = clean();
+  obs.fs.scopes[0]!.changes = [
+    { change: 'added', path: '/srv/app/new.txt', type: 'file', mode: 0o100644, size: 1, sha256After: 'a'.repeat(64) },
+    { change: 'added', path: '/srv/app/sub/deep.txt', type: 'file', mode: 0o100644, size: 1, sha256After: 'b'.repeat(64) },
+  ];
+  const j = judge(flat, obs);
+  assert.deepEqual(j.reasons.filter((r) => r.includes('outside the declared scope')), ['added /srv/app/sub/deep.txt is outside the declared scope']);
+
+  const rm = action({ effects: { create: [], modify: [], delete: ['/srv/app/old'], network: false, systemStateChange: false } });
+  const gone = clean();
+  gone.fs.scopes[0]!.changes = ['/srv/app/old', '/srv/app/old/a.txt', '/srv/app/old/sub', '/srv/app/old/sub/b.txt'].map((path) => ({ change: 'deleted' as const, path, type: path.endsWith('.txt') ? ('file' as const) : ('dir' as const), mode: 0o100644, size: 1, ...(path.endsWith('.txt') ? { sha256Before: 'c'.repeat(64) } : {}) }));
+  assert.equal(judge(rm, gone).verdict, 'PROMOTE', judge(rm, gone).reasons.join('; '));
+  // the same contents deleted while the directory itself stays: not covered
+  gone.fs.scopes[0]!.changes = gone.fs.scopes[0]!.changes!.filter((c) => c.path !== '/srv/app/old');
+  assert.equal(judge(rm, gone).verdict, 'BLOCK');
+});

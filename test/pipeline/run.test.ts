@@ -118,6 +118,9 @@ test('a script that probes host secrets and writes outside /out changes nothing,
     'for p in ("/etc/shadow", "/root/.ssh/id_rsa"):',
     '    try: open(p).read()',
     '    except OSError as e: print("read", p, e.errno)',
+    'import os',
+    'try: os.listdir("/home/")',
+    'except OSError as e: print("list", e.errno)',
     'for p in ("/etc/cron.d/x", "/in/a.py"):',
     '    try: open(p, "w").write("x")',
     '    except OSError as e: print("write", p, e.errno)',
@@ -130,7 +133,7 @@ test('a script that probes host secrets and writes outside /out changes nothing,
   assert.equal(sr.verdict.recommended_action, 'REQUIRE_CONFIRMATION', sr.verdict.reasons.join('; '));
   assert.deepEqual(
     sr.side_effects.file_access_attempts?.map((a) => `${a.access} ${a.path} ${a.denied ? 'denied' : 'ALLOWED'}`),
-    ['read /etc/shadow denied', 'read /root/.ssh/id_rsa denied', 'write /etc/cron.d/x denied', 'write /in/a.py denied'],
+    ['read /etc/shadow denied', 'read /root/.ssh/id_rsa denied', 'read /home denied', 'write /etc/cron.d/x denied', 'write /in/a.py denied'],
   );
   assert.ok(sr.verdict.reasons.some((r) => r.includes('reads of host-secret paths were attempted')), sr.verdict.reasons.join('; '));
   const ts = toolResultOf(ws, sr.sandbox_id);

@@ -151,10 +151,13 @@ test('aborting the run signal (a caller\'s cancel) kills the whole sandbox at on
   assert.ok(Date.now() - t0 < 5000, 'the sandbox ended long before its wall time');
 });
 
-test('a memory limit too small for the sandbox to start ends promptly as a SANDBOX_ERROR that names the limit (never hangs)', { timeout: 30_000 }, async () => {
+test('a memory limit too small for the sandbox to start ends promptly as a SANDBOX_ERROR that names the limit (never hangs)', { timeout: 30_000 }, async (t) => {
+  const caps = await doctor();
+  if (!caps.cgroup.usable || !caps.cgroup.controllers.includes('memory')) return t.skip('no memory cgroup controller on this host: the limit is only reported (airlock doctor says so)');
   const t0 = Date.now();
   const o = await run(['/bin/true'], { limits: { ...LIMITS, memoryBytes: 4096 } });
   assert.equal(o.status, 'SANDBOX_ERROR', text(o));
   assert.ok(Date.now() - t0 < 10_000, `ended in ${Date.now() - t0} ms`);
-  if (o.host.limits.find((l) => l.limit === 'memoryBytes')?.enforcedBy) assert.match(o.reason, /memory limit of 4096 bytes is too small/);
+  assert.match(o.reason, /memory limit of 4096 bytes is too small/);
+  assert.ok(o.limitsExceeded.includes('memoryBytes'));
 });

@@ -212,6 +212,11 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     '  except OSError: pass',
     "try: os.mkdir('/etc/evil')",
     'except OSError: pass',
+    "os.chdir('/')",
+    "for p in ('root/.netrc', 'tmp/../home/u/.pgpass', '/var/'):",
+    '  try: open(p)',
+    '  except OSError: pass',
+    "os.chdir('/tmp')",
     "try: os.rename('/out/a', '/etc/b')",
     'except OSError: pass',
     's = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)',
@@ -245,7 +250,17 @@ test('the tracer and strace observe the same attempts of one hostile program', {
   assert.equal(ours.status, 'POLICY_ABORTED');
   assert.equal(summary(ours).outlived, 1, 'the sleep left running is reported');
   // the refused file accesses, with the program's relative path made absolute against its cwd (/tmp)
-  assert.deepEqual(summary(ours).files?.map(([access, path]) => `${access} ${path}`), ['read /etc/shadow', 'read /root/.ssh/id_ed25519', 'write /usr/lib/x', 'write /etc/evil', 'write /etc/b']);
+  // relative paths against the cwd and unnormalised ones count as what they name
+  assert.deepEqual(summary(ours).files?.map(([access, path]) => `${access} ${path}`), [
+    'read /etc/shadow',
+    'read /root/.ssh/id_ed25519',
+    'write /usr/lib/x',
+    'write /etc/evil',
+    'read /root/.netrc',
+    'read /home/u/.pgpass',
+    'read /var',
+    'write /etc/b',
+  ]);
 });
 
 test('event lines: decoded exactly; the program\'s own strings and numbers cannot break the reading', () => {

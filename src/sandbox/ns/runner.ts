@@ -312,13 +312,16 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       } else await chownTo(outStage, uid, gid).catch(() => undefined);
     })();
     const scopeDirs = scopes.map((s, i) => {
-      const rw = join(sharedDisk ?? dir, `scope${i}`);
-      return { hostPath: s.hostPath, kind: scopeKinds[i] as 'dir' | 'file', upper: join(rw, 'upper'), work: join(rw, 'work'), merged: join(dir, `scope${i}`, 'merged') };
+      const kind = scopeKinds[i] as 'dir' | 'file';
+      // A directory's writes land in its overlay's upper dir, on the capped tmpfs; a file's copy stays
+      // in staging (copying it is not the run's writing; what the run adds to it is post-checked).
+      const rw = join(kind === 'dir' && sharedDisk ? sharedDisk : dir, `scope${i}`);
+      return { hostPath: s.hostPath, kind, upper: join(rw, 'upper'), work: join(rw, 'work'), merged: join(dir, `scope${i}`, 'merged') };
     });
     const scopesP = Promise.all(
       scopeDirs.map(async (s) => {
         await mkdirMode(join(s.upper, '..'), 0o711);
-        if (sharedDisk) await mkdirMode(join(s.merged, '..'), 0o711);
+        if (join(s.merged, '..') !== join(s.upper, '..')) await mkdirMode(join(s.merged, '..'), 0o711);
         if (s.kind === 'file') {
           // One file: the sandbox sees a copy bound over it (overlayfs works on directories only), so
           // the real file never changes; deleting or renaming the bound path fails (EBUSY).

@@ -20,6 +20,9 @@ export const PATH_WRITE_ARGS: Readonly<Record<string, readonly [number, number]>
 /** Open flags that mean the call writes or creates. */
 export const WRITE_FLAGS = /\bO_(?:WRONLY|RDWR|CREAT|TRUNC|APPEND)\b/;
 
+/** /proc/<pid>/fd/N and the like name a descriptor the program already holds (its stdout...), not a file. */
+const DESCRIPTOR_ALIAS = /^\/proc\/(?:self|thread-self|\d+)(?:\/task\/\d+)?\/fd\/\d+$/;
+
 const under = (p: string, area: string): boolean => area === '/' || p === area || p.startsWith(`${area}/`);
 
 /**
@@ -31,8 +34,10 @@ export function refusedFileAccess(raw: readonly FileAccess[], view: { writable: 
   const seen = new Set<string>();
   const out: FileAccess[] = [];
   for (const a of raw) {
-    const p = posix.normalize(a.path);
-    if (!p.startsWith('/') || p === '/dev' || p.startsWith('/dev/')) continue;
+    const p = posix.normalize(a.path).replace(/(.)\/+$/, '$1');
+    if (!p.startsWith('/') || p === '/dev' || p.startsWith('/dev/') || DESCRIPTOR_ALIAS.test(p)) continue;
+    // `mkdir -p` asks for every ancestor: an existing one changes nothing.
+    if (a.result === 'EEXIST' && (a.syscall === 'mkdir' || a.syscall === 'mkdirat')) continue;
     if (a.access === 'write' ? view.writable.some((w) => under(p, w)) : !isSecretPath(p) || view.exposed.some((e) => under(p, e))) continue;
     const k = `${a.access} ${p}`;
     if (seen.has(k)) continue;
