@@ -641,7 +641,7 @@ function failure(status: ToolResultContent['status'], code: string, message: str
 function decisionFailure(d: 'rejected' | 'expired' | 'canceled'): Execution {
   if (d === 'rejected') return failure('failed', 'auth_failed', 'a person rejected this call (airlock approvals reject)');
   if (d === 'canceled') return failure('canceled', 'canceled', 'the call was canceled while it waited for approval');
-  return failure('timeout', 'approval_timeout', 'no one approved this call in time');
+  return failure('timeout', 'tool_timeout', 'no one approved this call in time', [{ code: 'UTPS_APPROVAL_TIMEOUT', message: 'the call waited in `airlock approvals` past its approval.timeout_ms' }]);
 }
 
 function wakeupSubjectFor(ctx: CallContext): string | undefined {

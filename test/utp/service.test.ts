@@ -5,6 +5,8 @@ import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
 import { CALLBACK_KEYS, parseCallback, parseCard, parseTraceparent, type ToolResultCard } from '../../src/contracts/utp.js';
 import type { Store } from '../../src/store/types.js';
 import { callTool, cancelTool, readAnswer } from '../../src/utp/client.js';
+import { defaultToolSubject } from '../../src/utp/tools.js';
+import { airlock } from '../helpers/cli.js';
 import { eventually, sleep, startHarness, type Harness } from './harness.js';
 
 /** The UTP command path against real NATS JetStream and a SQLite store (postgres-service.test.ts: the same core on PostgreSQL). */
@@ -20,7 +22,11 @@ let sub: Subscription;
 const wakeups: Wakeup[] = [];
 
 before(async () => {
-  h = await startHarness({ db: 'sqlite' });
+  h = await startHarness({
+    db: 'sqlite',
+    // a person at a terminal is slower than the harness's 1.5 s approval tool
+    tools: (project, channel) => [{ project_id: project, tool_name: 'echo.approve.slow', target_subject: defaultToolSubject('v1', project, channel, 'echo.approve.slow'), description: 'echo after a person approves', parameters: { type: 'object' }, after_execution: 'suspend', options: { runner: 'echo', approval: { required: true, timeout_ms: 60_000 } } }],
+  });
   sub = h.nc.subscribe(`cg.v1.${h.project}.${h.channel}.cmd.agent.*.wakeup`, {
     callback: (_e, m: Msg) => {
       const hs: Record<string, string> = {};
@@ -433,7 +439,24 @@ describe('timeouts, cancel, approvals', () => {
     const r3 = await call('echo.approve', { v: 'x' });
     assert.ok(r3.ok);
     assert.equal(r3.status, 'timeout');
-    assert.equal(r3.content.error?.code, 'approval_timeout');
+    assert.equal(r3.content.error?.code, 'tool_timeout');
+    assert.match(JSON.stringify(r3.content.error?.detail), /UTPS_APPROVAL_TIMEOUT/);
+  });
+
+  test('approval through the real CLI: a live call waits in `airlock approvals list` and runs once `airlock approvals approve` lets it', async () => {
+    const i = ids();
+    const pending = call('echo.approve.slow', { v: 'cli' }, i);
+    const listed = await eventually(() => {
+      const l = airlock(['approvals', 'list', '--json', '--workspace', h.ws.root]);
+      const rows = JSON.parse(l.stdout || '[]') as { id: string; tool_call_id: string }[];
+      return rows.find((r) => r.tool_call_id === i.toolCallId);
+    }, 5000, 'the call listed by `airlock approvals list`');
+    assert.ok(!h.runs.includes(i.toolCallId), 'nothing runs before the decision');
+    const ok = airlock(['approvals', 'approve', listed.id, '--by', 'alice', '--workspace', h.ws.root]);
+    assert.equal(ok.code, 0, ok.stderr);
+    const r = await pending;
+    assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
+    assert.ok(h.runs.includes(i.toolCallId));
   });
 });
 
