@@ -140,17 +140,16 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
     // a person should look before anything it produced is used.
     const refused = (access: 'read' | 'write') =>
       [...new Set(se.fileAccess.filter((a) => a.access === access).map((a) => (a.result && a.result !== 'ok' ? `${a.path} (${a.result})` : a.path)))];
+    const listed = (xs: string[]) => xs.slice(0, 20).join(', ') + (xs.length > 20 ? `, and ${xs.length - 20} more` : '');
     const writes = refused('write');
     const reads = refused('read');
     if (writes.length > 0) {
-      const list = writes.slice(0, 20).join(', ') + (writes.length > 20 ? `, and ${writes.length - 20} more` : '');
-      soft.push(`writes outside /out, /tmp and the declared scope were attempted: ${list}`);
-      unexpected.push(`tried to write outside its writable areas: ${list}`);
+      soft.push(`writes outside /out, /tmp and the declared scope were attempted: ${listed(writes)}`);
+      unexpected.push(`tried to write outside its writable areas: ${listed(writes)}`);
     }
     if (reads.length > 0) {
-      const list = reads.slice(0, 20).join(', ') + (reads.length > 20 ? `, and ${reads.length - 20} more` : '');
-      soft.push(`reads of host-secret paths were attempted (they are not in the sandbox): ${list}`);
-      unexpected.push(`tried to read host-secret paths: ${list}`);
+      soft.push(`reads of host-secret paths were attempted (they are not in the sandbox): ${listed(reads)}`);
+      unexpected.push(`tried to read host-secret paths: ${listed(reads)}`);
     }
     // A socket() alone reaches nothing: an attempt is a connect/send/bind with a destination.
     const attempts = networkAttempts(se, obs.network);

@@ -21,14 +21,14 @@ const HASHED = new Set(['file', 'hardlink', 'symlink']);
  * the run's artifacts/): a flood of output must not push the document past its size limit. Two
  * streams of this, JSON-escaped at worst 6 bytes per byte, leave room for the diff and the rest.
  */
-export const SANDBOX_RESULT_STREAM_BYTES = 64 * 1024;
+const SANDBOX_RESULT_STREAM_BYTES = 64 * 1024;
 
 /**
  * A path the program chose, as the contract can carry it: a name with control characters has them
  * (and its backslashes) written as `\xNN`; a path over 4,096 characters is cut with a marker. Both
  * kinds are BLOCKed by the judge, so promotion never reads these forms back as real paths.
  */
-export function printablePath(p: string): string {
+function printablePath(p: string): string {
   // eslint-disable-next-line no-control-regex
   const shown = /[\u0000-\u001f\u007f]/.test(p) ? p.replace(/[\u0000-\u001f\u007f\\]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`) : p;
   return shown.length <= MAX_PATH_CHARS ? shown : `${shown.slice(0, MAX_PATH_CHARS - 40)}...[${shown.length} characters]`;

@@ -176,7 +176,7 @@ export function splitSchema(url: string): { url: string; schema: string | undefi
 }
 
 /** How long a statement may go unanswered before its call fails (and its connection is dropped). */
-export const DEFAULT_QUERY_TIMEOUT_MS = 10_000;
+const DEFAULT_QUERY_TIMEOUT_MS = 10_000;
 
 /** The URL without its password, for messages. */
 export function redactUrl(url: string): string {

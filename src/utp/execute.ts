@@ -153,15 +153,16 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
   let action: Action;
   let inputsDir: string | undefined;
   const cleanup: string[] = [];
+  // python: the tool's own program (options.code) gets the arguments as /in/arguments.json; else arguments.code runs.
+  const code = opts.code ?? (typeof args.code === 'string' ? args.code : '');
+  const toolArgs = opts.code !== undefined ? args : undefined;
   if (opts.runner === 'python') {
-    // The tool's own program (options.code) gets the arguments as /in/arguments.json; else arguments.code runs.
-    const code = opts.code ?? (typeof args.code === 'string' ? args.code : '');
     // Monty has no host folders and no network: a tool that declares either runs in ns.
     const needsNs = (opts.effects?.scope.length ?? 0) > 0 || (opts.effects?.network.length ?? 0) > 0;
     const lane: Action['lane'] = opts.lane ?? (!needsNs && (await montyLoads()) && allowsLane('monty') ? 'monty' : 'ns');
     inputsDir = join(ctx.workspace.root, 'utp-inputs', randomUUID());
     cleanup.push(inputsDir);
-    action = pythonAction(lane, code, opts.code !== undefined ? args : undefined, limits, inputsDir, opts);
+    action = pythonAction(lane, code, toolArgs, limits, inputsDir, opts);
   } else if (opts.runner === 'exec') {
     const argv = Array.isArray(args.argv) ? args.argv.filter((a): a is string => typeof a === 'string') : [];
     // The sandbox root is the host's root, read-only: a missing absolute program is the caller's mistake.
@@ -192,7 +193,7 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
     if (outcome.kind === 'rejected' && action.lane === 'monty' && opts.lane !== 'monty' && outcome.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
       const dir = join(ctx.workspace.root, 'utp-inputs', randomUUID());
       cleanup.push(dir);
-      action = pythonAction('ns', opts.code ?? (typeof args.code === 'string' ? args.code : ''), opts.code !== undefined ? args : undefined, limits, dir, opts);
+      action = pythonAction('ns', code, toolArgs, limits, dir, opts);
       const again = refusal(action);
       if (again) return again;
       outcome = await run(action, dir, ctx, policy.value);

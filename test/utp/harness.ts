@@ -119,6 +119,26 @@ export async function startHarness(
   };
 }
 
+/**
+ * A store whose claim fails while `failures.left > 0` (each failure counts it down; Infinity: down for
+ * good): the service must nak and JetStream redeliver.
+ */
+export function failingClaims(failures: { left: number }, message: string): (s: Store) => Store {
+  return (s) =>
+    new Proxy(s, {
+      get(target, prop, recv) {
+        if (prop === 'claim' && failures.left > 0) {
+          return async () => {
+            failures.left--;
+            throw new Error(message);
+          };
+        }
+        const v = Reflect.get(target, prop, recv);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Waits until `f` returns a value (polling), or fails after `ms`. */

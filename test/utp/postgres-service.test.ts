@@ -1,32 +1,15 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import type { Store } from '../../src/store/types.js';
 import { callTool } from '../../src/utp/client.js';
-import { eventually, startHarness, type Harness } from './harness.js';
+import { eventually, failingClaims, startHarness, type Harness } from './harness.js';
 
 /** The core path on PostgreSQL, and a command redelivered after a nak (the store failed once). */
 
 let h: Harness;
-let failClaims = 0;
+const failures = { left: 0 };
 before(async () => {
-  h = await startHarness({
-    db: 'postgres',
-    // A store whose claim fails while failClaims > 0: the service must nak and JetStream redeliver.
-    store: (s: Store) =>
-      new Proxy(s, {
-        get(target, prop, recv) {
-          if (prop === 'claim' && failClaims > 0) {
-            return async () => {
-              failClaims--;
-              throw new Error('connection reset (simulated)');
-            };
-          }
-          const v = Reflect.get(target, prop, recv);
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      }),
-  });
+  h = await startHarness({ db: 'postgres', store: failingClaims(failures, 'connection reset (simulated)') });
 });
 after(async () => {
   await h?.stop();
@@ -45,11 +28,11 @@ test('PostgreSQL: a call is answered with one card and one report', async () => 
 });
 
 test('PostgreSQL: the store fails at claim time -> nak -> redelivered -> answered once, run once', async () => {
-  failClaims = 1;
+  failures.left = 1;
   const t0 = Date.now();
   const r = await call({ redelivered: true });
   assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
-  assert.equal(failClaims, 0, 'the first delivery hit the failing store');
+  assert.equal(failures.left, 0, 'the first delivery hit the failing store');
   assert.ok(Date.now() - t0 >= 900, 'the redelivery came after the nak delay');
   const failed = h.logs.find((l) => l.event === 'claim-failed');
   assert.ok(failed, 'the failure was logged');

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import type { Store } from '../../src/store/types.js';
 import { callTool, toolCallCardId } from '../../src/utp/client.js';
 import { DEFAULT_REDELIVERY_DELAYS_MS, redeliveryDelayMs } from '../../src/utp/service.js';
-import { eventually, startHarness, type Harness } from './harness.js';
+import { eventually, failingClaims, startHarness, type Harness } from './harness.js';
 
 /**
  * The store fails at claim time (SQLite; postgres-service.test.ts has the PostgreSQL case): the
@@ -23,26 +22,10 @@ describe('the nak delay schedule', () => {
 describe('SQLite: the store fails at claim time', () => {
   let h: Harness;
   // While > 0, each claim fails (and counts down); Infinity: the store is down for good.
-  let failClaims = 0;
+  const failures = { left: 0 };
   before(async () => {
-    h = await startHarness({
-      db: 'sqlite',
-      // 3 deliveries at most, short delays: the whole schedule runs in well under a second.
-      service: { maxDeliver: 3, redeliveryDelaysMs: [150, 300] },
-      store: (s: Store) =>
-        new Proxy(s, {
-          get(target, prop, recv) {
-            if (prop === 'claim' && failClaims > 0) {
-              return async () => {
-                failClaims--;
-                throw new Error('database is locked (simulated)');
-              };
-            }
-            const v = Reflect.get(target, prop, recv);
-            return typeof v === 'function' ? v.bind(target) : v;
-          },
-        }),
-    });
+    // 3 deliveries at most, short delays: the whole schedule runs in well under a second.
+    h = await startHarness({ db: 'sqlite', service: { maxDeliver: 3, redeliveryDelaysMs: [150, 300] }, store: failingClaims(failures, 'database is locked (simulated)') });
   });
   after(async () => {
     await h?.stop();
@@ -51,12 +34,12 @@ describe('SQLite: the store fails at claim time', () => {
   const ids = () => ({ agentTurnId: `turn-${randomUUID()}`, toolCallId: `call-${randomUUID()}` });
 
   test('nak -> redelivered -> answered once, run once', async () => {
-    failClaims = 1;
+    failures.left = 1;
     const i = ids();
     const t0 = Date.now();
     const r = await callTool({ nats: h.nc, store: h.store, subject: h.subject('echo'), tool: 'echo', agentId: 'agent-sq', turnEpoch: 2, arguments: { redelivered: true }, timeoutMs: 10_000, ...i });
     assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
-    assert.equal(failClaims, 0, 'the first delivery hit the failing store');
+    assert.equal(failures.left, 0, 'the first delivery hit the failing store');
     assert.ok(Date.now() - t0 >= 140, 'the redelivery came after the nak delay');
     const failed = h.logs.find((l) => l.event === 'claim-failed' && l.tool_call_id === i.toolCallId);
     assert.ok(failed, 'the failure was logged');
@@ -68,11 +51,11 @@ describe('SQLite: the store fails at claim time', () => {
   });
 
   test('still failing on the last allowed delivery: logged `given-up` with the anchor, subject and reason, and removed', async () => {
-    failClaims = Infinity;
+    failures.left = Infinity;
     const i = ids();
     const pending = callTool({ nats: h.nc, store: h.store, subject: h.subject('echo'), tool: 'echo', agentId: 'agent-sq', turnEpoch: 2, arguments: { doomed: true }, timeoutMs: 2000, ...i });
     const gaveUp = await eventually(() => h.logs.find((l) => l.event === 'given-up' && l.tool_call_id === i.toolCallId), 5000, 'a given-up event');
-    failClaims = 0;
+    failures.left = 0;
     const r = await pending;
     assert.equal(r.ok, false, 'no answer could be written while the store was down');
     assert.equal(gaveUp.level, 'error');

@@ -5,7 +5,7 @@ import { posix } from 'node:path';
 import type { FileAccess } from './types.js';
 
 /** Host-secret prefixes whose reads are reported (native/tracer.c `secret_path` has the same list). */
-export const SECRET_PREFIXES = ['/root', '/home', '/etc/shadow', '/etc/gshadow', '/etc/sudoers', '/etc/ssh', '/etc/ssl/private', '/run', '/var', '/boot', '/mnt', '/media', '/srv', '/opt'] as const;
+const SECRET_PREFIXES = ['/root', '/home', '/etc/shadow', '/etc/gshadow', '/etc/sudoers', '/etc/ssh', '/etc/ssl/private', '/run', '/var', '/boot', '/mnt', '/media', '/srv', '/opt'] as const;
 
 export const isSecretPath = (p: string): boolean => SECRET_PREFIXES.some((s) => p === s || p.startsWith(`${s}/`) || p.startsWith(`${s}-`));
 
