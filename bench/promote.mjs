@@ -65,10 +65,10 @@ async function measure(changes) {
     if (out.kind !== 'ran') throw new Error(`run rejected: ${JSON.stringify(out.problems)}`);
     if (out.sandboxResult.verdict.recommended_action !== 'PROMOTE') throw new Error(`verdict ${out.sandboxResult.verdict.recommended_action}: ${out.sandboxResult.verdict.reasons.join('; ')}`);
     if (out.sandboxResult.filesystem_diff.modified.length !== changes) throw new Error(`expected ${changes} modified, got ${out.sandboxResult.filesystem_diff.modified.length}`);
-    const p = promote(ws, out.sandboxId);
+    const p = await promote(ws, out.sandboxId);
     const t2 = performance.now();
     if (!p.ok) throw new Error(`promote: ${JSON.stringify(p.problems)}`);
-    const r = rollback(ws, out.sandboxId);
+    const r = await rollback(ws, out.sandboxId);
     const t3 = performance.now();
     if (!r.ok) throw new Error(`rollback: ${JSON.stringify(r.problems)}`);
     t.diff.push(t1 - t0);

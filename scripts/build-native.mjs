@@ -1,18 +1,27 @@
-// Builds the host syscall tracer (native/tracer.c -> dist/native/airlock-tracer) with the system C
-// compiler. Without one the build goes on and says so: the ns lane then observes with strace (slower).
+// Builds Airlock's native helpers with the system C compiler:
+//   native/tracer.c  -> dist/native/airlock-tracer   the host syscall tracer (without it the ns lane
+//                                                    observes with strace, slower)
+//   native/scopefs.c -> dist/native/airlock-scopefs  every host read and write inside a scope (without
+//                                                    it scoped runs and promotion refuse to run)
+// Without a compiler the build goes on and says what is missing.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 
-const out = 'dist/native/airlock-tracer';
+const helpers = [
+  { src: 'native/tracer.c', out: 'dist/native/airlock-tracer', without: 'the ns lane will observe syscalls with strace (slower)' },
+  { src: 'native/scopefs.c', out: 'dist/native/airlock-scopefs', without: 'runs with a declared scope and promotion will refuse to run' },
+];
 const cc = ['cc', 'gcc', 'clang'].find((c) => spawnSync(c, ['--version'], { stdio: 'ignore' }).status === 0);
-rmSync(out, { force: true });
+for (const h of helpers) rmSync(h.out, { force: true });
 if (!cc) {
-  console.warn('build-native: no C compiler (cc/gcc/clang): airlock-tracer not built; the ns lane will observe syscalls with strace (slower). apt-get install gcc libc6-dev to build it.');
+  for (const h of helpers) console.warn(`build-native: no C compiler (cc/gcc/clang): ${h.out} not built; ${h.without}. apt-get install gcc libc6-dev to build it.`);
 } else {
   mkdirSync('dist/native', { recursive: true });
-  const r = spawnSync(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-o', out, 'native/tracer.c'], { stdio: 'inherit' });
-  if (r.status !== 0) {
-    console.error(`build-native: ${cc} failed to build native/tracer.c`);
-    process.exit(1);
+  for (const h of helpers) {
+    const r = spawnSync(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-o', h.out, h.src], { stdio: 'inherit' });
+    if (r.status !== 0) {
+      console.error(`build-native: ${cc} failed to build ${h.src}`);
+      process.exit(1);
+    }
   }
 }

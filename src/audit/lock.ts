@@ -93,8 +93,12 @@ function breakStale(path: string, seenRaw: string): void {
   }
 }
 
-/** Runs `fn` holding the lock at `path`; throws AUDIT_LOCK_TIMEOUT when a live holder keeps it too long. */
-export function withLock<T>(path: string, fn: () => T, opts: LockOptions = {}): T {
+/**
+ * Takes the lock at `path` (waiting with short sleeps); returns its release, or null when
+ * `readerFallback` lets a reader go on without one. Throws AUDIT_LOCK_TIMEOUT when a live holder
+ * keeps it too long.
+ */
+function acquire(path: string, opts: LockOptions): (() => void) | null {
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const staleMs = opts.staleMs ?? 5 * 60_000;
   const info: LockInfo = { pid: process.pid, host: hostname(), token: randomBytes(16).toString('hex'), ts: new Date().toISOString() };
@@ -107,7 +111,7 @@ export function withLock<T>(path: string, fn: () => T, opts: LockOptions = {}): 
       fd = openSync(path, 'wx', 0o600);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      if (opts.readerFallback && (code === 'ENOENT' || code === 'EACCES' || code === 'EROFS' || code === 'EPERM')) return fn();
+      if (opts.readerFallback && (code === 'ENOENT' || code === 'EACCES' || code === 'EROFS' || code === 'EPERM')) return null;
       if (code !== 'EEXIST') throw new AuditError('AUDIT_IO', `cannot create the lock file ${path}: ${(e as Error).message}`);
     }
     if (fd !== undefined) {
@@ -130,11 +134,29 @@ export function withLock<T>(path: string, fn: () => T, opts: LockOptions = {}): 
     sleep(wait);
     wait = Math.min(wait * 2, 20);
   }
-  try {
-    return fn();
-  } finally {
+  return () => {
     // Release only our own lock (a holder older than staleMs may have been broken meanwhile).
     const now = readLock(path);
     if (now?.raw === raw) unlinkSync(path);
+  };
+}
+
+/** Runs `fn` holding the lock at `path`; throws AUDIT_LOCK_TIMEOUT when a live holder keeps it too long. */
+export function withLock<T>(path: string, fn: () => T, opts: LockOptions = {}): T {
+  const release = acquire(path, opts);
+  try {
+    return fn();
+  } finally {
+    release?.();
+  }
+}
+
+/** withLock for work that awaits: the lock is held until `fn`'s promise settles. */
+export async function withLockAsync<T>(path: string, fn: () => Promise<T>, opts: LockOptions = {}): Promise<T> {
+  const release = acquire(path, opts);
+  try {
+    return await fn();
+  } finally {
+    release?.();
   }
 }

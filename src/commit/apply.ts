@@ -1,6 +1,7 @@
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { Workspace } from '../workspace/workspace.js';
-import { currentState, fsyncPath, keepInStore, putState, readVerified, removeQuietly, sameState, stageName, testHook } from './fsops.js';
+import { currentState, keepInStore, putState, readVerified, removeStage, sameState, stageName, testHook } from './fsops.js';
+import type { Scopes } from './scopes.js';
 import type { JournalOp, PathState } from './types.js';
 
 /**
@@ -24,60 +25,46 @@ function contentFor(ws: Workspace, want: PathState | null, store: 'blobs' | 'tom
   return bytes;
 }
 
-/** Keeps whatever unexpected file is at `path` in the tombstones before it is replaced. */
-function keepUnexpected(ws: Workspace, path: string, report: StepReport): void {
-  const cur = currentState(path);
-  if (cur && cur.type === 'file' && cur.sha256) {
-    keepInStore(ws.tombstones, path, cur.sha256);
-    report.unexpected.push({ path, kept: cur.sha256 });
-  } else report.unexpected.push({ path, kept: null });
-}
-
 /**
- * Brings each op's path to its `after` (forward) or `before` (backward) state. `expectFrom`: a path
- * that holds neither state is unexpected (a crash mid-way, or rollback --force): its content is
- * tombstoned first. Directories that cannot be removed because they are not empty are reported
- * with `tolerateNonEmpty`, else the error is thrown.
+ * Brings each op's path to its `after` (forward) or `before` (backward) state. A path that holds
+ * neither state (a crash mid-way, or rollback --force) is unexpected: its content is tombstoned
+ * first. Directories that cannot be removed because they are not empty are reported with
+ * `tolerateNonEmpty`, else the error is thrown (with the path).
  */
-export function step(ws: Workspace, ops: JournalOp[], dir: 'forward' | 'backward', token: string, opts: { tolerateNonEmpty?: boolean } = {}): StepReport {
+export async function step(ws: Workspace, scopes: Scopes, ops: JournalOp[], dir: 'forward' | 'backward', token: string, opts: { tolerateNonEmpty?: boolean } = {}): Promise<StepReport> {
   const report: StepReport = { unexpected: [], keptDirs: [] };
-  const touchedDirs = new Set<string>();
+  const touched = new Set<string>();
   const order = dir === 'forward' ? ops.map((_, i) => i) : ops.map((_, i) => ops.length - 1 - i);
   let done = 0;
   for (const i of order) {
     const op = ops[i] as JournalOp;
     const from = dir === 'forward' ? op.before : op.after;
     const to = dir === 'forward' ? op.after : op.before;
-    const cur = currentState(op.path);
-    if (sameState(cur, to)) continue;
-    if (!sameState(cur, from) && !(cur !== null && to !== null && sameState(cur, to, false))) keepUnexpected(ws, op.path, report);
-    const bytes = contentFor(ws, to, dir === 'forward' ? 'blobs' : 'tombstones', op.path);
     try {
-      putState(op.path, to, bytes, stageName(op.path, token, i));
+      const cur = await currentState(scopes, op.path);
+      if (sameState(cur, to)) continue;
+      if (!sameState(cur, from) && !(cur !== null && to !== null && sameState(cur, to, false))) {
+        const kept = cur?.type === 'file' && cur.sha256 && (await keepInStore(ws.tombstones, scopes, op.path, cur.sha256)) ? cur.sha256 : null;
+        report.unexpected.push({ path: op.path, kept });
+      }
+      const bytes = contentFor(ws, to, dir === 'forward' ? 'blobs' : 'tombstones', op.path);
+      await putState(scopes, op.path, cur, to, bytes, stageName(op.path, token, i));
     } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
+      const code = (e as { errno?: string }).errno;
       if (opts.tolerateNonEmpty && to === null && (code === 'ENOTEMPTY' || code === 'EEXIST')) {
         report.keptDirs.push(op.path);
         continue;
       }
-      throw Object.assign(new Error(`${op.path}: ${(e as Error).message}`), { path: op.path });
+      throw Object.assign(new Error(`${op.path}: ${(e as Error).message}`), { path: op.path, errno: code });
     }
-    touchedDirs.add(dirname(op.path));
-    if (to?.type === 'dir') touchedDirs.add(op.path);
+    touched.add(op.path);
     testHook(++done);
   }
-  // Renames, links and unlinks are durable once their directories are fsync'd.
-  for (const d of touchedDirs) {
-    try {
-      fsyncPath(d);
-    } catch {
-      /* a directory removed by a later op */
-    }
-  }
+  await scopes.fsyncParents(touched);
   return report;
 }
 
 /** Removes staging files an interrupted apply or rollback may have left beside the targets. */
-export function removeStaging(ops: JournalOp[], tokens: (string | undefined)[]): void {
-  for (const t of tokens) if (t) ops.forEach((o, i) => removeQuietly(stageName(o.path, t, i)));
+export async function removeStaging(scopes: Scopes, ops: JournalOp[], tokens: (string | undefined)[]): Promise<void> {
+  for (const t of tokens) if (t) for (const [i, o] of ops.entries()) await removeStage(scopes, stageName(o.path, t, i));
 }

@@ -1,38 +1,97 @@
-import { createHash, randomBytes } from 'node:crypto';
-import {
-  chmodSync,
-  closeSync,
-  constants,
-  existsSync,
-  fchmodSync,
-  fchownSync,
-  fstatSync,
-  fsyncSync,
-  futimesSync,
-  linkSync,
-  lchownSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readSync,
-  renameSync,
-  rmdirSync,
-  unlinkSync,
-  writeSync,
-  type Stats,
-} from 'node:fs';
+import { createHash } from 'node:crypto';
+import { closeSync, constants, existsSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
+import { putInStore } from '../base/content-store.js';
 import { basename, dirname, join } from 'node:path';
+import type { EntryStat } from '../base/scope-fs.js';
+import type { Scopes } from './scopes.js';
 import type { PathState } from './types.js';
 
 /**
- * The filesystem primitives of promotion and rollback. Nothing here follows a symbolic link at the
- * final component (O_NOFOLLOW, lstat, rename/link/unlink never follow), and every new file is
- * written beside its target, fsync'd with its final mode and owner, then renamed or linked into
+ * The filesystem primitives of promotion and rollback. Inside a scope, everything goes through the
+ * scope's agent (src/base/scope-fs.ts): a descriptor walk that never follows a link, with the scope
+ * owner's authority, and every replace, removal or mode change checked against the inode that was
+ * just read. A file is written beside its target, fsync'd with its final mode, then swapped into
  * place: a path holds its old content or its new content, never half of one.
+ *
+ * The workspace's own stores (blobs, tombstones) are the host's: they are read and written here by
+ * path, never with anything the sandbox or a scope owner can reach.
  */
 
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 const CHUNK = 1 << 20;
+
+/** What is at a scope path now: null (absent), a file or dir state, or `other` (a link, fifo, device...). */
+export type CurrentState = (PathState & { ident: string; nlink: number }) | null | { type: 'other'; kind: string; ident: string };
+
+const stateOf = (st: EntryStat, sha256?: string): NonNullable<CurrentState> => {
+  const base = { mode: st.mode, uid: st.uid, gid: st.gid, ident: st.ident, nlink: st.nlink };
+  if (st.type === 'dir') return { type: 'dir', ...base };
+  if (st.type === 'file') return { type: 'file', ...base, sha256, mtime: st.mtime, atime: st.atime };
+  return { type: 'other', kind: st.type, ident: st.ident };
+};
+
+/** The state of a scope path, read through its agent (content hashed when it is a regular file). */
+export async function currentState(scopes: Scopes, path: string, withHash = true): Promise<CurrentState> {
+  const { fs, rel } = scopes.at(path);
+  const st = await fs.stat(rel);
+  if (!st) return null;
+  if (st.type !== 'file' || !withHash) return stateOf(st);
+  const h = await fs.hash(rel);
+  // What was hashed must be what was stat'ed: a file swapped in between is reported as changing.
+  if (h.stat.ident !== st.ident) return { type: 'other', kind: 'changing', ident: st.ident };
+  return stateOf(h.stat, h.sha256);
+}
+
+/** Same type and content (file hash); with `strict`, same permission bits too. */
+export function sameState(cur: CurrentState, want: PathState | null, strict = true): boolean {
+  if (cur === null || want === null) return cur === want;
+  if (cur.type !== want.type) return false;
+  const c = cur as PathState;
+  if (want.type === 'file' && c.sha256 !== want.sha256) return false;
+  return !strict || c.mode === want.mode;
+}
+
+/** The name a staged file gets beside its target (recovery removes leftovers by this name). */
+export const stageName = (path: string, token: string, i: number): string => join(dirname(path), `.airlock-stage-${token}-${i}-${[...basename(path)].slice(0, 80).join('')}`);
+
+/**
+ * Brings scope path `path` to `want` (null: absent), from `cur` as just read. File content comes
+ * from `bytes` (already verified). A new entry gets the agent's (the scope owner's) uid; its group
+ * is set only when it differs, and only to a group the owner belongs to.
+ */
+export async function putState(scopes: Scopes, path: string, cur: CurrentState, want: PathState | null, bytes: Buffer | null, stage: string): Promise<void> {
+  const { fs, rel } = scopes.at(path);
+  const gid = want && want.gid !== fs.authority.gid ? want.gid : undefined;
+  if (want === null) {
+    if (!cur) return;
+    if (cur.type === 'dir') await fs.rmdir(rel, cur.ident);
+    else await fs.unlink(rel, cur.ident);
+    return;
+  }
+  if (want.type === 'dir') {
+    if (cur && cur.type !== 'dir') throw new Error(`${path} is not a directory`);
+    if (!cur) await fs.mkdir(rel, want.mode, gid);
+    else if (cur.mode !== want.mode || cur.gid !== want.gid) await fs.chmod(rel, want.mode, gid, cur.ident);
+    return;
+  }
+  if (!bytes) throw new Error(`no content for ${path}`);
+  if (cur && cur.type !== 'file') throw new Error(`${path} is not a regular file`);
+  await fs.write(rel, basename(stage), bytes, { mode: want.mode, ...(gid !== undefined ? { gid } : {}), ...(want.atime ? { atime: want.atime } : {}), ...(want.mtime ? { mtime: want.mtime } : {}), expect: cur ? cur.ident : null });
+}
+
+/** Removes a staging file an interrupted attempt may have left (only a regular file by that name). */
+export async function removeStage(scopes: Scopes, stage: string): Promise<void> {
+  const dir = scopes.parentOf(stage);
+  if (!dir) return;
+  const rel = dir.rel ? `${dir.rel}/${basename(stage)}` : basename(stage);
+  try {
+    const st = await dir.fs.stat(rel);
+    if (st?.type === 'file') await dir.fs.unlink(rel, st.ident);
+  } catch {
+    /* a parent gone or unsafe: nothing of ours can be there */
+  }
+}
+
+// ---- the workspace's content stores (host-owned, by path) ------------------------------------------
 
 /** sha256 of an open file, read in chunks (no whole-file buffer for big files). */
 function hashFd(fd: number): string {
@@ -46,7 +105,7 @@ function hashFd(fd: number): string {
   return h.digest('hex');
 }
 
-/** sha256 of a regular file, never through a link; null when it is not a regular file. */
+/** sha256 of a store file, never through a link; null when it is not a regular file. */
 export function hashFileNoFollow(path: string): string | null {
   let fd: number;
   try {
@@ -62,42 +121,6 @@ export function hashFileNoFollow(path: string): string | null {
   }
 }
 
-export function lstatOrNull(path: string): Stats | null {
-  try {
-    return lstatSync(path);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
-    throw e;
-  }
-}
-
-/** What is at `path` now: null (absent), a file or dir state, or `other` (a link, fifo, device...). */
-export function currentState(path: string, withHash = true): PathState | null | { type: 'other'; kind: string } {
-  const st = lstatOrNull(path);
-  if (!st) return null;
-  const base = { mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
-  if (st.isDirectory()) return { type: 'dir', ...base };
-  if (st.isFile()) {
-    const s: PathState = { type: 'file', ...base, mtimeMs: st.mtimeMs, atimeMs: st.atimeMs };
-    if (withHash) {
-      const h = hashFileNoFollow(path);
-      if (h === null) return { type: 'other', kind: 'changing' };
-      s.sha256 = h;
-    }
-    return s;
-  }
-  return { type: 'other', kind: st.isSymbolicLink() ? 'symlink' : st.isFIFO() ? 'fifo' : st.isSocket() ? 'socket' : 'device' };
-}
-
-/** Same type and content (file hash); with `strict`, same permission bits too. */
-export function sameState(cur: ReturnType<typeof currentState>, want: PathState | null, strict = true): boolean {
-  if (cur === null || want === null) return cur === want;
-  if (cur.type !== want.type) return false;
-  const c = cur as PathState;
-  if (want.type === 'file' && c.sha256 !== want.sha256) return false;
-  return !strict || c.mode === want.mode;
-}
-
 export function fsyncPath(path: string): void {
   const fd = openSync(path, constants.O_RDONLY);
   try {
@@ -107,25 +130,17 @@ export function fsyncPath(path: string): void {
   }
 }
 
-/** Copies a content-addressed file into `store` (no-op when present), fsync'd; verifies the hash. */
-export function keepInStore(store: string, src: string, sha256: string): boolean {
-  const dest = join(store, sha256);
-  if (existsSync(dest)) return true;
-  const bytes = readVerified(src, sha256);
-  if (!bytes) return false;
-  const tmp = `${dest}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o400);
-  try {
-    writeAll(fd, bytes);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, dest);
+/** Copies a scope file's content into a store through its agent when its sha256 is `sha256`. */
+export async function keepInStore(store: string, scopes: Scopes, path: string, sha256: string): Promise<boolean> {
+  if (existsSync(join(store, sha256))) return true;
+  const { fs, rel } = scopes.at(path);
+  const { bytes } = await fs.read(rel);
+  if (createHash('sha256').update(bytes).digest('hex') !== sha256) return false;
+  putInStore(store, sha256, bytes);
   return true;
 }
 
-/** The bytes of a regular file when their sha256 is `sha256`, else null (missing, a link, damaged). */
+/** The bytes of a store file when their sha256 is `sha256`, else null (missing, a link, damaged). */
 export function readVerified(path: string, sha256: string): Buffer | null {
   let fd: number;
   try {
@@ -147,66 +162,6 @@ export function readVerified(path: string, sha256: string): Buffer | null {
     return createHash('sha256').update(body).digest('hex') === sha256 ? body : null;
   } finally {
     closeSync(fd);
-  }
-}
-
-function writeAll(fd: number, buf: Buffer): void {
-  let off = 0;
-  while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
-}
-
-/** The name a staged file gets beside its target (recovery removes leftovers by this name). */
-export const stageName = (path: string, token: string, i: number): string => join(dirname(path), `.airlock-stage-${token}-${i}-${basename(path).slice(0, 80)}`);
-
-/**
- * Brings `path` to `want` (null: absent). File content comes from `bytes` (already verified).
- * A file is staged beside the target with its final mode, owner and times, fsync'd, then renamed
- * over the old file or hard-linked into place when the path is free (link never replaces).
- */
-export function putState(path: string, want: PathState | null, bytes: Buffer | null, stage: string): void {
-  const st = lstatOrNull(path);
-  if (want === null) {
-    if (!st) return;
-    if (st.isDirectory()) rmdirSync(path);
-    else unlinkSync(path);
-    return;
-  }
-  if (want.type === 'dir') {
-    if (st && !st.isDirectory()) throw new Error(`${path} is not a directory`);
-    if (!st) mkdirSync(path, { mode: want.mode & 0o777 });
-    if (isRoot) lchownSync(path, want.uid, want.gid);
-    chmodSync(path, want.mode); // after chown, which clears set-id bits; and not masked by umask
-    return;
-  }
-  if (!bytes) throw new Error(`no content for ${path}`);
-  if (st && !st.isFile()) throw new Error(`${path} is not a regular file`);
-  try {
-    unlinkSync(stage); // a leftover of an interrupted attempt with the same name
-  } catch {
-    /* none */
-  }
-  const fd = openSync(stage, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-  try {
-    writeAll(fd, bytes);
-    if (isRoot) fchownSync(fd, want.uid, want.gid);
-    fchmodSync(fd, want.mode);
-    if (want.mtimeMs !== undefined) futimesSync(fd, (want.atimeMs ?? want.mtimeMs) / 1000, want.mtimeMs / 1000);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  if (st) renameSync(stage, path);
-  else {
-    linkSync(stage, path);
-    unlinkSync(stage);
-  }
-}
-
-export function removeQuietly(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch {
-    /* absent */
   }
 }
 

@@ -6,6 +6,7 @@ import { sandboxResultContract, validateSandboxResultAgainst, type SandboxResult
 import { canonicalJson } from '../audit/canonical.js';
 import { parsePolicy, type Policy } from '../policy/policy.js';
 import type { Workspace } from '../workspace/workspace.js';
+import type { ScopeRecord } from './scopes.js';
 import { fail, type CommitResult } from './types.js';
 
 /** A run as promotion sees it: its Sandbox Result and descriptor, both re-validated. */
@@ -19,6 +20,24 @@ export interface LoadedRun {
   declarationSha256: string;
   /** Findings of the cross-check against the descriptor (any of them forbids promotion). */
   cross: { code: string; message: string; path?: string }[];
+  /** The scope roots as the run recorded them (inode, owner); null when the run has no record. */
+  scopes: ScopeRecord[] | null;
+}
+
+/** runs/<id>/scopes.json: written by the host when the run ended (src/pipeline/run.ts). */
+export const scopesFile = (runDir: string): string => join(runDir, 'scopes.json');
+
+export function readScopes(runDir: string): ScopeRecord[] | null {
+  try {
+    const v = JSON.parse(readFileSync(scopesFile(runDir), 'utf8')) as unknown;
+    const ok = (r: unknown): r is ScopeRecord => {
+      const x = r as ScopeRecord;
+      return typeof x?.path === 'string' && (x.kind === 'dir' || x.kind === 'file') && typeof x.root === 'string' && Number.isInteger(x.owner?.uid) && Number.isInteger(x.owner?.gid);
+    };
+    return Array.isArray(v) && v.every(ok) ? v : null;
+  } catch {
+    return null;
+  }
 }
 
 const SANDBOX_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -71,7 +90,7 @@ export function loadRun(ws: Workspace, sandboxId: string): CommitResult<{ run: L
   const cross = validateSandboxResultAgainst(result, d.value);
   return {
     ok: true,
-    run: { sandboxId, runDir, result, descriptor: d.value, resultSha256: sha256(bytes), diffSha256: diffHash(result), declarationSha256: declarationHash(d.value), cross },
+    run: { sandboxId, runDir, result, descriptor: d.value, resultSha256: sha256(bytes), diffSha256: diffHash(result), declarationSha256: declarationHash(d.value), cross, scopes: readScopes(runDir) },
   };
 }
 

@@ -1,21 +1,24 @@
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import type { DiffEntry } from '../contracts/sandbox-result.js';
 import type { Problem } from '../contracts/problem.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { currentState, hashFileNoFollow, keepInStore, lstatOrNull } from './fsops.js';
+import { currentState, hashFileNoFollow, keepInStore, type CurrentState } from './fsops.js';
 import type { LoadedRun } from './load.js';
-import type { CommitResult, JournalOp, PathState } from './types.js';
+import { pathProblem, type Scopes } from './scopes.js';
+import type { CommitResult, JournalOp } from './types.js';
 
 /**
  * Turns a verified diff into the journal's ordered operations, re-checking every pre-image against
- * the real filesystem first. Nothing is changed here except that pre-images are copied into the
- * tombstone store (content-addressed, additive) when the runner did not keep them already.
+ * the real filesystem (through the scope agents) first. Nothing is changed here except that
+ * pre-images are copied into the tombstone store (content-addressed, additive) when the runner did
+ * not keep them already. A second line behind the judge: set-id and sticky bits, entries that are
+ * not files or directories, hard-linked files and files of another owner are refused here too.
  *
  * Order: new directories parents first, modifications, new files, deleted files, deleted
  * directories children first. Undo runs the same list backwards.
  */
-export function planPromotion(ws: Workspace, run: LoadedRun): CommitResult<{ ops: JournalOp[] }> {
+export async function planPromotion(ws: Workspace, run: LoadedRun, scopes: Scopes): Promise<CommitResult<{ ops: JournalOp[]; dirs: Record<string, string> }>> {
   const problems: Problem[] = [];
   const bad = (code: Problem['code'], message: string, path: string) => problems.push({ code, message, path });
   const diff = run.result.filesystem_diff;
@@ -26,39 +29,35 @@ export function planPromotion(ws: Workspace, run: LoadedRun): CommitResult<{ ops
   ];
   const addedDirs = new Set(diff.added.filter((e) => e.type === 'dir').map((e) => e.path));
 
-  // Parents: real directories reached without a symbolic link (memoised per directory).
-  const parentOk = new Map<string, string | null>();
-  const checkParent = (dir: string): string | null => {
+  // Parents: real directories, reached from the scope root without a link (the agent's walk), and
+  // recorded with their inode so that apply, rollback and recovery notice a swapped one.
+  const dirs: Record<string, string> = {};
+  const parentOk = new Map<string, Problem | null>();
+  const checkParent = async (path: string): Promise<Problem | null> => {
+    const dir = dirname(path);
     const known = parentOk.get(dir);
     if (known !== undefined) return known;
-    let why: string | null = null;
-    if (addedDirs.has(dir)) why = checkParent(dirname(dir));
+    let why: Problem | null = null;
+    if (addedDirs.has(dir)) why = await checkParent(dir);
     else {
-      const st = lstatOrNull(dir);
-      if (!st) why = `its parent directory ${dir} does not exist`;
-      else if (!st.isDirectory()) why = `its parent ${dir} is not a directory`;
-      else {
-        let real: string;
-        try {
-          real = realpathSync(dir);
-        } catch {
-          real = '';
-        }
-        if (real !== dir) why = `its parent ${dir} resolves through a symbolic link to ${real || '(unresolvable)'}`;
+      const at = scopes.parentOf(path);
+      try {
+        const st = at ? await at.fs.stat(at.rel) : null;
+        if (!at) why = { code: 'PROMOTE_PATH_UNSAFE', message: `${path} is in none of the run's scopes`, path };
+        else if (!st) why = { code: 'PROMOTE_PREIMAGE_CHANGED', message: `its parent directory ${dir} does not exist`, path: dir };
+        else if (st.type !== 'dir') why = { code: 'PROMOTE_PREIMAGE_CHANGED', message: `its parent ${dir} is not a directory`, path: dir };
+        else dirs[dir] = st.ident;
+      } catch (e) {
+        why = pathProblem(e, dir);
       }
     }
     parentOk.set(dir, why);
     return why;
   };
-  // Owner of a new entry: the owner of the directory it lands in (as if that directory's owner made it).
-  const ownerCache = new Map<string, { uid: number; gid: number }>();
-  const ownerOf = (dir: string): { uid: number; gid: number } => {
-    const known = ownerCache.get(dir);
-    if (known) return known;
-    const st = addedDirs.has(dir) ? null : lstatOrNull(dir);
-    const o = st ? { uid: st.uid, gid: st.gid } : ownerOf(dirname(dir));
-    ownerCache.set(dir, o);
-    return o;
+  const blob = (sha: string | null | undefined, p: string): string | null => {
+    if (sha && hashFileNoFollow(join(ws.blobs, sha)) === sha) return sha;
+    bad('PROMOTE_CONTENT_MISSING', `the new content of ${p} (sha256 ${sha ?? 'unknown'}) is not in ${ws.blobs} or is damaged`, p);
+    return null;
   };
 
   const ops: JournalOp[] = [];
@@ -72,59 +71,67 @@ export function planPromotion(ws: Workspace, run: LoadedRun): CommitResult<{ ops
       bad('PROMOTE_UNSUPPORTED_ENTRY', `${p} is a ${e.type}: only regular files and directories are promoted`, p);
       continue;
     }
-    const parentWhy = checkParent(dirname(p));
-    if (parentWhy) {
-      bad('PROMOTE_PATH_UNSAFE', `${p}: ${parentWhy}`, p);
+    const mode = parseInt(e.mode, 8) & 0o7777;
+    if (kind !== 'deleted' && mode & 0o7000) {
+      bad('PROMOTE_PRIVILEGE_BITS', `${p} would get mode ${mode.toString(8).padStart(4, '0')} (set-uid, set-gid or sticky): never applied`, p);
       continue;
     }
-    const mode = parseInt(e.mode, 8) & 0o7777;
-    const cur = currentState(p);
+    const at = scopes.locate(p);
+    const parentWhy = at ? await checkParent(p) : { code: 'PROMOTE_PATH_UNSAFE', message: `${p} is in none of the run's scopes`, path: p };
+    if (!at || parentWhy) {
+      problems.push({ ...(parentWhy as Problem), message: `${p}: ${(parentWhy as Problem).message}`, path: p });
+      continue;
+    }
+    const owner = at.fs.authority;
+    let cur: CurrentState;
+    try {
+      cur = addedDirs.has(dirname(p)) ? null : await currentState(scopes, p);
+    } catch (e2) {
+      problems.push(pathProblem(e2, p));
+      continue;
+    }
     const curDesc = cur === null ? 'absent' : cur.type === 'other' ? `a ${cur.kind}` : cur.type === 'dir' ? 'a directory' : `a file with sha256 ${cur.sha256}`;
     if (kind === 'added') {
       if (cur !== null) {
         bad('PROMOTE_PREIMAGE_CHANGED', `${p} was added by the run but exists now (${curDesc}): nothing was applied`, p);
         continue;
       }
-      const owner = ownerOf(dirname(p));
       if (e.type === 'dir') ops.push({ path: p, kind, before: null, after: { type: 'dir', mode, ...owner } });
       else {
-        const sha = e.sha256_after;
-        if (!sha || hashFileNoFollow(join(ws.blobs, sha)) !== sha) {
-          bad('PROMOTE_CONTENT_MISSING', `the new content of ${p} (sha256 ${sha ?? 'unknown'}) is not in ${ws.blobs} or is damaged`, p);
-          continue;
-        }
-        ops.push({ path: p, kind, before: null, after: { type: 'file', sha256: sha, mode, ...owner } });
+        const sha = blob(e.sha256_after, p);
+        if (sha) ops.push({ path: p, kind, before: null, after: { type: 'file', sha256: sha, mode, ...owner } });
       }
       continue;
     }
-    // modified or deleted: the real path must still be what the run started from.
+    // modified or deleted: the real path must still be what the run started from, and the owner's.
     if (cur === null || cur.type === 'other' || cur.type !== (e.type === 'dir' ? 'dir' : 'file')) {
       bad('PROMOTE_PREIMAGE_CHANGED', `${p} changed since the run: it was a ${e.type}, it is now ${curDesc}; nothing was applied`, p);
       continue;
     }
-    const before = cur as PathState;
+    if (cur.uid !== owner.uid) {
+      bad('PROMOTE_FOREIGN_OWNER', `${p} belongs to uid ${cur.uid}, not to the scope's owner (uid ${owner.uid}) whose authority promotion has: nothing was applied`, p);
+      continue;
+    }
+    const { ident: _i, nlink, ...before } = cur;
     if (e.type === 'file') {
+      if (nlink > 1) {
+        bad('PROMOTE_UNSUPPORTED_ENTRY', `${p} has ${nlink} hard links: replacing or removing one name would leave the others behind`, p);
+        continue;
+      }
       if (!e.sha256_before || before.sha256 !== e.sha256_before) {
         bad('PROMOTE_PREIMAGE_CHANGED', `${p} changed since the run: sha256 ${before.sha256}, the run saw ${e.sha256_before ?? 'an unhashed file'}; nothing was applied`, p);
         continue;
       }
-      if (!keepInStore(ws.tombstones, p, before.sha256)) {
+      if (!(await keepInStore(ws.tombstones, scopes, p, before.sha256 as string))) {
         bad('PROMOTE_TOMBSTONE_FAILED', `could not keep the pre-image of ${p} in ${ws.tombstones} (it changed while being copied)`, p);
         continue;
       }
     }
-    if (kind === 'deleted') {
-      ops.push({ path: p, kind, before, after: null });
-      continue;
-    }
-    if (e.type === 'dir') ops.push({ path: p, kind, before, after: { ...before, mode } });
+    if (kind === 'deleted') ops.push({ path: p, kind, before, after: null });
+    else if (e.type === 'dir') ops.push({ path: p, kind, before, after: { ...before, mode } });
     else {
-      const sha = e.sha256_after;
-      if (!sha || hashFileNoFollow(join(ws.blobs, sha)) !== sha) {
-        bad('PROMOTE_CONTENT_MISSING', `the new content of ${p} (sha256 ${sha ?? 'unknown'}) is not in ${ws.blobs} or is damaged`, p);
-        continue;
-      }
-      ops.push({ path: p, kind, before, after: { type: 'file', sha256: sha, mode, uid: before.uid, gid: before.gid } });
+      const sha = blob(e.sha256_after, p);
+      if (sha) ops.push({ path: p, kind, before, after: { type: 'file', sha256: sha, mode, uid: before.uid, gid: before.gid } });
     }
   }
   if (problems.length > 0) return { ok: false, problems };
@@ -137,7 +144,7 @@ export function planPromotion(ws: Workspace, run: LoadedRun): CommitResult<{ ops
     if (rank(a) === 4) return a.path < b.path ? 1 : a.path > b.path ? -1 : 0; // deepest directories first
     return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
   });
-  return { ok: true, ops };
+  return { ok: true, ops, dirs };
 }
 
 /** Every tombstone a rollback to `ops`' before-state needs, present and intact. */

@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { lstatSync, readFileSync } from 'node:fs';
 import type { ActionDescriptor } from '../contracts/action-descriptor.js';
 import type { Problem } from '../contracts/problem.js';
-import { lstatOrNull } from './fsops.js';
 
 /**
  * Preconditions are checked again at promotion, on the real host (the sandbox saw none of them).
@@ -40,6 +39,16 @@ export const realHost: HostProbe = {
   userIdle: () => null,
 };
 
+/** lstat only: a dangling link counts as existing; nothing is opened or followed. */
+function exists(p: string): boolean {
+  try {
+    lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Every precondition of the descriptor and of its children. */
 export function checkPreconditions(d: ActionDescriptor, host: HostProbe = realHost): Problem[] {
   const problems: Problem[] = [];
@@ -48,7 +57,7 @@ export function checkPreconditions(d: ActionDescriptor, host: HostProbe = realHo
   for (const x of all) {
     const pre = x.preconditions;
     for (const p of pre.paths_exist ?? []) {
-      if (!lstatOrNull(p)) problems.push({ code: 'PROMOTE_PRECONDITION_FAILED', message: `precondition paths_exist: ${p} does not exist`, path: p });
+      if (!exists(p)) problems.push({ code: 'PROMOTE_PRECONDITION_FAILED', message: `precondition paths_exist: ${p} does not exist`, path: p });
     }
     if (pre.network_available === true && !host.defaultRoute()) {
       problems.push({ code: 'PROMOTE_PRECONDITION_FAILED', message: 'precondition network_available: this host has no default route', path: 'preconditions.network_available' });

@@ -10,6 +10,7 @@ import { loadPolicy, loadRun, type LoadedRun } from './load.js';
 import { planPromotion } from './plan.js';
 import { checkPreconditions, realHost, type HostProbe } from './preconditions.js';
 import { rollbackLocked, type RollbackOutcome } from './rollback.js';
+import { Scopes, stepProblem } from './scopes.js';
 import { allRecordIds, audit, auditDetail, claimRecord, commitPaths, inflightIds, readCooldown, readJournal, recordDir, setInflight, withCommitLock, writeJournal } from './store.js';
 import { fail, type CommitFailure, type CommitResult, type Journal } from './types.js';
 
@@ -37,7 +38,7 @@ export type PromoteOutcome = CommitResult<
 const allIds = (d: ActionDescriptor): string[] => [d.action_id, ...(d.children ?? []).flatMap(allIds)];
 
 /** `airlock promote SANDBOX_ID`: applies the run's verified diff once, all or nothing. */
-export function promote(ws: Workspace, sandboxId: string, opts: PromoteOptions = {}): PromoteOutcome {
+export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOptions = {}): Promise<PromoteOutcome> {
   const now = opts.now ?? (() => new Date());
   const loaded = loadRun(ws, sandboxId);
   if (!loaded.ok) return loaded;
@@ -58,7 +59,7 @@ export function promote(ws: Workspace, sandboxId: string, opts: PromoteOptions =
     confirmedBy = c.operator;
   }
 
-  return withCommitLock(ws, (): PromoteOutcome => {
+  return withCommitLock(ws, async (): Promise<PromoteOutcome> => {
     const busy = inflightIds(ws);
     if (busy.length > 0) return fail('COMMIT_INTERRUPTED', `interrupted promotion or rollback of ${busy.join(', ')}: run \`airlock recover\` first`);
     const existing = readJournal(ws, sandboxId);
@@ -83,62 +84,88 @@ export function promote(ws: Workspace, sandboxId: string, opts: PromoteOptions =
     }
     const pre = checkPreconditions(run.descriptor, opts.host ?? realHost);
     if (pre.length > 0) return { ok: false, problems: pre };
-    const plan = planPromotion(ws, run);
-    if (!plan.ok) return plan;
-    fsyncPath(ws.tombstones); // the pre-images are durable before anything is touched
-
-    const j: Journal = {
-      version: 1,
-      sandbox_id: sandboxId,
-      action_id: run.result.action_id,
-      child_action_ids: allIds(run.descriptor).slice(1),
-      diff_sha256: run.diffSha256,
-      result_sha256: run.resultSha256,
-      declaration_sha256: run.declarationSha256,
-      cooldown_on_repeat: run.descriptor.confirmation.cooldown_on_repeat,
-      verdict,
-      ...(confirmedBy ? { confirmed_by: confirmedBy } : {}),
-      token: randomBytes(6).toString('hex'),
-      actor: opts.actor ?? 'operator',
-      phase: 'applying',
-      started_at: now().toISOString(),
-      ops: plan.ops,
-    };
-    if (!claimRecord(ws, sandboxId)) return fail('PROMOTE_ALREADY_DONE', `${sandboxId} has a promotion record already`);
-    // Write-ahead: the in-flight marker, then the journal (fsync'd), then the tree.
-    setInflight(ws, sandboxId, true);
-    writeJournal(ws, j);
+    if (!run.scopes) return fail('COMMIT_NO_SCOPE_RECORD', `${join(run.runDir, 'scopes.json')} is missing or damaged: Airlock cannot tell which scope roots the run acted on; run the descriptor again`);
+    const opened = await Scopes.open(run.scopes);
+    if (!opened.ok) return opened;
+    const scopes = opened.scopes;
     try {
-      step(ws, j.ops, 'forward', j.token);
-    } catch (e) {
-      return abort(ws, j, fail('PROMOTE_APPLY_FAILED', `applying stopped at ${(e as Error).message}; everything done so far was undone (old state)`, (e as { path?: string }).path));
+      return await applyPlan(ws, run, scopes, { verdict, confirmedBy, actor: opts.actor ?? 'operator', now });
+    } finally {
+      scopes.close();
     }
-    // The audit record is the commit point: recovery rolls forward only when it exists.
-    const rec = audit(ws, { type: 'promoted', action_id: j.action_id, sandbox_id: sandboxId, actor: j.actor, detail: auditDetail(j, confirmedBy ? { confirmed_by: confirmedBy } : {}) });
-    if (!rec.ok) return abort(ws, j, rec);
-    testPoint('after_commit_record');
-    j.phase = 'applied';
-    j.applied_at = now().toISOString();
-    j.audit = { promoted: rec.record.seq };
-    writeJournal(ws, j);
-    removeStaging(j.ops, [j.token]);
-    setInflight(ws, sandboxId, false);
-    return { ok: true, status: 'promoted', journal: j };
   });
 }
 
-/** Undoes a failed apply (old state) and records the attempt as aborted. */
-function abort(ws: Workspace, j: Journal, why: CommitFailure): CommitFailure {
+/** Plans, journals and applies the run's diff; the audit record is the commit point. Holds the lock. */
+async function applyPlan(ws: Workspace, run: LoadedRun, scopes: Scopes, a: { verdict: string; confirmedBy: string | undefined; actor: string; now: () => Date }): Promise<PromoteOutcome> {
+  const plan = await planPromotion(ws, run, scopes);
+  if (!plan.ok) return plan;
+  fsyncPath(ws.tombstones); // the pre-images are durable before anything is touched
+  const j: Journal = {
+    version: 2,
+    sandbox_id: run.sandboxId,
+    action_id: run.result.action_id,
+    child_action_ids: allIds(run.descriptor).slice(1),
+    diff_sha256: run.diffSha256,
+    result_sha256: run.resultSha256,
+    declaration_sha256: run.declarationSha256,
+    cooldown_on_repeat: run.descriptor.confirmation.cooldown_on_repeat,
+    verdict: a.verdict,
+    ...(a.confirmedBy ? { confirmed_by: a.confirmedBy } : {}),
+    token: randomBytes(6).toString('hex'),
+    actor: a.actor,
+    phase: 'applying',
+    started_at: a.now().toISOString(),
+    scopes: run.scopes ?? [],
+    dirs: plan.dirs,
+    ops: plan.ops,
+  };
+  if (!claimRecord(ws, run.sandboxId)) return fail('PROMOTE_ALREADY_DONE', `${run.sandboxId} has a promotion record already`);
+  // Write-ahead: the in-flight marker, then the journal (fsync'd), then the tree.
+  setInflight(ws, run.sandboxId, true);
+  writeJournal(ws, j);
   try {
-    step(ws, j.ops, 'backward', `${j.token}u`);
+    await step(ws, scopes, j.ops, 'forward', j.token);
   } catch (e) {
-    // Cannot undo now (e.g. the disk is full): leave it in flight for `airlock recover`.
-    why.problems.push({ code: 'COMMIT_INTERRUPTED', message: `undoing the partial promotion failed too (${(e as Error).message}): run \`airlock recover\`` });
-    return why;
+    return abort(ws, scopes, j, { ok: false, problems: [stepProblem(e, 'PROMOTE_APPLY_FAILED', 'applying stopped at')] });
   }
-  removeStaging(j.ops, [j.token, `${j.token}u`]);
+  // The audit record is the commit point: recovery rolls forward only when it exists.
+  const rec = audit(ws, { type: 'promoted', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: j.actor, detail: auditDetail(j, a.confirmedBy ? { confirmed_by: a.confirmedBy } : {}) });
+  if (!rec.ok) return abort(ws, scopes, j, rec);
+  testPoint('after_commit_record');
+  j.phase = 'applied';
+  j.applied_at = a.now().toISOString();
+  j.audit = { promoted: rec.record.seq };
+  writeJournal(ws, j);
+  await removeStaging(scopes, j.ops, [j.token]);
+  setInflight(ws, j.sandbox_id, false);
+  return { ok: true, status: 'promoted', journal: j };
+}
+
+/**
+ * Undoes a failed apply (old state) and records the attempt as aborted. A swap inside the scope can
+ * make one undo attempt fail too: it is tried a few times; if it still fails, the promotion stays
+ * in flight for `airlock recover` (nothing else is applied in this workspace until then).
+ */
+async function abort(ws: Workspace, scopes: Scopes, j: Journal, why: CommitFailure): Promise<CommitFailure> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await step(ws, scopes, j.ops, 'backward', `${j.token}u`);
+      break;
+    } catch (e) {
+      if (attempt < 5) {
+        await new Promise((r) => setTimeout(r, 20 * attempt));
+        continue;
+      }
+      why.problems.push({ code: 'COMMIT_INTERRUPTED', message: `undoing the partial promotion failed too (${(e as Error).message}): run \`airlock recover\`` });
+      return why;
+    }
+  }
+  await removeStaging(scopes, j.ops, [j.token, `${j.token}u`]);
   j.phase = 'aborted';
   writeJournal(ws, j);
+  // Recorded (best effort: the tree is already back in its old state) so the log tells which state it is in.
+  audit(ws, { type: 'promotion_aborted', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: j.actor, detail: auditDetail(j, { outcome: 'old_state', problems: why.problems.slice(0, 5) }) });
   setInflight(ws, j.sandbox_id, false);
   return why;
 }
@@ -148,16 +175,16 @@ function abort(ws: Workspace, j: Journal, why: CommitFailure): CommitFailure {
  * composites by any of their ids) is rolled back without --force. A touched file that changed
  * since is not overwritten: that rollback is refused with ROLLBACK_CONFLICT for a person to decide.
  */
-export function forceRollback(ws: Workspace, run: LoadedRun, now: () => Date): PromoteOutcome {
+export function forceRollback(ws: Workspace, run: LoadedRun, now: () => Date): Promise<PromoteOutcome> {
   const ids = new Set(allIds(run.descriptor));
-  return withCommitLock(ws, (): PromoteOutcome => {
+  return withCommitLock(ws, async (): Promise<PromoteOutcome> => {
     const busy = inflightIds(ws);
     if (busy.length > 0) return fail('COMMIT_INTERRUPTED', `interrupted promotion or rollback of ${busy.join(', ')}: run \`airlock recover\` first`);
     const rolledBack: { sandboxId: string; outcome: RollbackOutcome }[] = [];
     for (const id of allRecordIds(ws)) {
       const j = readJournal(ws, id);
       if (!j || j.phase !== 'applied' || !(ids.has(j.action_id) || j.child_action_ids.some((c) => ids.has(c)))) continue;
-      rolledBack.push({ sandboxId: id, outcome: rollbackLocked(ws, id, { actor: 'policy', now, trigger: { trigger: 'FORCE_ROLLBACK', verdict_sandbox_id: run.sandboxId, verdict_diff_sha256: run.diffSha256 } }) });
+      rolledBack.push({ sandboxId: id, outcome: await rollbackLocked(ws, id, { actor: 'policy', now, trigger: { trigger: 'FORCE_ROLLBACK', verdict_sandbox_id: run.sandboxId, verdict_diff_sha256: run.diffSha256 } }) });
     }
     return { ok: true, status: 'force_rolled_back', rolledBack };
   });

@@ -6,9 +6,10 @@ import type { Workspace } from '../workspace/workspace.js';
 import { removeStaging, step } from './apply.js';
 import { loadRun } from './load.js';
 import { forceRollback } from './promote.js';
-import { finishRollback } from './rollback.js';
+import { finishRollback, journalScopes } from './rollback.js';
+import { stepProblem, type Scopes } from './scopes.js';
 import { audit, auditDetail, inflightIds, readJournal, recordDir, setInflight, withCommitLock, writeJournal } from './store.js';
-import type { CommitFailure } from './types.js';
+import type { CommitFailure, Journal } from './types.js';
 
 export interface Recovered {
   sandboxId: string;
@@ -41,11 +42,11 @@ function promotionCommitted(ws: Workspace, sandboxId: string, token: string): nu
  * was written (the commit point), in which case it goes on to the new state. An interrupted
  * rollback is always finished (old state). Then FORCE_ROLLBACK verdicts are honoured.
  */
-export function recover(ws: Workspace, opts: { now?: () => Date } = {}): RecoverReport | CommitFailure {
+export async function recover(ws: Workspace, opts: { now?: () => Date } = {}): Promise<RecoverReport | CommitFailure> {
   const now = opts.now ?? (() => new Date());
-  const first = withCommitLock(ws, () => {
+  const first = await withCommitLock(ws, async () => {
     const recovered: Recovered[] = [];
-    for (const id of inflightIds(ws)) recovered.push(recoverOne(ws, id, now));
+    for (const id of inflightIds(ws)) recovered.push(await recoverOne(ws, id, now));
     return recovered;
   });
   if (!Array.isArray(first)) return first;
@@ -54,7 +55,7 @@ export function recover(ws: Workspace, opts: { now?: () => Date } = {}): Recover
     for (const verdictSid of forceRollbackRuns(ws)) {
       const loaded = loadRun(ws, verdictSid);
       if (!loaded.ok) continue;
-      const out = forceRollback(ws, loaded.run, now);
+      const out = await forceRollback(ws, loaded.run, now);
       if (!out.ok || out.status !== 'force_rolled_back') continue;
       for (const r of out.rolledBack) forced.push({ verdictSandboxId: verdictSid, sandboxId: r.sandboxId, ok: r.outcome.ok, problems: r.outcome.ok ? [] : r.outcome.problems });
     }
@@ -62,7 +63,7 @@ export function recover(ws: Workspace, opts: { now?: () => Date } = {}): Recover
   return { recovered: first, forced };
 }
 
-function recoverOne(ws: Workspace, id: string, now: () => Date): Recovered {
+async function recoverOne(ws: Workspace, id: string, now: () => Date): Promise<Recovered> {
   const j = readJournal(ws, id);
   if (!j) {
     // Crashed between the in-flight marker and the journal: nothing was touched.
@@ -71,45 +72,57 @@ function recoverOne(ws: Workspace, id: string, now: () => Date): Recovered {
     return { sandboxId: id, outcome: 'nothing_applied', interrupted: 'claim', unexpected: [], problems: [] };
   }
   const base = { sandboxId: id, actionId: j.action_id };
-  try {
-    if (j.phase === 'applying') {
-      const seq = promotionCommitted(ws, id, j.token);
-      if (seq !== undefined) {
-        const rep = step(ws, j.ops, 'forward', `${j.token}r`);
-        removeStaging(j.ops, [j.token, `${j.token}r`]);
-        j.phase = 'applied';
-        j.applied_at = now().toISOString();
-        j.audit = { promoted: seq };
-        const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'promotion', outcome: 'new_state', unexpected: rep.unexpected }) });
-        if (!rec.ok) return { ...base, outcome: 'failed', interrupted: 'promotion', unexpected: rep.unexpected, problems: rec.problems };
-        writeJournal(ws, j);
-        setInflight(ws, id, false);
-        return { ...base, outcome: 'new_state', interrupted: 'promotion', unexpected: rep.unexpected, problems: [] };
-      }
-      const rep = step(ws, j.ops, 'backward', `${j.token}u`);
-      removeStaging(j.ops, [j.token, `${j.token}u`]);
-      const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'promotion', outcome: 'old_state', unexpected: rep.unexpected }) });
-      if (!rec.ok) return { ...base, outcome: 'failed', interrupted: 'promotion', unexpected: rep.unexpected, problems: rec.problems };
-      j.phase = 'aborted';
-      writeJournal(ws, j);
-      setInflight(ws, id, false);
-      return { ...base, outcome: 'old_state', interrupted: 'promotion', unexpected: rep.unexpected, problems: [] };
-    }
-    if (j.phase === 'rolling_back') {
-      const rep = step(ws, j.ops, 'backward', `${j.rollback_token ?? j.token}r`, { tolerateNonEmpty: true });
-      const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'rollback', outcome: 'old_state', unexpected: rep.unexpected }) });
-      if (!rec.ok) return { ...base, outcome: 'failed', interrupted: 'rollback', unexpected: rep.unexpected, problems: rec.problems };
-      removeStaging(j.ops, [`${j.rollback_token ?? j.token}r`]);
-      const fin = finishRollback(ws, j, rep, now(), { recovered: true });
-      if (!fin.ok) return { ...base, outcome: 'failed', interrupted: 'rollback', unexpected: rep.unexpected, problems: fin.problems };
-      return { ...base, outcome: 'old_state', interrupted: 'rollback', unexpected: rep.unexpected, problems: [] };
-    }
+  const interrupted = j.phase === 'rolling_back' ? 'rollback' : 'promotion';
+  if (j.phase !== 'applying' && j.phase !== 'rolling_back') {
     // applied / aborted / rolled_back with a marker left behind: the journal already says where it is.
     setInflight(ws, id, false);
-    return { ...base, outcome: j.phase === 'applied' ? 'new_state' : 'old_state', interrupted: 'promotion', unexpected: [], problems: [] };
-  } catch (e) {
-    return { ...base, outcome: 'failed', interrupted: j.phase === 'rolling_back' ? 'rollback' : 'promotion', unexpected: [], problems: [{ code: 'ROLLBACK_FAILED', message: `recovery of ${id} stopped: ${(e as Error).message}; fix it and run \`airlock recover\` again`, ...((e as { path?: string }).path ? { path: (e as { path: string }).path } : {}) }] };
+    return { ...base, outcome: j.phase === 'applied' ? 'new_state' : 'old_state', interrupted, unexpected: [], problems: [] };
   }
+  // Every directory must still be the inode the promotion recorded (a forced rollback had waived that).
+  const opened = await journalScopes(j, j.rollback_force !== true);
+  if (!opened.ok) return { ...base, outcome: 'failed', interrupted, unexpected: [], problems: opened.problems };
+  const scopes = opened.scopes;
+  try {
+    return { ...base, ...(await (j.phase === 'applying' ? recoverPromotion(ws, scopes, j, now) : recoverRollback(ws, scopes, j, now))) };
+  } catch (e) {
+    const p = stepProblem(e, 'ROLLBACK_FAILED', `recovery of ${id} stopped at`);
+    return { ...base, outcome: 'failed', interrupted, unexpected: [], problems: [{ ...p, message: `${p.message}; fix it and run \`airlock recover\` again` }] };
+  } finally {
+    scopes.close();
+  }
+}
+
+type Outcome = Omit<Recovered, 'sandboxId' | 'actionId'>;
+
+/** On to the new state when the commit point (the `promoted` audit record) was written, else back. */
+async function recoverPromotion(ws: Workspace, scopes: Scopes, j: Journal, now: () => Date): Promise<Outcome> {
+  const seq = promotionCommitted(ws, j.sandbox_id, j.token);
+  const forward = seq !== undefined;
+  const rep = await step(ws, scopes, j.ops, forward ? 'forward' : 'backward', `${j.token}${forward ? 'r' : 'u'}`);
+  await removeStaging(scopes, j.ops, [j.token, `${j.token}r`, `${j.token}u`]);
+  const outcome = forward ? 'new_state' : 'old_state';
+  const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'promotion', outcome, unexpected: rep.unexpected }) });
+  if (!rec.ok) return { outcome: 'failed', interrupted: 'promotion', unexpected: rep.unexpected, problems: rec.problems };
+  if (forward) {
+    j.phase = 'applied';
+    j.applied_at = now().toISOString();
+    j.audit = { promoted: seq };
+  } else j.phase = 'aborted';
+  writeJournal(ws, j);
+  setInflight(ws, j.sandbox_id, false);
+  return { outcome, interrupted: 'promotion', unexpected: rep.unexpected, problems: [] };
+}
+
+/** An interrupted rollback is always finished (old state). */
+async function recoverRollback(ws: Workspace, scopes: Scopes, j: Journal, now: () => Date): Promise<Outcome> {
+  const token = `${j.rollback_token ?? j.token}r`;
+  const rep = await step(ws, scopes, j.ops, 'backward', token, { tolerateNonEmpty: true });
+  const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'rollback', outcome: 'old_state', unexpected: rep.unexpected }) });
+  if (!rec.ok) return { outcome: 'failed', interrupted: 'rollback', unexpected: rep.unexpected, problems: rec.problems };
+  await removeStaging(scopes, j.ops, [token]);
+  const fin = await finishRollback(ws, scopes, j, rep, now(), { recovered: true });
+  if (!fin.ok) return { outcome: 'failed', interrupted: 'rollback', unexpected: rep.unexpected, problems: fin.problems };
+  return { outcome: 'old_state', interrupted: 'rollback', unexpected: rep.unexpected, problems: [] };
 }
 
 /** Runs whose verdict is FORCE_ROLLBACK (read from each run's sandbox-result.json). */

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Workspace } from '../workspace/workspace.js';
 import { removeStaging, step, type StepReport } from './apply.js';
-import { currentState, sameState } from './fsops.js';
+import { currentState, sameState, type CurrentState } from './fsops.js';
 import { missingTombstones } from './plan.js';
+import { pathProblem, Scopes, stepProblem } from './scopes.js';
 import { audit, auditDetail, inflightIds, readJournal, setInflight, withCommitLock, writeCooldown, writeJournal } from './store.js';
-import { fail, type CommitResult, type Journal } from './types.js';
+import { fail, type CommitFailure, type CommitResult, type Journal } from './types.js';
 
 export interface RollbackOptions {
   force?: boolean;
@@ -18,26 +19,52 @@ export interface RollbackOptions {
 export type RollbackOutcome = CommitResult<{ journal: Journal; report: StepReport }>;
 
 /** `airlock rollback SANDBOX_ID [--force]`: restores exactly what the promotion touched. */
-export function rollback(ws: Workspace, sandboxId: string, opts: RollbackOptions = {}): RollbackOutcome {
-  return withCommitLock(ws, () => {
+export function rollback(ws: Workspace, sandboxId: string, opts: RollbackOptions = {}): Promise<RollbackOutcome> {
+  return withCommitLock(ws, async () => {
     const busy = inflightIds(ws);
     if (busy.length > 0) return fail('COMMIT_INTERRUPTED', `interrupted promotion or rollback of ${busy.join(', ')}: run \`airlock recover\` first`);
     return rollbackLocked(ws, sandboxId, opts);
   });
 }
 
+/** The scope agents of a journal's scopes; with `pinned`, every directory must still be the inode the promotion recorded. */
+export async function journalScopes(j: Journal, pinned: boolean): Promise<{ ok: true; scopes: Scopes } | CommitFailure> {
+  if (!Array.isArray(j.scopes)) return fail('COMMIT_NO_SCOPE_RECORD', `the promotion record of ${j.sandbox_id} predates scope records (journal version ${j.version}): roll it back by hand from the tombstones`);
+  return Scopes.open(j.scopes, pinned ? j.dirs : {});
+}
+
 /** The rollback itself; the caller holds the commit lock. */
-export function rollbackLocked(ws: Workspace, sandboxId: string, opts: RollbackOptions): RollbackOutcome {
+export async function rollbackLocked(ws: Workspace, sandboxId: string, opts: RollbackOptions): Promise<RollbackOutcome> {
   const now = opts.now ?? (() => new Date());
   const j = readJournal(ws, sandboxId);
   if (!j || j.phase === 'aborted') return fail('ROLLBACK_NOT_PROMOTED', `${sandboxId} was never promoted${j ? ' (its promotion was aborted; the old state stayed)' : ''}`);
   if (j.phase === 'rolled_back') return fail('ROLLBACK_ALREADY_DONE', `${sandboxId} was rolled back at ${j.rolled_back_at}`);
   if (j.phase !== 'applied') return fail('COMMIT_INTERRUPTED', `${sandboxId} is ${j.phase}: run \`airlock recover\``);
+  // --force rolls back over later edits, also where a directory was replaced by another one; a link
+  // or a mount point on the way is refused whatever the flag says.
+  const opened = await journalScopes(j, opts.force !== true);
+  if (!opened.ok) return opened;
+  const scopes = opened.scopes;
+  try {
+    return await rollbackWith(ws, scopes, j, opts, now);
+  } finally {
+    scopes.close();
+  }
+}
 
+async function rollbackWith(ws: Workspace, scopes: Scopes, j: Journal, opts: RollbackOptions, now: () => Date): Promise<RollbackOutcome> {
   // A touched file that changed since the promotion: refuse, naming it, unless --force.
   const conflicts: string[] = [];
   for (const op of j.ops) {
-    const cur = currentState(op.path);
+    let cur: CurrentState;
+    try {
+      cur = await currentState(scopes, op.path);
+    } catch (e) {
+      const p = pathProblem(e, op.path);
+      if (p.code !== 'PROMOTE_PATH_CHANGED') return { ok: false, problems: [p] };
+      conflicts.push(`${op.path} changed since the promotion (a directory on its way was replaced)`);
+      continue;
+    }
     if (!sameState(cur, op.after)) {
       const now2 = cur === null ? 'absent' : cur.type === 'other' ? `a ${cur.kind}` : cur.type === 'dir' ? `a directory (mode ${cur.mode.toString(8)})` : `sha256 ${cur.sha256} mode ${cur.mode.toString(8)}`;
       conflicts.push(`${op.path} changed since the promotion (now ${now2})`);
@@ -52,21 +79,23 @@ export function rollbackLocked(ws: Workspace, sandboxId: string, opts: RollbackO
   j.phase = 'rolling_back';
   j.rollback_token = randomBytes(6).toString('hex');
   j.rollback_actor = opts.actor ?? 'operator';
-  setInflight(ws, sandboxId, true);
+  if (opts.force) j.rollback_force = true;
+  setInflight(ws, j.sandbox_id, true);
   writeJournal(ws, j);
   let report: StepReport;
   try {
-    report = step(ws, j.ops, 'backward', j.rollback_token, { tolerateNonEmpty: opts.force === true });
+    report = await step(ws, scopes, j.ops, 'backward', j.rollback_token, { tolerateNonEmpty: opts.force === true });
   } catch (e) {
     // The journal stays `rolling_back` and in flight: `airlock recover` finishes it.
-    return fail('ROLLBACK_FAILED', `rollback stopped at ${(e as Error).message}; fix it and run \`airlock recover\` to finish the rollback`, (e as { path?: string }).path);
+    const p = stepProblem(e, 'ROLLBACK_FAILED', 'rollback stopped at');
+    return { ok: false, problems: [{ ...p, message: `${p.message}; fix it and run \`airlock recover\` to finish the rollback` }] };
   }
-  return finishRollback(ws, j, report, now(), { forced: opts.force === true, conflicts, ...(opts.trigger ?? {}) });
+  return finishRollback(ws, scopes, j, report, now(), { forced: opts.force === true, conflicts, ...(opts.trigger ?? {}) });
 }
 
 /** After the tree is back: audit, record, cooldown. Shared with recovery. */
-export function finishRollback(ws: Workspace, j: Journal, report: StepReport, at: Date, extra: Record<string, unknown>): RollbackOutcome {
-  removeStaging(j.ops, [j.token, j.rollback_token]);
+export async function finishRollback(ws: Workspace, scopes: Scopes, j: Journal, report: StepReport, at: Date, extra: Record<string, unknown>): Promise<RollbackOutcome> {
+  await removeStaging(scopes, j.ops, [j.token, j.rollback_token]);
   j.forced = [...(j.forced ?? []), ...report.unexpected.map((u) => ({ path: u.path, sha256: u.kept, type: u.kept ? 'file' : 'other' })), ...report.keptDirs.map((p) => ({ path: p, sha256: null, type: 'dir_kept' }))];
   const rec = audit(ws, {
     type: 'rolled_back',

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:f
 import { join } from 'node:path';
 import { openAuditLog, AuditError, type AuditEvent, type AuditRecord } from '../audit/index.js';
 import { fsyncDir, writeFileAtomic } from '../audit/files.js';
-import { withLock } from '../audit/lock.js';
+import { withLockAsync } from '../audit/lock.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { fail, type CommitFailure, type Journal } from './types.js';
 
@@ -32,10 +32,10 @@ export function ensureCommitDirs(ws: Workspace): CommitPaths {
 }
 
 /** Runs `fn` holding the workspace's commit lock (a crashed holder's lock is stale by its dead pid). */
-export function withCommitLock<T>(ws: Workspace, fn: () => T | CommitFailure): T | CommitFailure {
+export async function withCommitLock<T>(ws: Workspace, fn: () => Promise<T | CommitFailure>): Promise<T | CommitFailure> {
   const p = ensureCommitDirs(ws);
   try {
-    return withLock(p.lock, fn, { timeoutMs: 10_000, staleMs: 24 * 3600_000 });
+    return await withLockAsync(p.lock, fn, { timeoutMs: 10_000, staleMs: 24 * 3600_000 });
   } catch (e) {
     if (e instanceof AuditError && e.code === 'AUDIT_LOCK_TIMEOUT') return fail('COMMIT_LOCKED', `another airlock command holds ${p.lock}; try again when it has finished`);
     throw e;

@@ -19,9 +19,9 @@ const HEX64 = /^[0-9a-f]{64}$/;
  * live (applied, not rolled back) promotion still needs to roll back: those stay as long as the
  * promotion is live. Each prune is audited (`tombstones_pruned`) with the hashes removed.
  */
-export function pruneTombstones(ws: Workspace, retentionDays: number, opts: { now?: () => Date } = {}): PruneReport | CommitFailure {
+export function pruneTombstones(ws: Workspace, retentionDays: number, opts: { now?: () => Date } = {}): Promise<PruneReport | CommitFailure> {
   const now = (opts.now ?? (() => new Date()))().getTime();
-  return withCommitLock(ws, () => {
+  return withCommitLock(ws, async () => {
     const needed = new Set<string>();
     for (const id of allRecordIds(ws)) {
       const j = readJournal(ws, id);

@@ -1,4 +1,5 @@
 import type { Problem } from '../contracts/problem.js';
+import type { ScopeRecord } from './scopes.js';
 
 /**
  * Promotion, rollback and recovery of an Action Descriptor's verified filesystem diff (issue 5,
@@ -19,7 +20,13 @@ export const commitRules = [
   { code: 'PROMOTE_NEEDS_CONFIRMATION', spec: 'REQUIRE_CONFIRMATION promotes only with `airlock confirm SANDBOX_ID --operator NAME`.', fix: 'Have an operator listed in the policy review the diff and run `airlock confirm`.' },
   { code: 'PROMOTE_ALREADY_DONE', spec: 'A sandbox run is promoted once (a promotion record keyed by sandbox id, created atomically).', fix: 'Nothing to do; to apply the action again, run its descriptor again (a new sandbox id).' },
   { code: 'PROMOTE_PREIMAGE_CHANGED', spec: 'Before touching anything every pre-image is re-checked: a modified or deleted file still has the diff\'s sha256_before, an added path still does not exist.', fix: 'The real file changed since the run: run the descriptor again on the current tree.' },
-  { code: 'PROMOTE_PATH_UNSAFE', spec: 'Promotion writes only inside the descriptor\'s scope, never through a symbolic link in a parent directory.', fix: 'Remove the link from the path (or scope the action to the real directory) and run again.' },
+  { code: 'COMMIT_NO_SAFE_WRITER', spec: 'Every host read and write inside a scope goes through the scope agent (dist/native/airlock-scopefs): without it nothing is promoted, rolled back or recovered.', fix: 'Build it: `npm run build` with a C compiler (apt-get install gcc libc6-dev).' },
+  { code: 'COMMIT_NO_SCOPE_RECORD', spec: 'Promotion acts only on the scope roots the run recorded (runs/<id>/scopes.json: inode and owner of each root).', fix: 'The run predates scope records or its folder is damaged: run the descriptor again.' },
+  { code: 'PROMOTE_SCOPE_CHANGED', spec: 'Promotion, rollback and recovery act only in the scope root the run acted on: same inode, same owner.', fix: 'The scope directory was replaced or changed owner since the run: run the action again on the tree as it is now.' },
+  { code: 'PROMOTE_PATH_UNSAFE', spec: 'Promotion, rollback and recovery reach every path from the scope root one component at a time, never through a symbolic link or a mount point at any component.', fix: 'Remove the link from the path (or scope the action to the real directory) and run again.' },
+  { code: 'PROMOTE_PATH_CHANGED', spec: 'A directory on the way to a changed path must stay the inode it was when planned (or when the promotion recorded it): a swapped directory stops the whole operation.', fix: 'Something replaced a directory inside the scope while Airlock worked: find out what, then promote, roll back or recover again.' },
+  { code: 'PROMOTE_PRIVILEGE_BITS', spec: 'No privilege comes out of a sandbox: a diff that adds or keeps set-uid, set-gid or sticky bits is never applied (the judge BLOCKs it first).', fix: 'Change the action so it does not set set-uid, set-gid or sticky bits.' },
+  { code: 'PROMOTE_FOREIGN_OWNER', spec: 'Promotion changes or removes only files and directories owned by the scope\'s owner (whose authority it writes with).', fix: 'Scope the action to a tree its owner owns, or have that file\'s owner act on it.' },
   { code: 'PROMOTE_UNSUPPORTED_ENTRY', spec: 'Promotion applies regular files and directories; links, fifos, sockets, devices and type changes are never applied.', fix: 'Change the action so it only writes, modifies or deletes regular files and directories.' },
   { code: 'PROMOTE_CONTENT_MISSING', spec: 'The new content comes from the blob store (WORKSPACE/blobs/<sha256>) and is re-hashed before use.', fix: 'The run\'s kept content is gone or damaged: run the descriptor again.' },
   { code: 'PROMOTE_TOMBSTONE_FAILED', spec: 'Deleted and overwritten files go into the tombstone store (content-addressed, outside every scope) before they are replaced.', fix: 'Make WORKSPACE/tombstones writable and with free space, then try again.' },
@@ -50,8 +57,8 @@ export interface PathState {
   uid: number;
   gid: number;
   /** file only: restored on rollback so a restored file is the file it was. */
-  mtimeMs?: number;
-  atimeMs?: number;
+  mtime?: { sec: number; nsec: number };
+  atime?: { sec: number; nsec: number };
 }
 
 /** One change of a promotion: the path goes from `before` to `after` (null: absent). */
@@ -66,7 +73,7 @@ export type Phase = 'applying' | 'applied' | 'aborted' | 'rolling_back' | 'rolle
 
 /** WORKSPACE/promotions/<sandbox_id>/journal.json: the write-ahead journal and the promotion record. */
 export interface Journal {
-  version: 1;
+  version: 2;
   sandbox_id: string;
   action_id: string;
   /** Child action ids of a composite (one unit). */
@@ -88,11 +95,17 @@ export interface Journal {
   started_at: string;
   applied_at?: string;
   rolled_back_at?: string;
+  /** The scopes the ops are in, as the run recorded them: each is reached through its own agent. */
+  scopes: ScopeRecord[];
+  /** Directories (absolute) on the way to the ops, with the inode they had when planned. */
+  dirs: Record<string, string>;
   /** Apply order; undo is the reverse. */
   ops: JournalOp[];
   /** rollback --force: newer versions kept in the tombstones (path -> sha256). */
   forced?: { path: string; sha256: string | null; type: string }[];
   rollback_actor?: string;
+  /** The rollback was --force: recovery finishes it without the promotion's directory pins too. */
+  rollback_force?: boolean;
   rollback_token?: string;
   audit?: { promoted?: number; rolled_back?: number };
 }

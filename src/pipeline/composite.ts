@@ -7,7 +7,8 @@ import { actionFromDescriptor } from '../action/from-action-descriptor.js';
 import type { Judgement, Verdict } from '../judge/judge.js';
 import { renderSandboxResult } from '../report/sandbox-result.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { runAction, type RunOutcome } from './run.js';
+import { readScopes } from '../commit/load.js';
+import { runAction, writeScopeRecords, type RunOutcome } from './run.js';
 
 /**
  * MULTI_STEP_COMPOSITE (action-descriptor.md, "Composite actions"): each child runs once in its own
@@ -50,6 +51,9 @@ export async function runComposite(d: ActionDescriptor, ctx: { workspace: Worksp
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
   writeFileSync(join(runDir, 'descriptor.json'), JSON.stringify(d, null, 2) + '\n', { mode: 0o600 });
+  // The composite acts in every scope a child acted in (one record per scope root).
+  const records = new Map(ran.flatMap((r) => readScopes(r.runDir) ?? []).map((rec) => [rec.path, rec]));
+  writeScopeRecords(runDir, [...records.values()]);
   const sr = mergeResults(d, sandboxId, ran);
   const cross = validateSandboxResultAgainst(sr, d);
   if (cross.length > 0 && sr.verdict.recommended_action !== 'BLOCK') {

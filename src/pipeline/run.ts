@@ -19,6 +19,8 @@ import { runInMontyLane } from '../sandbox/lanes/monty.js';
 import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
 import type { NsRunObservation } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
+import { readScopes, scopesFile } from '../commit/load.js';
+import type { ScopeRecord } from '../commit/scopes.js';
 
 export const runRules = [
   { code: 'RUN_NOT_RUNNABLE', spec: 'airlock run takes a Tool Request (TR-*.md) or an Action Descriptor (.json).', fix: 'Give a TR-*.md or an Action Descriptor JSON file.' },
@@ -112,12 +114,13 @@ export async function runAction(
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
   // Promotion (src/commit) re-reads the declaration the run was judged against.
   if (ctx.descriptor) writeFileSync(join(runDir, 'descriptor.json'), JSON.stringify(ctx.descriptor, null, 2) + '\n', { mode: 0o600 });
-  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}) };
+  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}) };
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) return { kind: 'rejected', problems: lane.problems };
   const obs = lane.observation;
   const judgement = judge(action, obs);
-  keepTombstones(obs, ctx.workspace.tombstones);
+  // Promotion acts only on the scope roots this run acted on: their inode and owner, as opened.
+  writeScopeRecords(runDir, obs.fs.scopes.map((s) => ({ path: s.hostPath, kind: s.kind, root: s.root.ident, owner: { uid: s.root.uid, gid: s.root.gid } })));
   const sandboxResult = buildSandboxResult({ action, sandboxId, obs, judgement });
   if (ctx.descriptor) {
     // A second opinion from the contract's own cross-document checks: any finding blocks.
@@ -160,19 +163,7 @@ export async function runAction(
   return { kind: 'ran', sandboxId, runDir, sandboxResult, sandboxResultFile, judgement, observation: obs, toolResult, selfCheckProblems: self.ok ? [] : self.problems };
 }
 
-/** Keeps the pre-image of every file a run deleted or overwrote, by sha256 (the real file is unchanged). */
-function keepTombstones(obs: NsRunObservation, dir: string): void {
-  for (const scope of obs.fs.scopes) {
-    for (const c of scope.changes ?? []) {
-      if (c.change === 'added' || !c.sha256Before || (c.typeBefore ?? c.type) !== 'file') continue;
-      const dest = join(dir, c.sha256Before);
-      if (existsSync(dest)) continue;
-      try {
-        const bytes = readFileSync(c.path);
-        if (sha256Hex(bytes) === c.sha256Before) writeFileSync(dest, bytes, { mode: 0o400 });
-      } catch {
-        /* the file is gone or unreadable: the diff already records its hash; promotion re-checks */
-      }
-    }
-  }
+/** runs/<id>/scopes.json: what promotion checks before it acts (src/commit/scopes.ts, ScopeRecord). */
+export function writeScopeRecords(runDir: string, records: ScopeRecord[]): void {
+  if (records.length > 0) writeFileSync(scopesFile(runDir), JSON.stringify(records, null, 2) + '\n', { mode: 0o600 });
 }

@@ -63,6 +63,8 @@ export interface NsRunSpec {
   traceSyscalls?: boolean;
   /** Keep the new content of added/modified scope files here, by sha256 (what promotion applies). */
   keepScopeContent?: string;
+  /** Keep the pre-images of modified/deleted scope files here, by sha256 (what rollback restores). */
+  keepScopePreimages?: string;
   /** Aborting it kills the whole sandbox (status POLICY_ABORTED, "canceled by the caller"). */
   signal?: AbortSignal;
   /** Network by allowlist (docs/network.md): absent = no network at all (empty namespace, no proxy). */
@@ -113,6 +115,10 @@ export interface NsExit {
 
 export interface ScopeObservation {
   hostPath: string;
+  /** A directory (seen through an overlay) or one regular file (seen through a bound copy). */
+  kind: 'dir' | 'file';
+  /** The scope root as the host opened it (the directory, or a one-file scope's parent): inode and owner. */
+  root: { ident: string; uid: number; gid: number };
   /** Copy-on-write mechanism used: host overlayfs mounted by root, bwrap >= 0.9 --overlay, or a bound copy of a one-file scope. */
   mechanism: 'host-overlayfs' | 'bwrap-overlay' | 'file-copy';
   changes: FsChange[] | null;

@@ -106,18 +106,18 @@ test('cooldown_on_repeat: the same declaration cannot be promoted again before t
   const base = descriptor(root, { confirmation: { required: false, reason: '', cooldown_on_repeat: true } });
   const r1 = await run(ws, base);
   const t0 = Date.now();
-  assert.ok(promote(ws, r1.sandboxId, { now: () => new Date(t0) }).ok);
-  assert.ok(rollback(ws, r1.sandboxId, { now: () => new Date(t0) }).ok);
+  assert.ok((await promote(ws, r1.sandboxId, { now: () => new Date(t0) })).ok);
+  assert.ok((await rollback(ws, r1.sandboxId, { now: () => new Date(t0) })).ok);
   // Re-issued with a new id and time: still the same action.
   const r2 = await run(ws, { ...base, action_id: randomUUID(), created_at: '2026-12-01T00:00:00Z', intent_summary: 'Again.' });
-  const early = promote(ws, r2.sandboxId, { now: () => new Date(t0 + 60_000), cooldownSeconds: 600 });
+  const early = (await promote(ws, r2.sandboxId, { now: () => new Date(t0 + 60_000), cooldownSeconds: 600 }));
   assert.deepEqual(problemCodes(early), ['PROMOTE_COOLDOWN']);
   assert.ok(existsSync(join(root, 'a.log')));
   // A different declaration is not held back.
   const other = await run(ws, descriptor(root, { effects: { filesystem: { create: [], modify: [], delete: [`${root}/*.log`] }, network: false, system_state_change: false } }));
-  assert.ok(promote(ws, other.sandboxId, { now: () => new Date(t0 + 60_000), cooldownSeconds: 600 }).ok);
-  assert.ok(rollback(ws, other.sandboxId).ok);
-  const later = promote(ws, r2.sandboxId, { now: () => new Date(t0 + 601_000), cooldownSeconds: 600 });
+  assert.ok((await promote(ws, other.sandboxId, { now: () => new Date(t0 + 60_000), cooldownSeconds: 600 })).ok);
+  assert.ok((await rollback(ws, other.sandboxId)).ok);
+  const later = (await promote(ws, r2.sandboxId, { now: () => new Date(t0 + 601_000), cooldownSeconds: 600 }));
   assert.ok(later.ok, JSON.stringify(problemCodes(later)));
 });
 
@@ -149,11 +149,11 @@ test('preconditions are checked again at promotion: paths_exist, user_idle', asy
   const r = await run(ws, descriptor(root, { preconditions: { paths_exist: [join(root, 'flag')] } }));
   const { unlinkSync } = await import('node:fs');
   unlinkSync(join(root, 'flag'));
-  assert.deepEqual(problemCodes(promote(ws, r.sandboxId)), ['PROMOTE_PRECONDITION_FAILED']);
+  assert.deepEqual(problemCodes((await promote(ws, r.sandboxId))), ['PROMOTE_PRECONDITION_FAILED']);
   const idle = await run(ws, descriptor(root, { preconditions: { user_idle: true } }));
-  assert.deepEqual(problemCodes(promote(ws, idle.sandboxId)), ['PROMOTE_PRECONDITION_UNCHECKABLE']);
+  assert.deepEqual(problemCodes((await promote(ws, idle.sandboxId))), ['PROMOTE_PRECONDITION_UNCHECKABLE']);
   const notIdle = await run(ws, descriptor(root, { preconditions: { user_idle: false, network_available: true } }));
-  const ok = promote(ws, notIdle.sandboxId, { host: { defaultRoute: () => true, userIdle: () => null } });
+  const ok = (await promote(ws, notIdle.sandboxId, { host: { defaultRoute: () => true, userIdle: () => null } }));
   assert.ok(ok.ok, JSON.stringify(problemCodes(ok)));
   assert.ok(existsSync(join(root, 'a.log')) === false);
 });
@@ -162,14 +162,14 @@ test('tombstones: kept for the retention and for live promotions; pruning is aud
   const ws = workspace();
   const root = tree({ 'a.log': { text: 'alpha\n' }, 'b.log': { text: 'beta\n' } });
   const r = await run(ws, descriptor(root));
-  assert.ok(promote(ws, r.sandboxId).ok);
+  assert.ok((await promote(ws, r.sandboxId)).ok);
   const inDays = (d: number) => () => new Date(Date.now() + d * 86_400_000);
-  const early = pruneTombstones(ws, 30, { now: inDays(10) });
+  const early = (await pruneTombstones(ws, 30, { now: inDays(10) }));
   assert.ok(!('ok' in early) && early.removed.length === 0, 'nothing younger than the retention goes');
-  const live = pruneTombstones(ws, 30, { now: inDays(40) });
+  const live = (await pruneTombstones(ws, 30, { now: inDays(40) }));
   assert.ok(!('ok' in live) && live.removed.length === 0 && live.keptForRollback === 2, 'a live promotion keeps its pre-images');
-  assert.ok(rollback(ws, r.sandboxId).ok);
-  const gone = pruneTombstones(ws, 30, { now: inDays(40) });
+  assert.ok((await rollback(ws, r.sandboxId)).ok);
+  const gone = (await pruneTombstones(ws, 30, { now: inDays(40) }));
   assert.ok(!('ok' in gone) && gone.removed.length === 2);
   const rec = auditTypes(ws).find((a) => a.type === 'tombstones_pruned');
   assert.deepEqual((rec?.detail?.sha256 as string[]).sort(), [sha('alpha\n'), sha('beta\n')].sort());

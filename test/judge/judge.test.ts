@@ -42,7 +42,7 @@ const clean = (over: Partial<NsRunObservation> = {}): NsRunObservation =>
     stderr: stream,
     resources: { cpuUserMs: 1, cpuSystemMs: 1, peakMemoryBytes: 1000, diskWriteBytes: 0, networkBytesIn: 0, networkBytesOut: 0, wallMs: 10, unmeasured: {}, basis: {} },
     sideEffects: { bwrapPid: 1, programPid: 2, processesSpawned: { count: 1, threads: 0, executables: [], outlivedProgram: 0 }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 },
-    fs: { out: [], scopes: [{ hostPath: '/srv/app', mechanism: 'host-overlayfs', changes: [{ change: 'added', path: '/srv/app/new.txt', type: 'file', mode: 0o100644, size: 1, sha256After: 'a'.repeat(64) }] }] },
+    fs: { out: [], scopes: [{ hostPath: '/srv/app', kind: 'dir', root: { ident: '1:2', uid: 0, gid: 0 }, mechanism: 'host-overlayfs', changes: [{ change: 'added', path: '/srv/app/new.txt', type: 'file', mode: 0o100644, size: 1, sha256After: 'a'.repeat(64) }] }] },
     inputs: [],
     host: { bwrapVersion: '0.8.0', cgroupVersion: 1, hostUid: 65534, sandboxUid: 65534, seccomp: true, syscallTracer: 'airlock-tracer', outMechanism: 'tmpfs-size', limits: [{ limit: 'wallMs', enforcedBy: 'host timer' }] },
     problems: [],
@@ -72,7 +72,7 @@ test('SANDBOX_ERROR is a BLOCK: sandbox requirements not met', () => {
 });
 
 test('an unverifiable diff is a BLOCK (and rollback is not possible)', () => {
-  const j = judge(action(), clean({ fs: { out: [], scopes: [{ hostPath: '/srv/app', mechanism: 'host-overlayfs', changes: null, error: 'the scope diff failed: EIO' }] } }));
+  const j = judge(action(), clean({ fs: { out: [], scopes: [{ hostPath: '/srv/app', kind: 'dir', root: { ident: '1:2', uid: 0, gid: 0 }, mechanism: 'host-overlayfs', changes: null, error: 'the scope diff failed: EIO' }] } }));
   assert.equal(j.verdict, 'BLOCK');
   assert.deepEqual(falses(j).sort(), ['effects_within_declaration', 'rollback_possible', 'within_scope']);
   assert.ok(j.reasons.some((r) => r.startsWith('filesystem diff cannot be verified: the scope diff failed: EIO')));

@@ -293,19 +293,33 @@ test('the workspace defaults to $AIRLOCK_HOME, created on first use; --inputs na
   assert.ok(existsSync(join(home, 'runs', sr.sandbox_id, 'sandbox-result.json')), 'the run is in $AIRLOCK_HOME');
 });
 
+test('a scope reached through a symbolic link is refused before anything runs: exit 2, NS_SCOPE_UNSAFE', () => {
+  const ws = workspace();
+  mkdirSync('/var/tmp/airlock-test', { recursive: true });
+  const root = mkdtempSync('/var/tmp/airlock-test/err-');
+  symlinkSync('/etc', join(root, 'link')); // a scope that is a symlink is never followed
+  const file = join(root, '..', `${root.split('/').pop()}-err.json`);
+  writeFileSync(file, JSON.stringify(descriptor(join(root, 'link'), { action_type: 'COMMAND_EXECUTION', command: ['/bin/true'], effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false } })));
+  const r = airlock(['run', file, '--workspace', ws]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /NS_SCOPE_UNSAFE: scope .*\/link: is a symlink/);
+  assert.equal(readdirSync(join(ws, 'runs')).filter((d) => existsSync(join(ws, 'runs', d, 'sandbox-result.json'))).length, 0, 'no run happened');
+});
+
 test('a sandbox error is exit 3, with a Sandbox Result that says SANDBOX_ERROR and BLOCK', () => {
   const ws = workspace();
   mkdirSync('/var/tmp/airlock-test', { recursive: true });
   const root = mkdtempSync('/var/tmp/airlock-test/err-');
-  symlinkSync('/etc', join(root, 'link')); // a scope that is a symlink is never followed: the run cannot be set up
-  const file = join(root, '..', `${root.split('/').pop()}-err.json`);
-  writeFileSync(file, JSON.stringify(descriptor(join(root, 'link'), { action_type: 'COMMAND_EXECUTION', command: ['/bin/true'], effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false } })));
-  const r = airlock(['run', file, '--workspace', ws, '--json']);
+  const file = join(root, 'true.json');
+  writeFileSync(file, JSON.stringify(descriptor(root, { action_type: 'COMMAND_EXECUTION', command: ['/bin/true'], effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false } })));
+  // A staging folder the sandbox's host user cannot reach: bubblewrap cannot set the sandbox up.
+  const hidden = mkdtempSync(join(tmpdir(), 'airlock-hidden-'));
+  chmodSync(hidden, 0o700);
+  const r = airlock(['run', file, '--workspace', ws, '--json'], { env: { TMPDIR: hidden } });
   assert.equal(r.code, 3, r.stderr);
   const sr = JSON.parse(r.stdout) as SandboxResult;
   assert.equal(sr.execution.status, 'SANDBOX_ERROR');
   assert.equal(sr.verdict.recommended_action, 'BLOCK');
-  assert.match(sr.execution.termination_reason, /neither a directory nor a regular file/);
 });
 
 test('links and control characters in /out names: airlock run still produces a valid Sandbox Result, BLOCKs, and never follows a link', () => {

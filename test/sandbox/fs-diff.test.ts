@@ -7,6 +7,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { snapshotTree, diffSnapshots, diffOverlayUpper } from '../../src/sandbox/observe/fs-diff.js';
+import { ScopeFs } from '../../src/base/scope-fs.js';
+import { lowerTreeOf } from '../../src/sandbox/ns/scopes.js';
+
+/** The lower side as Airlock reads it: through the scope agent of that directory. */
+async function diffWithAgent(upper: string, lower: string, mountPoint: string) {
+  const fs = await ScopeFs.open(lower, 'dir');
+  try {
+    return await diffOverlayUpper(upper, lowerTreeOf(fs), mountPoint);
+  } finally {
+    fs.close();
+  }
+}
 
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 const base = mkdtempSync(join(tmpdir(), 'airlock-fsdiff-'));
@@ -87,7 +99,7 @@ test('overlay upper: added, modified, deleted, whiteouts and opaque dirs', { ski
   } finally {
     spawnSync('umount', [merged]);
   }
-  const d = await diffOverlayUpper(upper, lower, '/work/scope');
+  const d = await diffWithAgent(upper, lower, '/work/scope');
   assert.deepEqual(d.map((c) => [c.change, c.path, c.type]), [
     ['deleted', '/work/scope/del', 'file'],
     ['added', '/work/scope/dir/added', 'file'],
@@ -128,7 +140,7 @@ test('overlay upper on tmpfs over a lower on disk: a copied-up dir is not "modif
     } finally {
       spawnSync('umount', [merged]);
     }
-    const d = await diffOverlayUpper(upper, lower, '/work/scope');
+    const d = await diffWithAgent(upper, lower, '/work/scope');
     assert.deepEqual(d.map((c) => [c.change, c.path, c.type]), [
       ['modified', '/work/scope/moded', 'dir'],
       ['deleted', '/work/scope/sub/a.log', 'file'],

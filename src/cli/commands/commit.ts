@@ -39,7 +39,7 @@ export function registerCommitCommands(program: Command): void {
     .option('--json', 'machine-readable outcome')
     .action(async (sandboxId: string, opts: Common) => {
       const { promote } = await import('../../commit/promote.js');
-      const out = promote(await ws(opts), sandboxId, { actor: process.env.USER ?? 'operator' });
+      const out = await promote(await ws(opts), sandboxId, { actor: process.env.USER ?? 'operator' });
       if (!out.ok) return void (process.exitCode = refuse('promote', out.problems, opts.json));
       if (opts.json) {
         const body = out.status === 'force_rolled_back' ? { status: out.status, rolled_back: out.rolledBack.map((r) => ({ sandbox_id: r.sandboxId, ok: r.outcome.ok, problems: r.outcome.ok ? [] : r.outcome.problems })) } : { status: out.status, sandbox_id: out.journal.sandbox_id, action_id: out.journal.action_id, diff_sha256: out.journal.diff_sha256, changes: out.journal.ops.length, audit_seq: out.journal.audit?.promoted };
@@ -82,7 +82,7 @@ export function registerCommitCommands(program: Command): void {
     .option('--json', 'machine-readable outcome')
     .action(async (sandboxId: string, opts: Common & { force?: boolean }) => {
       const { rollback } = await import('../../commit/rollback.js');
-      const out = rollback(await ws(opts), sandboxId, { force: opts.force === true, actor: process.env.USER ?? 'operator' });
+      const out = await rollback(await ws(opts), sandboxId, { force: opts.force === true, actor: process.env.USER ?? 'operator' });
       if (!out.ok) return void (process.exitCode = refuse('rollback', out.problems, opts.json));
       const kept = out.journal.forced ?? [];
       if (opts.json) process.stdout.write(JSON.stringify({ ok: true, sandbox_id: sandboxId, restored: out.journal.ops.length, newer_versions_kept: kept, audit_seq: out.journal.audit?.rolled_back }, null, 2) + '\n');
@@ -101,14 +101,14 @@ export function registerCommitCommands(program: Command): void {
     .action(async (opts: Common & { pruneTombstones?: boolean }) => {
       const { recover } = await import('../../commit/recover.js');
       const w = await ws(opts);
-      const rep = recover(w);
+      const rep = await recover(w);
       if (!('recovered' in rep)) return void (process.exitCode = refuse('recover', rep.problems, opts.json));
       let pruned: unknown;
       if (opts.pruneTombstones) {
         const [{ loadPolicy }, { pruneTombstones }] = await Promise.all([import('../../commit/load.js'), import('../../commit/tombstones.js')]);
         const pol = loadPolicy(w);
         if (!pol.ok) return void (process.exitCode = refuse('recover', pol.problems, opts.json));
-        const p = pruneTombstones(w, pol.policy.retention.tombstones_days);
+        const p = await pruneTombstones(w, pol.policy.retention.tombstones_days);
         if ('ok' in p) return void (process.exitCode = refuse('recover', p.problems, opts.json));
         pruned = p;
       }

@@ -63,11 +63,14 @@ function interpreterArgv(argv: string[], nodeMajor: number): { argv: string[] } 
   return { argv };
 }
 
+/** Refusals of the runner before anything ran: the request is rejected (nothing to judge). */
+const NOTHING_RAN = new Set(['NS_INPUT_HASH_MISMATCH', 'NS_SCOPE_UNSAFE', 'NS_SCOPE_UNREADABLE', 'NS_SCOPE_AGENT_MISSING']);
+
 /**
  * Runs an Action in the ns lane. `inputsDir` holds the action's inputs by name, already hash-checked
  * by the caller; `outDir` receives /out.
  */
-export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string; signal?: AbortSignal; network?: LaneNetworkContext }): Promise<LaneOutcome> {
+export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string; tombstoneDir?: string; signal?: AbortSignal; network?: LaneNetworkContext }): Promise<LaneOutcome> {
   // Network: only what the request asks for AND the policy allows; nothing when either says none.
   let network: NsRunSpec['network'];
   if (action.network.mode === 'allowlist') {
@@ -116,6 +119,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     outDir: ctx.outDir,
     scopes,
     ...(ctx.blobDir ? { keepScopeContent: ctx.blobDir } : {}),
+    ...(ctx.tombstoneDir ? { keepScopePreimages: ctx.tombstoneDir } : {}),
     ...(ctx.signal ? { signal: ctx.signal } : {}),
     ...(network ? { network } : {}),
     limits: {
@@ -135,7 +139,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
       return { ok: false, problems: observation.problems.map((p) => (p.code === 'NS_ARGV_NOT_FOUND' ? { ...p, code: 'LANE_RUNTIME_MISSING' } : p)) };
     }
     // Nothing ran: a rejection of the request, not a sandbox result.
-    if (observation.problems.some((p) => p.code === 'NS_INPUT_HASH_MISMATCH')) return { ok: false, problems: observation.problems };
+    if (observation.problems.some((p) => NOTHING_RAN.has(p.code))) return { ok: false, problems: observation.problems };
     return { ok: true, observation, argv };
   } finally {
     if (staged) rmSync(staged, { recursive: true, force: true });

@@ -14,13 +14,13 @@
 //   * our seccomp filter travels on fd 5 (--seccomp): a root-owned file for the tracer, a pipe for node.
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
-import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../contracts/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
 import { doctor, type HostCapabilities } from '../doctor.js';
-import { diffFileCopy, diffOverlayUpper, diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
+import { diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
 import { refusedFileAccess } from '../observe/file-access.js';
 import { parseStraceLog, straceArgv } from '../observe/strace.js';
 import { sideEffectsFromTrace } from '../observe/trace-events.js';
@@ -36,7 +36,8 @@ import { describeGrant } from '../../network/allowlist.js';
 import { PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
 import { NetworkProxy } from '../../network/proxy.js';
 import type { NetworkObservation } from '../../network/records.js';
-import { chownTo, copyTreeNoFollow, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stageScopeFile, stagingBase } from './staging.js';
+import { closeScopes, fileCopyOf, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
+import { chownTo, copyTreeNoFollow, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 /** Paths a scope may not cover: the sandbox's own mounts and the read-only system root. */
@@ -278,7 +279,10 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const mnt = mounter(caps, ops);
   const base = await stagingBase(caps.isRoot ? mnt : null);
   const dir = join(base, runId);
-  const scopeKinds = scopes.map((sc) => scopeKind(sc.hostPath));
+  // Every scope through its agent, before anything is staged: a link on the way refuses the run.
+  const openedScopes = await openScopes(scopes.map((sc) => sc.hostPath));
+  if (!openedScopes.ok) return errorObservation(runId, caps, openedScopes.problems);
+  const scopeKinds = openedScopes.scopes.map((sc) => sc.kind);
   // Disk: /out and the directory scopes' overlay upper dirs share one size-capped tmpfs, so what a
   // run writes anywhere counts against the one disk limit (a one-file scope's copy is post-checked).
   const sharedDisk = caps.tmpfsSizeCaps.hostOut && scopeKinds.includes('dir') ? join(dir, 'rw') : null;
@@ -311,30 +315,31 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         mounted.push(outStage);
       } else await chownTo(outStage, uid, gid).catch(() => undefined);
     })();
-    const scopeDirs = scopes.map((s, i) => {
-      const kind = scopeKinds[i] as 'dir' | 'file';
+    const scopeDirs: StagedScope[] = openedScopes.scopes.map((s, i) => {
       // A directory's writes land in its overlay's upper dir, on the capped tmpfs; a file's copy stays
       // in staging (copying it is not the run's writing; what the run adds to it is post-checked).
-      const rw = join(kind === 'dir' && sharedDisk ? sharedDisk : dir, `scope${i}`);
-      return { hostPath: s.hostPath, kind, upper: join(rw, 'upper'), work: join(rw, 'work'), merged: join(dir, `scope${i}`, 'merged') };
+      const rw = join(s.kind === 'dir' && sharedDisk ? sharedDisk : dir, `scope${i}`);
+      return { ...s, upper: join(rw, 'upper'), work: join(rw, 'work'), merged: join(dir, `scope${i}`, 'merged') };
     });
     const scopesP = Promise.all(
-      scopeDirs.map(async (s) => {
+      scopeDirs.map(async (s): Promise<Problem | null> => {
         await mkdirMode(join(s.upper, '..'), 0o711);
         if (join(s.merged, '..') !== join(s.upper, '..')) await mkdirMode(join(s.merged, '..'), 0o711);
         if (s.kind === 'file') {
           // One file: the sandbox sees a copy bound over it (overlayfs works on directories only), so
           // the real file never changes; deleting or renaming the bound path fails (EBUSY).
           await mkdirMode(s.upper, 0o755);
-          await stageScopeFile(s.hostPath, fileCopyOf(s), uid, gid);
-          return;
+          return stageFileCopy(s, fileCopyOf(s), uid, gid);
         }
         for (const d of [s.upper, s.work, s.merged]) await mkdirMode(d, 0o755);
         await chownTo(s.upper, uid, gid);
         if (!useBwrapOverlay) {
-          await mnt.overlay(s.hostPath, s.upper, s.work, s.merged);
+          // The lower dir is the agent's descriptor of the scope root, not its path: nothing swapped
+          // in since it was opened can become what the sandbox sees.
+          await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged);
           mounted.push(s.merged);
         }
+        return null;
       }),
     );
     // Through the tracer, bwrap itself is born in the group too: one more process than the sandbox's own.
@@ -344,7 +349,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       proxy = new NetworkProxy({ grant: spec.network.grant, caps: spec.network.caps, ...(spec.network.resolve ? { resolve: spec.network.resolve } : {}), onCap: (_cap, message) => onNetworkCap?.(message) });
       await proxy.listen(proxySocket, { uid, gid });
     }
-    const [inputs] = await Promise.all([inputsP, outP, scopesP]);
+    const [inputs, , scopeProblems] = await Promise.all([inputsP, outP, scopesP]);
+    const refusedScopes = scopeProblems.filter((p): p is Problem => p !== null);
+    if (refusedScopes.length > 0) return errorObservation(runId, caps, refusedScopes);
     // The copy the sandbox will see is what must match the declaration: a file swapped after the
     // caller's check is caught here, before anything runs.
     const changed = inputs.flatMap((got, k) => {
@@ -591,14 +598,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     let scopeBytes = 0;
     for (const s of scopeDirs) {
       const mechanism = s.kind === 'file' ? 'file-copy' : useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs';
-      try {
-        const changes = s.kind === 'file' ? await diffFileCopy(fileCopyOf(s), s.hostPath) : await diffOverlayUpper(s.upper, s.hostPath, s.hostPath);
-        for (const c of changes) if (c.change !== 'deleted' && c.type === 'file') scopeBytes += c.size;
-        if (spec.keepScopeContent) keepContent(changes, s.upper, s.kind === 'file' ? dirname(s.hostPath) : s.hostPath, spec.keepScopeContent);
-        scopeObs.push({ hostPath: s.hostPath, mechanism, changes });
-      } catch (e) {
-        scopeObs.push({ hostPath: s.hostPath, mechanism, changes: null, error: `the scope diff failed: ${(e as Error).message}` });
-      }
+      const o = await observeScope(s, mechanism, { ...(spec.keepScopeContent ? { blobs: spec.keepScopeContent } : {}), ...(spec.keepScopePreimages ? { tombstones: spec.keepScopePreimages } : {}) });
+      for (const c of o.changes ?? []) if (c.change !== 'deleted' && c.type === 'file') scopeBytes += c.size;
+      scopeObs.push(o);
     }
 
     // The one disk limit covers /out and the scopes together (post-checked also where a tmpfs capped it).
@@ -688,6 +690,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   } finally {
     // Every sandbox process is dead by now (killAll above, or nothing was started): what is left is
     // bookkeeping, done after the result is returned and tracked by sandboxIdle().
+    closeScopes(openedScopes.scopes);
     const group = cg as RunCgroup | null;
     runOver = true;
     (forwarder as Forwarder | null)?.stop();
@@ -702,38 +705,5 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
       else process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
     });
-  }
-}
-
-/** A scope is a directory (seen through an overlay) or one regular file (seen through a bound copy). */
-function scopeKind(hostPath: string): 'dir' | 'file' {
-  const st = lstatSync(hostPath);
-  if (st.isDirectory()) return 'dir';
-  if (st.isFile()) return 'file';
-  throw new Error(`scope ${hostPath} is neither a directory nor a regular file (links and special files are never scopes)`);
-}
-
-/** Where a file scope's copy lives: the upper dir holds it under the file's own name (keepContent reads it there). */
-const fileCopyOf = (s: { hostPath: string; upper: string }): string => join(s.upper, basename(s.hostPath));
-
-/**
- * Copies the new content of every added or modified regular file in a scope out of the overlay's
- * upper dir into a content-addressed store (`<dir>/<sha256>`), before the upper dir is discarded:
- * what promotion later applies is exactly the verified bytes. Copied without following links and
- * re-hashed; a file whose bytes no longer match its diff hash is not kept (promotion then refuses).
- */
-function keepContent(changes: FsChange[], upper: string, mountPoint: string, dir: string): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  for (const c of changes) {
-    if (c.change === 'deleted' || c.type !== 'file' || !c.sha256After) continue;
-    const dest = join(dir, c.sha256After);
-    if (existsSync(dest)) continue;
-    const fd = openSync(join(upper, c.path.slice(mountPoint.length + 1)), constants.O_RDONLY | constants.O_NOFOLLOW);
-    try {
-      const bytes = readFileSync(fd);
-      if (createHash('sha256').update(bytes).digest('hex') === c.sha256After) writeFileSync(dest, bytes, { mode: 0o400 });
-    } finally {
-      closeSync(fd);
-    }
   }
 }

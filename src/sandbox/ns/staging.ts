@@ -58,18 +58,6 @@ export async function stageInput(hostPath: string, dest: string): Promise<{ sha2
   return { sha256: h.digest('hex'), bytes };
 }
 
-/**
- * A one-file scope's copy for the sandbox: same bytes and permission bits, owned by the sandbox's
- * host user (as the top folder of a directory scope's overlay is). Copied without following links.
- */
-export async function stageScopeFile(hostPath: string, dest: string, uid: number, gid: number): Promise<void> {
-  const st = await lstat(hostPath);
-  if (!st.isFile()) throw new Error(`scope ${hostPath} is not a regular file`);
-  await copyFile(hostPath, dest, 1 /* COPYFILE_EXCL */);
-  await chownTo(dest, uid, gid);
-  await chmod(dest, st.mode & 0o7777);
-}
-
 /** What the runner needs to mount and unmount: the perl helper when present, else execs of mount/umount. */
 export interface Mounter {
   /** Size-capped tmpfs (tmpfs rounds up to whole pages; nosuid/nodev so nothing privileged can be planted). */

@@ -22,8 +22,22 @@ export interface TreeEntry {
   nlink: number;
   /** `dev:ino`, to group hard links. */
   inode: string;
+  /** Owner (a scope's real files: promotion acts only on its owner's). */
+  uid?: number;
   sha256?: string;
   linkTarget?: string;
+}
+
+/**
+ * The real side of a scope (the overlay's lower dir), read by the host without ever following a
+ * link: in Airlock through the scope's agent (src/base/scope-fs.ts), with the scope owner's authority.
+ * Paths are relative to the scope root.
+ */
+export interface LowerTree {
+  /** The entry at rel (hashed when it has content), or null when absent. */
+  entry(rel: string): Promise<TreeEntry | null>;
+  /** Every entry below the directory rel, keyed by relative path (`rel/a/b`). */
+  subtree(rel: string): Promise<Map<string, TreeEntry>>;
 }
 
 export interface TreeSnapshot {
@@ -107,6 +121,7 @@ function sameContent(a: TreeEntry, b: TreeEntry): boolean {
 function change(kind: FsChange['change'], path: string, before: TreeEntry | undefined, after: TreeEntry | undefined): FsChange {
   const cur = (after ?? before) as TreeEntry;
   const c: FsChange = { change: kind, path, type: cur.type, mode: cur.mode, size: cur.size };
+  if (before?.uid !== undefined) c.uidBefore = before.uid;
   if (before?.sha256 !== undefined) c.sha256Before = before.sha256;
   if (after?.sha256 !== undefined) c.sha256After = after.sha256;
   if (cur.linkTarget !== undefined) c.linkTarget = cur.linkTarget;
@@ -152,15 +167,6 @@ export function diffSnapshots(before: TreeSnapshot, after: TreeSnapshot, opts: {
 
 const isWhiteout = (st: Stats): boolean => st.isCharacterDevice() && st.rdev === 0;
 
-async function lstatOrNull(p: string): Promise<Stats | null> {
-  try {
-    return await lstat(p);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
-    throw e;
-  }
-}
-
 // Node has no xattr API and `getfattr` is not always installed: one python3 call reads the opaque
 // flag of every candidate directory (only upper dirs that shadow a lower dir, i.e. few).
 const OPAQUE_PY = [
@@ -189,29 +195,24 @@ export async function opaqueDirs(dirs: string[], python = process.env['AIRLOCK_P
   });
 }
 
-/** Every entry of a lower subtree (for a deleted or opaque-replaced directory). */
-async function lowerSubtree(lowerDir: string, rel: string): Promise<Map<string, TreeEntry>> {
-  const snap = await snapshotTree(join(lowerDir, rel));
-  const out = new Map<string, TreeEntry>();
-  for (const [r, e] of snap.entries) out.set(`${rel}/${r}`, e);
-  return out;
-}
-
 /** A one-file scope: the sandbox's copy against the real file (modified, or no change). */
-export async function diffFileCopy(copy: string, real: string): Promise<FsChange[]> {
-  const [low, up] = await Promise.all([lstat(real).then((st) => entryOf(real, st)), lstat(copy).then((st) => entryOf(copy, st))]);
-  return sameContent(low, up) ? [] : [change('modified', real, low, up)];
+export async function diffFileCopy(copy: string, lower: LowerTree, rel: string, realPath: string): Promise<FsChange[]> {
+  const low = await lower.entry(rel);
+  if (!low) throw new Error(`the scope file ${realPath} is gone`);
+  const up = await entryOf(copy, await lstat(copy));
+  return sameContent(low, up) ? [] : [change('modified', realPath, low, up)];
 }
 
 /**
- * Changes in a declared scope from its overlay upper dir alone. The overlay must be mounted with
- * metacopy=off (the default), or a copied-up file's data would still be in the lower dir.
+ * Changes in a declared scope from its overlay upper dir alone (the lower is read only where the
+ * upper has something). The overlay must be mounted with metacopy=off (the default), or a copied-up
+ * file's data would still be in the lower dir.
  */
-export async function diffOverlayUpper(upperDir: string, lowerDir: string, mountPoint: string): Promise<FsChange[]> {
+export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mountPoint: string): Promise<FsChange[]> {
   const out: FsChange[] = [];
   const at = (rel: string): string => sandboxPath(mountPoint, rel);
   // First walk: collect upper entries and the dirs whose opaque flag matters.
-  const upper: { rel: string; st: Stats }[] = [];
+  const upper: { rel: string; st: Stats; low: TreeEntry | null }[] = [];
   const candidates: string[] = [];
   const stack: string[] = [''];
   while (stack.length > 0) {
@@ -219,36 +220,44 @@ export async function diffOverlayUpper(upperDir: string, lowerDir: string, mount
     for (const name of (await readdir(join(upperDir, rel))).sort()) {
       const childRel = rel === '' ? name : `${rel}/${name}`;
       const st = await lstat(join(upperDir, childRel));
-      upper.push({ rel: childRel, st });
+      const low = await lower.entry(childRel);
+      upper.push({ rel: childRel, st, low });
       if (st.isDirectory()) {
         stack.push(childRel);
-        const low = await lstatOrNull(join(lowerDir, childRel));
-        if (low?.isDirectory()) candidates.push(join(upperDir, childRel));
+        if (low?.type === 'dir') candidates.push(join(upperDir, childRel));
       }
     }
   }
   const opaque = await opaqueDirs(candidates);
   const upperRels = new Set(upper.map((u) => u.rel));
-  for (const { rel, st } of upper) {
+  const upperEntries = new Map<string, TreeEntry>();
+  for (const { rel, st } of upper) if (!isWhiteout(st)) upperEntries.set(rel, await entryOf(join(upperDir, rel), st));
+  const groups = linkGroups(upperEntries);
+  for (const { rel, st, low: lowOrNull } of upper) {
     const upAbs = join(upperDir, rel);
-    const lowSt = await lstatOrNull(join(lowerDir, rel));
-    const low = lowSt ? await entryOf(join(lowerDir, rel), lowSt) : undefined;
+    const low = lowOrNull ?? undefined;
     if (isWhiteout(st)) {
       if (!low) continue; // whiteout of something that never was in the scope: nothing to report
       out.push(change('deleted', at(rel), low, undefined));
-      if (low.type === 'dir') for (const [r, e] of await lowerSubtree(lowerDir, rel)) out.push(change('deleted', at(r), e, undefined));
+      if (low.type === 'dir') for (const [r, e] of await lower.subtree(rel)) out.push(change('deleted', at(r), e, undefined));
       continue;
     }
-    const up = await entryOf(upAbs, st);
-    if (!low) out.push(change('added', at(rel), undefined, up));
-    else if (!sameContent(low, up)) out.push(change('modified', at(rel), low, up));
+    const up = upperEntries.get(rel) as TreeEntry;
+    let c: FsChange | null = null;
+    if (!low) c = change('added', at(rel), undefined, up);
+    else if (!sameContent(low, up)) c = change('modified', at(rel), low, up);
+    if (c && up.type === 'hardlink') {
+      const others = (groups.get(up.inode) ?? []).filter((r) => r !== rel).map(at);
+      if (others.length > 0) c.hardlinkOf = others;
+    }
+    if (c) out.push(c);
     // A lower directory replaced by a non-directory: its old contents are gone too.
     if (low?.type === 'dir' && up.type !== 'dir') {
-      for (const [r, e] of await lowerSubtree(lowerDir, rel)) out.push(change('deleted', at(r), e, undefined));
+      for (const [r, e] of await lower.subtree(rel)) out.push(change('deleted', at(r), e, undefined));
     }
     // An opaque dir hides the whole lower dir: what the upper does not hold again was deleted.
     if (opaque.has(upAbs) && low?.type === 'dir') {
-      for (const [r, e] of await lowerSubtree(lowerDir, rel)) {
+      for (const [r, e] of await lower.subtree(rel)) {
         if (!upperRels.has(r)) out.push(change('deleted', at(r), e, undefined));
       }
     }
@@ -257,4 +266,3 @@ export async function diffOverlayUpper(upperDir: string, lowerDir: string, mount
   // against the lower entry; that is what the program sees as modified, which is right.
   return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
 }
-

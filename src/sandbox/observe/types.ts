@@ -105,4 +105,6 @@ export interface FsChange {
   hardlinkOf?: string[];
   /** What the change was before, when the type itself changed (e.g. a file replaced by a symlink). */
   typeBefore?: FsEntryType;
+  /** Owner of the real entry before the change (scopes only): promotion acts only on the scope owner's. */
+  uidBefore?: number;
 }

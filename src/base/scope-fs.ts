@@ -1,0 +1,287 @@
+// Every host-side read and write inside a scope goes through this client of native/scopefs.c: one
+// process per scope, started as root, that opens the scope root from "/" without following links
+// at any component, drops to the uid/gid/groups of the root's owner (no capabilities, no_new_privs;
+// a root-owned scope keeps only CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH and FOWNER), and then walks
+// every relative path one component at a time from that descriptor (openat2 RESOLVE_NO_SYMLINKS |
+// RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV, or O_NOFOLLOW with a device check on older kernels),
+// refusing links, mount points and directories that changed inode since first seen.
+// Why a native process: Node's fs takes paths only, so every call would resolve every component
+// again, and the scope's owner could swap any of them between two calls (docs/promotion.md).
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { constants } from 'node:os';
+import { fileURLToPath } from 'node:url';
+
+export type EntryType = 'file' | 'dir' | 'symlink' | 'fifo' | 'socket' | 'char-device' | 'block-device';
+
+/** What lstat says of an entry, as the agent saw it through its descriptor walk. */
+export interface EntryStat {
+  type: EntryType;
+  /** Permission bits (& 0o7777). */
+  mode: number;
+  uid: number;
+  gid: number;
+  size: number;
+  nlink: number;
+  /** `dev:ino`: what the agent compares before it replaces, removes or changes an entry. */
+  ident: string;
+  mtime: { sec: number; nsec: number };
+  atime: { sec: number; nsec: number };
+}
+
+/** A refusal or failure of the agent: errno's name (ELOOP: a link; ESTALE: an entry was swapped...). */
+export class ScopeFsError extends Error {
+  constructor(
+    readonly errno: string,
+    message: string,
+    readonly rel: string,
+  ) {
+    super(message);
+  }
+}
+
+const TYPES: Record<string, EntryType> = { f: 'file', d: 'dir', l: 'symlink', p: 'fifo', s: 'socket', c: 'char-device', b: 'block-device' };
+const ERRNO_NAMES = new Map(Object.entries(constants.errno).map(([k, v]) => [v, k]));
+const hex = (s: string): string => (s === '' ? '-' : Buffer.from(s, 'utf8').toString('hex'));
+const unhex = (h: string): string => Buffer.from(h, 'hex').toString('utf8');
+
+function parseStat(f: string[]): EntryStat {
+  const n = (i: number): number => Number(f[i]);
+  return {
+    type: TYPES[f[0] ?? ''] ?? 'file',
+    mode: parseInt(f[1] ?? '0', 8),
+    uid: n(2),
+    gid: n(3),
+    size: n(4),
+    nlink: n(5),
+    ident: `${f[6]}:${f[7]}`,
+    mtime: { sec: n(8), nsec: n(9) },
+    atime: { sec: n(10), nsec: n(11) },
+  };
+}
+
+/** airlock-scopefs under dist/native: above this module (tsc output) or above the bundle. */
+export function scopeFsBinaryPath(): string | null {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++, dir = dirname(dir)) {
+    const p = join(dir, 'native', 'airlock-scopefs');
+    if (existsSync(p)) return p;
+  }
+  return null;
+}
+
+/** Bytes arriving from the agent, read as lines and as counted byte runs. */
+class ByteReader {
+  private buf: Buffer = Buffer.alloc(0);
+  private wake: (() => void) | null = null;
+  ended: string | null = null;
+
+  push(chunk: Buffer): void {
+    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    this.wake?.();
+  }
+
+  end(why: string): void {
+    this.ended = why;
+    this.wake?.();
+  }
+
+  private async more(): Promise<void> {
+    if (this.ended !== null) throw new ScopeFsError('EPIPE', `the scope agent stopped (${this.ended})`, '');
+    await new Promise<void>((r) => (this.wake = r));
+    this.wake = null;
+  }
+
+  async line(): Promise<string> {
+    for (;;) {
+      const nl = this.buf.indexOf(10);
+      if (nl >= 0) {
+        const s = this.buf.subarray(0, nl).toString('utf8');
+        this.buf = this.buf.subarray(nl + 1);
+        return s;
+      }
+      await this.more();
+    }
+  }
+
+  async bytes(n: number): Promise<Buffer> {
+    while (this.buf.length < n) await this.more();
+    const b = this.buf.subarray(0, n);
+    this.buf = this.buf.subarray(n);
+    return b;
+  }
+}
+
+export interface WriteOptions {
+  mode: number;
+  /** Group to give the file (the owner must belong to it); omitted: the agent's own. */
+  gid?: number;
+  atime?: { sec: number; nsec: number };
+  mtime?: { sec: number; nsec: number };
+  /** null: the name must be free; else the `ident` of the file it replaces (swapped atomically). */
+  expect: string | null;
+}
+
+export interface OpenScopeFs {
+  /** The scope itself: the directory, or a one-file scope's parent directory. */
+  root: EntryStat;
+  /** The uid/gid the agent now acts as (the root's owner when Airlock runs as root). */
+  authority: { uid: number; gid: number };
+  /** openat2, or nofollow (per-component O_NOFOLLOW walk) on kernels without openat2. */
+  walk: 'openat2' | 'nofollow';
+  /** A path that reaches the scope root through the agent's descriptor (for an overlay's lowerdir). */
+  rootByDescriptor: string;
+}
+
+/** One agent per scope; requests are answered in order, one at a time. */
+export class ScopeFs implements OpenScopeFs {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly child: ChildProcessWithoutNullStreams,
+    private readonly reader: ByteReader,
+    readonly root: EntryStat,
+    readonly authority: { uid: number; gid: number },
+    readonly walk: 'openat2' | 'nofollow',
+    readonly rootByDescriptor: string,
+  ) {}
+
+  /**
+   * Starts the agent on `absPath` (a directory scope, or a one-file scope whose root is its parent).
+   * Refuses (ScopeFsError) a path with a link or a non-directory anywhere on the way.
+   */
+  static async open(absPath: string, kind: 'dir' | 'file'): Promise<ScopeFs> {
+    const bin = scopeFsBinaryPath();
+    if (!bin) throw new ScopeFsError('ENOENT', 'the scope agent (dist/native/airlock-scopefs) is not built: run `npm run build` with a C compiler (apt-get install gcc libc6-dev)', '');
+    const child = spawn(bin, [Buffer.from(absPath, 'utf8').toString('hex'), kind], { stdio: ['pipe', 'pipe', 'pipe'], env: {} });
+    const reader = new ByteReader();
+    child.stdout.on('data', (d: Buffer) => reader.push(d));
+    child.on('error', (e) => reader.end(e.message));
+    child.on('close', (code, sig) => reader.end(`exit ${code ?? sig}`));
+    child.stdin.on('error', () => undefined);
+    child.stderr.resume();
+    const hello = (await reader.line()).split(' ');
+    if (hello[0] !== 'ok') {
+      child.kill('SIGKILL');
+      throw errorOf(hello, absPath);
+    }
+    // ok hello <walk> <uid> <gid> <root fd> <stat...>
+    return new ScopeFs(child, reader, parseStat(hello.slice(6)), { uid: Number(hello[3]), gid: Number(hello[4]) }, hello[2] === 'openat2' ? 'openat2' : 'nofollow', `/proc/${child.pid}/fd/${hello[5]}`);
+  }
+
+  private request<T>(line: string, body: Buffer | null, read: () => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      this.child.stdin.write(line + '\n');
+      if (body) {
+        for (let off = 0; off < body.length; off += 1 << 20) {
+          const part = body.subarray(off, off + (1 << 20));
+          this.child.stdin.write(`${part.length}\n`);
+          this.child.stdin.write(part);
+        }
+        this.child.stdin.write('0\n');
+      }
+      return read();
+    };
+    const p = this.queue.then(run, run);
+    this.queue = p.catch(() => undefined);
+    return p;
+  }
+
+  private async answer(rel: string): Promise<string[]> {
+    const f = (await this.reader.line()).split(' ');
+    if (f[0] !== 'ok') throw errorOf(f, rel);
+    return f.slice(1);
+  }
+
+  /** lstat of `rel` ('' = the root); null when absent. */
+  stat(rel: string): Promise<EntryStat | null> {
+    return this.request(`S ${hex(rel)}`, null, async () => {
+      const f = await this.answer(rel);
+      return f[0] === '-' ? null : parseStat(f);
+    });
+  }
+
+  /** A regular file's bytes (never through a link) and the stat of what was read. */
+  read(rel: string, maxBytes = 1 << 30): Promise<{ stat: EntryStat; bytes: Buffer }> {
+    return this.request(`R ${hex(rel)} ${maxBytes}`, null, async () => {
+      const stat = parseStat(await this.answer(rel));
+      const parts: Buffer[] = [];
+      await this.chunks((b) => parts.push(Buffer.from(b)));
+      return { stat, bytes: Buffer.concat(parts) };
+    });
+  }
+
+  /** A regular file's sha256 (streamed: memory stays bounded) and its stat. */
+  hash(rel: string): Promise<{ stat: EntryStat; sha256: string }> {
+    return this.request(`R ${hex(rel)} ${Number.MAX_SAFE_INTEGER}`, null, async () => {
+      const stat = parseStat(await this.answer(rel));
+      const h = createHash('sha256');
+      await this.chunks((b) => h.update(b));
+      return { stat, sha256: h.digest('hex') };
+    });
+  }
+
+  private async chunks(each: (b: Buffer) => void): Promise<void> {
+    for (;;) {
+      const n = Number(await this.reader.line());
+      if (!Number.isSafeInteger(n) || n < 0) throw new ScopeFsError('EPROTO', 'the scope agent sent a broken frame', '');
+      if (n === 0) return;
+      each(await this.reader.bytes(n));
+    }
+  }
+
+  /** Names in a directory. */
+  list(rel: string): Promise<string[]> {
+    return this.request(`L ${hex(rel)}`, null, async () => (await this.answer(rel)).filter((x) => x !== '').map(unhex));
+  }
+
+  /** A symbolic link's target text (the link is read, never followed). */
+  readlink(rel: string): Promise<string> {
+    return this.request(`K ${hex(rel)}`, null, async () => unhex((await this.answer(rel))[0] ?? ''));
+  }
+
+  /** Writes a regular file: staged as `stage` beside it, fsync'd, then put in place atomically. */
+  write(rel: string, stage: string, bytes: Buffer, o: WriteOptions): Promise<EntryStat> {
+    const t = (x?: { sec: number; nsec: number }): string => (x ? `${x.sec} ${x.nsec}` : '-1 0');
+    const line = `W ${hex(rel)} ${hex(stage)} ${o.mode.toString(8)} ${o.gid ?? '-'} ${t(o.atime)} ${t(o.mtime)} ${o.expect ?? '-'}`;
+    return this.request(line, bytes, async () => parseStat(await this.answer(rel)));
+  }
+
+  mkdir(rel: string, mode: number, gid?: number): Promise<EntryStat> {
+    return this.request(`M ${hex(rel)} ${mode.toString(8)} ${gid ?? '-'}`, null, async () => parseStat(await this.answer(rel)));
+  }
+
+  /** chmod, then chgrp (never chmod after a chown), of the entry whose ident is `expect`. */
+  chmod(rel: string, mode: number, gid: number | undefined, expect: string): Promise<EntryStat> {
+    return this.request(`C ${hex(rel)} ${mode.toString(8)} ${gid ?? '-'} ${expect}`, null, async () => parseStat(await this.answer(rel)));
+  }
+
+  unlink(rel: string, expect: string): Promise<void> {
+    return this.request(`U ${hex(rel)} ${expect}`, null, async () => void (await this.answer(rel)));
+  }
+
+  rmdir(rel: string, expect: string): Promise<void> {
+    return this.request(`D ${hex(rel)} ${expect}`, null, async () => void (await this.answer(rel)));
+  }
+
+  fsync(rel: string): Promise<void> {
+    return this.request(`F ${hex(rel)}`, null, async () => void (await this.answer(rel)));
+  }
+
+  /** From now on the directory at `rel` must be the inode `ident` (e.g. as a journal recorded it). */
+  pin(rel: string, ident: string): Promise<void> {
+    return this.request(`P ${hex(rel)} ${ident}`, null, async () => void (await this.answer(rel)));
+  }
+
+  close(): void {
+    this.child.stdin.end();
+    this.child.kill('SIGKILL');
+  }
+}
+
+function errorOf(f: string[], rel: string): ScopeFsError {
+  const errno = Number(f[1]);
+  return new ScopeFsError(ERRNO_NAMES.get(errno) ?? `E${errno}`, f[2] ? unhex(f[2]) : `errno ${errno}`, rel);
+}

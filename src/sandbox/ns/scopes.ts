@@ -1,0 +1,193 @@
+// A run's declared scopes, on the host side: opened, staged for the sandbox and diffed afterwards,
+// every real file read through the scope's agent (src/base/scope-fs.ts): from the scope root down
+// without following a link at any component, with the authority of the scope root's owner. So a
+// scope whose path has a link anywhere, or a one-file scope its owner cannot read, is refused before
+// anything runs, and nothing a scope's owner swaps during the run makes the host read elsewhere.
+import { createHash } from 'node:crypto';
+import { chmodSync, chownSync, closeSync, constants, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { putInStore } from '../../base/content-store.js';
+import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
+import type { Problem } from '../../contracts/problem.js';
+import { diffFileCopy, diffOverlayUpper, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
+import type { FsChange, ScopeObservation } from '../types.js';
+
+export interface OpenScope {
+  hostPath: string;
+  /** A directory (seen through an overlay) or one regular file (seen through a bound copy). */
+  kind: 'dir' | 'file';
+  fs: ScopeFs;
+  /** A one-file scope: its name in the root (its parent directory). */
+  fileRel: string;
+}
+
+const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+
+/** Opens one agent per scope; refuses (coded, nothing runs) a path with a link or a special file. */
+export async function openScopes(paths: string[]): Promise<{ ok: true; scopes: OpenScope[] } | { ok: false; problems: Problem[] }> {
+  const scopes: OpenScope[] = [];
+  const problems: Problem[] = [];
+  for (const hostPath of paths) {
+    try {
+      scopes.push(await openScope(hostPath));
+    } catch (e) {
+      if (!(e instanceof ScopeFsError)) throw e;
+      const code = /not built/.test(e.message) ? 'NS_SCOPE_AGENT_MISSING' : 'NS_SCOPE_UNSAFE';
+      problems.push({ code, message: `scope ${hostPath}: ${e.message}; nothing ran`, path: hostPath });
+    }
+  }
+  if (problems.length === 0) return { ok: true, scopes };
+  closeScopes(scopes);
+  return { ok: false, problems };
+}
+
+async function openScope(hostPath: string): Promise<OpenScope> {
+  try {
+    return { hostPath, kind: 'dir', fs: await ScopeFs.open(hostPath, 'dir'), fileRel: '' };
+  } catch (e) {
+    if (!(e instanceof ScopeFsError) || e.errno !== 'ENOTDIR') throw e;
+  }
+  // Not a directory at the last component (a link anywhere on the way fails the same way): a file?
+  const fs = await ScopeFs.open(hostPath, 'file');
+  const st = await fs.stat(basename(hostPath)).catch((e: unknown) => {
+    fs.close();
+    throw e;
+  });
+  if (st?.type !== 'file') {
+    fs.close();
+    throw new ScopeFsError('ENOTDIR', st ? `is a ${st.type}: a scope is a directory or one regular file, never a link or a special file` : 'does not exist', hostPath);
+  }
+  return { hostPath, kind: 'file', fs, fileRel: basename(hostPath) };
+}
+
+export function closeScopes(scopes: OpenScope[]): void {
+  for (const s of scopes) s.fs.close();
+}
+
+/**
+ * A one-file scope's copy for the sandbox, read with the scope owner's authority (a file the owner
+ * cannot read is refused: NS_SCOPE_UNREADABLE). Same permission bits (never set-id), owned by the
+ * sandbox's host user, as the top folder of a directory scope's overlay is.
+ */
+export async function stageFileCopy(s: OpenScope, dest: string, uid: number, gid: number): Promise<Problem | null> {
+  let read: Awaited<ReturnType<ScopeFs['read']>>;
+  try {
+    read = await s.fs.read(s.fileRel);
+  } catch (e) {
+    if (!(e instanceof ScopeFsError)) throw e;
+    const denied = e.errno === 'EACCES' || e.errno === 'EPERM';
+    return { code: denied ? 'NS_SCOPE_UNREADABLE' : 'NS_SCOPE_UNSAFE', message: `scope ${s.hostPath}: ${denied ? `its owner (uid ${s.fs.authority.uid}) cannot read it, so neither may the sandbox` : e.message}; nothing ran`, path: s.hostPath };
+  }
+  writeFileSync(dest, read.bytes, { flag: 'wx', mode: 0o600 });
+  chownSync(dest, uid, gid);
+  chmodSync(dest, read.stat.mode & 0o777);
+  return null;
+}
+
+const NOT_THERE = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'EXDEV']);
+/** st_mode's file type bits, so that real and upper entries compare as lstat gives them. */
+const TYPE_BITS: Record<EntryStat['type'], number> = { file: 0o100000, dir: 0o040000, symlink: 0o120000, fifo: 0o010000, socket: 0o140000, 'char-device': 0o020000, 'block-device': 0o060000 };
+
+/** The real side of a scope, read through its agent (the overlay's lower dir, or a scope file). */
+export function lowerTreeOf(fs: ScopeFs): LowerTree {
+  const entry = async (rel: string): Promise<TreeEntry | null> => {
+    let st: EntryStat | null;
+    try {
+      st = await fs.stat(rel);
+    } catch (e) {
+      // A parent that is absent, not a directory, a link or a mount point in the real tree: the
+      // overlay shows nothing of the real tree there either (promotion refuses such a path anyway).
+      if (e instanceof ScopeFsError && NOT_THERE.has(e.errno)) return null;
+      throw e;
+    }
+    if (!st) return null;
+    const type = st.type === 'file' && st.nlink > 1 ? 'hardlink' : st.type;
+    const e: TreeEntry = { type, mode: TYPE_BITS[st.type] | st.mode, size: st.size, nlink: st.nlink, inode: st.ident, uid: st.uid };
+    if (st.type === 'file') {
+      const h = await fs.hash(rel);
+      if (h.stat.ident !== st.ident) throw new Error(`file changed while hashing: ${rel}`);
+      e.sha256 = h.sha256;
+    } else if (st.type === 'symlink') {
+      e.linkTarget = await fs.readlink(rel);
+      e.sha256 = createHash('sha256').update(e.linkTarget).digest('hex');
+    }
+    return e;
+  };
+  const subtree = async (rel: string): Promise<Map<string, TreeEntry>> => {
+    const out = new Map<string, TreeEntry>();
+    const stack = [rel];
+    while (stack.length > 0) {
+      const dir = stack.pop() as string;
+      for (const name of (await fs.list(dir)).sort()) {
+        const child = dir === '' ? name : `${dir}/${name}`;
+        const e = await entry(child);
+        if (!e) continue;
+        out.set(child, e);
+        if (e.type === 'dir') stack.push(child);
+      }
+    }
+    return out;
+  };
+  return { entry, subtree };
+}
+
+/** Where a run's scope lives in staging: the overlay dirs, or the one-file copy in `upper`. */
+export interface StagedScope extends OpenScope {
+  upper: string;
+  work: string;
+  merged: string;
+}
+
+/** Where a file scope's copy lives: the upper dir holds it under the file's own name. */
+export const fileCopyOf = (s: { hostPath: string; upper: string }): string => join(s.upper, basename(s.hostPath));
+
+/**
+ * The scope's changes after the run (every sandbox process is dead), with the new content kept in
+ * `blobs` and the pre-images of modified or deleted files in `tombstones` (what promotion applies
+ * and what rollback restores), both by sha256 and re-hashed.
+ */
+export async function observeScope(s: StagedScope, mechanism: ScopeObservation['mechanism'], keep: { blobs?: string; tombstones?: string }): Promise<ScopeObservation> {
+  const root = { ident: s.fs.root.ident, uid: s.fs.root.uid, gid: s.fs.root.gid };
+  const base = { hostPath: s.hostPath, kind: s.kind, root, mechanism } as const;
+  try {
+    const lower = lowerTreeOf(s.fs);
+    const changes = s.kind === 'file' ? await diffFileCopy(fileCopyOf(s), lower, s.fileRel, s.hostPath) : await diffOverlayUpper(s.upper, lower, s.hostPath);
+    if (keep.blobs) keepNewContent(changes, s.upper, s.kind === 'file' ? dirname(s.hostPath) : s.hostPath, keep.blobs);
+    if (keep.tombstones) await keepPreimages(changes, s, keep.tombstones);
+    return { ...base, changes };
+  } catch (e) {
+    return { ...base, changes: null, error: `the scope diff failed: ${(e as Error).message}` };
+  }
+}
+
+/**
+ * Copies the new content of every added or modified regular file out of the overlay's upper dir
+ * (staging: the host's own) before it is discarded. A file whose bytes no longer match its diff
+ * hash is not kept (promotion then refuses).
+ */
+function keepNewContent(changes: FsChange[], upper: string, mountPoint: string, dir: string): void {
+  for (const c of changes) {
+    if (c.change === 'deleted' || c.type !== 'file' || !c.sha256After || existsSync(join(dir, c.sha256After))) continue;
+    const fd = openSync(join(upper, c.path.slice(mountPoint.length + 1)), constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      const bytes = readFileSync(fd);
+      if (sha256(bytes) === c.sha256After) putInStore(dir, c.sha256After, bytes);
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+/** Pre-images of modified and deleted files, read from the real scope through its agent. */
+async function keepPreimages(changes: FsChange[], s: OpenScope, dir: string): Promise<void> {
+  for (const c of changes) {
+    if (c.change === 'added' || !c.sha256Before || (c.typeBefore ?? c.type) !== 'file' || existsSync(join(dir, c.sha256Before))) continue;
+    const rel = s.kind === 'file' ? s.fileRel : c.path.slice(s.hostPath.length + 1);
+    try {
+      const { bytes } = await s.fs.read(rel);
+      if (sha256(bytes) === c.sha256Before) putInStore(dir, c.sha256Before, bytes);
+    } catch {
+      /* gone or unreadable now: the diff records its hash; promotion re-checks and refuses */
+    }
+  }
+}
