@@ -19,7 +19,7 @@ import { runInMontyLane } from '../sandbox/lanes/monty.js';
 import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
 import type { NsRunObservation } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { readScopes, scopesFile } from '../commit/load.js';
+import { scopesFile } from '../commit/load.js';
 import type { ScopeRecord } from '../commit/scopes.js';
 
 export const runRules = [
