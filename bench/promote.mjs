@@ -3,7 +3,7 @@
 // COMMAND_EXECUTION run through runFile (sandbox, overlay diff, judge), then promote, then rollback
 // (which puts the tree back for the next iteration). Library API, one process, no CLI start-up.
 // BENCH_ITER (default 7) iterations per size; with few samples p99 is the worst sample.
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -31,6 +31,8 @@ for (let d = 0; d < DIRS; d++) {
   }
 }
 const ws = openWorkspace(mkdtempSync(join(tmpdir(), 'airlock-bench-promote-')));
+// The default policy allows no scope: this bench's tree lies under /var/tmp/airlock-bench.
+writeFileSync(ws.policyFile, readFileSync(ws.policyFile, 'utf8').replace('scope_roots: []', 'scope_roots: [/var/tmp/airlock-bench]'));
 const descDir = mkdtempSync(join(tmpdir(), 'airlock-bench-desc-'));
 
 function descriptorFor(changes) {

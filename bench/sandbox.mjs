@@ -70,7 +70,7 @@ async function airlockRun(name, text, from) {
   const checked = checkText(name, text);
   if (checked.problems.length) throw new Error(JSON.stringify(checked.problems));
   const action = from(checked.value);
-  const r = await runAction(action, { workspace: ws, inputsDir });
+  const r = await runAction(action, { workspace: ws, inputsDir, scopeRoots: ['/var/tmp/airlock-bench'] });
   if (r.kind !== 'ran') throw new Error(JSON.stringify(r.problems));
   return Object.assign(r, { cleanup: () => rmSync(r.runDir, { recursive: true, force: true }) });
 }

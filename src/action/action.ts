@@ -1,3 +1,5 @@
+import { literalPrefix, pathSegments } from '../contracts/action-descriptor.js';
+
 /**
  * The one internal model every front door (TR-*.md, Action Descriptor JSON, UTP command) is
  * translated into. The sandbox, the judge and the renderers only ever see an Action.
@@ -77,3 +79,6 @@ export const DEFAULT_LIMITS = {
   stderrBytes: 1024 * 1024,
   diskBytes: 64 * 1024 * 1024,
 } as const;
+
+/** The host path a declared scope covers: its literal prefix (a glob ends it), as the ns lane mounts it. */
+export const scopeHostPath = (declared: string): string => '/' + literalPrefix(pathSegments(declared)).join('/');

@@ -52,8 +52,10 @@ export interface DiffEntry {
   sha256_before?: string | null;
   /** Content hash after the change (added, modified). */
   sha256_after?: string | null;
-  /** symlink: its target as stored; hardlink: the absolute path it shares an inode with. */
+  /** symlink: its target as stored; hardlink: an absolute path in the diff it shares an inode with. */
   link_target?: string;
+  /** hardlink: how many names the inode has, when none of the others is in the observed trees. */
+  link_count?: number;
   /** Where the host keeps the previous content (required for deleted entries). */
   tombstone?: string;
 }
@@ -124,6 +126,7 @@ const Entry = z.strictObject({
   sha256_before: sha.nullable().optional(),
   sha256_after: sha.nullable().optional(),
   link_target: text(4096).optional(),
+  link_count: z.number().int().min(2).optional(),
   tombstone: text(512).optional(),
 });
 
@@ -313,7 +316,9 @@ function checkResult(s: SandboxResult, emit: Emit): void {
         for (const h of ['sha256_before', 'sha256_after'] as const) if (h in e) emit('SR_DIFF_ENTRY', `a ${e.type} has no content to hash: remove ${h}`, [...at, h]);
       }
       const isLink = e.type === 'symlink' || e.type === 'hardlink';
-      if (isLink && e.link_target === undefined) emit('SR_DIFF_ENTRY', `a ${e.type} entry needs link_target`, at);
+      if (e.type === 'symlink' && e.link_target === undefined) emit('SR_DIFF_ENTRY', 'a symlink entry needs link_target', at);
+      if (e.type === 'hardlink' && e.link_target === undefined && e.link_count === undefined) emit('SR_DIFF_ENTRY', 'a hardlink entry needs link_target (another of its paths in the diff) or link_count', at);
+      if (e.type !== 'hardlink' && e.link_count !== undefined) emit('SR_DIFF_ENTRY', 'link_count belongs to hardlink entries only', [...at, 'link_count']);
       if (!isLink && e.link_target !== undefined) emit('SR_DIFF_ENTRY', `link_target belongs to symlink and hardlink entries only`, [...at, 'link_target']);
       if (e.type === 'hardlink' && e.link_target !== undefined) {
         const badTarget = checkObservedPath(e.link_target);

@@ -161,7 +161,7 @@ async function processOne(name: string, opts: GateOptions, ledger: Ledger): Prom
     audit.append({ type: 'approved', request_id: id, actor: autoApproved ? 'policy' : tr.frontMatter.approved_by, detail: { auto: autoApproved } });
     log.info('running', { request_id: id, lane: action.lane }, `${id}: running in the ${action.lane} lane...`);
     const started = Date.now();
-    const outcome = await runAction(action, { workspace: ws, inputsDir, network: { ceiling: policy.network } });
+    const outcome = await runAction(action, { workspace: ws, inputsDir, network: { ceiling: policy.network }, scopeRoots: policy.scope_roots });
     if (outcome.kind === 'rejected') {
       ledger.finish(id, 'done', null, 'rejected before running', opts.now?.() ?? new Date());
       return reject(outcome.problems, 'run', id);

@@ -100,8 +100,23 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
     if (SPECIAL_TYPES.has(c.type)) {
       scopeOk = false;
       const target = c.linkTarget ? ` -> ${c.linkTarget}` : c.hardlinkOf?.length ? ` (same inode as ${c.hardlinkOf.join(', ')})` : c.nlink && c.nlink > 1 ? ` (nlink ${c.nlink})` : '';
-      hard.push(`${c.path} is a ${c.type}${target}: special files are not accepted as outputs`);
+      hard.push(`FS_SPECIAL_FILE: ${c.path} is a ${c.type}${target}: special files are not accepted as outputs`);
       unexpected.push(`created a ${c.type} at ${c.path}${target}`);
+    }
+    // No privilege comes out of a sandbox: a set-id or sticky bit is never accepted, whatever declared it.
+    if (c.change !== 'deleted' && c.mode & 0o7000) {
+      scopeOk = false;
+      const bits = [c.mode & 0o4000 && 'set-uid', c.mode & 0o2000 && 'set-gid', c.mode & 0o1000 && 'sticky'].filter(Boolean).join(', ');
+      hard.push(`FS_PRIVILEGE_BITS: ${c.path} has mode ${(c.mode & 0o7777).toString(8).padStart(4, '0')} (${bits}): never accepted`);
+      unexpected.push(`set ${bits} bits on ${c.path}`);
+    }
+  }
+  // Promotion writes with the scope owner's authority: it cannot (and must not) change another owner's files.
+  for (const s of obs.fs.scopes) {
+    for (const c of s.changes ?? []) {
+      if (c.change === 'added' || c.uidBefore === undefined || c.uidBefore === s.root.uid) continue;
+      scopeOk = false;
+      hard.push(`FS_FOREIGN_OWNER: ${c.change} ${c.path}, owned by uid ${c.uidBefore}, not by the scope's owner (uid ${s.root.uid})`);
     }
   }
 

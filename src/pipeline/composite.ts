@@ -6,9 +6,8 @@ import { validateSandboxResultAgainst, type DiffEntry, type SandboxResult } from
 import { actionFromDescriptor } from '../action/from-action-descriptor.js';
 import type { Judgement, Verdict } from '../judge/judge.js';
 import { renderSandboxResult } from '../report/sandbox-result.js';
-import type { Workspace } from '../workspace/workspace.js';
 import { readScopes } from '../commit/load.js';
-import { runAction, writeScopeRecords, type RunOutcome } from './run.js';
+import { runAction, writeScopeRecords, type RunContext, type RunOutcome } from './run.js';
 
 /**
  * MULTI_STEP_COMPOSITE (action-descriptor.md, "Composite actions"): each child runs once in its own
@@ -29,14 +28,14 @@ const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.
 
 type Ran = Extract<RunOutcome, { kind: 'ran' }>;
 
-async function runChild(d: ActionDescriptor, ctx: { workspace: Workspace; inputsDir: string }): Promise<CompositeOutcome> {
+async function runChild(d: ActionDescriptor, ctx: RunContext): Promise<CompositeOutcome> {
   if (d.action_type === 'MULTI_STEP_COMPOSITE') return runComposite(d, ctx);
   const action = actionFromDescriptor(d);
   if ('problems' in action) return { kind: 'rejected', problems: action.problems };
   return runAction(action, { ...ctx, descriptor: d });
 }
 
-export async function runComposite(d: ActionDescriptor, ctx: { workspace: Workspace; inputsDir: string }): Promise<CompositeOutcome> {
+export async function runComposite(d: ActionDescriptor, ctx: RunContext): Promise<CompositeOutcome> {
   const sandboxId = newSandboxId();
   const ran: Ran[] = [];
   for (const [i, child] of (d.children ?? []).entries()) {

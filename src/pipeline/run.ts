@@ -9,6 +9,7 @@ import type { ToolRequest } from '../contracts/tool-request.js';
 import { toolResultContract } from '../contracts/tool-result.js';
 import type { Action } from '../action/action.js';
 import { parsePolicy } from '../policy/policy.js';
+import { checkScopes } from '../policy/scopes.js';
 import { actionFromDescriptor } from '../action/from-action-descriptor.js';
 import { actionFromToolRequest } from '../action/from-tool-request.js';
 import { judge, type Judgement } from '../judge/judge.js';
@@ -64,18 +65,20 @@ export async function runFile(file: string, opts: { workspace: Workspace; inputs
   const policy = existsSync(opts.workspace.policyFile) ? parsePolicy(readFileSync(opts.workspace.policyFile, 'utf8')) : null;
   if (policy && !policy.ok) return { kind: 'rejected', problems: policy.problems.map((p) => ({ ...p, message: `policy.yaml: ${p.message}` })) };
   const network = policy?.ok ? { ceiling: policy.value.network } : undefined;
+  // No policy file: no scope is allowed (its scope_roots are what lets an action touch real files).
+  const scopeRoots = policy?.ok ? policy.value.scope_roots : null;
   if (checked.kind === 'tool-request') {
     const tr = checked.value as ToolRequest;
     const bad = checkInputs(tr.inputs, inputsDir);
     if (bad.length > 0) return { kind: 'rejected', problems: bad };
-    return runAction(actionFromToolRequest(tr), { workspace: opts.workspace, inputsDir, network });
+    return runAction(actionFromToolRequest(tr), { workspace: opts.workspace, inputsDir, network, scopeRoots });
   }
   if (checked.kind === 'action-descriptor') {
     const descriptor = checked.value as ActionDescriptor;
-    if (descriptor.action_type === 'MULTI_STEP_COMPOSITE') return (await import('./composite.js')).runComposite(descriptor, { workspace: opts.workspace, inputsDir });
+    if (descriptor.action_type === 'MULTI_STEP_COMPOSITE') return (await import('./composite.js')).runComposite(descriptor, { workspace: opts.workspace, inputsDir, network, scopeRoots });
     const action = actionFromDescriptor(descriptor);
     if ('problems' in action) return { kind: 'rejected', problems: action.problems };
-    return runAction(action, { workspace: opts.workspace, inputsDir, descriptor, network });
+    return runAction(action, { workspace: opts.workspace, inputsDir, descriptor, network, scopeRoots });
   }
   return { kind: 'rejected', problems: [{ code: 'RUN_NOT_RUNNABLE', message: `${basename(file)} is a ${checked.kind}, not something to run` }] };
 }
@@ -101,14 +104,24 @@ export function checkInputs(inputs: { name: string; sha256: string }[], dir: str
   return problems;
 }
 
+export interface RunContext {
+  workspace: Workspace;
+  inputsDir: string;
+  descriptor?: ActionDescriptor;
+  network?: LaneNetworkContext;
+  /** The policy's scope_roots; null or absent (no policy): an action with a scope is refused. */
+  scopeRoots?: readonly string[] | null;
+  signal?: AbortSignal;
+}
+
 /**
  * The library entry point: one Action through sandbox, observation, judge and render. The caller
  * has validated the document and checked the inputs in `inputsDir`.
  */
-export async function runAction(
-  action: Action,
-  ctx: { workspace: Workspace; inputsDir: string; descriptor?: ActionDescriptor; network?: LaneNetworkContext; signal?: AbortSignal },
-): Promise<RunOutcome> {
+export async function runAction(action: Action, ctx: RunContext): Promise<RunOutcome> {
+  // The host decides where actions may act: outside the policy's scope_roots, or through a link, nothing runs.
+  const refused = checkScopes(action, ctx.scopeRoots ?? null);
+  if (refused.length > 0) return { kind: 'rejected', problems: refused };
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });

@@ -50,6 +50,13 @@ export const policySchema = z.strictObject({
   /** After a rollback, the same declaration may not be promoted again for this long (cooldown_on_repeat). */
   confirmation: z.strictObject({ cooldown_seconds: int }),
   retention: z.strictObject({ audit_days: int, artifacts_days: int, tombstones_days: int }),
+  /**
+   * Folders under which an action's scope may lie (absolute, no links in them). Empty, or absent
+   * in a policy written before it existed: no action may have a scope at all.
+   */
+  scope_roots: z
+    .array(z.string().regex(/^(\/[^/\0]+)+$/, 'an absolute path without a trailing slash').refine((p) => !p.split('/').some((c) => c === '.' || c === '..'), 'a normalised path (no . or ..)'))
+    .default([]),
 });
 
 export type Policy = z.infer<typeof policySchema>;
@@ -87,6 +94,8 @@ risk:                # what each declared risk level needs
   high: require_confirmation
   critical: block
 operators: []        # filled by \`airlock keygen --operator NAME\`
+scope_roots: []      # folders under which an action may act (its declared scope), e.g. [/srv/app, /home/alice/work];
+                     # empty: no action may touch a real file. Promotion writes as each scope's owner.
 confirmation:
   cooldown_seconds: 3600   # after a rollback, the same action waits this long before it may be promoted again
 retention:

@@ -54,7 +54,11 @@ function entry(c: FsChange, tombstone: (sha: string) => string): DiffEntry {
     if (c.change !== 'deleted') e.sha256_after = c.sha256After ?? null;
   }
   if (type === 'symlink') e.link_target = printablePath(c.linkTarget ?? '');
-  if (type === 'hardlink') e.link_target = c.hardlinkOf?.[0] ? printablePath(c.hardlinkOf[0]) : `(inode shared with ${(c.nlink ?? 2) - 1} path(s) outside the tree)`;
+  // A hard link names another of its paths when one is in the diff; else it says how many names it has.
+  if (type === 'hardlink') {
+    if (c.hardlinkOf?.[0]) e.link_target = printablePath(c.hardlinkOf[0]);
+    else e.link_count = Math.max(2, c.nlink ?? 2);
+  }
   if (c.change === 'deleted') e.tombstone = c.sha256Before ? tombstone(c.sha256Before) : `lower:${c.path}`;
   return e;
 }

@@ -222,7 +222,7 @@ async function run(action: Action, inputsDir: string | undefined, ctx: ExecuteCo
   }
   // A cancel aborts `signal`: both lanes (ns, monty) then kill the run at once (POLICY_ABORTED).
   // The policy's network section is the ceiling of a tool that declares destinations.
-  const runCtx = { workspace: ctx.workspace, inputsDir: dir, signal: ctx.signal, ...(policy ? { network: { ceiling: policy.network } } : {}) };
+  const runCtx = { workspace: ctx.workspace, inputsDir: dir, signal: ctx.signal, scopeRoots: policy?.scope_roots ?? null, ...(policy ? { network: { ceiling: policy.network } } : {}) };
   return runAction(action, runCtx);
 }
 

@@ -6,12 +6,13 @@ import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runFile, type RunOutcome } from '../../src/pipeline/run.js';
-import { openWorkspace, type Workspace } from '../../src/workspace/workspace.js';
+import type { Workspace } from '../../src/workspace/workspace.js';
+import { scopedWorkspace } from '../helpers/workspace.js';
 
 export const sha = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
 
 export function workspace(): Workspace {
-  return openWorkspace(mkdtempSync(join(tmpdir(), 'airlock-commit-ws-')));
+  return scopedWorkspace(mkdtempSync(join(tmpdir(), 'airlock-commit-ws-')));
 }
 
 /** A real tree outside /tmp (the sandbox has its own /tmp). */

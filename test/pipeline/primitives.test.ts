@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { scopedWorkspace } from '../helpers/workspace.js';
 import { sandboxResultContract, type SandboxResult } from '../../src/contracts/sandbox-result.js';
 import { airlock } from '../helpers/cli.js';
 import { descriptor } from '../helpers/descriptors.js';
@@ -46,7 +46,7 @@ function listing(root: string): string[] {
 }
 
 function run(root: string, over: Record<string, unknown>): { sr: SandboxResult; code: number | null; stderr: string } {
-  const ws = mkdtempSync(join(tmpdir(), 'airlock-ws-'));
+  const ws = scopedWorkspace().root;
   const file = join(root, '..', `${root.split('/').pop()}-${String(over.action_type).toLowerCase()}.json`);
   writeFileSync(file, JSON.stringify(descriptor(root, over)));
   const r = airlock(['run', file, '--workspace', ws, '--json']);

@@ -14,10 +14,11 @@ import { toolResultContract } from '../../src/contracts/tool-result.js';
 import { airlock } from '../helpers/cli.js';
 import { repoPath } from '../helpers/paths.js';
 import { descriptor } from '../helpers/descriptors.js';
+import { scopedWorkspace } from '../helpers/workspace.js';
 import { writeRequest } from '../helpers/requests.js';
 
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
-const workspace = () => mkdtempSync(join(tmpdir(), 'airlock-ws-'));
+const workspace = () => scopedWorkspace().root;
 
 /** Runs `airlock run --json` and returns the Sandbox Result it printed, checked against the contract. */
 function runJson(file: string, ws: string, extra: string[] = []): { code: number | null; sr: SandboxResult; stderr: string } {
@@ -293,7 +294,7 @@ test('the workspace defaults to $AIRLOCK_HOME, created on first use; --inputs na
   assert.ok(existsSync(join(home, 'runs', sr.sandbox_id, 'sandbox-result.json')), 'the run is in $AIRLOCK_HOME');
 });
 
-test('a scope reached through a symbolic link is refused before anything runs: exit 2, NS_SCOPE_UNSAFE', () => {
+test('a scope reached through a symbolic link is refused before anything runs: exit 2, the rule named', () => {
   const ws = workspace();
   mkdirSync('/var/tmp/airlock-test', { recursive: true });
   const root = mkdtempSync('/var/tmp/airlock-test/err-');
@@ -302,7 +303,7 @@ test('a scope reached through a symbolic link is refused before anything runs: e
   writeFileSync(file, JSON.stringify(descriptor(join(root, 'link'), { action_type: 'COMMAND_EXECUTION', command: ['/bin/true'], effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false } })));
   const r = airlock(['run', file, '--workspace', ws]);
   assert.equal(r.code, 2, r.stderr);
-  assert.match(r.stderr, /NS_SCOPE_UNSAFE: scope .*\/link: is a symlink/);
+  assert.match(r.stderr, /POLICY_SCOPE_LINK: scope .*\/link goes through a symbolic link \(it is really \/etc\)/);
   assert.equal(readdirSync(join(ws, 'runs')).filter((d) => existsSync(join(ws, 'runs', d, 'sandbox-result.json'))).length, 0, 'no run happened');
 });
 

@@ -16,6 +16,8 @@ mkdirSync('/var/tmp/airlock-test', { recursive: true });
 const scope = mkdtempSync('/var/tmp/airlock-test/utp-scope-');
 chmodSync(scope, 0o777);
 writeFileSync(join(scope, 'keep.txt'), 'keep\n', { mode: 0o666 });
+// The default policy lets no action act on real files: this one allows the test's scope root.
+const POLICY = DEFAULT_POLICY_YAML.replace('scope_roots: []', 'scope_roots: [/var/tmp/airlock-test]');
 
 const tool = (project: string, channel: string, name: string, over: Partial<ToolRecord>): ToolRecord => ({
   project_id: project,
@@ -48,6 +50,7 @@ before(async () => {
       }),
     ],
   });
+  writeFileSync(h.ws.policyFile, POLICY);
 });
 after(async () => {
   await h?.stop();
@@ -68,14 +71,14 @@ test('the host policy bounds a tool: limits above it are refused (failed / auth_
 });
 
 test('the host policy picks the lane: with lanes [ns], python.run runs python3 in ns instead of Monty', async () => {
-  writeFileSync(h.ws.policyFile, DEFAULT_POLICY_YAML.replace('lanes: [ns, monty]', 'lanes: [ns]'));
+  writeFileSync(h.ws.policyFile, POLICY.replace('lanes: [ns, monty]', 'lanes: [ns]'));
   try {
     const r = await call('python.run', { code: 'print(6*7)' });
     assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
     assert.equal(result(r).lane, 'ns');
     assert.equal((result(r).stdout as { text: string }).text, '42\n');
   } finally {
-    writeFileSync(h.ws.policyFile, DEFAULT_POLICY_YAML);
+    writeFileSync(h.ws.policyFile, POLICY);
   }
 });
 

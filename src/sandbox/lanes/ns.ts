@@ -1,9 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { literalPrefix, pathSegments } from '../../contracts/action-descriptor.js';
 import type { Problem } from '../../contracts/problem.js';
-import type { Action } from '../../action/action.js';
+import { scopeHostPath, type Action } from '../../action/action.js';
 import { doctor } from '../doctor.js';
 import { runNs } from '../ns/runner.js';
 import type { NsRunObservation, NsRunSpec } from '../types.js';
@@ -111,7 +110,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     }
     if (argv[0] === 'python') argv = ['python3', ...argv.slice(1)];
   }
-  const scopes = [...new Set(action.scope.paths.map((p) => '/' + literalPrefix(pathSegments(p)).join('/')))].map((hostPath) => ({ hostPath }));
+  const scopes = [...new Set(action.scope.paths.map(scopeHostPath))].map((hostPath) => ({ hostPath }));
   const spec: NsRunSpec = {
     argv,
     cwd: action.source === 'tool-request' ? '/in' : '/tmp',

@@ -1,0 +1,39 @@
+import { realpathSync } from 'node:fs';
+import { scopeHostPath, type Action } from '../action/action.js';
+import type { Problem } from '../contracts/problem.js';
+
+export const scopeRules = [
+  { code: 'POLICY_SCOPE_ROOT', spec: 'Issue 15: an action may act only under the folders policy.yaml lists in scope_roots (an allowlist; empty by default, so a fresh workspace allows no scope at all).', fix: 'Scope the action to a folder under one of the roots, or have the operator add a root to scope_roots in policy.yaml.' },
+  { code: 'POLICY_SCOPE_LINK', spec: 'Issue 15: a scope\'s path is the real path: no component of it may be a symbolic link (the resolved path must equal the declared one).', fix: 'Declare the real path (what `realpath` prints) instead of one that goes through a link.' },
+  { code: 'POLICY_SCOPE_MISSING', spec: 'A scope must exist before the action runs (its copy-on-write view is made from it).', fix: 'Create the folder (or file) first, or scope the action to one that exists.' },
+] as const;
+
+const under = (path: string, root: string): boolean => path === root || path.startsWith(`${root}/`);
+
+/**
+ * Every scope of the action lies under a root the policy allows and is its own real path. `roots`
+ * null: no policy was read, and no scope is allowed (fail closed). Checked before anything runs;
+ * the scope agent enforces the no-link rule again when it opens the scope.
+ */
+export function checkScopes(action: Action, roots: readonly string[] | null): Problem[] {
+  const problems: Problem[] = [];
+  const rootList = roots === null ? 'no policy was read' : roots.length === 0 ? 'none' : roots.join(', ');
+  for (const [i, declared] of action.scope.paths.entries()) {
+    const path = scopeHostPath(declared);
+    const at = `scope.filesystem.paths.${i}`;
+    if (!roots?.some((r) => under(path, r))) {
+      problems.push({ code: 'POLICY_SCOPE_ROOT', message: `scope ${path} is outside every folder the host policy lets actions act in (rule scope_roots: ${rootList}); nothing ran`, path: at });
+      continue;
+    }
+    let real: string;
+    try {
+      real = realpathSync(path);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      problems.push(code === 'ENOENT' ? { code: 'POLICY_SCOPE_MISSING', message: `scope ${path} does not exist; nothing ran`, path: at } : { code: 'POLICY_SCOPE_LINK', message: `scope ${path} cannot be resolved (${code}); nothing ran`, path: at });
+      continue;
+    }
+    if (real !== path) problems.push({ code: 'POLICY_SCOPE_LINK', message: `scope ${path} goes through a symbolic link (it is really ${real}) (rule: a scope is its own real path); nothing ran`, path: at });
+  }
+  return problems;
+}
