@@ -45,6 +45,7 @@ export async function planPromotion(ws: Workspace, run: LoadedRun, scopes: Scope
         const st = at ? await at.fs.stat(at.rel) : null;
         if (!at) why = { code: 'PROMOTE_PATH_UNSAFE', message: `${path} is in none of the run's scopes`, path };
         else if (!st) why = { code: 'PROMOTE_PREIMAGE_CHANGED', message: `its parent directory ${dir} does not exist`, path: dir };
+        else if (st.type === 'symlink') why = { code: 'PROMOTE_PATH_UNSAFE', message: `its parent ${dir} is a symbolic link: never followed`, path: dir };
         else if (st.type !== 'dir') why = { code: 'PROMOTE_PREIMAGE_CHANGED', message: `its parent ${dir} is not a directory`, path: dir };
         else dirs[dir] = st.ident;
       } catch (e) {
