@@ -430,7 +430,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
     if (e.kind === 'sigsys') {
       const nativeArch = e.arch === 'AUDIT_ARCH_X86_64' || e.arch === 'AUDIT_ARCH_AARCH64';
       // A number this strace has no name for may be one our tables know (listmount on strace 6.1).
-      let name = /^\d+$/.test(e.syscall) ? (nativeArch ? syscallName(Number(e.syscall), e.arch === 'AUDIT_ARCH_X86_64' ? 'x86_64' : 'aarch64') : null) ?? `syscall_${e.syscall}` : e.syscall;
+      const name = /^\d+$/.test(e.syscall) ? (nativeArch ? syscallName(Number(e.syscall), e.arch === 'AUDIT_ARCH_X86_64' ? 'x86_64' : 'aarch64') : null) ?? `syscall_${e.syscall}` : e.syscall;
       if (!nativeArch) addPriv(`${e.arch.replace(/^AUDIT_ARCH_/, '').toLowerCase()}:${name}`, 'trapped');
       else if (isTrappedName(name)) addPriv(name, 'trapped');
       // An allowed name trapped: an x32 call (strace strips the x32 bit). Else off the allowlist: refused.
