@@ -23,7 +23,9 @@
 //   B <pid> | B err ptrace <errno> <pid> bwrap's init is traced | could not be (it is still blocked)
 //   W <code|-> <signal|->                bwrap itself ended
 //   P <pid>                              the program's first process (first successful exec of the run)
-//   X <pid> <hexpath>                    successful exec (path as the program passed it)
+//   X <pid> <hexpath> <anon>             successful exec (path as the program passed it; anon: `-`, or
+//                                        the hex of the kernel's name of a file that has no name in any
+//                                        filesystem (nlink 0: memfd, O_TMPFILE, deleted), read at exec)
 //   F <parent> <child> <t|p>             a sandboxed task created a thread (t) or a process (p)
 //   S <pid> <name> <target|-> <sig> <res>         signal sent
 //   K <pid> <domain> <type> <proto> <res>          socket created (res: the fd)
@@ -38,11 +40,16 @@
 //                                                  prefix (superset; the host decides), sent at entry:
 //                                                  no exit stop for reads, whose result the host infers
 //   T <pid> <nr> <arch>                  SIGSYS from the seccomp filter: a denied syscall was attempted
+//   L <pid> <nr> <arch>                  a syscall off the filter's allowlist: refused here (ENOSYS)
+//   U <pid> <name> <res>                 an observed call whose argument (path, sockaddr, msghdr,
+//                                        open_how) could not be read: the attempt, without its argument
 //   E <pid> <code|-> <signal|->          the program's first process ended
 //   Q <pid>                              a sandboxed task ended (after E for the program's own)
 //   Z                                    bwrap and every traced task of the run are gone (last line)
 // <res> is `ok`, a number for socket's fd, or `e<errno>`.
 // Events before a task's first exec are bwrap's own set-up and are not reported.
+// What cannot be read is never dropped: memory no other process can read (memfd_secret, refused by the
+// filter anyway) or a pointer into nothing gives a `U` line, which the host judges as a failure.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -62,15 +69,25 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/user.h>
+#include <stddef.h>
+#include <elf.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef PTRACE_GET_SYSCALL_INFO
 #define PTRACE_GET_SYSCALL_INFO 0x420e
 #endif
+#ifndef NT_ARM_SYSTEM_CALL
+#define NT_ARM_SYSTEM_CALL 0x404
+#endif
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452 // Linux 6.6; the same number on x86_64 and aarch64
+#endif
 #define SC_OP_EXIT 2
 #define SC_OP_SECCOMP 3
 #define SYS_SECCOMP_CODE 1
+#define REFUSE_DATA 1 // SECCOMP_RET_DATA of the filter's TRACE for a syscall off its allowlist (seccomp.ts)
 
 // struct ptrace_syscall_info (include/uapi/linux/ptrace.h), spelled out: glibc versions disagree.
 struct sc_info {
@@ -204,12 +221,25 @@ static int take_early(pid_t pid) {
 
 // ---- tracee memory -----------------------------------------------------------------------------
 
+// process_vm_readv first (one call); it refuses pages the program mapped without PROT_READ (which the
+// kernel itself still reads on x86: a write-only page would hide a path from us), so a failure is
+// retried through /proc/<pid>/mem, which reads them as ptrace does. Still unreadable: memory no
+// other process can read (memfd_secret) and addresses with nothing mapped.
 static ssize_t peek(pid_t pid, uint64_t addr, void *buf, size_t n) {
   struct iovec local = {buf, n}, remote = {(void *)(uintptr_t)addr, n};
-  return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  if (got == (ssize_t)n || addr > (uint64_t)INT64_MAX) return got;
+  char mem[64];
+  snprintf(mem, sizeof mem, "/proc/%d/mem", pid);
+  int fd = open(mem, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return got;
+  ssize_t r = pread(fd, buf, n, (off_t)addr);
+  close(fd);
+  return r > got ? r : got;
 }
 
-// A NUL-terminated string from the tracee, read page by page (a string may end before an unmapped page).
+// A NUL-terminated string from the tracee, read page by page (a string may end before an unmapped
+// page). -1: NULL (the kernel refuses it); -2: unreadable, or it goes on into unreadable memory.
 static ssize_t peek_str(pid_t pid, uint64_t addr, char *buf, size_t cap) {
   size_t got = 0;
   if (addr == 0) return -1;
@@ -217,7 +247,7 @@ static ssize_t peek_str(pid_t pid, uint64_t addr, char *buf, size_t cap) {
     size_t page_left = 4096 - ((addr + got) & 4095);
     size_t want = page_left < cap - 1 - got ? page_left : cap - 1 - got;
     ssize_t n = peek(pid, addr + got, buf + got, want);
-    if (n <= 0) return got ? (ssize_t)got : -1;
+    if (n <= 0) return -2;
     char *nul = memchr(buf + got, 0, (size_t)n);
     if (nul) return nul - buf;
     got += (size_t)n;
@@ -279,6 +309,7 @@ static enum cls classify(long nr, const char **name) {
     K(SYS_renameat, C_PATHW)
     K(SYS_renameat2, C_PATHW)
     K(SYS_fchmodat, C_PATHW)
+    K(SYS_fchmodat2, C_PATHW)
     K(SYS_fchownat, C_PATHW)
 #undef K
   }
@@ -293,7 +324,7 @@ static void pathw_args(long nr, int *dfd, int *path) {
 #ifdef SYS_mkdir
   case SYS_link: case SYS_symlink: case SYS_rename: *path = 1; break;
 #endif
-  case SYS_mkdirat: case SYS_unlinkat: case SYS_fchmodat: case SYS_fchownat: *dfd = 0; *path = 1; break;
+  case SYS_mkdirat: case SYS_unlinkat: case SYS_fchmodat: case SYS_fchmodat2: case SYS_fchownat: *dfd = 0; *path = 1; break;
   case SYS_renameat: case SYS_renameat2: case SYS_linkat: *dfd = 2; *path = 3; break;
   case SYS_symlinkat: *dfd = 1; *path = 2; break;
   }
@@ -345,30 +376,43 @@ static int pend_path(struct task *t, char kind, const char *name, const char *ex
   return 1;
 }
 
-// Appends ` <hex sockaddr>` of len bytes at addr to the pending line; 0 when nothing could be read.
-static int pend_sockaddr(struct task *t, uint64_t addr, uint64_t len) {
+// Appends `<sep>U <pid> <name>` to the pending line: the attempt, whose argument could not be read.
+static void pend_unreadable(struct task *t, const char *name) {
+  size_t l = strlen(t->pend);
+  snprintf(t->pend + l, PEND_CAP - l, "%sU %d %s", l ? "\x1f" : "", t->pid, name);
+  t->awaiting_exit = 1;
+}
+
+// Appends `<sep>N <pid> <name> <fd> <hex sockaddr>` for the len bytes at addr. 0: nothing to report
+// (no address: NULL or length 0); -1: the address could not be read.
+static int pend_sockaddr(struct task *t, const char *name, long fd, uint64_t addr, uint64_t len) {
   unsigned char sa[128];
   if (addr == 0 || len == 0) return 0;
-  if (len > sizeof sa) len = sizeof sa;
-  ssize_t n = peek(t->pid, addr, sa, (size_t)len);
-  if (n <= 0) return 0;
+  if (len > sizeof sa) len = sizeof sa; // the kernel refuses longer ones (EINVAL)
+  if (peek(t->pid, addr, sa, (size_t)len) != (ssize_t)len) return -1;
   size_t l = strlen(t->pend);
-  if (l + 2 * (size_t)n + 2 >= PEND_CAP) return 0;
-  t->pend[l] = ' ';
-  hex(t->pend + l + 1, sa, (size_t)n);
+  int n = snprintf(t->pend + l, PEND_CAP - l, "%sN %d %s %d ", l ? "\x1f" : "", t->pid, name, (int)fd);
+  if (n < 0 || l + (size_t)n + 2 * len + 1 >= PEND_CAP) {
+    t->pend[l] = 0;
+    return -1; // more addresses than a line holds (sendmmsg): the rest is reported as unreadable
+  }
+  hex(t->pend + l + (size_t)n, sa, (size_t)len);
+  t->awaiting_exit = 1;
   return 1;
 }
 
 // The path an open-like call names, made absolute against its dirfd (or cwd) as the host sees it.
+// 1: dst holds it; 0: NULL (the kernel fails the call); -1: unreadable.
 static int resolve_path(pid_t pid, long dirfd, uint64_t addr, char *dst, size_t cap) {
   char rel[PATH_CAP];
-  if (peek_str(pid, addr, rel, sizeof rel) < 0) return 0;
+  ssize_t got = peek_str(pid, addr, rel, sizeof rel);
+  if (got < 0) return got == -1 ? 0 : -1;
   if (rel[0] == '/') {
     snprintf(dst, cap, "%s", rel);
     return 1;
   }
   char link[64], base[PATH_CAP];
-  if (cap < 2 * PATH_CAP + 2) return 0;
+  if (cap < 2 * PATH_CAP + 2) return -1;
   if ((int)dirfd == -100) snprintf(link, sizeof link, "/proc/%d/cwd", pid);
   else snprintf(link, sizeof link, "/proc/%d/fd/%d", pid, (int)dirfd);
   ssize_t n = readlink(link, base, sizeof base - 1);
@@ -382,6 +426,48 @@ static void resume(struct task *t, int sig) {
   ptrace(t->awaiting_exit ? PTRACE_SYSCALL : PTRACE_CONT, t->pid, 0, (void *)(uintptr_t)sig);
 }
 
+// Skips the syscall the task is stopped at (seccomp stop) so that it returns -ENOSYS: the kernel
+// does not run a call whose number the tracer set to -1, and returns what the return register holds.
+static int refuse_syscall(pid_t pid) {
+#if defined(__x86_64__)
+  return ptrace(PTRACE_POKEUSER, pid, offsetof(struct user_regs_struct, orig_rax), (void *)-1L) == 0 &&
+         ptrace(PTRACE_POKEUSER, pid, offsetof(struct user_regs_struct, rax), (void *)(long)-ENOSYS) == 0;
+#elif defined(__aarch64__)
+  int nr = -1;
+  struct user_pt_regs regs;
+  struct iovec sc = {&nr, sizeof nr}, rg = {&regs, sizeof regs};
+  if (ptrace(PTRACE_SETREGSET, pid, NT_ARM_SYSTEM_CALL, &sc) != 0 || ptrace(PTRACE_GETREGSET, pid, NT_PRSTATUS, &rg) != 0) return 0;
+  regs.regs[0] = (uint64_t)-ENOSYS;
+  return ptrace(PTRACE_SETREGSET, pid, NT_PRSTATUS, &rg) == 0;
+#else
+  (void)pid;
+  return 0;
+#endif
+}
+
+// The D and A lines of a call's path argument (made absolute), or `U` when it (or, for openat2, its
+// flags) cannot be read. `pathw`: a call that changes the path (its A line has no flags to look at).
+static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, int creates, uint64_t flags, int flags_unreadable, int pathw) {
+  char path[2 * PATH_CAP + 2]; // a cwd and a relative path, each up to PATH_MAX
+  int r = resolve_path(t->pid, dirfd, addr, path, sizeof path);
+  if (r < 0 || flags_unreadable) return pend_unreadable(t, name);
+  if (r == 0) return;
+  normalize_path(path);
+  if (pathw) {
+    if (pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
+    return;
+  }
+  // Write intent from the flags; creat and mknod create.
+  int writes = creates || (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)) != 0;
+  if (strstr(path, "dev") && pend_path(t, 'D', name, "", path)) t->awaiting_exit = 1;
+  if (writes && pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
+  else if (!writes && secret_path(path)) {
+    char h[2 * sizeof path + 1];
+    hex(h, (const unsigned char *)path, strlen(path));
+    out("%d A %d %s r %s -\n", t->run, t->pid, name, h);
+  }
+}
+
 static void on_seccomp(struct task *t) {
   struct sc_info si;
   const char *name = "";
@@ -389,9 +475,15 @@ static void on_seccomp(struct task *t) {
   t->awaiting_exit = 0;
   t->pend[0] = 0;
   if (ptrace(PTRACE_GET_SYSCALL_INFO, t->pid, sizeof si, &si) <= 0 || si.op != SC_OP_SECCOMP) return resume(t, 0);
+  if (si.seccomp.ret_data == REFUSE_DATA) {
+    // Off the allowlist: reported and refused. A call we cannot refuse must not run: end the task.
+    out("%d L %d %llu %u\n", t->run, t->pid, (unsigned long long)si.seccomp.nr, si.arch);
+    if (!refuse_syscall(t->pid)) kill(t->pid, SIGKILL);
+    return resume(t, 0);
+  }
   const uint64_t *a = si.seccomp.args;
   enum cls c = classify((long)si.seccomp.nr, &name);
-  char path[2 * PATH_CAP + 2]; // a cwd and a relative path, each up to PATH_MAX
+  char path[2 * PATH_CAP + 2];
   switch (c) {
   case C_EXEC:
   case C_EXECAT: {
@@ -399,6 +491,7 @@ static void on_seccomp(struct task *t) {
     free(t->exec_path);
     t->exec_path = malloc(n > 0 ? 2 * (size_t)n + 1 : 1);
     if (t->exec_path) hex(t->exec_path, (unsigned char *)path, n > 0 ? (size_t)n : 0);
+    if (n == -2 && t->sandboxed) pend_unreadable(t, name);
     break;
   }
   case C_CLONE: t->clone_flags = a[0]; break;
@@ -418,23 +511,20 @@ static void on_seccomp(struct task *t) {
   case C_ADDR:
   case C_SENDTO:
     if (!t->sandboxed) break;
-    snprintf(t->pend, PEND_CAP, "N %d %s %d", t->pid, name, (int)a[0]);
-    t->awaiting_exit = c == C_ADDR ? pend_sockaddr(t, a[1], a[2]) : pend_sockaddr(t, a[4], a[5]);
+    if ((c == C_ADDR ? pend_sockaddr(t, name, (long)a[0], a[1], a[2]) : pend_sockaddr(t, name, (long)a[0], a[4], a[5])) < 0) pend_unreadable(t, name);
     break;
   case C_SENDMSG:
   case C_SENDMMSG: {
     // struct msghdr starts with msg_name, msg_namelen; struct mmsghdr is a msghdr (56 bytes) + msg_len.
+    // Every message is looked at (the kernel takes at most UIO_MAXIOV = 1024): one line per address.
     if (!t->sandboxed) break;
-    unsigned n = c == C_SENDMSG ? 1 : (unsigned)a[2] > 8 ? 8 : (unsigned)a[2];
+    unsigned n = c == C_SENDMSG ? 1 : (unsigned)a[2] > 1024 ? 1024 : (unsigned)a[2];
     for (unsigned i = 0; i < n; i++) {
       struct { uint64_t name; uint32_t namelen; } h;
-      if (peek(t->pid, a[1] + (uint64_t)i * 64, &h, sizeof h) != (ssize_t)sizeof h) break;
-      // One line per address: the result is appended to each when the call returns.
-      size_t l = strlen(t->pend);
-      if (l + 64 >= PEND_CAP) break;
-      snprintf(t->pend + l, PEND_CAP - l, "%sN %d %s %d", l ? "\x1f" : "", t->pid, name, (int)a[0]);
-      if (!pend_sockaddr(t, h.name, h.namelen)) t->pend[l] = 0;
-      else t->awaiting_exit = 1;
+      if (peek(t->pid, a[1] + (uint64_t)i * 64, &h, sizeof h) != (ssize_t)sizeof h || pend_sockaddr(t, name, (long)a[0], h.name, h.namelen) < 0) {
+        pend_unreadable(t, name);
+        break;
+      }
     }
     break;
   }
@@ -442,31 +532,18 @@ static void on_seccomp(struct task *t) {
   case C_OPENAT:
   case C_OPENAT2: {
     if (!t->sandboxed) break;
-    if (!resolve_path(t->pid, c == C_OPEN ? -100 : (long)a[0], c == C_OPEN ? a[0] : a[1], path, sizeof path)) break;
-    normalize_path(path);
-    // Write intent from the flags (openat2: the first field of struct open_how); creat and mknod create.
-    uint64_t flags = 0;
+    // openat2's flags are the first field of struct open_how, in the program's memory.
     int creates = strcmp(name, "creat") == 0 || strcmp(name, "mknod") == 0 || strcmp(name, "mknodat") == 0;
-    if (c == C_OPEN && !creates) flags = a[1];
-    else if (c == C_OPENAT && !creates) flags = a[2];
-    else if (c == C_OPENAT2 && peek(t->pid, a[2], &flags, sizeof flags) != (ssize_t)sizeof flags) flags = 0;
-    int writes = creates || (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)) != 0;
-    if (strstr(path, "dev") && pend_path(t, 'D', name, "", path)) t->awaiting_exit = 1;
-    if (writes && pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
-    else if (!writes && secret_path(path)) {
-      char h[2 * sizeof path + 1];
-      hex(h, (const unsigned char *)path, strlen(path));
-      out("%d A %d %s r %s -\n", t->run, t->pid, name, h);
-    }
+    uint64_t flags = creates ? 0 : c == C_OPEN ? a[1] : c == C_OPENAT ? a[2] : 0;
+    int unreadable = c == C_OPENAT2 && peek(t->pid, a[2], &flags, sizeof flags) != (ssize_t)sizeof flags;
+    pend_path_call(t, name, c == C_OPEN ? -100 : (long)a[0], c == C_OPEN ? a[0] : a[1], creates, flags, unreadable, 0);
     break;
   }
   case C_PATHW: {
     if (!t->sandboxed) break;
     int dfd, pi;
     pathw_args((long)si.seccomp.nr, &dfd, &pi);
-    if (!resolve_path(t->pid, dfd < 0 ? -100 : (long)a[dfd], a[pi], path, sizeof path)) break;
-    normalize_path(path);
-    if (pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
+    pend_path_call(t, name, dfd < 0 ? -100 : (long)a[dfd], a[pi], 0, 0, 0, 1);
     break;
   }
   case C_NONE: break;
@@ -527,7 +604,18 @@ static void on_exec(struct task *t) {
     r->program = t->pid;
     out("%d P %d\n", t->run, t->pid);
   }
-  out("%d X %d %s\n", t->run, t->pid, t->exec_path ? t->exec_path : "");
+  // The file the kernel now runs: one with no name in any filesystem (a memfd, an O_TMPFILE, a deleted
+  // file) is an anonymous executable, whatever path (or fd) the program named it by.
+  char exe[64], name[PATH_CAP], anon[2 * PATH_CAP + 1] = "-";
+  struct stat st;
+  snprintf(exe, sizeof exe, "/proc/%d/exe", t->pid);
+  if (stat(exe, &st) == 0 && st.st_nlink == 0) {
+    ssize_t n = readlink(exe, name, sizeof name - 1);
+    if (n <= 0) name[n = 0] = 0;
+    hex(anon, (const unsigned char *)name, (size_t)n);
+    if (n == 0) strcpy(anon, "3f"); // "?": nameless even to the kernel
+  }
+  out("%d X %d %s %s\n", t->run, t->pid, t->exec_path && *t->exec_path ? t->exec_path : "-", anon);
 }
 
 static void on_gone(pid_t pid, int status) {

@@ -94,6 +94,12 @@ export interface SandboxResult {
     device_access: { path: string; denied: boolean }[] | null;
     /** Airlock: writes outside the run's writable areas and reads of host-secret paths it does not expose (absent from results written before it existed). */
     file_access_attempts?: { path: string; access: 'read' | 'write'; denied: boolean }[] | null;
+    /** Airlock: observed calls whose arguments the host could not read (absent from results written before it existed). */
+    unreadable_syscalls?: { name: string; count: number }[] | null;
+    /** Airlock: calls off the seccomp allowlist, refused (absent from results written before it existed). */
+    refused_syscalls?: { name: string; count: number }[] | null;
+    /** Airlock: executables that had no name in any filesystem (memfd, deleted), by the kernel's name of them. */
+    anonymous_executables?: string[] | null;
     network_used: boolean | null;
     privileged_syscall_attempted: boolean | null;
     device_access_attempted: boolean | null;
@@ -115,6 +121,8 @@ const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d
 const sha = z.string().regex(/^[0-9a-f]{64}$/);
 const count = z.number().int().nonnegative();
 const text = (max: number) => z.string().min(1).max(max);
+/** `[{ name, count }]` of syscalls: a name as the host's tables give it, `syscall_<nr>` or `<abi>:<name>`. */
+const syscallCounts = z.array(z.strictObject({ name: z.string().regex(/^[a-z0-9_:]{1,64}$/), count: count.min(1) })).max(1000).nullable();
 const MAX_ENTRIES = 100_000;
 
 const Stream = z.strictObject({ text: z.string(), total_bytes: count, captured_bytes: count, truncated: z.boolean(), sha256: sha });
@@ -169,6 +177,9 @@ const SandboxResultSchema = z.strictObject({
     privileged_syscalls: z.array(z.strictObject({ name: z.string().regex(/^[a-z0-9_]{1,64}$/), count: count.min(1), denied: z.boolean() })).max(1000).nullable(),
     device_access: z.array(z.strictObject({ path: text(4096), denied: z.boolean() })).max(1000).nullable(),
     file_access_attempts: z.array(z.strictObject({ path: text(4096), access: z.enum(['read', 'write']), denied: z.boolean() })).max(1000).nullable().optional(),
+    unreadable_syscalls: syscallCounts.optional(),
+    refused_syscalls: syscallCounts.optional(),
+    anonymous_executables: z.array(text(4096)).max(1000).nullable().optional(),
     network_used: z.boolean().nullable(),
     privileged_syscall_attempted: z.boolean().nullable(),
     device_access_attempted: z.boolean().nullable(),
@@ -264,7 +275,8 @@ function measuredFields(s: SandboxResult): { path: (string | number)[]; value: u
   for (const [k, v] of Object.entries(s.resources)) out.push({ path: ['resources', k], value: v });
   for (const k of ['processes_spawned', 'executables', 'signals_sent', 'network_attempts', 'privileged_syscalls', 'device_access', 'network_used', 'privileged_syscall_attempted', 'device_access_attempted'] as const)
     out.push({ path: ['side_effects', k], value: s.side_effects[k] });
-  if (s.side_effects.file_access_attempts !== undefined) out.push({ path: ['side_effects', 'file_access_attempts'], value: s.side_effects.file_access_attempts });
+  for (const k of ['file_access_attempts', 'unreadable_syscalls', 'refused_syscalls', 'anonymous_executables'] as const)
+    if (s.side_effects[k] !== undefined) out.push({ path: ['side_effects', k], value: s.side_effects[k] });
   for (const kind of CHANGE_KINDS)
     s.filesystem_diff[kind].forEach((e, i) => {
       out.push({ path: ['filesystem_diff', kind, i, 'size_bytes'], value: e.size_bytes });
@@ -365,6 +377,8 @@ function checkResult(s: SandboxResult, emit: Emit): void {
   if (c.no_device_access && (se.device_access === null || se.device_access.length > 0 || se.device_access_attempted !== false))
     unsupported('no_device_access', se.device_access === null || se.device_access_attempted === null ? 'device access was not observed' : 'devices were accessed');
   if (c.no_undeclared_network && (se.network_attempts === null || se.network_used === null)) unsupported('no_undeclared_network', 'network use was not observed');
+  // A call whose arguments the host could not read is a run it did not fully observe.
+  if (c.sandbox_requirements_met && (se.unreadable_syscalls?.length ?? 0) > 0) unsupported('sandbox_requirements_met', 'the host could not read the arguments of some system calls (unreadable_syscalls)');
   const limited = ['cpu_user_ms', 'cpu_system_ms', 'peak_memory_bytes', 'disk_write_bytes', 'wall_time_ms'] as const;
   if (c.resources_within_limits) {
     const missing = limited.filter((k) => s.resources[k] === null);

@@ -6,6 +6,30 @@ import type { FsChange, NsRunObservation, ObservedSideEffects } from '../sandbox
 
 export type Verdict = 'PROMOTE' | 'REQUIRE_CONFIRMATION' | 'BLOCK' | 'FORCE_ROLLBACK';
 
+/**
+ * Codes of the judge's reasons about what the observer could not see or refused (a reason starts
+ * with its code and a colon). Each: what it means, and what to do about it.
+ */
+export const JUDGE_REASON_CODES = {
+  JG_UNREADABLE_ARGUMENT: {
+    verdict: 'BLOCK',
+    meaning: 'the program made observed system calls whose arguments (path, socket address) the host could not read: what they named is unknown, so the run was not fully observed',
+    fix: 'keep paths and addresses in ordinary memory; a program that hides them from the host is not run',
+  },
+  JG_SYSCALL_REFUSED: {
+    verdict: 'REQUIRE_CONFIRMATION',
+    meaning: "the program called system calls outside the sandbox's allowlist; they were refused (ENOSYS) and changed nothing",
+    fix: 'if an ordinary program needs one, add it to ALLOWED_SYSCALLS (docs/seccomp.md, "Extending the list")',
+  },
+  JG_ANONYMOUS_EXEC: {
+    verdict: 'REQUIRE_CONFIRMATION',
+    meaning: 'the program ran code from a file with no name in any filesystem (memfd_create + fexecve, a deleted file): nobody can look at what ran',
+    fix: 'run programs from files; a person confirms a run that executed anonymous code',
+  },
+} as const;
+export type JudgeReasonCode = keyof typeof JUDGE_REASON_CODES;
+const coded = (code: JudgeReasonCode, text: string): string => `${code}: ${text}`;
+
 export interface Compliance {
   effects_within_declaration: boolean;
   resources_within_limits: boolean;
@@ -136,6 +160,7 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
   let privOk = se !== null;
   let devOk = se !== null;
   let netOk = se !== null;
+  let observedFully = true;
   if (se === null) {
     hard.push(`side effects could not be observed: ${obs.sideEffectsUnavailable ?? 'no syscall trace'}`);
   } else {
@@ -144,6 +169,26 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
       const list = se.privilegedSyscalls.map((p) => `${p.name} x${p.count} (${p.outcome})`).join(', ');
       hard.push(`privileged system calls attempted: ${list}`);
       unexpected.push(`attempted privileged system calls: ${list}`);
+    }
+    // What the observer could not read is a finding, never a gap: the run was not fully observed.
+    const unreadable = se.unreadableSyscalls ?? [];
+    if (unreadable.length > 0) {
+      observedFully = false;
+      const list = unreadable.map((u) => `${u.syscall} x${u.count}`).join(', ');
+      hard.push(coded('JG_UNREADABLE_ARGUMENT', `system calls whose arguments the host could not read: ${list}`));
+      unexpected.push(`hid the arguments of system calls from the host: ${list}`);
+    }
+    const refusedCalls = se.refusedSyscalls ?? [];
+    if (refusedCalls.length > 0) {
+      const list = refusedCalls.map((r) => `${r.name} x${r.count}`).join(', ');
+      soft.push(coded('JG_SYSCALL_REFUSED', `system calls outside the sandbox's allowlist were refused: ${list}`));
+      unexpected.push(`called system calls outside the allowlist (refused): ${list}`);
+    }
+    const anonymous = se.processesSpawned.executables.filter((e) => e.anonymous);
+    if (anonymous.length > 0) {
+      const list = anonymous.map((e) => `${e.path} x${e.count}`).join(', ');
+      soft.push(coded('JG_ANONYMOUS_EXEC', `ran code from files with no name (nobody can look at it): ${list}`));
+      unexpected.push(`executed anonymous files: ${list}`);
     }
     if (se.deviceAccess.length > 0) {
       devOk = false;
@@ -222,7 +267,7 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
   // separate child process; the ns lane's is bubblewrap plus our seccomp filter.
   const monty = (obs as { monty?: { isolation: { isolatedChild: boolean } } }).monty;
   const isolated = monty ? monty.isolation.isolatedChild : obs.host.seccomp;
-  const sandboxOk = obs.status !== 'SANDBOX_ERROR' && isolated && reportedOnly.length === 0;
+  const sandboxOk = obs.status !== 'SANDBOX_ERROR' && isolated && reportedOnly.length === 0 && observedFully;
   if (obs.status === 'SANDBOX_ERROR') hard.push(`sandbox error: ${obs.reason}`);
   else if (!isolated) hard.push(monty ? 'the Monty child process was not isolated' : 'the seccomp filter was not applied');
   else if (reportedOnly.length > 0) hard.push(`limits only reported, not enforced on this host: ${reportedOnly.join(', ')}`);

@@ -10,6 +10,7 @@
 // perl-base is Essential on Debian/Ubuntu (the host helper in ns/hostops.ts already relies on it).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { arch } from 'node:process';
+import { DEFAULT_OPEN_CONNECTIONS, type NetworkCaps } from './records.js';
 
 /** The proxy's address inside the sandbox (its own loopback). */
 export const PROXY_HOST = '127.0.0.1';
@@ -18,13 +19,16 @@ export const PROXY_PORT = 3128;
 /** setns(2) per arch (the arches our seccomp filter supports). */
 const SETNS: Record<string, number> = { x64: 308, arm64: 268 };
 
-// Args: setns-nr ns-path unix-socket uid gid port. Prints "ready\n" once listening (or "error: ...").
-// Exits on stdin EOF (the host went away). One process, select(2) loop, per-direction buffers with
-// back-pressure (a side is read only when the other side's buffer is empty).
+// Args: setns-nr ns-path unix-socket uid gid port max-pairs. Prints "ready\n" once listening (or
+// "error: ..."). Exits on stdin EOF (the host went away). One process, select(2) loop, per-direction
+// buffers with back-pressure (a side is read only when the other side's buffer is empty). Its own
+// descriptors are bounded too: at most max-pairs bridged connections (past it, accepted and closed at
+// once), and a pair ends as soon as the proxy's side has ended and its last bytes reached the program
+// (an idle program cannot keep a pair the proxy already closed).
 const PERL = String.raw`
 use strict; use warnings; use Socket qw(:DEFAULT SOL_SOCKET SO_REUSEADDR IPPROTO_IP SHUT_WR); use POSIX ();
 use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK);
-my ($SETNS, $nspath, $sockpath, $uid, $gid, $port) = @ARGV;
+my ($SETNS, $nspath, $sockpath, $uid, $gid, $port, $maxpairs) = @ARGV;
 $| = 1; $SIG{PIPE} = 'IGNORE';
 sub fail { print "error: $_[0]\n"; exit 1 }
 open(my $ns, '<', $nspath) or fail("open $nspath: $!");
@@ -40,9 +44,9 @@ $) = "$gid $gid"; POSIX::setgid($gid) or fail("setgid: $!"); POSIX::setuid($uid)
 fail('privileges not dropped') unless $< == $uid && $> == $uid && $( == $gid;
 sub nb { my $f = fcntl($_[0], F_GETFL, 0); fcntl($_[0], F_SETFL, $f | O_NONBLOCK) }
 nb($l);
-my (%fh, %peer, %buf, %eof, %shut);
+my (%fh, %peer, %buf, %eof, %shut, %up);
 sub drop { my @x = (0 + $_[0]); push @x, 0 + $peer{$_[0]} if defined $peer{$_[0]};
-  for my $x (@x) { next unless $fh{$x}; close $fh{$x}; delete $fh{$x}; delete $peer{$x}; delete $buf{$x}; delete $eof{$x}; delete $shut{$x} } }
+  for my $x (@x) { next unless $fh{$x}; close $fh{$x}; delete $fh{$x}; delete $peer{$x}; delete $buf{$x}; delete $eof{$x}; delete $shut{$x}; delete $up{$x} } }
 print "ready\n";
 while (1) {
   my ($rin, $win) = ('', '');
@@ -57,11 +61,12 @@ while (1) {
   if (vec($rout, fileno(STDIN), 1)) { my $r = sysread(STDIN, my $x, 64); exit 0 unless $r }
   if (vec($rout, fileno($l), 1)) {
     while (accept(my $c, $l)) {
+      if (keys(%fh) >= 2 * $maxpairs) { close $c; next }
       socket(my $u, PF_UNIX, SOCK_STREAM, 0) or do { close $c; next };
       unless (connect($u, pack_sockaddr_un($sockpath))) { close $c; close $u; next }
       nb($c); nb($u);
       my ($a, $b) = (fileno($c), fileno($u));
-      $fh{$a} = $c; $fh{$b} = $u; $peer{$a} = $b; $peer{$b} = $a; $buf{$a} = ''; $buf{$b} = '';
+      $fh{$a} = $c; $fh{$b} = $u; $peer{$a} = $b; $peer{$b} = $a; $buf{$a} = ''; $buf{$b} = ''; $up{$b} = 1;
     }
   }
   for my $f (keys %fh) {
@@ -72,11 +77,11 @@ while (1) {
       if (!defined $w) { drop($f) unless $!{EAGAIN}; next }
       substr($buf{$f}, 0, $w, '');
     }
-    if ($fh{$f} && length($buf{$f}) == 0 && defined $p && $eof{$p} && !$shut{$f}) { shutdown($fh{$f}, SHUT_WR); $shut{$f} = 1 }
+    if ($fh{$f} && length($buf{$f}) == 0 && defined $p && $eof{$p} && !$shut{$f}) { if ($up{$p}) { drop($f); next } shutdown($fh{$f}, SHUT_WR); $shut{$f} = 1 }
     next unless $fh{$f} && vec($rout, $f, 1) && defined $p && $fh{$p};
     my $r = sysread($fh{$f}, my $data, 262144);
     if (!defined $r) { drop($f) unless $!{EAGAIN}; next }
-    if ($r == 0) { $eof{$f} = 1; if (length($buf{$p}) == 0) { shutdown($fh{$p}, SHUT_WR); $shut{$p} = 1 } }
+    if ($r == 0) { $eof{$f} = 1; if (length($buf{$p}) == 0) { if ($up{$f}) { drop($f); next } shutdown($fh{$p}, SHUT_WR); $shut{$p} = 1 } }
     else {
       my $w = syswrite($fh{$p}, $data);
       if (!defined $w) { if ($!{EAGAIN}) { $w = 0 } else { drop($f); next } }
@@ -86,6 +91,12 @@ while (1) {
   }
 }
 `;
+
+/**
+ * The bridge's own cap on bridged connections: a few past the proxy's open-connections cap, so the
+ * proxy sees (and records) the one over its cap first; the bridge's cap only bounds its descriptors.
+ */
+export const bridgePairs = (caps: NetworkCaps): number => (caps.openConnections ?? DEFAULT_OPEN_CONNECTIONS) + 8;
 
 export interface Forwarder {
   child: ChildProcess;
@@ -97,10 +108,10 @@ export interface Forwarder {
  * Starts the bridge in the network namespace of `initPid` (bwrap's init, still blocked). Resolves once
  * it listens, or rejects with why (the caller then ends the run: no bridge, no network).
  */
-export function startForwarder(opts: { perl: string; initPid: number; socketPath: string; uid: number; gid: number; port?: number; timeoutMs?: number }): Promise<Forwarder> {
+export function startForwarder(opts: { perl: string; initPid: number; socketPath: string; uid: number; gid: number; maxPairs: number; port?: number; timeoutMs?: number }): Promise<Forwarder> {
   const nr = SETNS[arch];
   if (nr === undefined) return Promise.reject(new Error(`no setns syscall number for arch ${arch}`));
-  const child = spawn(opts.perl, ['-e', PERL, String(nr), `/proc/${opts.initPid}/ns/net`, opts.socketPath, String(opts.uid), String(opts.gid), String(opts.port ?? PROXY_PORT)], {
+  const child = spawn(opts.perl, ['-e', PERL, String(nr), `/proc/${opts.initPid}/ns/net`, opts.socketPath, String(opts.uid), String(opts.gid), String(opts.port ?? PROXY_PORT), String(opts.maxPairs)], {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' },
   });

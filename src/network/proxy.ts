@@ -3,12 +3,15 @@
 // request against the run's allowlist (allowlist.ts), connects to the address it checked itself,
 // enforces the run's caps, and records every request, allowed or refused (records.ts).
 // SOCKS is not spoken: a SOCKS client gets a refused connection (recorded as NET_BAD_REQUEST).
+// What a run costs the host stays inside the run's caps: at most `openConnections` connections are
+// open at once (node refuses the next one at accept, and the run is ended), and a connection that
+// carries nothing for `idleMs` is closed: idle connections cannot pile up descriptors here.
 import { chmodSync, chownSync, rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { decide, type Decision, type NetworkGrant, type RefusalCode } from './allowlist.js';
-import { DEFAULT_NETWORK_CAPS, type ConnectionRecord, type NetworkCapName, type NetworkCaps, type NetworkObservation } from './records.js';
+import { DEFAULT_IDLE_MS, DEFAULT_NETWORK_CAPS, DEFAULT_OPEN_CONNECTIONS, type ConnectionRecord, type NetworkCapName, type NetworkCaps, type NetworkObservation } from './records.js';
 import { systemResolver, type Resolver } from './resolver.js';
 
 export interface ProxyOptions {
@@ -65,7 +68,16 @@ export class NetworkProxy {
     this.caps = opts.caps ?? DEFAULT_NETWORK_CAPS;
     this.resolve = opts.resolve ?? systemResolver;
     this.server = createServer({ maxHeaderSize: 16 * 1024, requestTimeout: 0, headersTimeout: 30_000, keepAliveTimeout: 5_000 });
-    this.server.on('connection', (s: Socket) => this.track(s));
+    // Past the cap node closes each new connection as it accepts it (its descriptor with it): 'drop'.
+    const maxOpen = this.caps.openConnections ?? DEFAULT_OPEN_CONNECTIONS;
+    this.server.maxConnections = maxOpen;
+    this.server.on('drop', () => this.overOpen(maxOpen));
+    const idleMs = this.caps.idleMs ?? DEFAULT_IDLE_MS;
+    this.server.on('connection', (s: Socket) => {
+      this.track(s);
+      // No byte either way for idleMs: closed (a tunnel's upstream goes with it).
+      s.setTimeout(idleMs, () => s.destroy());
+    });
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.onConnect(req, socket, head));
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.onRequest(req, res));
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
@@ -137,6 +149,17 @@ export class NetworkProxy {
     s.on('close', () => this.open.delete(s));
     s.on('error', () => undefined);
     if (this.closed) s.destroy();
+  }
+
+  /** A connection past the open-connections cap: closed by node at accept; recorded once, the run ended. */
+  private overOpen(maxOpen: number): void {
+    if (this.hit.has('networkOpenConnections')) return;
+    const now = new Date().toISOString();
+    this.records.push({
+      id: this.records.length + 1, via: 'connect', host: '(a connection past the cap)', port: 0, address: null, allowed: false, connected: false,
+      code: 'NET_CAP_OPEN_CONNECTIONS', rule: null, reason: `the run's cap of ${maxOpen} open connections is reached: closed at once`, bytesOut: 0, bytesIn: 0, startedAt: now, endedAt: now, durationMs: 0,
+    });
+    this.capHit('networkOpenConnections', `open-connections cap ${maxOpen} reached: further connections are closed at once and the run is ended`);
   }
 
   /** A record for a new request, or null when the connection cap refuses it (then counted only). */

@@ -9,12 +9,20 @@ export interface NetworkCaps {
   bytesIn: number;
   /** Proxy requests (CONNECTs and plain HTTP requests, allowed or refused) per run. */
   connections: number;
+  /** Connections to the proxy open at once (default DEFAULT_OPEN_CONNECTIONS): each holds host descriptors. */
+  openConnections?: number;
+  /** A connection with no byte either way for this long is closed (default DEFAULT_IDLE_MS). */
+  idleMs?: number;
 }
 
-export type NetworkCapName = 'networkBytesOut' | 'networkBytesIn' | 'networkConnections';
+export type NetworkCapName = 'networkBytesOut' | 'networkBytesIn' | 'networkConnections' | 'networkOpenConnections';
 
 /** Host defaults when neither the policy nor the caller gives a cap. */
 export const DEFAULT_NETWORK_CAPS: NetworkCaps = { bytesOut: 16 * 1024 * 1024, bytesIn: 512 * 1024 * 1024, connections: 256 };
+/** Open connections per run when the caps do not say: a program's connections cost the host descriptors. */
+export const DEFAULT_OPEN_CONNECTIONS = 64;
+/** How long a connection may carry nothing before the proxy closes it. */
+export const DEFAULT_IDLE_MS = 30_000;
 
 export interface ConnectionRecord {
   /** 1, 2, ... in the order the proxy received them. */

@@ -120,6 +120,9 @@ export function buildSandboxResult(args: {
       device_access: se.deviceAccess.map((d) => ({ path: printablePath(d.path), denied: d.result !== 'ok' })),
       // A read is reported only for a path this run does not expose: it found nothing there.
       file_access_attempts: se.fileAccess.map((a) => ({ path: printablePath(a.path), access: a.access, denied: a.result !== 'ok' })),
+      unreadable_syscalls: (se.unreadableSyscalls ?? []).map((u) => ({ name: u.syscall, count: u.count })),
+      refused_syscalls: (se.refusedSyscalls ?? []).map((r) => ({ name: r.name, count: r.count })),
+      anonymous_executables: se.processesSpawned.executables.filter((e) => e.anonymous).map((e) => printablePath(e.path)),
       network_used: attempts.length > 0 || proxied.length > 0 || (obs.network?.bytesIn ?? 0) + (obs.network?.bytesOut ?? 0) > 0,
       privileged_syscall_attempted: se.privilegedSyscalls.length > 0,
       device_access_attempted: se.deviceAccess.length > 0,

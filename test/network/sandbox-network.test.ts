@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -261,6 +261,68 @@ test('the bytes-in and connection caps hold too', async () => {
   assert.equal(many.obs.network?.connections.filter((c) => c.allowed).length, 3, many.dump);
   assert.equal(many.obs.status, 'RESOURCE_KILLED', many.dump);
   assert.equal(many.sr.verdict.recommended_action, 'BLOCK');
+});
+
+/** Descriptors this node process and its perl bridge hold, sampled until stopped: the highest of each. */
+function watchHostDescriptors(): { stop: () => { node: number; bridge: number } } {
+  const count = (pid: number | string): number => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`).length;
+    } catch {
+      return 0;
+    }
+  };
+  const bridges = (): number[] => {
+    try {
+      const kids = readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+      return kids.map(Number).filter((k) => readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'perl');
+    } catch {
+      return [];
+    }
+  };
+  const max = { node: 0, bridge: 0 };
+  const t = setInterval(() => {
+    max.node = Math.max(max.node, count('self'));
+    for (const b of bridges()) max.bridge = Math.max(max.bridge, count(b));
+  }, 20);
+  return { stop: () => (clearInterval(t), max) };
+}
+
+test('10,000 idle connections to the proxy: the host holds at most the open-connections cap, and the run is ended (BLOCK)', async (t) => {
+  const before = readdirSync('/proc/self/fd').length;
+  const watch = watchHostDescriptors();
+  const flood = await runNet(py([
+    'import resource, socket, time',
+    'soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)',
+    'resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))',
+    'held = []',
+    'for i in range(10000):',
+    '    try: held.append(socket.create_connection(("127.0.0.1", 3128), timeout=2))',
+    '    except OSError: pass',
+    'print("held", len(held), flush=True)',
+    'time.sleep(10)',
+  ].join('\n')), { slug: 'flood' });
+  const max = watch.stop();
+  t.diagnostic(`host descriptors during the flood: node +${max.node - before} (peak ${max.node}), bridge peak ${max.bridge}; ${flood.stdout.trim()}`);
+  // 64 open connections, each one descriptor in node (nothing went upstream), plus node's own churn.
+  assert.ok(max.node - before <= 64 + 40, `node held ${max.node - before} more descriptors (cap 64): ${flood.dump}`);
+  assert.ok(max.bridge <= 2 * (64 + 8) + 16, `the bridge held ${max.bridge} descriptors`);
+  assert.equal(flood.obs.status, 'RESOURCE_KILLED', flood.dump);
+  assert.deepEqual(flood.obs.network?.capsHit, ['networkOpenConnections'], flood.dump);
+  assert.ok(flood.obs.network?.connections.some((c) => c.code === 'NET_CAP_OPEN_CONNECTIONS'), flood.dump);
+  assert.equal(flood.sr.verdict.recommended_action, 'BLOCK');
+});
+
+test('a connection that carries nothing for the idle time is closed by the host; the run goes on', async () => {
+  const idle = await runNet(py([
+    'import socket, time',
+    'held = [socket.create_connection(("127.0.0.1", 3128), timeout=5) for i in range(5)]',
+    'time.sleep(1.5)',
+    'print("closed", sum(1 for s in held if s.recv(1) == b""))',
+  ].join('\n')), { slug: 'idle', caps: { idleMs: 300 } });
+  assert.equal(idle.stdout, 'closed 5\n', idle.dump);
+  assert.equal(idle.obs.status, 'SUCCESS', idle.dump);
+  assert.deepEqual(idle.obs.network?.capsHit, []);
 });
 
 test('the Host header is the URL\'s authority (no fronting behind an allowed name)', async () => {

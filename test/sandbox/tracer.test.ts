@@ -266,7 +266,11 @@ test('the tracer and strace observe the same attempts of one hostile program', {
 test('event lines: decoded exactly; the program\'s own strings and numbers cannot break the reading', () => {
   const lines = [
     'P 10',
-    `X 10 ${Buffer.from('/bin/sh').toString('hex')}`,
+    `X 10 ${Buffer.from('/bin/sh').toString('hex')} -`,
+    `X 11 - ${Buffer.from('/memfd:p (deleted)').toString('hex')}`,
+    'U 12 openat e14',
+    `L 12 468 ${0xc000003e}`,
+    `L 12 470 ${0xc000003e}`,
     'F 10 11 p',
     'F 11 12 t',
     'K 10 2 1 0 3',
@@ -291,7 +295,9 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
   assert.equal(se.programPid, 10);
   assert.equal(se.bwrapPid, 9);
   // 11 (a process) was still running when the program (10) ended; 12 is a thread
-  assert.deepEqual(se.processesSpawned, { count: 2, threads: 1, executables: [{ path: '/bin/sh', count: 1 }], outlivedProgram: 1 });
+  assert.deepEqual(se.processesSpawned, { count: 2, threads: 1, executables: [{ path: '/bin/sh', count: 1 }, { path: '/memfd:p', count: 1, anonymous: true }], outlivedProgram: 1 });
+  assert.deepEqual(se.unreadableSyscalls, [{ syscall: 'openat', count: 1 }]);
+  assert.deepEqual(se.refusedSyscalls, [{ name: 'file_getattr', count: 1 }, { name: 'syscall_470', count: 1 }]);
   assert.deepEqual(se.networkAttempts, [
     { syscall: 'socket', family: 'inet', protocol: 'tcp', address: null, port: null, path: null, result: 'ok' },
     { syscall: 'connect', family: 'inet', address: '10.0.0.1', port: 443, path: null, protocol: 'tcp', result: 'ENETUNREACH' },
@@ -309,7 +315,7 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('20010db8000000000000000000000001', 'hex')]).toString('hex'))?.address, '2001:db8::1');
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('00000000000000000000ffff7f000001', 'hex')]).toString('hex'))?.address, '::ffff:127.0.0.1');
   fc.assert(
-    fc.property(fc.array(fc.oneof(fc.string(), fc.constantFrom('P', 'X', 'F', 'S', 'K', 'N', 'D', 'A', 'T', 'E', 'Q').chain((t) => fc.array(fc.oneof(fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b).toString('hex')), fc.integer().map(String), fc.string()), { maxLength: 6 }).map((a) => [t, ...a].join(' '))))), (ls) => {
+    fc.property(fc.array(fc.oneof(fc.string(), fc.constantFrom('P', 'X', 'F', 'S', 'K', 'N', 'D', 'A', 'T', 'L', 'U', 'E', 'Q').chain((t) => fc.array(fc.oneof(fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b).toString('hex')), fc.integer().map(String), fc.string()), { maxLength: 6 }).map((a) => [t, ...a].join(' '))))), (ls) => {
       const r = sideEffectsFromTrace(ls, null);
       assert.ok(r.sideEffects.unparsedLines <= ls.length);
     }),

@@ -33,7 +33,7 @@ import { buildSeccompFilter } from './seccomp.js';
 import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
 import { describeGrant } from '../../network/allowlist.js';
-import { PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
+import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
 import { NetworkProxy } from '../../network/proxy.js';
 import type { NetworkObservation } from '../../network/records.js';
 import { closeScopes, fileCopyOf, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
@@ -467,7 +467,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       }
       if (proxy && !kill) {
         try {
-          const f = await startForwarder({ perl: caps.perlBinary!, initPid: r.initPid, socketPath: proxySocket, uid, gid });
+          const f = await startForwarder({ perl: caps.perlBinary!, initPid: r.initPid, socketPath: proxySocket, uid, gid, maxPairs: bridgePairs(spec.network!.caps) });
           forwarder = f;
           // The run may have been ended while the bridge started: never leave it behind.
           if (kill || runOver) f.stop();

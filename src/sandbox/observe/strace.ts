@@ -17,7 +17,7 @@
 // pid of a child created inside the sandbox's pid namespace (`= 2 /* 11483 in strace's PID NS */`).
 
 import { posix } from 'node:path';
-import { DENIED_SYSCALLS } from '../ns/seccomp.js';
+import { DENIED_SYSCALLS, isAllowedName, isTrappedName, syscallName } from '../ns/seccomp.js';
 import { isSecretPath, PATH_WRITE_ARGS, WRITE_FLAGS } from './file-access.js';
 import type {
   DeviceAccess,
@@ -43,10 +43,6 @@ const PRIVILEGED_NAMES: ReadonlySet<string> = new Set(
     .flat()
     .filter((n) => /^[a-z_0-9]+$/.test(n)),
 );
-/** Syscalls the filter traps only for some arguments. */
-const ARG_CHECKED = new Set(['clone', 'ioctl', 'personality']);
-/** Arch-specific names: strace's `?` prefix skips a name this arch does not have. */
-const ARCH_OPTIONAL = new Set(['iopl', 'ioperm', 'uselib', 'create_module', 'get_kernel_syms', 'query_module', 'nfsservctl', '_sysctl']);
 
 /**
  * The strace prefix the runner puts before `bwrap ...`. Flags:
@@ -57,7 +53,8 @@ const ARCH_OPTIONAL = new Set(['iopl', 'ioperm', 'uselib', 'create_module', 'get
  * that reveals a trapped syscall.
  */
 export function straceArgv(logFile: string): string[] {
-  const privileged = [...PRIVILEGED_NAMES].map((n) => (ARCH_OPTIONAL.has(n) ? `?${n}` : n));
+  // `?`: a name this arch or this strace does not know (iopl on aarch64, listmount before strace 6.8) is skipped.
+  const privileged = [...PRIVILEGED_NAMES].map((n) => `?${n}`);
   const trace = [...PROCESS_SYSCALLS, ...SIGNAL_SYSCALLS, ...NETWORK_SYSCALLS, ...FILE_SYSCALLS, ...privileged];
   return [
     'strace', '-f', '-q', '-y', '--seccomp-bpf', '--pidns-translation', '-s', '256',
@@ -389,6 +386,12 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
   let processes = 0;
   let threads = 0;
   const executables = new Map<string, number>();
+  const anonymous = new Set<string>();
+  const unreadable = new Map<string, number>();
+  const refused = new Map<string, number>();
+  /** An argument strace printed as an address: it could not read it. */
+  const unread = (arg: string | undefined): boolean => /^0x[0-9a-f]+$/.test((arg ?? '').trim());
+  const addUnreadable = (name: string): void => void unreadable.set(name, (unreadable.get(name) ?? 0) + 1);
   const signalsSent: SignalSent[] = [];
   const networkAttempts: NetworkAttempt[] = [];
   const deviceAccess: DeviceAccess[] = [];
@@ -426,19 +429,31 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
     }
     if (e.kind === 'sigsys') {
       const nativeArch = e.arch === 'AUDIT_ARCH_X86_64' || e.arch === 'AUDIT_ARCH_AARCH64';
-      let name = /^\d+$/.test(e.syscall) ? `syscall_${e.syscall}` : e.syscall;
-      if (!nativeArch) name = `${e.arch.replace(/^AUDIT_ARCH_/, '').toLowerCase()}:${name}`;
-      else if (!PRIVILEGED_NAMES.has(name) && !ARG_CHECKED.has(name)) name = `x32:${name}`; // strace strips the x32 bit
-      addPriv(name, 'trapped');
+      // A number this strace has no name for may be one our tables know (listmount on strace 6.1).
+      const name = /^\d+$/.test(e.syscall) ? (nativeArch ? syscallName(Number(e.syscall), e.arch === 'AUDIT_ARCH_X86_64' ? 'x86_64' : 'aarch64') : null) ?? `syscall_${e.syscall}` : e.syscall;
+      if (!nativeArch) addPriv(`${e.arch.replace(/^AUDIT_ARCH_/, '').toLowerCase()}:${name}`, 'trapped');
+      else if (isTrappedName(name)) addPriv(name, 'trapped');
+      // An allowed name trapped: an x32 call (strace strips the x32 bit). Else off the allowlist: refused.
+      else if (isAllowedName(name)) addPriv(`x32:${name}`, 'trapped');
+      else refused.set(name, (refused.get(name) ?? 0) + 1);
       continue;
     }
     const res = resultOf(e.ret);
     switch (e.name) {
       case 'execve':
       case 'execveat': {
+        const pathArg = e.name === 'execve' ? e.args[0] : e.args[1];
+        if (unread(pathArg)) addUnreadable(e.name);
         if (res !== 'ok') break;
-        const path = quoted(e.name === 'execve' ? e.args[0] : e.args[1]) ?? '?';
-        executables.set(path, (executables.get(path) ?? 0) + 1);
+        let path = quoted(pathArg) ?? '?';
+        // fexecve: execveat(fd, "", AT_EMPTY_PATH) runs the file behind fd, which -y names; one without
+        // a name anywhere (a memfd, a deleted file) is anonymous, as the host tracer tells from its nlink.
+        const behind = e.name === 'execveat' && path === '' ? decoration(e.args[0]) : null;
+        if (behind !== null) {
+          path = behind;
+          if (/^\/memfd:| \(deleted\)$/.test(behind)) anonymous.add(path);
+        }
+        executables.set(path || '?', (executables.get(path || '?') ?? 0) + 1);
         if (programPid === null && execIdx.get(e.pid) === e.idx && sandboxedFrom(e.pid) === e.idx) programPid = e.pid;
         else if (programPid === null && bwrapPid === null) programPid = e.pid;
         break;
@@ -485,6 +500,11 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
       case 'sendto':
       case 'sendmsg':
       case 'sendmmsg': {
+        const addrArg = e.name === 'sendto' ? e.args[4] : e.args[1];
+        if (unread(addrArg) || /msg_name=0x[0-9a-f]+/.test(e.args[1] ?? '')) {
+          addUnreadable(e.name);
+          break;
+        }
         const sock = socketOf(e.pid, e.args[0]);
         const addrs = sockaddrs(e.args.slice(1).join(', '));
         for (const a of addrs) {
@@ -499,6 +519,10 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
       case 'mknod':
       case 'mknodat': {
         const at = e.name === 'openat' || e.name === 'openat2' || e.name === 'mknodat';
+        if (unread(e.args[at ? 1 : 0]) || (e.name === 'openat2' && unread(e.args[2]))) {
+          addUnreadable(e.name);
+          break;
+        }
         const requested = quoted(e.args[at ? 1 : 0]);
         const base = at ? decoration(e.args[0]) : null;
         const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : requested;
@@ -514,7 +538,8 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
       }
       default: {
         const pw = PATH_WRITE_ARGS[e.name];
-        if (pw) {
+        if (pw && unread(e.args[pw[1]])) addUnreadable(e.name);
+        else if (pw) {
           const requested = quoted(e.args[pw[1]]);
           const base = pw[0] >= 0 ? decoration(e.args[pw[0]]) : null;
           const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : null;
@@ -528,7 +553,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
     }
   }
   const outlivedProgram = programEnded ? [...children].filter((c) => !endedBeforeProgram.has(c)).length : 0;
-  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, outlivedProgram, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unparsed });
+  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, anonymous, outlivedProgram, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unreadable, refused, unparsed });
 }
 
 /** The report from what a parser collected (both the strace log's and the host tracer's). */
@@ -539,12 +564,16 @@ export function assembleSideEffects(c: {
   forks: number;
   threads: number;
   executables: Map<string, number>;
+  /** Keys of `executables` that were anonymous files. */
+  anonymous: ReadonlySet<string>;
   outlivedProgram: number;
   signalsSent: SignalSent[];
   networkAttempts: NetworkAttempt[];
   privileged: Map<string, PrivilegedSyscall>;
   deviceAccess: DeviceAccess[];
   fileAccess: FileAccess[];
+  unreadable: Map<string, number>;
+  refused: Map<string, number>;
   unparsed: number;
 }): ObservedSideEffects {
   return {
@@ -553,7 +582,7 @@ export function assembleSideEffects(c: {
     processesSpawned: {
       count: c.forks + (c.programPid !== null ? 1 : 0),
       threads: c.threads,
-      executables: [...c.executables].map(([path, count]) => ({ path, count })).sort((a, b) => a.path.localeCompare(b.path)),
+      executables: [...c.executables].map(([path, count]) => ({ path, count, ...(c.anonymous.has(path) ? { anonymous: true as const } : {}) })).sort((a, b) => a.path.localeCompare(b.path)),
       outlivedProgram: c.outlivedProgram,
     },
     signalsSent: c.signalsSent,
@@ -561,6 +590,8 @@ export function assembleSideEffects(c: {
     privilegedSyscalls: [...c.privileged.values()],
     deviceAccess: c.deviceAccess,
     fileAccess: c.fileAccess,
+    unreadableSyscalls: [...c.unreadable].map(([syscall, count]) => ({ syscall, count })),
+    refusedSyscalls: [...c.refused].map(([name, count]) => ({ name, count })),
     unparsedLines: c.unparsed,
   };
 }

@@ -4,7 +4,7 @@
 // `unparsedLines`, never trusted and never thrown on.
 import { constants } from 'node:os';
 import { posix } from 'node:path';
-import { AUDIT_ARCH_AARCH64, AUDIT_ARCH_X86_64, trappedSyscallName } from '../ns/seccomp.js';
+import { AUDIT_ARCH_AARCH64, AUDIT_ARCH_X86_64, syscallName } from '../ns/seccomp.js';
 import { assembleSideEffects, isDevicePath } from './strace.js';
 import type { DeviceAccess, FileAccess, NetFamily, NetworkAttempt, ObservedSideEffects, PrivilegedSyscall, SignalSent } from './types.js';
 
@@ -79,12 +79,15 @@ export function decodeSockaddr(hexBytes: string): SockAddr | null {
   return { family, address: null, port: null, path: null };
 }
 
-function privilegedName(nr: number, arch: number): string {
+/** A syscall's name from its number and audit arch: `i386:syscall_<nr>`, `x32:<name>`, `<name>` or `syscall_<nr>`. */
+function syscallNameOf(nr: number, arch: number): string {
   if (arch !== AUDIT_ARCH_X86_64 && arch !== AUDIT_ARCH_AARCH64) return `${AUDIT_ARCH_NAMES[arch] ?? `arch_0x${arch.toString(16)}`}:syscall_${nr}`;
   const host = arch === AUDIT_ARCH_X86_64 ? 'x86_64' : 'aarch64';
-  if (arch === AUDIT_ARCH_X86_64 && nr & X32_SYSCALL_BIT) return `x32:${trappedSyscallName(nr & ~X32_SYSCALL_BIT, host) ?? `syscall_${nr & ~X32_SYSCALL_BIT}`}`;
-  return trappedSyscallName(nr, host) ?? `syscall_${nr}`;
+  if (arch === AUDIT_ARCH_X86_64 && nr & X32_SYSCALL_BIT) return `x32:${syscallName(nr & ~X32_SYSCALL_BIT, host) ?? `syscall_${nr & ~X32_SYSCALL_BIT}`}`;
+  return syscallName(nr, host) ?? `syscall_${nr}`;
 }
+
+const bump = (m: Map<string, number>, k: string): void => void m.set(k, (m.get(k) ?? 0) + 1);
 
 const int = (s: string | undefined): number | null => (s !== undefined && /^-?\d{1,10}$/.test(s) ? Number(s) : null);
 const hexText = (s: string | undefined): string | null => (s !== undefined && /^(?:[0-9a-f]{2})*$/.test(s) ? Buffer.from(s, 'hex').toString('utf8') : null);
@@ -103,6 +106,9 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
   let threads = 0;
   let unparsed = 0;
   const executables = new Map<string, number>();
+  const anonymous = new Set<string>();
+  const unreadable = new Map<string, number>();
+  const refused = new Map<string, number>();
   const parent = new Map<number, number>();
   const sockets = new Map<string, { family: NetFamily; protocol: string | null }>();
   const signalsSent: SignalSent[] = [];
@@ -135,9 +141,37 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
         programPid ??= pid;
         break;
       case 'X': {
-        const path = hexText(f[2]);
-        if (path === null) unparsed++;
-        else executables.set(path || '?', (executables.get(path || '?') ?? 0) + 1);
+        // `X <pid> <hexpath|-> <hex name of an anonymous file|->`
+        const path = f[2] === '-' ? '' : hexText(f[2]);
+        const anon = f[3] === '-' ? null : hexText(f[3]);
+        if (path === null || (f[3] !== '-' && !anon)) {
+          unparsed++;
+          break;
+        }
+        // The kernel's name of an anonymous file, as strace's -y shows it too (without " (deleted)").
+        const key = anon?.replace(/ \(deleted\)$/, '') ?? (path || '?');
+        if (anon) anonymous.add(key);
+        bump(executables, key);
+        break;
+      }
+      case 'U':
+        if (!f[2] || !f[3]) unparsed++;
+        else bump(unreadable, f[2]);
+        break;
+      case 'L':
+      case 'T': {
+        const [nr, arch] = [int(f[2]), Number(f[3])];
+        if (nr === null || !Number.isSafeInteger(arch)) {
+          unparsed++;
+          break;
+        }
+        const name = syscallNameOf(nr, arch);
+        if (f[0] === 'L') bump(refused, name);
+        else {
+          const cur = privileged.get(name);
+          if (cur) cur.count++;
+          else privileged.set(name, { name, count: 1, outcome: 'trapped' });
+        }
         break;
       }
       case 'F': {
@@ -206,18 +240,6 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
         fileAccess.push({ path, syscall: f[2], access: f[3] === 'w' ? 'write' : 'read', result: f[5] === '-' ? null : resultOf(f[5]) });
         break;
       }
-      case 'T': {
-        const [nr, arch] = [int(f[2]), Number(f[3])];
-        if (nr === null || !Number.isSafeInteger(arch)) {
-          unparsed++;
-          break;
-        }
-        const name = privilegedName(nr, arch);
-        const cur = privileged.get(name);
-        if (cur) cur.count++;
-        else privileged.set(name, { name, count: 1, outcome: 'trapped' });
-        break;
-      }
       case 'E': {
         const code = f[2] === '-' ? null : int(f[2]);
         const sig = f[3] === '-' ? null : int(f[3]);
@@ -239,12 +261,15 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
       forks: processes,
       threads,
       executables,
+      anonymous,
       outlivedProgram: programEnded ? [...children].filter((c) => !endedBeforeProgram.has(c)).length : 0,
       signalsSent,
       networkAttempts,
       privileged,
       deviceAccess,
       fileAccess,
+      unreadable,
+      refused,
       unparsed,
     }),
     programEnd,

@@ -2,9 +2,12 @@
 // Everything here is measured by the host, outside the sandbox.
 
 export interface ExecutableCount {
-  /** Path given to a successful execve/execveat, as the program saw it (inside the sandbox). */
+  /** Path given to a successful execve/execveat, as the program saw it (inside the sandbox); for an
+   *  anonymous file, the kernel's name of it (`/memfd:name (deleted)`). */
   path: string;
   count: number;
+  /** The file had no name in any filesystem when it was run (memfd, O_TMPFILE, deleted): code nobody can look at. */
+  anonymous?: true;
 }
 
 export interface ProcessesSpawned {
@@ -67,6 +70,20 @@ export interface FileAccess {
   result: string | null;
 }
 
+/** An observed syscall whose argument (path, socket address, message header) the host could not read:
+ *  what it did is unknown, so the attempt itself is the finding. */
+export interface UnreadableSyscall {
+  syscall: string;
+  count: number;
+}
+
+/** A syscall off the seccomp filter's allowlist: refused (ENOSYS with the host tracer, SIGSYS under strace). */
+export interface RefusedSyscall {
+  /** The syscall's name (`syscall_<nr>` when this host's tables do not know it). */
+  name: string;
+  count: number;
+}
+
 export interface ObservedSideEffects {
   /** Host pid that executed bwrap (host side), null if the log has no such execve. */
   bwrapPid: number | null;
@@ -79,6 +96,10 @@ export interface ObservedSideEffects {
   deviceAccess: DeviceAccess[];
   /** Writes and secret-path reads as observed (the runner keeps those outside the sandbox's areas). */
   fileAccess: FileAccess[];
+  /** Observed calls whose arguments could not be read (absent: an observer that predates them). */
+  unreadableSyscalls?: UnreadableSyscall[];
+  /** Calls off the seccomp allowlist, refused (absent: an observer that predates them). */
+  refusedSyscalls?: RefusedSyscall[];
   /** Lines that did not match the strace format (counted, never trusted). */
   unparsedLines: number;
 }
