@@ -8,6 +8,7 @@ import { actionFromToolRequest } from '../../src/action/from-tool-request.js';
 import { checkText } from '../../src/contracts/index.js';
 import type { ToolRequest } from '../../src/contracts/tool-request.js';
 import { runAction } from '../../src/pipeline/run.js';
+import { sweepOrphans } from '../../src/sandbox/ns/sweep.js';
 import { openWorkspace } from '../../src/workspace/workspace.js';
 import { sandboxResultContract, type SandboxResult } from '../../src/contracts/sandbox-result.js';
 import { toolResultContract } from '../../src/contracts/tool-result.js';
@@ -317,6 +318,11 @@ test('a sandbox error is exit 3, with a Sandbox Result that says SANDBOX_ERROR a
   const hidden = mkdtempSync(join(tmpdir(), 'airlock-hidden-'));
   chmodSync(hidden, 0o700);
   const r = airlock(['run', file, '--workspace', ws, '--json'], { env: { TMPDIR: hidden } });
+  // The run's process is gone: sweep what it left in that staging folder (the suite's sweep does not look there).
+  const tmp = process.env.TMPDIR;
+  process.env.TMPDIR = hidden;
+  sweepOrphans();
+  process.env.TMPDIR = tmp;
   assert.equal(r.code, 3, r.stderr);
   const sr = JSON.parse(r.stdout) as SandboxResult;
   assert.equal(sr.execution.status, 'SANDBOX_ERROR');
