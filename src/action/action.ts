@@ -35,6 +35,8 @@ export interface ActionLimits {
   memoryBytes: number;
   /** Bytes the run may write (to /out and to the declared scope together). */
   diskBytes: number;
+  /** Entries (files, directories, links) the run may leave in /out and its scopes together, and in /tmp with /dev/shm. */
+  files: number;
   pids: number;
   stdoutBytes: number;
   stderrBytes: number;
@@ -78,6 +80,7 @@ export const DEFAULT_LIMITS = {
   stdoutBytes: 1024 * 1024,
   stderrBytes: 1024 * 1024,
   diskBytes: 64 * 1024 * 1024,
+  files: 50_000,
 } as const;
 
 /** The host path a declared scope covers: its literal prefix (a glob ends it), as the ns lane mounts it. */

@@ -56,6 +56,7 @@ export function actionFromDescriptor(d: ActionDescriptor): Action | { problems: 
       cpuMs: r.max_cpu_ms,
       memoryBytes: r.max_memory_mb * MIB,
       diskBytes: r.max_disk_mb * MIB,
+      files: DEFAULT_LIMITS.files,
       pids: DEFAULT_LIMITS.pids,
       stdoutBytes: DEFAULT_LIMITS.stdoutBytes,
       stderrBytes: DEFAULT_LIMITS.stderrBytes,

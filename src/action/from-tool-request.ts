@@ -25,6 +25,7 @@ export function actionFromToolRequest(tr: ToolRequest): Action {
       cpuMs: Math.ceil(wallMs * fm.cpu_limit),
       memoryBytes: fm.memory_limit_mb * 1024 * 1024,
       diskBytes: DEFAULT_LIMITS.diskBytes,
+      files: DEFAULT_LIMITS.files,
       pids: DEFAULT_LIMITS.pids,
       stdoutBytes: DEFAULT_LIMITS.stdoutBytes,
       stderrBytes: DEFAULT_LIMITS.stderrBytes,

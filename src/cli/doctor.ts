@@ -1,4 +1,6 @@
 import { doctor } from '../sandbox/doctor.js';
+import { tmpdir } from 'node:os';
+import { untraversable } from '../sandbox/ns/staging.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 
 /** `airlock doctor`: what this host can enforce, and which limits will only be reported. Exit 1 when the ns lane cannot run. */
@@ -9,6 +11,8 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     return c.blockers.length > 0 ? 1 : 0;
   }
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
+  // Runs stage below TMPDIR, and bwrap (as the sandbox's host user) must reach it.
+  const staging = c.isRoot && c.sandboxHostUser ? untraversable(tmpdir(), c.sandboxHostUser) : null;
   const tracer = tracerBinaryPath();
   const tracerLine =
     process.env.AIRLOCK_SYSCALL_TRACER === 'strace' ? 'off (AIRLOCK_SYSCALL_TRACER=strace): strace observes'
@@ -27,11 +31,13 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `strace           ${c.strace ? `${c.strace.version} at ${c.strace.path} (the fallback tracer)` : 'NOT FOUND: without the syscall tracer, side effects will be null (unmeasured) and every run BLOCKed'}`,
     `tmpfs caps       /out ${yes(c.tmpfsSizeCaps.hostOut)}, /tmp ${yes(c.tmpfsSizeCaps.sandboxTmp)} (${c.tmpfsSizeCaps.detail})`,
     `interpreters     ${c.interpreters.map((i) => `${i.name} ${i.version}`).join(', ') || 'none'}`,
+    `staging folder   ${staging ? `NOT USABLE: ${staging}` : `${tmpdir()} (TMPDIR): the sandbox's host user can reach it`}`,
     'limits:',
     ...c.limits.map((l) => `  ${l.limit.padEnd(12)} ${l.enforced ? 'enforced' : 'REPORTED ONLY'}: ${l.how}`),
   ];
-  if (c.blockers.length > 0) lines.push('the ns lane cannot run here:', ...c.blockers.map((b) => `  - ${b}`));
+  const blockers = staging ? [...c.blockers, 'the staging folder (TMPDIR) is not reachable by the sandbox\'s host user: see "staging folder" above'] : c.blockers;
+  if (blockers.length > 0) lines.push('the ns lane cannot run here:', ...blockers.map((b) => `  - ${b}`));
   else lines.push('the ns lane can run here.');
   process.stdout.write(lines.join('\n') + '\n');
-  return c.blockers.length > 0 ? 1 : 0;
+  return blockers.length > 0 ? 1 : 0;
 }

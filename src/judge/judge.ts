@@ -287,6 +287,8 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
   };
 
   if (obs.status === 'POLICY_ABORTED') unexpected.push(`the sandbox stopped the program: ${obs.reason}`);
+  // /dev/shm is scratch like /tmp (capped, discarded), but a program that leaves files in it is worth a note.
+  if (obs.scratch && obs.scratch.shmFiles > 0) unexpected.push(`left ${obs.scratch.shmFiles} entr${obs.scratch.shmFiles === 1 ? 'y' : 'ies'} (${obs.scratch.shmBytes} bytes) in /dev/shm (discarded with the run)`);
   const missing = action.outputsExpected.filter((p) => !(outChanges ?? []).some((c) => c.path === p));
   if (missing.length > 0) soft.push(`expected outputs not produced: ${missing.join(', ')}`);
   if (obs.status !== 'SUCCESS' && hard.length === 0) soft.push(`the program ended with ${obs.status}: ${obs.reason}`);

@@ -32,6 +32,7 @@ export function evaluatePolicy(policy: Policy, action: Action, language?: string
   if (l.wallMs > L.time_sec * 1000) over('time_sec', `${l.wallMs / 1000} s`, `${L.time_sec} s`);
   if (l.pids > L.pids) over('pids', `${l.pids} processes`, `${L.pids}`);
   if (l.diskBytes > L.out_mb * MIB) over('out_mb', `${l.diskBytes / MIB} MiB of output`, `${L.out_mb} MiB`);
+  if (l.files > L.files) over('files', `${l.files} files`, `${L.files}`);
   if (Math.max(l.stdoutBytes, l.stderrBytes) > L.stdout_kb * 1024) over('stdout_kb', `${Math.max(l.stdoutBytes, l.stderrBytes) / 1024} KiB of stdout`, `${L.stdout_kb} KiB`);
   if (language && !(policy.languages as string[]).includes(language)) {
     problems.push({ code: 'POLICY_LANGUAGE', message: `language ${language} is not allowed on this host (rule languages: ${policy.languages.join(', ') || 'none'})`, path: 'languages' });

@@ -20,6 +20,8 @@ export const policySchema = z.strictObject({
     pids: int,
     out_mb: int,
     stdout_kb: int,
+    /** Entries a run may leave in /out and its scopes, and in /tmp with /dev/shm (absent in older policies). */
+    files: int.default(50_000),
   }),
   languages: z.array(z.enum(['python', 'node', 'ts', 'go', 'ruby'])),
   lanes: z.array(z.enum(['ns', 'monty'])).min(1),
@@ -79,6 +81,7 @@ limits:              # host maxima for every limit a request may ask for
   pids: 128          # processes + threads alive at once
   out_mb: 256        # bytes a run may write to /out
   stdout_kb: 1024    # stdout/stderr kept by the host
+  files: 50000       # entries (files, folders, links) a run may leave in /out + its scopes, and in /tmp + /dev/shm
 languages: [python, node]
 lanes: [ns, monty]
 network:             # the ceiling: a request cannot widen it

@@ -227,7 +227,16 @@ export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' 
       enforced: c.tmpfsSizeCaps.hostOut || rl,
       how: c.tmpfsSizeCaps.hostOut ? 'size-capped tmpfs mounted by root on the host staging dir' : rl ? 'RLIMIT_FSIZE per file + post-check of the total (a total over the cap is caught after the run, not prevented)' : 'only reported',
     },
-    { limit: 'tmpBytes', enforced: c.tmpfsSizeCaps.sandboxTmp, how: c.tmpfsSizeCaps.sandboxTmp ? 'bwrap --size on the /tmp tmpfs' : 'bwrap has no --size: only reported' },
+    {
+      limit: 'tmpBytes',
+      enforced: c.tmpfsSizeCaps.hostOut || c.tmpfsSizeCaps.sandboxTmp,
+      how: c.tmpfsSizeCaps.hostOut ? 'one size-capped tmpfs for /tmp and /dev/shm, mounted by root on the host staging dir' : c.tmpfsSizeCaps.sandboxTmp ? 'bwrap --size on the /tmp and /dev/shm tmpfs' : 'bwrap has no --size: only reported',
+    },
+    {
+      limit: 'files',
+      enforced: true,
+      how: c.tmpfsSizeCaps.hostOut ? 'nr_inodes of the run\'s tmpfs mounts (/out with the scopes, /tmp with /dev/shm); the host diff stops past it' : 'post-check: the host diff stops past the cap (not prevented)',
+    },
     { limit: 'stdoutBytes', enforced: true, how: 'host keeps the first N bytes, counts and hashes the rest' },
     { limit: 'stderrBytes', enforced: true, how: 'host keeps the first N bytes, counts and hashes the rest' },
   ];

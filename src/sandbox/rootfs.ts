@@ -9,6 +9,8 @@ import { chmodSync, copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, mkdt
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { HostCapabilities } from './doctor.js';
+import { ownerStamp } from './ns/owner.js';
+import { cleanOnExit } from './ns/sweep.js';
 
 /** Directories under which an interpreter needs no extra bind (already in the root). */
 const SYSTEM_PREFIXES = ['/usr/', '/bin/', '/sbin/', '/lib/', '/lib64/', '/lib32/', '/libx32/'];
@@ -49,10 +51,11 @@ function sandboxEtc(): string {
   const stamp = hostEtcStamp();
   if (etc && etc.stamp === stamp && existsSync(etc.dir)) return etc.dir;
   if (etc) rmSync(dirname(etc.dir), { recursive: true, force: true });
-  // <tmp>/airlock-ns-etc-XXXX/{owner.pid, etc/}: once this process is gone, sweepOrphans() removes it.
+  // <tmp>/airlock-ns-etc-XXXX/{owner.pid, etc/}: removed when this process exits (after a crash, by the next sweep).
   const base = mkdtempSync(join(tmpdir(), 'airlock-ns-etc-'));
+  writeFileSync(join(base, 'owner.pid'), ownerStamp(), { mode: 0o644 });
+  cleanOnExit(base);
   chmodSync(base, 0o755);
-  writeFileSync(join(base, 'owner.pid'), String(process.pid), { mode: 0o644 });
   const dir = join(base, 'etc');
   mkdirSync(dir, { mode: 0o755 });
   const files: Record<string, string> = {

@@ -24,8 +24,13 @@ export interface NsLimits {
   pids: number;
   /** Size cap of /out (tmpfs size when root, else RLIMIT_FSIZE per file + a post-check). */
   outBytes: number;
-  /** Size cap of the /tmp tmpfs inside the sandbox. */
+  /** Size cap of /tmp and /dev/shm together (one tmpfs), inside the sandbox. */
   tmpBytes: number;
+  /**
+   * Entries (files, folders, links) the run may leave in /out and the scope overlays together, and
+   * in /tmp with /dev/shm (tmpfs nr_inodes when root); the host's diff stops past it too.
+   */
+  files: number;
   /** How much of stdout/stderr the host keeps (the rest is counted and hashed, then dropped). */
   stdoutBytes: number;
   stderrBytes: number;
@@ -124,6 +129,8 @@ export interface ScopeObservation {
   changes: FsChange[] | null;
   /** Why changes is null (the diff failed: the judge must treat the scope as unverifiable). */
   error?: string;
+  /** The diff stopped at one of the host's observation caps (files, bytes, time). */
+  budgetExceeded?: 'files' | 'outBytes' | 'time';
 }
 
 export interface LimitEnforcement {
@@ -175,6 +182,8 @@ export interface NsRunObservation {
   host: NsHostFacts;
   /** Present when the run had the network: every request to the host proxy, allowed or refused. */
   network?: NetworkObservation;
+  /** What the run left in /tmp and /dev/shm (discarded with the run; /dev/shm's use is reported). */
+  scratch?: import('./ns/outputs.js').ScratchUse;
   /** Problems that made the run a SANDBOX_ERROR (spec invalid, host cannot sandbox...), else []. */
   problems: Problem[];
 }

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Action, ActionLimits } from '../action/action.js';
+import { DEFAULT_LIMITS, type Action, type ActionLimits } from '../action/action.js';
 import type { Problem } from '../contracts/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
 import { evaluatePolicy } from '../policy/evaluate.js';
@@ -54,6 +54,7 @@ function limitsFor(opts: ToolOptions, args: JsonObject): ActionLimits {
     cpuMs: Math.min(l.cpu_ms, Math.max(wallMs, 1000)),
     memoryBytes: l.memory_bytes,
     diskBytes: l.disk_bytes,
+    files: DEFAULT_LIMITS.files,
     pids: l.pids,
     stdoutBytes: l.stdout_bytes,
     stderrBytes: l.stderr_bytes,

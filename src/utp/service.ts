@@ -25,6 +25,7 @@ import type { Workspace } from '../workspace/workspace.js';
 import { executeTool, type Execution } from './execute.js';
 import { decodeCommand, type CallContext } from './intake.js';
 import { cancelSubject, checkArguments, checkToolRecord, DEFAULT_APPROVAL_TIMEOUT_MS, type ToolOptions } from './tools.js';
+import { sweepOrphans } from '../sandbox/ns/sweep.js';
 
 /**
  * Airlock as a UTP tool service (issue 6; docs/utp-service.md). Every worker — in this process or
@@ -152,6 +153,9 @@ export class UtpService {
 
   /** Creates/updates the stream and the durable consumer, then starts pulling, heart-beating and sweeping. */
   async start(): Promise<void> {
+    // What a killed worker left on this host (its runs' cgroups and mounts) goes before any call runs.
+    const swept = sweepOrphans();
+    if (swept.runs.length > 0 || swept.errors.length > 0) this.log('warn', 'swept', { runs: swept.runs, errors: swept.errors });
     this.jsm = await this.o.nats.jetstreamManager();
     await this.refreshRegistry();
     if (this.subjects.length === 0) throw new Error('no tools are registered: add one with `airlock tools add` before `airlock serve`');

@@ -16,7 +16,7 @@ const action = (over: Partial<Action> = {}): Action => ({
   outputsExpected: [],
   scope: { paths: ['/srv/app'], recursive: true },
   effects: { create: ['/srv/app/new.txt'], modify: [], delete: [], network: false, systemStateChange: false },
-  limits: { wallMs: 1000, cpuMs: 1000, memoryBytes: 1 << 26, diskBytes: 1 << 20, pids: 8, stdoutBytes: 1024, stderrBytes: 1024 },
+  limits: { wallMs: 1000, cpuMs: 1000, memoryBytes: 1 << 26, diskBytes: 1 << 20, files: 1000, pids: 8, stdoutBytes: 1024, stderrBytes: 1024 },
   network: { mode: 'none', allowlist: [] },
   risk: 'LOW',
   confirmationRequired: false,

@@ -75,7 +75,7 @@ function action(argv: string[], allowlist: string[], slug: string): Action {
     outputsExpected: [],
     scope: { paths: [], recursive: false },
     effects: { create: [], modify: [], delete: [], network: allowlist.length > 0, systemStateChange: false },
-    limits: { wallMs: 15_000, cpuMs: 10_000, memoryBytes: 256 << 20, diskBytes: 1 << 20, pids: 64, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 },
+    limits: { wallMs: 15_000, cpuMs: 10_000, memoryBytes: 256 << 20, diskBytes: 1 << 20, files: 1000, pids: 64, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 },
     network: { mode: allowlist.length > 0 ? 'allowlist' : 'none', allowlist },
     risk: 'LOW',
     confirmationRequired: false,

@@ -11,7 +11,7 @@ test('doctor finds bwrap with its version and options, and plans every limit', a
   const [maj, min] = caps.bwrap.versionParts;
   assert.equal(caps.bwrap.supports.disableUserns, maj > 0 || min >= 8);
   assert.equal(caps.bwrap.supports.overlay, maj > 0 || min >= 9);
-  assert.deepEqual(caps.limits.map((l) => l.limit).sort(), ['cpuMs', 'memoryBytes', 'outBytes', 'pids', 'stderrBytes', 'stdoutBytes', 'tmpBytes', 'wallMs']);
+  assert.deepEqual(caps.limits.map((l) => l.limit).sort(), ['cpuMs', 'files', 'memoryBytes', 'outBytes', 'pids', 'stderrBytes', 'stdoutBytes', 'tmpBytes', 'wallMs']);
   assert.ok(caps.interpreters.some((i) => i.name === 'node'));
   assert.deepEqual(caps.blockers, [], 'this host must be able to run the ns lane');
   assert.equal(caps.userNamespaces.available, true);

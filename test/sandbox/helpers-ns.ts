@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { runNs } from '../../src/sandbox/ns/runner.js';
 import type { NsLimits, NsRunObservation, NsRunSpec } from '../../src/sandbox/types.js';
 
-export const LIMITS: NsLimits = { wallMs: 5000, cpuMs: 3000, memoryBytes: 256 << 20, pids: 64, outBytes: 1 << 20, tmpBytes: 4 << 20, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
+export const LIMITS: NsLimits = { wallMs: 5000, cpuMs: 3000, memoryBytes: 256 << 20, pids: 64, outBytes: 1 << 20, files: 10_000, tmpBytes: 4 << 20, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
 
 export function freshOut(): string {
   return join(mkdtempSync(join(tmpdir(), 'airlock-ns-test-')), 'out');

@@ -19,7 +19,7 @@ mkdirSync(inputsDir);
 writeFileSync(join(inputsDir, 'data.csv'), CSV);
 writeFileSync(join(inputsDir, 'undeclared.txt'), SECRET);
 
-const LIMITS: ActionLimits = { wallMs: 5000, cpuMs: 5000, memoryBytes: 64 << 20, diskBytes: 1 << 20, pids: 64, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
+const LIMITS: ActionLimits = { wallMs: 5000, cpuMs: 5000, memoryBytes: 64 << 20, diskBytes: 1 << 20, files: 1000, pids: 64, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
 
 function action(code: string, more: { limits?: Partial<ActionLimits>; inputs?: Action['inputs'] } = {}): Action {
   return {

@@ -18,7 +18,7 @@ const ownedBy = (pid: number): string[] =>
   readdirSync(tmpdir())
     .filter((n) => n.startsWith('airlock-ns-'))
     .map((n) => join(tmpdir(), n))
-    .filter((d) => existsSync(join(d, 'owner.pid')) && readFileSync(join(d, 'owner.pid'), 'utf8').trim() === String(pid));
+    .filter((d) => existsSync(join(d, 'owner.pid')) && readFileSync(join(d, 'owner.pid'), 'utf8').split(' ')[0] === String(pid));
 
 const mountedBelow = (dir: string): boolean => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => (l.split(' ')[4] ?? '').startsWith(`${dir}/`));
 

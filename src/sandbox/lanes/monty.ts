@@ -17,7 +17,7 @@ import type { Readable } from 'node:stream';
 import type { Problem } from '../../contracts/problem.js';
 import type { Action } from '../../action/action.js';
 import { StreamCapture } from '../ns/capture.js';
-import { diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
+import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snapshotTree } from '../observe/fs-diff.js';
 import type { FsChange, LimitEnforcement, LimitName, NsExit, NsHostFacts, NsResources, NsRunObservation, NsStatus } from '../types.js';
 import type { LaneOutcome } from './ns.js';
 import type { MontyEndMessage, MontyJob } from './monty-worker.js';
@@ -67,7 +67,7 @@ export interface MontyFacts {
 export type MontyRunObservation = NsRunObservation & { monty: MontyFacts };
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
-const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'stdoutBytes', 'stderrBytes'];
+const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'files', 'stdoutBytes', 'stderrBytes'];
 const POLL_MS = 10;
 /** Linux reports /proc times in USER_HZ ticks, 100 per second on every architecture Node supports. */
 const TICK_MS = 10;
@@ -154,6 +154,7 @@ function limitEnforcement(memoryBackstop: number): LimitEnforcement[] {
     pids: 'Monty has no process or thread API: the program cannot create any',
     outBytes: 'Monty /out mount write cap (cumulative bytes written) + post-check of the total',
     tmpBytes: 'Monty mounts only /in and /out: there is no /tmp to write',
+    files: 'post-check: the host\'s /out diff stops past the cap and the run is over its limits',
     stdoutBytes: 'host capture cap (kept bytes; the rest counted and hashed)',
     stderrBytes: 'host capture cap (kept bytes; the rest counted and hashed)',
   };
@@ -445,11 +446,13 @@ async function execute(
   let outError: string | undefined;
   let outBytes: number | null = null;
   try {
-    outChanges = diffSnapshots({ root: run.outDir, entries: new Map() }, await snapshotTree(run.outDir), { mountPoint: '/out' });
+    const budget = new DiffBudget({ files: limits.files, bytes: limits.diskBytes, deadline: started.getTime() + limits.wallMs + OBSERVE_MARGIN_MS });
+    outChanges = diffSnapshots({ root: run.outDir, entries: new Map() }, await snapshotTree(run.outDir, budget), { mountPoint: '/out' });
     outBytes = regularBytes(run.outDir);
     if (outBytes > limits.diskBytes) limitsExceeded.add('outBytes');
   } catch (e) {
-    outError = `the /out diff failed: ${(e as Error).message}`;
+    if (e instanceof DiffBudgetExceeded && e.limit !== 'time') limitsExceeded.add(e.limit);
+    outError = e instanceof DiffBudgetExceeded ? `the /out diff stopped: ${e.message}` : `the /out diff failed: ${(e as Error).message}`;
   }
 
   // ---- status ----

@@ -128,6 +128,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
       pids: action.limits.pids,
       outBytes: action.limits.diskBytes,
       tmpBytes: Math.min(action.limits.diskBytes, 64 * 1024 * 1024),
+      files: action.limits.files,
       stdoutBytes: action.limits.stdoutBytes,
       stderrBytes: action.limits.stderrBytes,
     },

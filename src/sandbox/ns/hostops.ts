@@ -11,7 +11,7 @@ import { arch } from 'node:process';
 const SYSCALLS: Record<string, [number, number, number]> = { x64: [165, 166, 302], arm64: [40, 39, 261] };
 
 // Requests: `<id> <op> <hex field>...\n`; answers: `<id> <errno> <hex message>\n` (errno 0 = done).
-// M target size uid gid mode: tmpfs; O lower upper work merged: overlay; U target: umount (lazy on EBUSY);
+// M target size uid gid mode inodes|-: tmpfs; O lower upper work merged: overlay; U target: umount (lazy on EBUSY);
 // L pid cpuSoft cpuHard fsize|- uid gid: RLIMIT_CPU, RLIMIT_CORE=0 and optionally RLIMIT_FSIZE on pid
 // (whose real/effective/saved ids are uid/gid).
 const PERL = String.raw`
@@ -30,6 +30,7 @@ while (my $line = <STDIN>) {
     if ($op eq 'M') {
       my $mode = h($a[4]); die "bad mode\n" unless $mode =~ /^0[0-7]{3}$/;
       my $data = 'size=' . n($a[1]) . ",mode=$mode,uid=" . n($a[2]) . ',gid=' . n($a[3]);
+      $data .= ',nr_inodes=' . n($a[5]) if h($a[5]) ne '-';
       my ($src, $fs, $t) = ('airlock-out', 'tmpfs', h($a[0]));
       $r = syscall($MOUNT, $src, $t, $fs, 6, $data);  # MS_NOSUID|MS_NODEV
     } elsif ($op eq 'O') {
@@ -132,9 +133,9 @@ export class HostOps {
     });
   }
 
-  /** Size-capped tmpfs (nosuid, nodev, root dir `mode` owned by uid:gid) on `dir`. Null: done; else the error. */
-  mountTmpfs(dir: string, sizeBytes: number, uid: number, gid: number, mode = 0o755): Promise<string | null> {
-    return this.request('M', [dir, sizeBytes, uid, gid, `0${mode.toString(8)}`]);
+  /** Size-capped tmpfs (nosuid, nodev, root dir `mode` owned by uid:gid, at most `inodes` entries) on `dir`. Null: done; else the error. */
+  mountTmpfs(dir: string, sizeBytes: number, uid: number, gid: number, mode = 0o755, inodes?: number): Promise<string | null> {
+    return this.request('M', [dir, sizeBytes, uid, gid, `0${mode.toString(8)}`, inodes ?? '-']);
   }
 
   mountOverlay(lower: string, upper: string, work: string, merged: string): Promise<string | null> {

@@ -15,12 +15,12 @@
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../contracts/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
 import { doctor, type HostCapabilities } from '../doctor.js';
-import { diffSnapshots, snapshotTree } from '../observe/fs-diff.js';
+import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snapshotTree } from '../observe/fs-diff.js';
 import { refusedFileAccess } from '../observe/file-access.js';
 import { parseStraceLog, straceArgv } from '../observe/strace.js';
 import { sideEffectsFromTrace } from '../observe/trace-events.js';
@@ -37,12 +37,13 @@ import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } f
 import { NetworkProxy } from '../../network/proxy.js';
 import type { NetworkObservation } from '../../network/records.js';
 import { closeScopes, fileCopyOf, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
-import { chownTo, copyTreeNoFollow, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
+import { copyTreeNoFollow, observeScratch, tmpfsFull } from './outputs.js';
+import { chownTo, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 /** Paths a scope may not cover: the sandbox's own mounts and the read-only system root. */
 const RESERVED = ['/', '/in', '/out', '/tmp', '/proc', '/dev', '/usr', '/etc', '/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32'];
-const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'stdoutBytes', 'stderrBytes'];
+const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'files', 'stdoutBytes', 'stderrBytes'];
 /** How often the host polls the cgroup for CPU time, OOM kills and pids-limit hits. */
 const POLL_MS = 10;
 
@@ -160,7 +161,12 @@ function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup
           ? { limit, enforcedBy: 'size-capped tmpfs holding /out and the scope overlays\' upper dirs (one-file scopes: post-check of the total)' }
           : { limit, enforcedBy: 'RLIMIT_FSIZE per file + post-check of the total' };
       case 'tmpBytes':
-        return caps.tmpfsSizeCaps.sandboxTmp ? { limit, enforcedBy: 'bwrap --size tmpfs' } : { limit, enforcedBy: null, reportedOnlyReason: 'bwrap has no --size' };
+        if (caps.tmpfsSizeCaps.hostOut) return { limit, enforcedBy: 'size-capped tmpfs holding /tmp and /dev/shm' };
+        return caps.tmpfsSizeCaps.sandboxTmp ? { limit, enforcedBy: 'bwrap --size tmpfs on /tmp and another on /dev/shm' } : { limit, enforcedBy: null, reportedOnlyReason: 'bwrap has no --size' };
+      case 'files':
+        return caps.tmpfsSizeCaps.hostOut
+          ? { limit, enforcedBy: 'nr_inodes of the tmpfs holding /out and the scope overlays, and of the one holding /tmp and /dev/shm; the host diff stops past it' }
+          : { limit, enforcedBy: 'post-check: the host diff of /out and the scopes stops past the cap (not prevented)' };
       default:
         return { limit, enforcedBy: 'host capture cap (kept bytes; the rest counted and hashed)' };
     }
@@ -243,7 +249,8 @@ export async function runNs(spec: NsRunSpec): Promise<NsRunObservation> {
     if (first.problems.some((p) => p.code === 'NS_TRACER_REFUSED')) return await execute(`${runId}-strace`, spec, caps);
     return first;
   } catch (e) {
-    return errorObservation(runId, caps, [{ code: 'NS_SETUP_FAILED', message: `sandbox set-up failed: ${(e as Error).message}` }]);
+    const code = (e as { code?: unknown }).code === 'NS_TMPDIR_UNREACHABLE' ? 'NS_TMPDIR_UNREACHABLE' : 'NS_SETUP_FAILED';
+    return errorObservation(runId, caps, [{ code, message: `sandbox set-up failed: ${(e as Error).message}` }]);
   }
 }
 
@@ -277,15 +284,16 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   // ---- staging (everything below is undone in `finally`) ----
   const ops = hostOps(caps.perlBinary);
   const mnt = mounter(caps, ops);
-  const base = await stagingBase(caps.isRoot ? mnt : null);
+  const base = await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null);
   const dir = join(base, runId);
   // Every scope through its agent, before anything is staged: a link on the way refuses the run.
   const openedScopes = await openScopes(scopes.map((sc) => sc.hostPath));
   if (!openedScopes.ok) return errorObservation(runId, caps, openedScopes.problems);
-  const scopeKinds = openedScopes.scopes.map((sc) => sc.kind);
-  // Disk: /out and the directory scopes' overlay upper dirs share one size-capped tmpfs, so what a
-  // run writes anywhere counts against the one disk limit (a one-file scope's copy is post-checked).
-  const sharedDisk = caps.tmpfsSizeCaps.hostOut && scopeKinds.includes('dir') ? join(dir, 'rw') : null;
+  // Every place the program can write is a capped tmpfs of this run (when root), in bytes and in
+  // entries (nr_inodes): /out with the directory scopes' overlay upper dirs under the disk limit
+  // (a one-file scope's copy is post-checked), and /tmp with /dev/shm under the /tmp limit.
+  const sharedDisk = caps.tmpfsSizeCaps.hostOut ? join(dir, 'rw') : null;
+  const scratch = caps.tmpfsSizeCaps.hostOut ? join(dir, 'scratch') : null;
   const outStage = join(sharedDisk ?? dir, 'out');
   const inStage = join(dir, 'in');
   const logFile = join(dir, 'strace.log');
@@ -302,18 +310,17 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   try {
     mkdirModeSync(dir, 0o711);
     mkdirModeSync(inStage, 0o755);
-    if (sharedDisk) {
-      mkdirModeSync(sharedDisk, 0o711);
-      await mnt.tmpfs(sharedDisk, limits.outBytes, 0, 0, 0o711);
-      mounted.push(sharedDisk);
-    }
-    mkdirModeSync(outStage, 0o755);
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     const outP = (async () => {
-      if (caps.tmpfsSizeCaps.hostOut && !sharedDisk) {
-        await mnt.tmpfs(outStage, limits.outBytes, uid, gid);
-        mounted.push(outStage);
-      } else await chownTo(outStage, uid, gid).catch(() => undefined);
+      for (const [fs, bytes] of [[sharedDisk, limits.outBytes], [scratch, limits.tmpBytes]] as const) {
+        if (!fs) continue;
+        mkdirModeSync(fs, 0o711);
+        await mnt.tmpfs(fs, bytes, 0, 0, 0o711, limits.files);
+        mounted.push(fs);
+      }
+      mkdirModeSync(outStage, 0o755);
+      await chownTo(outStage, uid, gid).catch(() => undefined);
+      if (scratch) for (const d of ['tmp', 'shm']) mkdirModeSync(join(scratch, d), 0o1777);
     })();
     const scopeDirs: StagedScope[] = openedScopes.scopes.map((s, i) => {
       // A directory's writes land in its overlay's upper dir, on the capped tmpfs; a file's copy stays
@@ -321,6 +328,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       const rw = join(s.kind === 'dir' && sharedDisk ? sharedDisk : dir, `scope${i}`);
       return { ...s, upper: join(rw, 'upper'), work: join(rw, 'work'), merged: join(dir, `scope${i}`, 'merged') };
     });
+    await outP; // the scope dirs go on the shared tmpfs
     const scopesP = Promise.all(
       scopeDirs.map(async (s): Promise<Problem | null> => {
         await mkdirMode(join(s.upper, '..'), 0o711);
@@ -366,7 +374,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--hostname', 'airlock'];
     if (bwrap.supports.disableUserns) a.push('--disable-userns');
     a.push(...plan.args);
-    a.push('--size', String(limits.tmpBytes), '--tmpfs', '/tmp');
+    // /tmp and /dev/shm: the capped scratch tmpfs; without root, each its own bwrap --size tmpfs.
+    if (scratch) a.push('--bind', join(scratch, 'tmp'), '/tmp', '--bind', join(scratch, 'shm'), '/dev/shm');
+    else a.push('--size', String(limits.tmpBytes), '--tmpfs', '/tmp', '--size', String(limits.tmpBytes), '--tmpfs', '/dev/shm');
     a.push('--ro-bind', inStage, '/in');
     a.push('--bind', outStage, '/out');
     for (const s of scopeDirs) {
@@ -374,8 +384,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       else if (useBwrapOverlay) a.push('--overlay-src', s.hostPath, '--overlay', s.upper, s.work, s.hostPath);
       else a.push('--bind', s.merged, s.hostPath);
     }
-    // The root tmpfs bwrap builds is owned by the sandbox uid: make it read-only once everything is in place.
-    a.push('--remount-ro', '/');
+    // The root tmpfs bwrap builds is owned by the sandbox uid, and so is its /dev: make them read-only
+    // once everything is in place (devices still work; only /dev/shm stays writable, and capped).
+    a.push('--remount-ro', '/dev', '--remount-ro', '/');
     a.push('--clearenv');
     for (const [k, v] of Object.entries(env)) a.push('--setenv', k, v);
     a.push('--chdir', cwd, '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', program, ...spec.argv.slice(1));
@@ -563,34 +574,33 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     if (bwrapFailed) setupError = `bwrap could not set up the sandbox: ${stderrRes.bytes.toString('utf8').slice(0, 300).trim()}`;
 
     // ---- files ----
+    // Whatever the program left, the host's diff, hashes and copies stay within the run's own caps
+    // and its time limit plus a fixed margin: past them they stop, and the run is over its limits.
     const limitsExceeded = new Set<LimitName>();
+    const budget = new DiffBudget({ files: limits.files, bytes: limits.outBytes, deadline: started.getTime() + limits.wallMs + OBSERVE_MARGIN_MS });
+    const overBudget = (e: unknown): string => {
+      if (!(e instanceof DiffBudgetExceeded)) throw e;
+      if (e.limit !== 'time') limitsExceeded.add(e.limit);
+      return e.message;
+    };
     let outChanges: FsChange[] | null = null;
     let outError: string | undefined;
     try {
-      const after = await snapshotTree(outStage);
-      outChanges = diffSnapshots({ root: outStage, entries: new Map() }, after, { mountPoint: '/out' });
+      outChanges = diffSnapshots({ root: outStage, entries: new Map() }, await snapshotTree(outStage, budget), { mountPoint: '/out' });
     } catch (e) {
-      outError = `the /out diff failed: ${(e as Error).message}`;
+      outError = e instanceof DiffBudgetExceeded ? `the /out diff stopped: ${overBudget(e)}` : `the /out diff failed: ${(e as Error).message}`;
     }
-    try {
-      const sf = statfsSync(outStage);
-      if (caps.tmpfsSizeCaps.hostOut && sf.bavail === 0) limitsExceeded.add('outBytes');
-    } catch {
-      /* reported through outError when it matters */
+    for (const [fs, bytesLimit] of [[sharedDisk, 'outBytes'], [scratch, 'tmpBytes']] as const) {
+      const full = fs ? tmpfsFull(fs) : null;
+      if (full?.bytes) limitsExceeded.add(bytesLimit);
+      if (full?.inodes) limitsExceeded.add('files');
     }
-    let outBytesUsed = 0;
-    const sumTree = (p: string): void => {
-      for (const n of readdirSync(p)) {
-        const st = lstatSync(join(p, n));
-        if (st.isDirectory()) sumTree(join(p, n));
-        else if (st.isFile()) outBytesUsed += st.size;
-      }
-    };
+    const outBytesUsed = (outChanges ?? []).reduce((n, c) => n + (c.type === 'file' || c.type === 'hardlink' ? c.size : 0), 0);
     try {
-      sumTree(outStage);
       mkdirSync(spec.outDir, { recursive: true });
       if (readdirSync(spec.outDir).length > 0) throw new Error(`outDir ${spec.outDir} is not empty`);
-      await copyTreeNoFollow(outStage, spec.outDir);
+      // Only a /out the diff could account for is copied: nothing past the caps reaches the host.
+      if (outChanges) await copyTreeNoFollow(outStage, spec.outDir);
     } catch (e) {
       outError = [outError, `copying /out to ${spec.outDir} failed: ${(e as Error).message}`].filter(Boolean).join('; ');
     }
@@ -598,10 +608,12 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     let scopeBytes = 0;
     for (const s of scopeDirs) {
       const mechanism = s.kind === 'file' ? 'file-copy' : useBwrapOverlay ? 'bwrap-overlay' : 'host-overlayfs';
-      const o = await observeScope(s, mechanism, { ...(spec.keepScopeContent ? { blobs: spec.keepScopeContent } : {}), ...(spec.keepScopePreimages ? { tombstones: spec.keepScopePreimages } : {}) });
+      const o = await observeScope(s, mechanism, { ...(spec.keepScopeContent ? { blobs: spec.keepScopeContent } : {}), ...(spec.keepScopePreimages ? { tombstones: spec.keepScopePreimages } : {}) }, budget);
+      if (o.budgetExceeded && o.budgetExceeded !== 'time') limitsExceeded.add(o.budgetExceeded);
       for (const c of o.changes ?? []) if (c.change !== 'deleted' && c.type === 'file') scopeBytes += c.size;
       scopeObs.push(o);
     }
+    const scratchUse = scratch ? await observeScratch(scratch, budget.limits.deadline, limits.files) : null;
 
     // The one disk limit covers /out and the scopes together (post-checked also where a tmpfs capped it).
     if (outBytesUsed + scopeBytes > limits.outBytes) limitsExceeded.add('outBytes');
@@ -682,6 +694,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       sideEffects,
       ...(sideEffectsUnavailable ? { sideEffectsUnavailable } : {}),
       fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: scopeObs },
+      ...(scratchUse ? { scratch: scratchUse } : {}),
       inputs,
       host: hostFacts(caps, spec, cg, observedBy),
       ...(network ? { network } : {}),

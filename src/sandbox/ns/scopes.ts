@@ -9,7 +9,7 @@ import { basename, dirname, join } from 'node:path';
 import { putInStore } from '../../base/content-store.js';
 import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
 import type { Problem } from '../../contracts/problem.js';
-import { diffFileCopy, diffOverlayUpper, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
+import { diffFileCopy, diffOverlayUpper, DiffBudgetExceeded, type DiffBudget, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
 import type { FsChange, ScopeObservation } from '../types.js';
 
 export interface OpenScope {
@@ -89,8 +89,9 @@ const NOT_THERE = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'EXDEV']);
 const TYPE_BITS: Record<EntryStat['type'], number> = { file: 0o100000, dir: 0o040000, symlink: 0o120000, fifo: 0o010000, socket: 0o140000, 'char-device': 0o020000, 'block-device': 0o060000 };
 
 /** The real side of a scope, read through its agent (the overlay's lower dir, or a scope file). */
-export function lowerTreeOf(fs: ScopeFs): LowerTree {
+export function lowerTreeOf(fs: ScopeFs, budget?: DiffBudget): LowerTree {
   const entry = async (rel: string): Promise<TreeEntry | null> => {
+    budget?.tick();
     let st: EntryStat | null;
     try {
       st = await fs.stat(rel);
@@ -120,6 +121,7 @@ export function lowerTreeOf(fs: ScopeFs): LowerTree {
       const dir = stack.pop() as string;
       for (const name of (await fs.list(dir)).sort()) {
         const child = dir === '' ? name : `${dir}/${name}`;
+        budget?.entry(); // a deleted folder's contents are listed and hashed: they count too
         const e = await entry(child);
         if (!e) continue;
         out.set(child, e);
@@ -146,16 +148,17 @@ export const fileCopyOf = (s: { hostPath: string; upper: string }): string => jo
  * `blobs` and the pre-images of modified or deleted files in `tombstones` (what promotion applies
  * and what rollback restores), both by sha256 and re-hashed.
  */
-export async function observeScope(s: StagedScope, mechanism: ScopeObservation['mechanism'], keep: { blobs?: string; tombstones?: string }): Promise<ScopeObservation> {
+export async function observeScope(s: StagedScope, mechanism: ScopeObservation['mechanism'], keep: { blobs?: string; tombstones?: string }, budget?: DiffBudget): Promise<ScopeObservation> {
   const root = { ident: s.fs.root.ident, uid: s.fs.root.uid, gid: s.fs.root.gid };
   const base = { hostPath: s.hostPath, kind: s.kind, root, mechanism } as const;
   try {
-    const lower = lowerTreeOf(s.fs);
-    const changes = s.kind === 'file' ? await diffFileCopy(fileCopyOf(s), lower, s.fileRel, s.hostPath) : await diffOverlayUpper(s.upper, lower, s.hostPath);
+    const lower = lowerTreeOf(s.fs, budget);
+    const changes = s.kind === 'file' ? await diffFileCopy(fileCopyOf(s), lower, s.fileRel, s.hostPath, budget) : await diffOverlayUpper(s.upper, lower, s.hostPath, budget);
     if (keep.blobs) keepNewContent(changes, s.upper, s.kind === 'file' ? dirname(s.hostPath) : s.hostPath, keep.blobs);
     if (keep.tombstones) await keepPreimages(changes, s, keep.tombstones);
     return { ...base, changes };
   } catch (e) {
+    if (e instanceof DiffBudgetExceeded) return { ...base, changes: null, error: `the scope diff stopped: ${e.message}`, budgetExceeded: e.limit };
     return { ...base, changes: null, error: `the scope diff failed: ${(e as Error).message}` };
   }
 }

@@ -3,12 +3,13 @@
 // Everything mounted here is unmounted at the end, even on errors (in the background: see runner.ts).
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, createReadStream, lstatSync, mkdirSync, readdirSync, readlinkSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, createReadStream, mkdirSync, statSync } from 'node:fs';
 import { chmod, copyFile, lstat, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { HostOps } from './hostops.js';
-import { sweepOrphans } from './sweep.js';
+import { ownerStamp } from './owner.js';
+import { cleanOnExit, sweepOrphans } from './sweep.js';
 
 let baseDir: Promise<string> | null = null;
 
@@ -18,20 +19,45 @@ let baseDir: Promise<string> | null = null;
  * touches a disk journal (measured on a 2-core VM's ext4: ~1 ms of a run's mkdirs and removals). Bases
  * of processes that are gone, and their mounts, are swept first.
  */
-export function stagingBase(mnt: Mounter | null = null): Promise<string> {
+export function stagingBase(mnt: Mounter | null = null, sandboxUser: { uid: number; gid: number } | null = null): Promise<string> {
   if (!baseDir) {
     baseDir = (async () => {
       if (mnt) sweepOrphans();
       const d = await mkdtemp(join(tmpdir(), 'airlock-ns-'));
+      // Who owns these runs: this process removes them at exit; after a crash, the next sweep.
+      await writeFile(join(d, 'owner.pid'), ownerStamp(), { mode: 0o600 });
+      cleanOnExit(d);
       await chmod(d, 0o711);
+      const unreachable = untraversable(d, sandboxUser);
+      if (unreachable) throw Object.assign(new Error(unreachable), { code: 'NS_TMPDIR_UNREACHABLE' });
       // Half the RAM at most (tmpfs's own default); a failure leaves the staging on tmpdir's filesystem.
-      if (mnt) await mnt.tmpfs(d, Math.floor(totalmem() / 2), 0, 0, 0o711).catch(() => undefined);
-      // Who owns these runs: after a crash, sweepOrphans() cleans bases whose owner is gone.
-      await writeFile(join(d, 'owner.pid'), String(process.pid), { mode: 0o600 });
+      if (mnt) {
+        await mnt.tmpfs(d, Math.floor(totalmem() / 2), 0, 0, 0o711).catch(() => undefined);
+        await writeFile(join(d, 'owner.pid'), ownerStamp(), { mode: 0o600 });
+      }
       return d;
-    })();
+    })().catch((e: unknown) => {
+      baseDir = null; // the next run tries again (TMPDIR may have been fixed)
+      throw e;
+    });
   }
   return baseDir;
+}
+
+/**
+ * Why the sandbox's host user cannot reach `dir` (a folder on the way it may not search), or null.
+ * bwrap runs as that user and binds the run's staging from below `dir`.
+ */
+export function untraversable(dir: string, user: { uid: number; gid: number } | null): string | null {
+  if (!user) return null; // not root: the sandbox runs as us, and we made the folder
+  for (let p = dir; ; p = dirname(p)) {
+    const st = statSync(p);
+    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
+    if (!(st.mode & bit)) {
+      return `the staging folder ${dir} is below ${p} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), which the sandbox's host user (uid ${user.uid}) cannot enter: set TMPDIR to a folder every user can traverse (e.g. /tmp), or make ${p} traversable (chmod o+x)`;
+    }
+    if (p === '/') return null;
+  }
 }
 
 export function runCommand(file: string, args: string[]): Promise<{ code: number; stderr: string }> {
@@ -60,8 +86,8 @@ export async function stageInput(hostPath: string, dest: string): Promise<{ sha2
 
 /** What the runner needs to mount and unmount: the perl helper when present, else execs of mount/umount. */
 export interface Mounter {
-  /** Size-capped tmpfs (tmpfs rounds up to whole pages; nosuid/nodev so nothing privileged can be planted). */
-  tmpfs(dir: string, sizeBytes: number, uid: number, gid: number, mode?: number): Promise<void>;
+  /** Size-capped tmpfs (tmpfs rounds up to whole pages; nosuid/nodev so nothing privileged can be planted), with at most `inodes` entries when given. */
+  tmpfs(dir: string, sizeBytes: number, uid: number, gid: number, mode?: number, inodes?: number): Promise<void>;
   overlay(lower: string, upper: string, work: string, merged: string): Promise<void>;
   /** Unmount; a busy mount is detached lazily (gone from the tree, freed when the last user goes). Null: done. */
   unmount(dir: string): Promise<string | null>;
@@ -73,11 +99,11 @@ export function mounter(bins: { mountBinary: string | null; umountBinary: string
     return b;
   };
   return {
-    async tmpfs(dir, sizeBytes, uid, gid, mode = 0o755) {
-      const err = ops ? await ops.mountTmpfs(dir, sizeBytes, uid, gid, mode) : 'no host helper';
+    async tmpfs(dir, sizeBytes, uid, gid, mode = 0o755, inodes) {
+      const err = ops ? await ops.mountTmpfs(dir, sizeBytes, uid, gid, mode, inodes) : 'no host helper';
       if (err === null) return;
       if (ops && !/helper stopped/.test(err)) throw new Error(`cannot mount the /out tmpfs: ${err}`);
-      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},mode=0${mode.toString(8)},uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
+      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},${inodes ? `nr_inodes=${inodes},` : ''}mode=0${mode.toString(8)},uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
       if (r.code !== 0) throw new Error(`cannot mount the /out tmpfs: ${r.stderr}`);
     },
     async overlay(lower, upper, work, merged) {
@@ -114,26 +140,3 @@ export const mkdirMode = async (p: string, mode: number): Promise<void> => mkdir
 /** Synchronous chown behind a promise (errors reject it). */
 export const chownTo = async (p: string, uid: number, gid: number): Promise<void> => chownSync(p, uid, gid);
 export const removeTree = (p: string): Promise<void> => rm(p, { recursive: true, force: true });
-
-/**
- * Copy a finished /out tree to the caller's outDir without following anything: directories and
- * regular files are copied, symlinks recreated as symlinks (their target is data, never resolved),
- * fifos, sockets and devices are skipped (the diff reports them). Runs after every sandbox process
- * is dead, so nothing changes under us.
- */
-export async function copyTreeNoFollow(src: string, dest: string): Promise<void> {
-  // The walk and the metadata are synchronous (local dirs, microseconds: see mkdirMode); the bytes of
-  // a file are copied off the main thread (a file may be large).
-  mkdirSync(dest, { recursive: true });
-  for (const name of readdirSync(src)) {
-    const s = join(src, name);
-    const d = join(dest, name);
-    const st = lstatSync(s);
-    if (st.isDirectory()) await copyTreeNoFollow(s, d);
-    else if (st.isSymbolicLink()) symlinkSync(readlinkSync(s), d);
-    else if (st.isFile()) {
-      await copyFile(s, d, 1 /* COPYFILE_EXCL */);
-      chmodSync(d, st.mode & 0o111 ? 0o755 : 0o644);
-    }
-  }
-}

@@ -1,20 +1,13 @@
-// After a crash (kill -9 of a service mid-run), a run's cgroup, its /out tmpfs and scope overlays
-// stay behind: the sandbox's processes end with its pid namespace, but nothing unmounts or removes.
-// sweepOrphans() cleans what belongs to staging bases whose owner process is gone.
+// Host state of the ns lane outside any run's lifetime: each process's staging bases (TMPDIR/
+// airlock-ns-*: run dirs, tmpfs and overlay mounts, FIFOs, proxy sockets) and its runs' cgroups.
+// A process removes its own when it exits (cleanOnExit); after a crash (kill -9 mid-run) they stay,
+// and sweepOrphans() removes those whose owner (pid and start time, owner.ts) is gone.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { detectCgroups } from '../cgroup/index.js';
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
+import { ownerAlive } from './owner.js';
 
 /** Mount points at or below `dir`, deepest first (from /proc/self/mountinfo). */
 export function mountsBelow(dir: string): string[] {
@@ -56,35 +49,65 @@ export interface SweepReport {
   errors: string[];
 }
 
+/**
+ * Removes one staging base and everything of it: its runs' cgroups (their tasks killed), every mount
+ * below it (lazily: a busy one is detached), then the folder. A group that cannot be removed keeps
+ * the base, so that the next sweep tries again.
+ */
+export function cleanBase(base: string, report: SweepReport = { runs: [], errors: [] }): SweepReport {
+  const cg = detectCgroups(process.getuid?.() === 0);
+  let groupsLeft = false;
+  for (const run of existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('ns-')) : []) {
+    for (const mount of Object.values(cg.mounts)) {
+      const group = join(mount, 'airlock', run);
+      if (!existsSync(group)) continue;
+      const err = killAndRemoveGroup(group);
+      if (err) {
+        report.errors.push(`cgroup ${group}: ${err}`);
+        groupsLeft = true;
+      }
+    }
+    report.runs.push(run);
+  }
+  for (const m of mountsBelow(base)) {
+    try {
+      execFileSync('umount', ['-l', m], { stdio: 'ignore', env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' } });
+    } catch (e) {
+      report.errors.push(`umount ${m}: ${(e as Error).message}`);
+    }
+  }
+  if (!groupsLeft && mountsBelow(base).length === 0) rmSync(base, { recursive: true, force: true });
+  return report;
+}
+
+/** Cleans what processes that are gone left in the staging folder (TMPDIR): never a live process's. */
 export function sweepOrphans(): SweepReport {
   const report: SweepReport = { runs: [], errors: [] };
-  const cg = detectCgroups(process.getuid?.() === 0);
   for (const name of readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-ns-'))) {
     const base = join(tmpdir(), name);
-    const owner = Number.parseInt(existsSync(join(base, 'owner.pid')) ? readFileSync(join(base, 'owner.pid'), 'utf8') : '', 10);
-    if (!Number.isInteger(owner) || alive(owner)) continue;
-    let groupsLeft = false;
-    for (const run of readdirSync(base).filter((n) => n.startsWith('ns-'))) {
-      for (const mount of Object.values(cg.mounts)) {
-        const group = join(mount, 'airlock', run);
-        if (!existsSync(group)) continue;
-        const err = killAndRemoveGroup(group);
-        if (err) {
-          report.errors.push(`cgroup ${group}: ${err}`);
-          groupsLeft = true;
-        }
-      }
-      report.runs.push(run);
+    let stamp: string;
+    try {
+      stamp = readFileSync(join(base, 'owner.pid'), 'utf8');
+    } catch {
+      continue; // being created (the owner writes its stamp first thing), or not ours
     }
-    for (const m of mountsBelow(base)) {
-      try {
-        execFileSync('umount', ['-l', m], { stdio: 'ignore', env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' } });
-      } catch (e) {
-        report.errors.push(`umount ${m}: ${(e as Error).message}`);
-      }
-    }
-    // A group that could not be removed keeps its base (and run dir): the next sweep tries again.
-    if (!groupsLeft && mountsBelow(base).length === 0) rmSync(base, { recursive: true, force: true });
+    if (!ownerAlive(stamp)) cleanBase(base, report);
   }
   return report;
+}
+
+const ownBases = new Set<string>();
+let exitHook = false;
+
+/**
+ * This process removes its own staging bases (runs' cgroups, mounts, folders) when it exits, so a
+ * normal end leaves nothing behind; a killed process's are swept by the next one.
+ */
+export function cleanOnExit(base: string): void {
+  ownBases.add(base);
+  if (exitHook) return;
+  exitHook = true;
+  process.once('exit', () => {
+    for (const b of ownBases) cleanBase(b);
+  });
 }

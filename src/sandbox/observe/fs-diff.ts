@@ -56,8 +56,48 @@ function typeOf(st: Stats): FsEntryType {
   return st.nlink > 1 ? 'hardlink' : 'file';
 }
 
+/**
+ * What the host may spend observing a run's files, whatever the program left: entries seen, apparent
+ * bytes of what it wrote (a sparse file counts its full size and is never read past the cap), and a
+ * deadline. Past any of them the diff stops with DiffBudgetExceeded instead of growing the host's
+ * time and memory with the program's output.
+ */
+/** How long the host may take to observe a run's files after its time limit (diff, hashes, copies). */
+export const OBSERVE_MARGIN_MS = 20_000;
+
+export class DiffBudget {
+  private files = 0;
+  private bytes = 0;
+
+  constructor(readonly limits: { files: number; bytes: number; deadline: number }) {}
+
+  entry(): void {
+    if (++this.files > this.limits.files) throw new DiffBudgetExceeded('files', `more than ${this.limits.files} files, folders and links (the run's file cap): the rest was not looked at`);
+    this.tick();
+  }
+
+  /** Apparent size of content the run wrote, counted before it is read. */
+  content(size: number): void {
+    this.bytes += size;
+    if (this.bytes > this.limits.bytes) throw new DiffBudgetExceeded('outBytes', `more than ${this.limits.bytes} bytes of output (apparent size: sparse files count in full; the run's disk cap): not read, not copied`);
+  }
+
+  tick(): void {
+    if (Date.now() > this.limits.deadline) throw new DiffBudgetExceeded('time', `the host's time to observe this run ran out (its time limit plus the fixed margin)`);
+  }
+}
+
+export class DiffBudgetExceeded extends Error {
+  constructor(
+    readonly limit: 'files' | 'outBytes' | 'time',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** sha256 of a regular file, streamed; refuses to follow a symlink or a swapped inode. */
-export async function hashFile(path: string, expect?: Stats): Promise<string> {
+export async function hashFile(path: string, expect?: Stats, budget?: DiffBudget): Promise<string> {
   const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
     const st = await fh.stat();
@@ -66,6 +106,7 @@ export async function hashFile(path: string, expect?: Stats): Promise<string> {
     const h = createHash('sha256');
     const buf = Buffer.allocUnsafe(1 << 20);
     for (;;) {
+      budget?.tick();
       const { bytesRead } = await fh.read(buf, 0, buf.length, null);
       if (bytesRead === 0) break;
       h.update(buf.subarray(0, bytesRead));
@@ -76,10 +117,15 @@ export async function hashFile(path: string, expect?: Stats): Promise<string> {
   }
 }
 
-async function entryOf(path: string, st: Stats): Promise<TreeEntry> {
+/** An entry the run wrote (/out, an overlay's upper dir, a file scope's copy): counted against the budget first. */
+async function entryOf(path: string, st: Stats, budget?: DiffBudget): Promise<TreeEntry> {
   const type = typeOf(st);
   const e: TreeEntry = { type, mode: st.mode, size: st.size, nlink: st.nlink, inode: `${st.dev}:${st.ino}` };
-  if (type === 'file' || type === 'hardlink') e.sha256 = await hashFile(path, st);
+  budget?.entry();
+  if (type === 'file' || type === 'hardlink') {
+    budget?.content(st.size);
+    e.sha256 = await hashFile(path, st, budget);
+  }
   else if (type === 'symlink') {
     // A link is never followed: its content is the target text, and that is what is hashed.
     e.linkTarget = await readlink(path);
@@ -89,7 +135,7 @@ async function entryOf(path: string, st: Stats): Promise<TreeEntry> {
 }
 
 /** Walks `root` without following links (the root itself must be a real directory). */
-export async function snapshotTree(root: string): Promise<TreeSnapshot> {
+export async function snapshotTree(root: string, budget?: DiffBudget): Promise<TreeSnapshot> {
   const entries = new Map<string, TreeEntry>();
   const rootSt = await lstat(root);
   if (!rootSt.isDirectory()) throw new Error(`snapshot root is not a directory: ${root}`);
@@ -101,7 +147,7 @@ export async function snapshotTree(root: string): Promise<TreeSnapshot> {
       const childRel = rel === '' ? name : `${rel}/${name}`;
       const abs = join(root, childRel);
       const st = await lstat(abs);
-      entries.set(childRel, await entryOf(abs, st));
+      entries.set(childRel, await entryOf(abs, st, budget));
       if (st.isDirectory()) stack.push(childRel);
     }
   }
@@ -196,10 +242,10 @@ export async function opaqueDirs(dirs: string[], python = process.env['AIRLOCK_P
 }
 
 /** A one-file scope: the sandbox's copy against the real file (modified, or no change). */
-export async function diffFileCopy(copy: string, lower: LowerTree, rel: string, realPath: string): Promise<FsChange[]> {
+export async function diffFileCopy(copy: string, lower: LowerTree, rel: string, realPath: string, budget?: DiffBudget): Promise<FsChange[]> {
   const low = await lower.entry(rel);
   if (!low) throw new Error(`the scope file ${realPath} is gone`);
-  const up = await entryOf(copy, await lstat(copy));
+  const up = await entryOf(copy, await lstat(copy), budget);
   return sameContent(low, up) ? [] : [change('modified', realPath, low, up)];
 }
 
@@ -208,7 +254,7 @@ export async function diffFileCopy(copy: string, lower: LowerTree, rel: string, 
  * upper has something). The overlay must be mounted with metacopy=off (the default), or a copied-up
  * file's data would still be in the lower dir.
  */
-export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mountPoint: string): Promise<FsChange[]> {
+export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mountPoint: string, budget?: DiffBudget): Promise<FsChange[]> {
   const out: FsChange[] = [];
   const at = (rel: string): string => sandboxPath(mountPoint, rel);
   // First walk: collect upper entries and the dirs whose opaque flag matters.
@@ -220,6 +266,7 @@ export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mount
     for (const name of (await readdir(join(upperDir, rel))).sort()) {
       const childRel = rel === '' ? name : `${rel}/${name}`;
       const st = await lstat(join(upperDir, childRel));
+      budget?.tick();
       const low = await lower.entry(childRel);
       upper.push({ rel: childRel, st, low });
       if (st.isDirectory()) {
@@ -231,7 +278,7 @@ export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mount
   const opaque = await opaqueDirs(candidates);
   const upperRels = new Set(upper.map((u) => u.rel));
   const upperEntries = new Map<string, TreeEntry>();
-  for (const { rel, st } of upper) if (!isWhiteout(st)) upperEntries.set(rel, await entryOf(join(upperDir, rel), st));
+  for (const { rel, st } of upper) if (!isWhiteout(st)) upperEntries.set(rel, await entryOf(join(upperDir, rel), st, budget));
   const groups = linkGroups(upperEntries);
   for (const { rel, st, low: lowOrNull } of upper) {
     const upAbs = join(upperDir, rel);

@@ -1,0 +1,70 @@
+// What the program leaves in the run's writable places, read by the host after every sandbox process
+// is dead: whether a capped tmpfs filled up, what is left in /dev/shm (reported, then discarded), and
+// the copy of /out to the caller's folder, which never recreates a link, fifo or device on the host.
+import { copyFile } from 'node:fs/promises';
+import { chmodSync, lstatSync, mkdirSync, readdirSync, statfsSync } from 'node:fs';
+import { join } from 'node:path';
+import { DiffBudget, DiffBudgetExceeded } from '../observe/fs-diff.js';
+
+/** Is a capped tmpfs full, in bytes or in entries (nr_inodes)? */
+export function tmpfsFull(dir: string): { bytes: boolean; inodes: boolean } | null {
+  try {
+    const sf = statfsSync(dir);
+    return { bytes: sf.bavail === 0, inodes: sf.files > 0 && sf.ffree === 0 };
+  } catch {
+    return null;
+  }
+}
+
+/** The run's /tmp and /dev/shm (one tmpfs): bytes used, and what /dev/shm still holds. */
+export interface ScratchUse {
+  tmpBytesUsed: number;
+  shmFiles: number;
+  /** Apparent size of the regular files left in /dev/shm. */
+  shmBytes: number;
+  /** The count stopped at the run's file cap or at the deadline. */
+  incomplete?: string;
+}
+
+export async function observeScratch(scratch: string, deadline: number, maxFiles: number): Promise<ScratchUse> {
+  const sf = statfsSync(scratch);
+  const use: ScratchUse = { tmpBytesUsed: (sf.blocks - sf.bfree) * sf.bsize, shmFiles: 0, shmBytes: 0 };
+  const budget = new DiffBudget({ files: maxFiles, bytes: Number.MAX_SAFE_INTEGER, deadline });
+  try {
+    const walk = (dir: string): void => {
+      for (const name of readdirSync(dir)) {
+        budget.entry();
+        const st = lstatSync(join(dir, name));
+        use.shmFiles++;
+        if (st.isDirectory()) walk(join(dir, name));
+        else if (st.isFile()) use.shmBytes += st.size;
+      }
+    };
+    walk(join(scratch, 'shm'));
+  } catch (e) {
+    if (!(e instanceof DiffBudgetExceeded)) throw e;
+    use.incomplete = e.message;
+  }
+  return use;
+}
+
+/**
+ * Copies a finished /out tree to the caller's outDir without following anything: directories and
+ * regular files are copied; symbolic links, fifos, sockets and devices are not (the diff records
+ * them, with a link's target text, and the judge blocks them): nothing on the host that opens the
+ * copy can be led to another file. Runs after every sandbox process is dead and after the diff
+ * accounted for everything here (so its size is within the run's caps).
+ */
+export async function copyTreeNoFollow(src: string, dest: string): Promise<void> {
+  mkdirSync(dest, { recursive: true });
+  for (const name of readdirSync(src)) {
+    const s = join(src, name);
+    const d = join(dest, name);
+    const st = lstatSync(s);
+    if (st.isDirectory()) await copyTreeNoFollow(s, d);
+    else if (st.isFile()) {
+      await copyFile(s, d, 1 /* COPYFILE_EXCL */);
+      chmodSync(d, st.mode & 0o111 ? 0o755 : 0o644);
+    }
+  }
+}
