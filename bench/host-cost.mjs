@@ -2,7 +2,8 @@
 // `airlock run` (a separate process, as an operator runs it): a flood of 200,000 empty files in /out,
 // and a 1 TiB sparse file in /out. Prints the host's wall time, the airlock process's peak RSS
 // (ru_maxrss of the child, read by a python wrapper), the bytes the run left in its folder and the
-// verdict. AIRLOCK_BIN=path/to/bin/airlock measures another build the same way (e.g. an older main).
+// verdict. AIRLOCK_BIN=path/to/bin/airlock measures another build the same way (e.g. an older main);
+// case names as arguments run only those.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -86,6 +87,12 @@ function measure(name, script, timeSec) {
   console.log(`${name.padEnd(12)} wall ${secs.toFixed(1).padStart(6)} s   airlock peak RSS ${(maxRssKb / 1024).toFixed(0).padStart(5)} MiB   run folder ${(Number(du) / 1048576).toFixed(1).padStart(8)} MiB   exit ${code}   ${verdict}: ${reasons}`);
 }
 
+const cases = {
+  'file-flood': ['made = 0\nfor i in range(200000):\n  try: open(f"/out/f{i}", "w").close(); made += 1\n  except OSError: pass\nprint(made)\n', 300],
+  'sparse-4gib': ['open("/out/huge", "wb").truncate(4 << 30)\nprint("ok")\n', 60],
+  'sparse-1tib': ['open("/out/huge", "wb").truncate(1 << 40)\nprint("ok")\n', 60],
+};
+// `node bench/host-cost.mjs sparse-1tib` runs only the cases named.
+const only = process.argv.slice(2);
 console.log(`airlock: ${bin}`);
-measure('file-flood', 'made = 0\nfor i in range(200000):\n  try: open(f"/out/f{i}", "w").close(); made += 1\n  except OSError: pass\nprint(made)\n', 300);
-measure('sparse-1tib', 'open("/out/huge", "wb").truncate(1 << 40)\nprint("ok")\n', 60);
+for (const [name, [script, secs]] of Object.entries(cases)) if (only.length === 0 || only.includes(name)) measure(name, script, secs);

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { doctor } from '../../src/sandbox/doctor.js';
@@ -50,4 +50,28 @@ test('a service SIGKILLed mid-run leaves its cgroup, mounts, staging and /etc; t
   for (const m of Object.values(caps.cgroup.mounts)) assert.equal(existsSync(join(m, 'airlock', runId)), false, `cgroup ${m}/airlock/${runId} removed`);
   assert.equal(mountedBelow(base), false, 'nothing stays mounted below the staging base');
   for (const d of left) assert.equal(existsSync(d), false, `${d} removed`);
+});
+
+test('an airlock process that ends normally leaves no staging base, mount or sandbox /etc behind', { skip: process.getuid?.() !== 0 }, async () => {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', `const { runNs } = await import(${JSON.stringify(runnerUrl)}); const { LIMITS, freshOut } = await import(${JSON.stringify(helpersUrl)}); const { sandboxIdle } = await import(${JSON.stringify(runnerUrl)}); const o = await runNs({ argv: ['/bin/true'], outDir: freshOut(), limits: LIMITS }); await sandboxIdle(); console.log(o.status);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d));
+  const pid = child.pid!;
+  await new Promise((r) => child.once('exit', r));
+  assert.equal(out.trim(), 'SUCCESS');
+  assert.deepEqual(ownedBy(pid), [], 'its staging base (with its mounts) and /etc were removed at exit');
+});
+
+test('a sweep never takes a live process\'s base, even one whose pid a dead owner once had', async () => {
+  const { ownerStamp } = await import('../../src/sandbox/ns/owner.js');
+  const live = join(tmpdir(), `airlock-ns-livetest-${process.pid}`);
+  const reused = join(tmpdir(), `airlock-ns-reusedtest-${process.pid}`);
+  for (const d of [live, reused]) mkdirSync(d, { recursive: true });
+  writeFileSync(join(live, 'owner.pid'), ownerStamp());
+  // Same pid as this live process, another start time: the process that wrote it is gone.
+  writeFileSync(join(reused, 'owner.pid'), `${process.pid} 1`);
+  sweepOrphans();
+  assert.equal(existsSync(live), true, 'a live owner keeps its base');
+  assert.equal(existsSync(reused), false, 'a pid reused since is not the owner');
+  rmSync(live, { recursive: true, force: true });
 });
