@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, linkSync, mkdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DEFAULT_POLICY_YAML } from '../policy/policy.js';
@@ -70,6 +71,23 @@ export function openWorkspace(explicit?: string): Workspace {
   for (const k of FOLDERS) mkdirSync(ws[k], { recursive: true, mode: 0o700 });
   mkdirSync(join(ws.root, 'store'), { recursive: true, mode: 0o700 });
   mkdirSync(join(ws.root, 'audit'), { recursive: true, mode: 0o700 });
-  if (!existsSync(ws.policyFile)) writeFileSync(ws.policyFile, DEFAULT_POLICY_YAML, { mode: 0o600, flag: 'wx' });
+  if (!existsSync(ws.policyFile)) createOnce(ws.policyFile, DEFAULT_POLICY_YAML);
   return ws;
+}
+
+/**
+ * Creates `file` with `text` unless it exists, safely when several processes open a new workspace
+ * at once: the text is written aside and linked into place (link never replaces), so no reader ever
+ * sees a half-written file and exactly one writer wins.
+ */
+function createOnce(file: string, text: string): void {
+  const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+  try {
+    linkSync(tmp, file);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  } finally {
+    unlinkSync(tmp);
+  }
 }
