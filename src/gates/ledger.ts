@@ -25,6 +25,8 @@ export class Ledger {
   constructor(file: string) {
     mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
     this.db = new Database(file);
+    // Several gates (or a gate and `airlock status`) may share the ledger: wait for a lock, never fail on it.
+    this.db.pragma('busy_timeout = 5000');
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
     this.db.exec(`CREATE TABLE IF NOT EXISTS ledger (

@@ -124,6 +124,8 @@ export class SqliteStore implements Store {
     try {
       if (this.file !== ':memory:') mkdirSync(dirname(this.file), { recursive: true, mode: 0o700 });
       const db = new Database(this.file);
+      // First: several processes may open (and create) the file at once; switching to WAL locks it.
+      db.pragma('busy_timeout = 5000');
       db.pragma('journal_mode = WAL');
       // NORMAL in WAL mode: a commit survives a crash of the process (the at-most-once claim holds
       // against worker crashes); an OS crash or power loss may lose the last commits before the
@@ -134,7 +136,6 @@ export class SqliteStore implements Store {
       // back to 64 MB at most after a checkpoint.
       db.pragma('wal_autocheckpoint = 10000');
       db.pragma('journal_size_limit = 67108864');
-      db.pragma('busy_timeout = 5000');
       db.exec(SCHEMA);
       this.db = db;
     } catch (e) {
