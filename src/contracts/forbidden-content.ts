@@ -16,9 +16,12 @@
  * - Findings carry a pattern name, never the matched text: untrusted text is not echoed into
  *   problem messages (they reach quarantine reports and, possibly, an AI).
  */
+import { decodeAll } from './content/decode.js';
+import { decodeTags, findInvisible } from './content/invisible.js';
+import { normalisedView } from './content/normalise.js';
 import { findSecrets } from './secrets.js';
 
-export type ForbiddenCategory = 'secret' | 'exec_payload' | 'policy_claim' | 'instruction';
+export type ForbiddenCategory = 'secret' | 'exec_payload' | 'policy_claim' | 'instruction' | 'hidden_char';
 
 /** Stable problem codes, one per category (the gate may map categories to its own prefix). */
 export const FORBIDDEN_CODES = {
@@ -26,6 +29,7 @@ export const FORBIDDEN_CODES = {
   exec_payload: 'TS_EXEC_PAYLOAD',
   policy_claim: 'TS_POLICY_CLAIM',
   instruction: 'TS_INSTRUCTION',
+  hidden_char: 'TS_CONTROL_CHAR',
 } as const satisfies Record<ForbiddenCategory, string>;
 
 export type ForbiddenCode = (typeof FORBIDDEN_CODES)[ForbiddenCategory];
@@ -55,6 +59,11 @@ export interface ScanOptions {
   checkFences?: boolean;
   /** At most this many findings per category (hostile text can match on every line). Default 50. */
   maxFindings?: number;
+  /**
+   * Report C0/C1 control characters (ESC, CR, BEL) as hidden characters. Default true (a document
+   * must not hold them raw); false for raw program streams, which the host escapes when it writes them.
+   */
+  controls?: boolean;
 }
 
 interface Pattern {
@@ -97,55 +106,6 @@ const execExact = detector('exec_payload', 'm', [
   { kind: 'hex-escaped byte string', source: String.raw`(?:\\x[0-9a-fA-F]{2}){16,}`, phrase: false },
   { kind: 'byte array literal', source: String.raw`(?:0x[0-9a-fA-F]{2}[ \t]*,[ \t]*){32,}`, phrase: false },
 ]);
-
-/** Characters of base64 / base64url / hex runs. */
-const ENCODED = new Uint8Array(128);
-for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-') ENCODED[c.charCodeAt(0)] = 1;
-/** Base64 of a file magic: ELF (7f 45 4c 46), PE (MZ), a script (#!), gzip (1f 8b), zip (PK 03 04). */
-const MAGIC_B64 = /^(?:f0VMR[gG]|TV[o-r][A-Za-z0-9+/]|IyE[vg]|H4sI|UEsDB)[A-Za-z0-9+/]{20}/;
-const MIN_BLOB = 120;
-const MAX_HEX_DIGEST = 128; // sha512 in hex; longer hex runs are data, not a digest
-
-/** What an encoded run is, if it is a payload: magic-prefixed base64, a long base64 blob, a long hex blob. */
-function classifyRun(run: string): string | null {
-  if (MAGIC_B64.test(run.replace(/^[-_]+/, ''))) return 'base64 of an executable or archive';
-  if (run.length < MIN_BLOB) return null;
-  if (/^[0-9a-fA-F]+$/.test(run)) return run.length > MAX_HEX_DIGEST ? 'long hex blob' : null;
-  return /[A-Z]/.test(run) && /[a-z]/.test(run) && /[0-9]/.test(run) ? 'long base64 blob' : null;
-}
-
-/**
- * Finds encoded runs with a character loop instead of a regex: a regex retries every position of
- * a long run, this reads each character once (it was the slowest detector by far).
- */
-function scanEncodedRuns(text: string, opts: ScanOptions, out: ForbiddenFinding[]): void {
-  const max = opts.maxFindings ?? 50;
-  const lineAt = lineTracker(text, opts.firstLine ?? 1);
-  let count = out.filter((f) => f.category === 'exec_payload').length;
-  const n = text.length;
-  let i = 0;
-  while (i < n && count < max) {
-    const c = text.charCodeAt(i);
-    if (c >= 128 || ENCODED[c] === 0) {
-      i++;
-      continue;
-    }
-    let j = i + 1;
-    while (j < n) {
-      const d = text.charCodeAt(j);
-      if (d >= 128 || ENCODED[d] === 0) break;
-      j++;
-    }
-    if (j - i >= 24) {
-      const kind = classifyRun(text.slice(i, j));
-      if (kind !== null) {
-        out.push({ category: 'exec_payload', code: FORBIDDEN_CODES.exec_payload, line: lineAt(i), kind });
-        count++;
-      }
-    }
-    i = j;
-  }
-}
 
 const DATA_URI_TYPES = [
   String.raw`text\/(?:html|javascript|ecmascript|jscript|vbscript|x-[a-z0-9.+-]*(?:script|sh|python|perl|php|ruby|lua))`,
@@ -293,67 +253,147 @@ function lineTracker(text: string, firstLine: number): (index: number) => number
   };
 }
 
-function runDetector(d: Detector, text: string, opts: ScanOptions, out: ForbiddenFinding[]): void {
-  const max = opts.maxFindings ?? 50;
-  const hostWritten = opts.hostWritten ?? false;
-  const lineAt = lineTracker(text, opts.firstLine ?? 1);
-  const seen = new Set<string>();
-  let count = out.filter((f) => f.category === d.category).length;
+/** Collects findings: one per (line, kind), at most `max` per category. */
+class Findings {
+  readonly list: ForbiddenFinding[] = [];
+  private readonly seen = new Set<string>();
+  private readonly counts = new Map<ForbiddenCategory, number>();
+  constructor(private readonly max: number) {}
+  full(category: ForbiddenCategory): boolean {
+    return (this.counts.get(category) ?? 0) >= this.max;
+  }
+  add(category: ForbiddenCategory, line: number, kind: string): void {
+    const key = `${category}\u0000${line}\u0000${kind}`;
+    if (this.full(category) || this.seen.has(key)) return;
+    this.seen.add(key);
+    this.counts.set(category, (this.counts.get(category) ?? 0) + 1);
+    this.list.push({ category, code: FORBIDDEN_CODES[category], line, kind });
+  }
+}
+
+function runDetector(d: Detector, text: string, firstLine: number, hostWritten: boolean, out: Findings, suffix = ''): void {
+  const lineAt = lineTracker(text, firstLine);
   d.re.lastIndex = 0;
-  for (let m = d.re.exec(text); m !== null && count < max; m = d.re.exec(text)) {
+  for (let m = d.re.exec(text); m !== null && !out.full(d.category); m = d.re.exec(text)) {
     if (m[0].length === 0) d.re.lastIndex++; // defensive: no pattern matches empty, but never loop
-    const i = m.findIndex((g, k) => k > 0 && g !== undefined) - 1;
-    const p = d.patterns[i];
-    if (!p) continue;
-    const kind = p.kind;
-    if (p.phrase && isExempt(text, m.index, hostWritten)) continue;
-    const line = lineAt(m.index);
-    const key = `${line}\u0000${kind}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    out.push({ category: d.category, code: FORBIDDEN_CODES[d.category], line, kind });
-    count++;
+    const p = d.patterns[m.findIndex((g, k) => k > 0 && g !== undefined) - 1];
+    if (!p || (p.phrase && isExempt(text, m.index, hostWritten))) continue;
+    out.add(d.category, lineAt(m.index), p.kind + suffix);
   }
   d.re.lastIndex = 0;
 }
 
-/** Embedded secrets (secrets.ts patterns); the kind names the credential format, never the value. */
+function runSecrets(text: string, firstLine: number, out: Findings, suffix = ''): void {
+  for (const s of findSecrets(text)) out.add('secret', firstLine + s.lineIndex, s.kind + suffix);
+}
+
+type Which = { secrets: boolean; exec: boolean; fences: boolean; phrases: boolean };
+
+/** The pattern detectors over one (normalised) text. */
+function scanView(view: string, firstLine: number, hostWritten: boolean, which: Which, out: Findings, suffix = ''): void {
+  if (which.secrets) runSecrets(view, firstLine, out, suffix);
+  if (which.exec) {
+    runDetector(execExact, view, firstLine, hostWritten, out, suffix);
+    runDetector(execFolded, view, firstLine, hostWritten, out, suffix);
+    if (which.fences) runDetector(execFence, view, firstLine, hostWritten, out, suffix);
+  }
+  if (which.phrases) {
+    runDetector(policy, view, firstLine, hostWritten, out, suffix);
+    runDetector(instruction, view, firstLine, hostWritten, out, suffix);
+  }
+}
+
+/** Decoded text is read twice at most (base64 of base64); deeper nesting is reported as what it is. */
+const MAX_DECODE_DEPTH = 2;
+
+/**
+ * Decodes what is encoded in `view` (and the TAG characters of `raw`) and scans the decoded text
+ * as untrusted program output. Binary payloads (an ELF in base64) are reported directly.
+ */
+function scanDecoded(raw: string, view: string, firstLine: number, which: Which, out: Findings, depth: number): void {
+  const { decoded, binary } = decodeAll(view);
+  if (which.exec) for (const b of binary) out.add('exec_payload', firstLine + b.line, b.kind);
+  for (const t of decodeTags(raw)) decoded.push({ line: lineIndexOf(raw, t.index), text: t.text, via: 'Unicode tag' });
+  for (const d of decoded) {
+    const inner = normalisedView(d.text);
+    const only: Which = d.secretsOnly ? { secrets: which.secrets, exec: false, fences: false, phrases: false } : { ...which, fences: false };
+    // Every finding in the decoded text is reported on the line where the encoded run starts.
+    const line = firstLine + d.line;
+    const sub = new Findings(Number.MAX_SAFE_INTEGER);
+    scanView(inner, line, false, only, sub);
+    if (depth < MAX_DECODE_DEPTH && !d.secretsOnly) scanDecoded(d.text, inner, line, only, sub, depth + 1);
+    for (const f of sub.list) out.add(f.category, line, `${f.kind} (in ${d.via} text)`);
+  }
+}
+
+const lineIndexOf = (text: string, index: number): number => {
+  let n = 0;
+  for (let i = text.indexOf('\n'); i !== -1 && i < index; i = text.indexOf('\n', i + 1)) n++;
+  return n;
+};
+
+const ALL: Which = { secrets: true, exec: true, fences: true, phrases: true };
+
+/** Embedded secrets (secrets.ts patterns, on the normalised view); the kind names the credential format, never the value. */
 export function findSecretContent(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
-  const first = opts.firstLine ?? 1;
-  return findSecrets(text)
-    .slice(0, opts.maxFindings ?? 50)
-    .map((s) => ({ category: 'secret', code: FORBIDDEN_CODES.secret, line: first + s.lineIndex, kind: s.kind }));
+  return scanOnly(text, opts, { secrets: true, exec: false, fences: false, phrases: false }, ['secret']);
 }
 
 /** Inline executable payloads: shebangs, encoded binaries and blobs, code data: URIs, script tags, exec-language fences. */
 export function findExecPayloads(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
-  const out: ForbiddenFinding[] = [];
-  runDetector(execExact, text, opts, out);
-  scanEncodedRuns(text, opts, out);
-  runDetector(execFolded, text, opts, out);
-  if (opts.checkFences ?? true) runDetector(execFence, text, opts, out);
-  return out.sort((a, b) => a.line - b.line);
+  return scanOnly(text, opts, { secrets: false, exec: true, fences: opts.checkFences ?? true, phrases: false }, ['exec_payload']).sort((a, b) => a.line - b.line);
 }
 
 /** Claims that policy should change, requests to disable controls or grant access, prompt-injection phrases. */
 export function findPolicyClaims(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
-  const out: ForbiddenFinding[] = [];
-  runDetector(policy, text, opts, out);
-  return out;
+  return scanOnly(text, opts, { secrets: false, exec: false, fences: false, phrases: true }, ['policy_claim']);
 }
 
 /** New instructions to fetch or execute: "run the following", `curl … | sh`, "please execute", `wget https://…`. */
 export function findInstructions(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
-  const out: ForbiddenFinding[] = [];
-  runDetector(instruction, text, opts, out);
-  return out;
+  return scanOnly(text, opts, { secrets: false, exec: false, fences: false, phrases: true }, ['instruction']);
 }
 
-/** All four detectors, findings ordered by line. */
+/** One category family on the normalised view, encoded runs decoded (binary payloads included). */
+function scanOnly(text: string, opts: ScanOptions, which: Which, keep: ForbiddenCategory[]): ForbiddenFinding[] {
+  const out = new Findings(opts.maxFindings ?? 50);
+  const view = normalisedView(text);
+  const first = opts.firstLine ?? 1;
+  scanView(view, first, opts.hostWritten ?? false, which, out);
+  scanDecoded(text, view, first, which, out, 1);
+  return out.list.filter((f) => keep.includes(f.category));
+}
+
+/** Invisible and format characters that hide text (invisible.ts says which, and where they are fine). */
+export function findHiddenChars(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
+  const out = new Findings(opts.maxFindings ?? 50);
+  const lineAt = lineTracker(text, opts.firstLine ?? 1);
+  const seen = new Set<string>();
+  for (const h of findInvisible(text, { controls: opts.controls ?? true })) {
+    if (out.full('hidden_char')) break;
+    // One finding per kind and line (a TAG-encoded sentence is one finding, not forty), naming the first.
+    const line = lineAt(h.index);
+    if (seen.has(`${line}\u0000${h.kind}`)) continue;
+    seen.add(`${line}\u0000${h.kind}`);
+    out.add('hidden_char', line, `${h.kind} U+${h.codePoint.toString(16).toUpperCase().padStart(4, '0')}`);
+  }
+  return out.list;
+}
+
+/**
+ * Everything, ordered by line: invisible characters in the text as given, the pattern detectors on
+ * its normalised view (normalise.ts), and again on every encoded run decoded (decode.ts). This is
+ * the one entry point the doors use (the Tool Result contract per section, runAction on streams).
+ */
 export function findForbiddenContent(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
-  return [...findSecretContent(text, opts), ...findExecPayloads(text, opts), ...findPolicyClaims(text, opts), ...findInstructions(text, opts)].sort(
-    (a, b) => a.line - b.line,
-  );
+  const out = new Findings(opts.maxFindings ?? 50);
+  for (const f of findHiddenChars(text, opts)) out.add(f.category, f.line, f.kind);
+  const view = normalisedView(text);
+  const first = opts.firstLine ?? 1;
+  const which = { ...ALL, fences: opts.checkFences ?? true };
+  scanView(view, first, opts.hostWritten ?? false, which, out);
+  scanDecoded(text, view, first, which, out, 1);
+  return out.list.sort((a, b) => a.line - b.line);
 }
 
 /** Problem message for a finding: what matched (by pattern name) and what to do; never the text itself. */
@@ -367,5 +407,7 @@ export function forbiddenMessage(f: ForbiddenFinding): string {
       return `claim that policy should change (${f.kind}): a result may report that something asked for this, but not ask for it`;
     case 'instruction':
       return `instruction to fetch or execute (${f.kind}): report what was requested without actionable steps`;
+    case 'hidden_char':
+      return `hidden character (${f.kind}): it hides text from a reader or splits a word past the detectors; write it visibly (e.g. \\u200b)`;
   }
 }

@@ -30,3 +30,13 @@ test('rule codes are unique, and --explain knows every one of them', async () =>
   for (const c of codes) assert.match((await explain(c)) ?? '', new RegExp(`^${c} `));
   assert.equal(await explain('NO_SUCH_CODE'), undefined);
 });
+
+test('every Tool Request and Tool Result rule says where it comes from; an Airlock-strict error says what it protects', () => {
+  for (const { kind, rule } of allRules()) {
+    if (kind !== 'tool-request' && kind !== 'tool-result') continue;
+    assert.ok(rule.source, `${rule.code} has no source`);
+    if (rule.severity === 'warning') assert.equal(rule.protects, undefined, `${rule.code}: a warning protects nothing (else it would be an error)`);
+    else if (rule.source !== 'spec') assert.ok((rule.protects ?? '').length > 20, `${rule.code}: an Airlock-strict error must say what it protects`);
+    else assert.equal(rule.protects, undefined, `${rule.code}: a spec rule needs no protects`);
+  }
+});
