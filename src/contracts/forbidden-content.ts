@@ -18,7 +18,7 @@
  */
 import { decodeAll } from './content/decode.js';
 import { decodeTags, findInvisible } from './content/invisible.js';
-import { normalisedView } from './content/normalise.js';
+import { NOT_PLAIN, normalisedView } from './content/normalise.js';
 import { findSecrets } from './secrets.js';
 
 export type ForbiddenCategory = 'secret' | 'exec_payload' | 'policy_claim' | 'instruction' | 'hidden_char';
@@ -113,8 +113,8 @@ const DATA_URI_TYPES = [
   String.raw`image\/svg\+xml`,
 ];
 
-/** Case-insensitive payload patterns. */
-const execFolded = detector('exec_payload', 'im', [
+/** Case-insensitive payload patterns (run on the lowercased text; patterns are lowercase). */
+const execFolded = detector('exec_payload', 'm', [
   { kind: 'data: URI with code', source: String.raw`\bdata:(?:${DATA_URI_TYPES.join('|')})[;,]`, phrase: false },
   { kind: 'script tag', source: String.raw`<script\b`, phrase: false },
   { kind: 'javascript: URL', source: String.raw`\b(?:javascript|vbscript):(?=[^\s])`, phrase: false },
@@ -122,7 +122,7 @@ const execFolded = detector('exec_payload', 'im', [
   { kind: 'reverse shell', source: String.raw`\/dev\/(?:tcp|udp)\/[^\s]|\bnc(?:at)?[ \t]+(?:-[a-z]+[ \t]+)*-[ec][ \t]+[^\s]`, phrase: false },
 ]);
 
-const execFence = detector('exec_payload', 'im', [
+const execFence = detector('exec_payload', 'm', [
   {
     kind: 'fenced code block in an executable language',
     source: String.raw`^ {0,3}(?:\x60{3,}|~{3,})[ \t]*\{?[ \t]*\.?(?:${EXEC_LANGS.join('|')})(?![\w+#-])`,
@@ -136,7 +136,7 @@ const execFence = detector('exec_payload', 'im', [
 
 const CONTROLS = String.raw`sandbox(?:ing)?|seccomp|apparmor|selinux|firewall|isolation|security(?:[ \t]+(?:checks?|polic(?:y|ies)|controls?|restrictions?|scanners?))?|guardrails?|safety[ \t]+(?:checks?|filters?|rules?|measures?)|content[ \t]+filters?|network[ \t]+(?:restrictions?|isolation|polic(?:y|ies)|block(?:ing|s)?)|restrictions?|validation|validators?|approval(?:[ \t]+gate)?|gates?|airlock|allow-?list|whitelist|polic(?:y|ies)|quarantine|monitoring|audit(?:ing)?`;
 
-const policy = detector('policy_claim', 'im', [
+const policy = detector('policy_claim', 'm', [
   {
     kind: 'claim that a policy should change',
     source: String.raw`\b(?:polic(?:y|ies)|allow-?list|whitelist|sandbox(?:ing)?|rules|restrictions?|permissions?|guardrails?|limits?|firewall)[ \t]+(?:should|must|needs?[ \t]+to|ought[ \t]+to|has[ \t]+to|have[ \t]+to|will[ \t]+have[ \t]+to)[ \t]+(?:(?:now|also|really|definitely)[ \t]+)?(?:be[ \t]+)?(?:allow(?:ed)?|permit(?:ted)?|include[ds]?|changed?|updated?|relax(?:ed)?|loosen(?:ed)?|disabled?|removed?|lifted|lift|extended|extend|expanded|expand|widened|widen|modified|modify|bypassed|bypass|turned[ \t]+off|opened|open|raised|raise|increased|increase|ignored|ignore|whitelisted|allowlisted)\b`,
@@ -169,7 +169,7 @@ const policy = detector('policy_claim', 'im', [
   },
   {
     kind: 'injected instructions header',
-    source: String.raw`\b(?:new|updated|revised|real|actual|hidden)[ \t]+(?:system[ \t]+)?instructions?[ \t]*:|\bsystem[ \t]*prompt[ \t]*:|\byou[ \t]+are[ \t]+now[ \t]+(?:in[ \t]+)?(?:an?[ \t]+)?(?:unrestricted|unfiltered|jailbroken|developer[ \t]+mode|root|admin|DAN\b)`,
+    source: String.raw`\b(?:new|updated|revised|real|actual|hidden)[ \t]+(?:system[ \t]+)?instructions?[ \t]*:|\bsystem[ \t]*prompt[ \t]*:|\byou[ \t]+are[ \t]+now[ \t]+(?:in[ \t]+)?(?:an?[ \t]+)?(?:unrestricted|unfiltered|jailbroken|developer[ \t]+mode|root|admin|dan\b)`,
     phrase: true,
   },
   {
@@ -177,7 +177,7 @@ const policy = detector('policy_claim', 'im', [
     source: String.raw`\b(?:auto-?approve|approve[ \t]+(?:all|every|any|future|subsequent)[ \t]+(?:requests?|actions?|executions?|commands?|results?)|(?:mark|flag|label|treat|consider)[ \t]+(?:this|it|these|that|the)(?:[ \t]+(?:result|output|request|run|document|following|text|file))?[ \t]+as[ \t]+(?:safe|trusted|approved|verified|benign|instructions?|a[ \t]+command))\b`,
     phrase: true,
   },
-  { kind: 'chat-template control token', source: String.raw`<\|(?:im_start|im_end|system|endoftext|start_header_id|eot_id)\|>|\[\/?INST\]|<<\/?SYS>>`, phrase: false },
+  { kind: 'chat-template control token', source: String.raw`<\|(?:im_start|im_end|system|endoftext|start_header_id|eot_id)\|>|\[\/?inst\]|<<\/?sys>>`, phrase: false },
 ]);
 
 // ---------------------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ const policy = detector('policy_claim', 'im', [
 const RUN_VERBS = String.raw`run|execute|exec|install|download|fetch|curl|wget|open|visit|call|invoke|eval|paste|type|source|clone|pull|launch|start|navigate|browse|connect|send|upload|post|copy`;
 const INTERPRETERS = String.raw`(?:ba|z|k|da|c|tc|fi)?sh|python[0-9.]*|perl|ruby|node|php|lua|iex|invoke-expression|powershell|pwsh|cmd(?:\.exe)?`;
 
-const instruction = detector('instruction', 'im', [
+const instruction = detector('instruction', 'm', [
   {
     kind: 'instruction to run the following',
     source: String.raw`\b(?:run|execute|exec|eval|evaluate|invoke|launch|paste|source)[ \t]+(?:(?:the|this|these|those|that)[ \t]+)?(?:following|below|above|attached|provided)\b|\b(?:run|execute|exec|eval|evaluate|invoke|launch|paste|source)[ \t]+(?:the|this|these|those|that)[ \t]+(?:[\w.-]+[ \t]+)?(?:command|commands|script|snippet|payload|one-liner|code|binary)\b`,
@@ -289,17 +289,22 @@ function runSecrets(text: string, firstLine: number, out: Findings, suffix = '')
 
 type Which = { secrets: boolean; exec: boolean; fences: boolean; phrases: boolean };
 
-/** The pattern detectors over one (normalised) text. */
+/**
+ * The pattern detectors over one (normalised) text. The case-insensitive ones run on the text
+ * lowercased once, without the `i` flag: a third faster than case folding in every regex.
+ */
 function scanView(view: string, firstLine: number, hostWritten: boolean, which: Which, out: Findings, suffix = ''): void {
   if (which.secrets) runSecrets(view, firstLine, out, suffix);
+  if (!which.exec && !which.phrases) return;
+  const lower = view.toLowerCase();
   if (which.exec) {
     runDetector(execExact, view, firstLine, hostWritten, out, suffix);
-    runDetector(execFolded, view, firstLine, hostWritten, out, suffix);
-    if (which.fences) runDetector(execFence, view, firstLine, hostWritten, out, suffix);
+    runDetector(execFolded, lower, firstLine, hostWritten, out, suffix);
+    if (which.fences) runDetector(execFence, lower, firstLine, hostWritten, out, suffix);
   }
   if (which.phrases) {
-    runDetector(policy, view, firstLine, hostWritten, out, suffix);
-    runDetector(instruction, view, firstLine, hostWritten, out, suffix);
+    runDetector(policy, lower, firstLine, hostWritten, out, suffix);
+    runDetector(instruction, lower, firstLine, hostWritten, out, suffix);
   }
 }
 
@@ -310,10 +315,10 @@ const MAX_DECODE_DEPTH = 2;
  * Decodes what is encoded in `view` (and the TAG characters of `raw`) and scans the decoded text
  * as untrusted program output. Binary payloads (an ELF in base64) are reported directly.
  */
-function scanDecoded(raw: string, view: string, firstLine: number, which: Which, out: Findings, depth: number): void {
+function scanDecoded(raw: string, view: string, firstLine: number, which: Which, out: Findings, depth: number, plain = false): void {
   const { decoded, binary } = decodeAll(view);
   if (which.exec) for (const b of binary) out.add('exec_payload', firstLine + b.line, b.kind);
-  for (const t of decodeTags(raw)) decoded.push({ line: lineIndexOf(raw, t.index), text: t.text, via: 'Unicode tag' });
+  if (!plain) for (const t of decodeTags(raw)) decoded.push({ line: lineIndexOf(raw, t.index), text: t.text, via: 'Unicode tag' });
   for (const d of decoded) {
     const inner = normalisedView(d.text);
     const only: Which = d.secretsOnly ? { secrets: which.secrets, exec: false, fences: false, phrases: false } : { ...which, fences: false };
@@ -387,12 +392,14 @@ export function findHiddenChars(text: string, opts: ScanOptions = {}): Forbidden
  */
 export function findForbiddenContent(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
   const out = new Findings(opts.maxFindings ?? 50);
-  for (const f of findHiddenChars(text, opts)) out.add(f.category, f.line, f.kind);
-  const view = normalisedView(text);
+  // Printable ASCII (most output) holds no invisible character, needs no NFKC and spells no tags.
+  const plain = !NOT_PLAIN.test(text);
+  if (!plain) for (const f of findHiddenChars(text, opts)) out.add(f.category, f.line, f.kind);
+  const view = normalisedView(text, plain);
   const first = opts.firstLine ?? 1;
   const which = { ...ALL, fences: opts.checkFences ?? true };
   scanView(view, first, opts.hostWritten ?? false, which, out);
-  scanDecoded(text, view, first, which, out, 1);
+  scanDecoded(text, view, first, which, out, 1, plain);
   return out.list.sort((a, b) => a.line - b.line);
 }
 

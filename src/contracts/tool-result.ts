@@ -178,9 +178,7 @@ export function parseToolResult(input: string, opts: { fileName?: string } = {})
   checkStructure(lines, sections, byTitle, streams, problems);
 
   if (fm) crossCheck(fm, { prov, provSec: byTitle.get('Provenance'), outputs, outSec: byTitle.get('Outputs'), streams, notes }, problems);
-  // Stream sections are program output, whether fenced or not.
-  const streamRanges = STREAMS.flatMap((n) => (byTitle.has(n) ? [{ from: (byTitle.get(n) as SectionSpan).start, to: (byTitle.get(n) as SectionSpan).end }] : []));
-  problems.push(...scanForbidden(text, lineStarts, streamRanges, prov?.commandLines ?? []));
+  problems.push(...scanForbidden(text, lineStarts, untrustedRanges(byTitle), prov?.commandLines ?? []));
 
   const stdout = streams.Stdout;
   const stderr = streams.Stderr;
@@ -189,6 +187,22 @@ export function parseToolResult(input: string, opts: { fileName?: string } = {})
   // Defensive: never "not ok" without an error.
   if (!settled.ok && settled.problems.length === 0) settled.problems.push({ code: 'TS_SECTION_MISSING', message: 'the document is incomplete', line: 1 });
   return settled;
+}
+
+/**
+ * The line ranges of program output: the Stdout and Stderr sections, fenced or not. Adjacent ones
+ * (only the `## Stderr` heading between them) are scanned as one: the heading holds nothing to find.
+ */
+function untrustedRanges(byTitle: Map<string, SectionSpan>): { from: number; to: number }[] {
+  const out: { from: number; to: number }[] = [];
+  for (const name of STREAMS) {
+    const s = byTitle.get(name);
+    if (!s) continue;
+    const last = out.at(-1);
+    if (last && last.to === s.heading && s.start === s.heading + 1) last.to = s.end;
+    else out.push({ from: s.start, to: s.end });
+  }
+  return out;
 }
 
 function toValue(fm: FrontMatter, summary: string, prov: Provenance, outputs: OutputEntry[], stdout: ParsedStream, stderr: ParsedStream, notes: ToolResult['safety_notes']): ToolResult {

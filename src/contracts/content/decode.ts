@@ -30,21 +30,32 @@ const MIN_HEX = 16;
 /** A base64 run this long that decodes to unknown binary is reported as a blob. */
 export const MIN_BLOB = 120;
 
-const ENCODED = new Uint8Array(128);
-for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-=') ENCODED[c.charCodeAt(0)] = 1;
-const isEncoded = (c: number) => c < 128 && ENCODED[c] === 1;
+/** Token characters: letters, digits, `_ + / =`. A `-` joins tokens into one encoded run (base64url). */
+const TOKEN = new Uint8Array(128);
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_=') TOKEN[c.charCodeAt(0)] = 1;
+const isToken = (c: number) => c < 128 && TOKEN[c] === 1;
 
-/** Decoded bytes that read as text: valid UTF-8, almost all printable. */
+/**
+ * Decoded bytes that read as text: valid UTF-8 without control characters (tab and newlines
+ * aside). Checked by hand, leaving at the first bad byte: random bytes (a digest, an id decoded
+ * by mistake) fail within a few bytes, and no exception is thrown.
+ */
 function asText(bytes: Buffer): string | null {
-  if (bytes.length < 8) return null;
-  let printable = 0;
-  for (const b of bytes) if (b === 9 || b === 10 || b === 13 || (b >= 0x20 && b !== 0x7f)) printable++;
-  if (printable < bytes.length * 0.95) return null;
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    return null;
+  const n = bytes.length;
+  if (n < 8) return null;
+  for (let i = 0; i < n; ) {
+    const b = bytes[i] as number;
+    if (b < 0x80) {
+      if ((b < 0x20 && b !== 9 && b !== 10 && b !== 13) || b === 0x7f) return null;
+      i++;
+      continue;
+    }
+    const len = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    if (len === 0 || i + len > n) return null;
+    for (let k = 1; k < len; k++) if (((bytes[i + k] as number) & 0xc0) !== 0x80) return null;
+    i += len;
   }
+  return bytes.toString('utf8');
 }
 
 const MAGIC: [number[], string | null][] = [
@@ -81,47 +92,109 @@ function lineCounter(text: string): (index: number) => number {
 
 const HEX_RUN = /^[0-9a-fA-F]+$/;
 
+interface Span {
+  index: number;
+  end: number;
+}
+
+/** Whether text[from, to) is only `-` (tokens joined into one base64url run). */
+function dashes(text: string, from: number, to: number): boolean {
+  for (let k = from; k < to; k++) if (text.charCodeAt(k) !== 0x2d) return false;
+  return true;
+}
+
+/** The separator between two spaced groups: one of ` .:,-`, or `, `. */
+function spacedGap(text: string, from: number, to: number): boolean {
+  const c = text.charCodeAt(from);
+  if (to - from === 1) return c === 0x20 || c === 0x2e || c === 0x3a || c === 0x2c || c === 0x2d;
+  return to - from === 2 && c === 0x2c && text.charCodeAt(from + 1) === 0x20;
+}
+
+const wholeLine = (text: string, s: Span) => (s.index === 0 || text.charCodeAt(s.index - 1) === 10) && (s.end === text.length || text.charCodeAt(s.end) === 10);
+
 /**
- * Runs of base64/hex characters: a run filling a whole line joins the next such lines (MIME wraps
- * base64 at 64 or 76 characters). One pass, each character read once.
+ * One pass over the text's tokens, each character read once, finds two things: encoded runs
+ * (tokens joined by `-`, at least MIN_BASE64 long; whole-line runs in a row are joined, as MIME
+ * wraps base64 at 64 or 76 characters) and spaced runs (five or more groups of at most four
+ * characters, one separator apart: `A K I A …`, `AKIA IOSF …`, `69 67 6e …`).
  */
-function encodedRuns(text: string): { index: number; run: string }[] {
-  const runs: { index: number; run: string }[] = [];
+function scanTokens(text: string): { runs: { index: number; run: string }[]; spaced: Span[] } {
+  const encoded: Span[] = [];
+  const spaced: Span[] = [];
   const n = text.length;
-  let i = 0;
-  while (i < n) {
-    if (!isEncoded(text.charCodeAt(i))) {
-      i++;
-      continue;
+  // Plain numbers, no closures: this loop reads every character of every result.
+  let runStart = -1;
+  let runEnd = -1;
+  let spStart = -1;
+  let spEnd = -1;
+  let groups = 0;
+  let prevEnd = -1;
+  let prevLen = 0;
+  for (let i = 0; i <= n; ) {
+    let j = i;
+    if (i < n) {
+      if (!isToken(text.charCodeAt(i))) {
+        i++;
+        continue;
+      }
+      j = i + 1;
+      while (j < n && isToken(text.charCodeAt(j))) j++;
     }
-    let j = i + 1;
-    while (j < n && isEncoded(text.charCodeAt(j))) j++;
-    let run = text.slice(i, j);
-    // A whole line: keep joining following whole-line runs.
-    const lineStart = i === 0 || text.charCodeAt(i - 1) === 10;
-    while (lineStart && text.charCodeAt(j) === 10 && run.length >= MIN_BASE64) {
-      let k = j + 1;
-      while (k < n && isEncoded(text.charCodeAt(k))) k++;
-      if (k === j + 1 || (k < n && text.charCodeAt(k) !== 10)) break;
-      run += text.slice(j + 1, k);
-      j = k;
+    const len = j - i;
+    const atEnd = i === n;
+    if (!atEnd && runStart >= 0 && dashes(text, prevEnd, i)) runEnd = j;
+    else {
+      if (runStart >= 0) {
+        const span = { index: runStart, end: runEnd };
+        const last = encoded.at(-1);
+        // A short run still counts as the last line of a wrapped block.
+        if (runEnd - runStart >= MIN_BASE64 || (last && last.end + 1 === runStart && wholeLine(text, last) && wholeLine(text, span))) encoded.push(span);
+      }
+      runStart = i;
+      runEnd = j;
     }
-    if (run.length >= MIN_BASE64) runs.push({ index: i, run });
+    if (!atEnd && spStart >= 0 && len <= 4 && prevLen <= 4 && spacedGap(text, prevEnd, i)) {
+      spEnd = j;
+      groups++;
+    } else {
+      if (spStart >= 0 && groups >= 5) spaced.push({ index: spStart, end: spEnd });
+      spStart = len <= 4 ? i : -1;
+      spEnd = j;
+      groups = 1;
+    }
+    if (atEnd) break;
+    prevEnd = j;
+    prevLen = len;
     i = j;
   }
-  return runs;
+  const runs: { index: number; run: string }[] = [];
+  for (let k = 0; k < encoded.length; k++) {
+    const first = encoded[k] as Span;
+    let body = text.slice(first.index, first.end);
+    let last = first;
+    for (let next = encoded[k + 1]; next && last.end + 1 === next.index && wholeLine(text, last) && wholeLine(text, next); next = encoded[k + 1]) {
+      body += text.slice(next.index, next.end);
+      last = next;
+      k++;
+    }
+    if (body.length >= MIN_BASE64) runs.push({ index: first.index, run: body });
+  }
+  return { runs, spaced };
 }
 
 /** Base64 and hex runs: decoded text to scan again, and binary that is a payload. */
-export function decodeRuns(text: string, out: Decoded[], binary: BinaryRun[]): void {
+function decodeRuns(text: string, runs: { index: number; run: string }[], out: Decoded[], binary: BinaryRun[]): void {
   const lineAt = lineCounter(text);
-  for (const { index, run } of encodedRuns(text)) {
+  for (const { index, run } of runs) {
     // `key=value`: an `=` inside a run ends one value (padding is only at the end).
-    for (const piece of run.split(/=+(?=[^=])/)) {
-      const body = piece.replace(/^[-_]+/, '');
+    const pieces = run.indexOf('=') < run.length - 3 && /=[^=]/.test(run) ? run.split(/=+(?=[^=])/) : [run];
+    for (const piece of pieces) {
+      const lead = piece.charCodeAt(0);
+      const body = lead === 0x2d || lead === 0x5f ? piece.replace(/^[-_]+/, '') : piece;
       if (body.length < MIN_BASE64) continue;
       if (HEX_RUN.test(body)) {
-        const t = body.length >= MIN_HEX && body.length % 2 === 0 ? asText(Buffer.from(body, 'hex')) : null;
+        // Text in hex starts with 0 or 2-7 (ASCII) or c-f (a UTF-8 lead byte).
+        const t = body.length >= MIN_HEX && body.length % 2 === 0 && /^[02-7c-f]/i.test(body) ? asText(Buffer.from(body, 'hex')) : null;
         if (t !== null) out.push({ line: lineAt(index), text: t, via: 'hex' });
         else if (body.length > 128) binary.push({ line: lineAt(index), kind: 'long hex blob' }); // longer than a sha512 digest
         continue;
@@ -141,21 +214,22 @@ export function decodeRuns(text: string, out: Decoded[], binary: BinaryRun[]): v
   }
 }
 
-/** `69 67 6e 6f`, `69:67:6e`, `\x69\x67`, `0x69, 0x67`: hex bytes with separators. */
-const SPACED_HEX = /(?:(?:\\x|0x)?[0-9a-fA-F]{2}(?:[ :,-]|, ?|(?=\\x))){7,}(?:\\x|0x)?[0-9a-fA-F]{2}/g;
+const SEPARATORS = /[ .:,-]+/;
+const HEX_BYTE = /^(?:0x)?[0-9a-fA-F]{2}$/;
+/** Single characters spaced apart (closed up into words, the rest of the line kept). */
+const SPACED_CHARS = /(?<![\w+/=])(?:[\w+/=](?:[ .:,-]|, )){4,}[\w+/=](?![\w+/=])/g;
+/** `\x69\x67…`: hex escapes, eight or more. */
+const ESCAPED_HEX = /(?:\\x[0-9a-fA-F]{2}){8,}/g;
 /** Runs holding at least three %XX escapes. */
 const PERCENT = /[^\s%]{0,64}(?:%[0-9A-Fa-f]{2}[^\s%]{0,64}){3,}/g;
-/** Single characters spaced apart, or groups of at most four (spaced-out keys and words). */
-const SPACED_CHARS = /(?<![\w])(?:[A-Za-z0-9+/=_] ){4,}[A-Za-z0-9+/=_](?![\w])/g;
-const SPACED_GROUPS = /(?<![\w-])(?:[A-Za-z0-9+/=_]{1,4}[ .-]){4,}[A-Za-z0-9+/=_]{1,4}(?![\w])/g;
-/** Secret prefixes (secrets.ts) a collapsed group run must hold to be worth scanning. */
+/** Secret prefixes (secrets.ts) a closed-up group run must hold to be worth scanning. */
 const SECRET_START = /AKIA|ASIA|AIza|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[rs]k_live_|sk-|eyJ/;
-/** ROT13 of words injected text is made of ("ignore", "instructions", "sandbox", "curl", …). */
+/** ROT13 of words injected text is made of ("ignore", "instructions", "sandbox", "curl", …) and of key prefixes. */
 const ROT13_STEMS = /\b(?:vtaber|qvfertneq|vafgehpgvba|cerivbhf|fnaqobk|qvfnoyr|cbyvpl|nyybjyvfg|rkrphgr|qbjaybnq|phey|jtrg|cyrnfr|flfgrz|cebzcg|nccebir|nqzva|cnffjbeq|gbxra|frperg|NXVN|tuc_)/i;
 
 const rot13 = (s: string) => s.replace(/[A-Za-z]/g, (c) => String.fromCharCode(((c.charCodeAt(0) & 0x1f) + 12) % 26 + (c.charCodeAt(0) & 0xe0) + 1));
 
-function decodePercent(run: string): string | null {
+function decodePercent(run: string): string {
   try {
     return decodeURIComponent(run.replace(/\+/g, ' '));
   } catch {
@@ -170,37 +244,50 @@ function eachMatch(re: RegExp, text: string, f: (m: RegExpExecArray, line: numbe
   for (let m = re.exec(text); m !== null; m = re.exec(text)) f(m, lineAt(m.index));
 }
 
+/** Spaced groups: hex bytes decoded, spaced letters closed up (the whole line), a spaced key closed up. */
+function decodeSpaced(view: string, spans: Span[], out: Decoded[]): void {
+  const lineAt = lineCounter(view);
+  let lastLine = -1;
+  for (const sp of spans) {
+    const line = lineAt(sp.index);
+    const groups = view.slice(sp.index, sp.end).split(SEPARATORS);
+    if (groups.length >= 8 && groups.every((g) => HEX_BYTE.test(g))) {
+      const t = asText(Buffer.from(groups.map((g) => g.slice(-2)).join(''), 'hex'));
+      if (t !== null) out.push({ line, text: t, via: 'hex' });
+    } else if (groups.every((g) => g.length === 1)) {
+      if (line !== lastLine) out.push({ line, text: spacedLine(view, sp.index), via: 'spaced-out' });
+      lastLine = line;
+    } else {
+      const joined = groups.join('');
+      if (SECRET_START.test(joined)) out.push({ line, text: joined, via: 'spaced-out', secretsOnly: true });
+    }
+  }
+}
+
 /**
  * Every decodable run of the (normalised) text, and the binary payloads among them. Cheap tests
- * first: most output has no run long enough, no `%`, no spaced letters and no ROT13 stems.
+ * first: most output has no run that decodes to text, no `%`, no `\x` and no ROT13 stems.
  */
 export function decodeAll(view: string): { decoded: Decoded[]; binary: BinaryRun[] } {
   const decoded: Decoded[] = [];
   const binary: BinaryRun[] = [];
-  decodeRuns(view, decoded, binary);
+  const { runs, spaced } = scanTokens(view);
+  decodeRuns(view, runs, decoded, binary);
   if (view.includes('%')) {
     eachMatch(PERCENT, view, (m, line) => {
       const t = decodePercent(m[0]);
-      if (t !== null && t !== m[0]) decoded.push({ line, text: t, via: 'percent-encoded' });
+      if (t !== m[0]) decoded.push({ line, text: t, via: 'percent-encoded' });
     });
   }
-  eachMatch(SPACED_HEX, view, (m, line) => {
-    const hex = m[0].replace(/\\x|0x|[^0-9a-fA-F]/g, '');
-    const t = asText(Buffer.from(hex, 'hex'));
-    if (t !== null) decoded.push({ line, text: t, via: 'hex' });
-  });
-  let lastSpaced = -1;
-  eachMatch(SPACED_CHARS, view, (m, line) => {
-    if (line !== lastSpaced) decoded.push({ line, text: spacedLine(view, m.index), via: 'spaced-out' });
-    lastSpaced = line;
-  });
-  eachMatch(SPACED_GROUPS, view, (m, line) => {
-    const joined = m[0].replace(/[ .-]/g, '');
-    if (SECRET_START.test(joined)) decoded.push({ line, text: joined, via: 'spaced-out', secretsOnly: true });
-  });
+  if (view.includes('\\x')) {
+    eachMatch(ESCAPED_HEX, view, (m, line) => {
+      const t = asText(Buffer.from(m[0].replace(/\\x/g, ''), 'hex'));
+      if (t !== null) decoded.push({ line, text: t, via: 'hex' });
+    });
+  }
+  decodeSpaced(view, spaced, decoded);
   if (ROT13_STEMS.test(view)) {
-    const lines = view.split('\n');
-    lines.forEach((l, i) => {
+    view.split('\n').forEach((l, i) => {
       if (ROT13_STEMS.test(l)) decoded.push({ line: i, text: rot13(l), via: 'ROT13' });
     });
   }
@@ -212,5 +299,5 @@ function spacedLine(view: string, index: number): string {
   const start = view.lastIndexOf('\n', index) + 1;
   const end = view.indexOf('\n', index);
   const line = view.slice(start, end === -1 ? view.length : end);
-  return line.replace(SPACED_CHARS, (s) => s.replace(/ /g, ''));
+  return line.replace(SPACED_CHARS, (s) => s.replace(/[ .:,-]/g, ''));
 }

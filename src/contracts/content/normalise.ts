@@ -12,7 +12,9 @@
  * Plain printable ASCII without escape text is returned as is (the common case costs one regex test).
  */
 
-const NEEDS_WORK = /[^\t\n\x20-\x7e]|\\(?:x1b|u001b|033|e)[[\]]/;
+/** Anything but printable ASCII, tab and newline: the text may hide something (most output has none). */
+export const NOT_PLAIN = /[^\t\n\x20-\x7e]/;
+const ESCAPED_ANSI = /\\(?:x1b|u001b|033|e)[[\]]/;
 // eslint-disable-next-line no-control-regex -- ANSI CSI/OSC sequences, raw and as escaped text
 const ANSI = /(?:\u001b|\\x1b|\\u001b|\\033|\\e)(?:\[[0-?]{0,32}[ -/]{0,4}[@-~]|\][^\u0007\u001b\n]{0,256}(?:\u0007|\u001b\\|\\x07|\\a)?)/g;
 // eslint-disable-next-line no-control-regex, no-misleading-character-class -- removed: hidden or meaningless in reading (lone combining selectors included)
@@ -20,7 +22,8 @@ const REMOVE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u034f\u061c\u17b4
 /** Spaces that are not U+0020 (tab included), and blank-looking letters. */
 const SPACES = /[\t\p{Zs}\u2028\u2029\u115f\u1160\u2800\u3164\uffa0]/gu;
 
-export function normalisedView(text: string): string {
-  if (!NEEDS_WORK.test(text)) return text;
+/** `plain`: the caller already knows whether NOT_PLAIN matches (it scans the text once). */
+export function normalisedView(text: string, plain = !NOT_PLAIN.test(text)): string {
+  if (plain && !(text.includes('\\') && ESCAPED_ANSI.test(text))) return text;
   return text.replace(ANSI, '').replace(REMOVE, '').normalize('NFKC').replace(SPACES, ' ');
 }
