@@ -17,11 +17,12 @@
  *   problem messages (they reach quarantine reports and, possibly, an AI).
  */
 import { decodeAll } from './content/decode.js';
-import { decodeTags, findInvisible } from './content/invisible.js';
-import { NOT_PLAIN, normalisedView } from './content/normalise.js';
+import { CONTROL_KIND, decodeTags, findInvisible } from './content/invisible.js';
+import { ESCAPED_ANSI, NOT_PLAIN, normalisedView } from './content/normalise.js';
+import type { Problem } from './problem.js';
 import { findSecrets } from './secrets.js';
 
-export type ForbiddenCategory = 'secret' | 'exec_payload' | 'policy_claim' | 'instruction' | 'hidden_char';
+export type ForbiddenCategory = 'secret' | 'exec_payload' | 'policy_claim' | 'instruction' | 'hidden_char' | 'terminal_control';
 
 /** Stable problem codes, one per category (the gate may map categories to its own prefix). */
 export const FORBIDDEN_CODES = {
@@ -30,6 +31,7 @@ export const FORBIDDEN_CODES = {
   policy_claim: 'TS_POLICY_CLAIM',
   instruction: 'TS_INSTRUCTION',
   hidden_char: 'TS_CONTROL_CHAR',
+  terminal_control: 'TS_TERMINAL_CONTROL',
 } as const satisfies Record<ForbiddenCategory, string>;
 
 export type ForbiddenCode = (typeof FORBIDDEN_CODES)[ForbiddenCategory];
@@ -60,11 +62,15 @@ export interface ScanOptions {
   /** At most this many findings per category (hostile text can match on every line). Default 50. */
   maxFindings?: number;
   /**
-   * Report C0/C1 control characters (ESC, CR, BEL) as hidden characters. Default true (a document
-   * must not hold them raw); false for raw program streams, which the host escapes when it writes them.
+   * The text is raw program output, escaped when it is written into a document (captureStream)
+   * or a JSON card: its control characters (ESC, CR, BEL) are terminal controls, reported as a
+   * warning, not hidden characters (which a document must not hold raw). Default false.
    */
-  controls?: boolean;
+  rawOutput?: boolean;
 }
+
+/** Findings that are reported, never a rejection: terminal escapes are escaped when written (docs/forbidden-content.md). */
+export const FORBIDDEN_WARNINGS: ReadonlySet<string> = new Set([FORBIDDEN_CODES.terminal_control]);
 
 interface Pattern {
   kind: string;
@@ -369,20 +375,33 @@ function scanOnly(text: string, opts: ScanOptions, which: Which, keep: Forbidden
   return out.list.filter((f) => keep.includes(f.category));
 }
 
-/** Invisible and format characters that hide text (invisible.ts says which, and where they are fine). */
+/**
+ * Invisible and format characters that hide text (invisible.ts says which, and where they are
+ * fine), and terminal escape sequences: raw ones in raw program output, or escaped ones
+ * (`\x1b[31m`) in a document, which a terminal or a reader would act on (warnings).
+ */
 export function findHiddenChars(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
   const out = new Findings(opts.maxFindings ?? 50);
   const lineAt = lineTracker(text, opts.firstLine ?? 1);
   const seen = new Set<string>();
-  for (const h of findInvisible(text, { controls: opts.controls ?? true })) {
-    if (out.full('hidden_char')) break;
+  for (const h of findInvisible(text)) {
+    const category: ForbiddenCategory = h.kind === CONTROL_KIND && opts.rawOutput ? 'terminal_control' : 'hidden_char';
+    if (out.full(category)) continue;
     // One finding per kind and line (a TAG-encoded sentence is one finding, not forty), naming the first.
     const line = lineAt(h.index);
     if (seen.has(`${line}\u0000${h.kind}`)) continue;
     seen.add(`${line}\u0000${h.kind}`);
-    out.add('hidden_char', line, `${h.kind} U+${h.codePoint.toString(16).toUpperCase().padStart(4, '0')}`);
+    out.add(category, line, `${h.kind} U+${h.codePoint.toString(16).toUpperCase().padStart(4, '0')}`);
   }
   return out.list;
+}
+
+/** Terminal escape sequences written as text (`\x1b[31m`): one warning per line. */
+function findEscapedAnsi(text: string, firstLine: number, out: Findings): void {
+  if (!text.includes('\\') || !ESCAPED_ANSI.test(text)) return;
+  text.split('\n').forEach((l, i) => {
+    if (l.includes('\\') && ESCAPED_ANSI.test(l)) out.add('terminal_control', firstLine + i, 'terminal escape sequence (written escaped)');
+  });
 }
 
 /**
@@ -394,9 +413,10 @@ export function findForbiddenContent(text: string, opts: ScanOptions = {}): Forb
   const out = new Findings(opts.maxFindings ?? 50);
   // Printable ASCII (most output) holds no invisible character, needs no NFKC and spells no tags.
   const plain = !NOT_PLAIN.test(text);
-  if (!plain) for (const f of findHiddenChars(text, opts)) out.add(f.category, f.line, f.kind);
-  const view = normalisedView(text, plain);
   const first = opts.firstLine ?? 1;
+  if (!plain) for (const f of findHiddenChars(text, opts)) out.add(f.category, f.line, f.kind);
+  findEscapedAnsi(text, first, out);
+  const view = normalisedView(text, plain);
   const which = { ...ALL, fences: opts.checkFences ?? true };
   scanView(view, first, opts.hostWritten ?? false, which, out);
   scanDecoded(text, view, first, which, out, 1, plain);
@@ -416,5 +436,58 @@ export function forbiddenMessage(f: ForbiddenFinding): string {
       return `instruction to fetch or execute (${f.kind}): report what was requested without actionable steps`;
     case 'hidden_char':
       return `hidden character (${f.kind}): it hides text from a reader or splits a word past the detectors; write it visibly (e.g. \\u200b)`;
+    case 'terminal_control':
+      return `terminal control (${f.kind}): a terminal would act on it (colour, cursor moves, hidden text); the detectors read the text without it`;
   }
+}
+
+/** One piece of untrusted content a door is about to hand on, and where it is (`stdout`, `result.outputs[0].path`). */
+export interface ContentPart {
+  where: string;
+  text: string;
+}
+
+/** What a door's screen found: errors (the content is not handed on) and warnings (reported). */
+export interface Screening {
+  problems: Problem[];
+  warnings: Problem[];
+}
+
+/**
+ * The screen every door applies to untrusted content before handing it on (program output, a
+ * UTP result, output file names): findForbiddenContent, read as program output (no reported-
+ * request exemption, fences are data, control characters are terminal controls). A problem
+ * names the code, the part (`path`) and the line in it, never the content.
+ */
+export function screenContent(parts: readonly ContentPart[]): Screening {
+  const screening: Screening = { problems: [], warnings: [] };
+  for (const part of parts) {
+    if (part.text === '') continue;
+    for (const f of findForbiddenContent(part.text, { hostWritten: false, checkFences: false, rawOutput: true })) {
+      const p: Problem = { code: f.code, message: forbiddenMessage(f), path: part.where, line: f.line };
+      if (FORBIDDEN_WARNINGS.has(f.code)) screening.warnings.push({ ...p, severity: 'warning' });
+      else screening.problems.push(p);
+    }
+  }
+  return screening;
+}
+
+/** A key that may appear in a reported path; any other key (it may be the finding) is named by position. */
+const PLAIN_KEY = /^[a-z][a-z0-9_]{0,31}$/;
+
+/**
+ * The string leaves of a JSON value, and its keys (an echoed argument can put text in a key), as
+ * content parts named by their path (`result.stdout.text`, `result.echo[#2]`).
+ */
+export function jsonParts(value: unknown, where: string, out: ContentPart[] = []): ContentPart[] {
+  if (typeof value === 'string') out.push({ where, text: value });
+  else if (Array.isArray(value)) value.forEach((v, i) => jsonParts(v, `${where}[${i}]`, out));
+  else if (value !== null && typeof value === 'object') {
+    Object.entries(value).forEach(([k, v], i) => {
+      const at = PLAIN_KEY.test(k) ? `${where}.${k}` : `${where}[#${i}]`;
+      if (at.endsWith(']')) out.push({ where: `${at} (key)`, text: k });
+      jsonParts(v, at, out);
+    });
+  }
+  return out;
 }

@@ -20,14 +20,11 @@ const EMOJI = /\p{Extended_Pictographic}|\p{Emoji_Modifier}/u;
 const EMOJI_PROP = /\p{Emoji}/u;
 const WHITESPACE = /\s/u;
 
-export interface InvisibleOptions {
-  /** Report C0/C1 controls (ESC, CR, BEL…). Default true; raw program streams pass false (they are escaped when written). */
-  controls?: boolean;
-}
+export const CONTROL_KIND = 'control character';
 
 /** What kind of invisible character `c` is, or null when it is fine where it stands. */
-function judge(text: string, at: number, c: number, controls: boolean): string | null {
-  if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return controls ? 'control character' : null;
+function judge(text: string, at: number, c: number): string | null {
+  if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return CONTROL_KIND;
   if ((c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069)) return 'bidirectional override';
   if (c === 0xfeff || (c >= 0x2061 && c <= 0x2064) || (c >= 0xfff9 && c <= 0xfffb)) return 'invisible format character';
   if (isTag(c)) return isFlagTag(text, at) ? null : 'Unicode tag character';
@@ -71,16 +68,14 @@ export interface InvisibleHit {
 }
 
 /** Every invisible character that is not fine where it stands, in text order (at most `max`). */
-export function findInvisible(text: string, opts: InvisibleOptions & { max?: number } = {}): InvisibleHit[] {
+export function findInvisible(text: string, max = Infinity): InvisibleHit[] {
   if (text.search(CANDIDATES_G) === -1) return []; // search() ignores and keeps lastIndex
-  const controls = opts.controls ?? true;
-  const max = opts.max ?? Infinity;
   const hits: InvisibleHit[] = [];
   CANDIDATES_G.lastIndex = 0;
   for (let m = CANDIDATES_G.exec(text); m !== null && hits.length < max; m = CANDIDATES_G.exec(text)) {
     const c = m[0].codePointAt(0) as number;
     if (c === 0x0a || c === 0x09) continue;
-    const kind = judge(text, m.index, c, controls);
+    const kind = judge(text, m.index, c);
     if (kind !== null) hits.push({ index: m.index, codePoint: c, kind });
   }
   return hits;

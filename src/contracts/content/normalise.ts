@@ -14,7 +14,8 @@
 
 /** Anything but printable ASCII, tab and newline: the text may hide something (most output has none). */
 export const NOT_PLAIN = /[^\t\n\x20-\x7e]/;
-const ESCAPED_ANSI = /\\(?:x1b|u001b|033|e)[[\]]/;
+/** A terminal escape sequence as the host writes it into a document (`\x1b[31m`). */
+export const ESCAPED_ANSI = /\\(?:x1b|u001b|033|e)[[\]]/;
 // eslint-disable-next-line no-control-regex -- ANSI CSI/OSC sequences, raw and as escaped text
 const ANSI = /(?:\u001b|\\x1b|\\u001b|\\033|\\e)(?:\[[0-?]{0,32}[ -/]{0,4}[@-~]|\][^\u0007\u001b\n]{0,256}(?:\u0007|\u001b\\|\\x07|\\a)?)/g;
 // eslint-disable-next-line no-control-regex, no-misleading-character-class -- removed: hidden or meaningless in reading (lone combining selectors included)
