@@ -17,7 +17,7 @@
  *   problem messages (they reach quarantine reports and, possibly, an AI).
  */
 import { decodeAll } from './content/decode.js';
-import { CONTROL_KIND, decodeTags, findInvisible } from './content/invisible.js';
+import { CONTROL_KIND, decodeReversed, decodeTags, findInvisible } from './content/invisible.js';
 import { ESCAPED_ANSI, NOT_PLAIN, normalisedView } from './content/normalise.js';
 import type { Problem } from './problem.js';
 import { findSecrets } from './secrets.js';
@@ -324,7 +324,10 @@ const MAX_DECODE_DEPTH = 2;
 function scanDecoded(raw: string, view: string, firstLine: number, which: Which, out: Findings, depth: number, plain = false): void {
   const { decoded, binary } = decodeAll(view);
   if (which.exec) for (const b of binary) out.add('exec_payload', firstLine + b.line, b.kind);
-  if (!plain) for (const t of decodeTags(raw)) decoded.push({ line: lineIndexOf(raw, t.index), text: t.text, via: 'Unicode tag' });
+  if (!plain) {
+    for (const t of decodeTags(raw)) decoded.push({ line: lineIndexOf(raw, t.index), text: t.text, via: 'Unicode tag' });
+    for (const t of decodeReversed(raw)) decoded.push({ line: lineIndexOf(raw, t.index), text: t.text, via: 'right-to-left reversed' });
+  }
   for (const d of decoded) {
     const inner = normalisedView(d.text);
     const only: Which = d.secretsOnly ? { secrets: which.secrets, exec: false, fences: false, phrases: false } : { ...which, fences: false };

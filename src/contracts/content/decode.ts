@@ -7,7 +7,7 @@
  * is classified by its magic bytes instead (an executable is a payload; a PNG is an image).
  */
 
-export type Encoding = 'base64' | 'hex' | 'percent-encoded' | 'ROT13' | 'spaced-out' | 'Unicode tag';
+export type Encoding = 'base64' | 'hex' | 'percent-encoded' | 'escaped' | 'ROT13' | 'spaced-out' | 'Unicode tag' | 'right-to-left reversed';
 
 export interface Decoded {
   /** 0-based line of the text the encoded run starts on. */
@@ -71,6 +71,11 @@ const MAGIC: [number[], string | null][] = [
   [[0x47, 0x49, 0x46, 0x38], null], // GIF
   [[0x52, 0x49, 0x46, 0x46], null], // RIFF (WebP, WAV)
   [[0x00, 0x00, 0x00], null], // SSH public key blob (length-prefixed "ssh-rsa"), ISO media (ftyp)
+  [[0x30, 0x82], null], // DER: a certificate, a CSR or a public key (a private key's PEM header is a secret finding)
+  [[0x30, 0x81], null],
+  [[0xc2], null], // OpenPGP signature packet (new format)
+  [[0xc6], null], // OpenPGP public key packet (new format)
+  [[0x99], null], // OpenPGP public key packet (old format)
 ];
 
 /** What binary decoded from base64 is: a payload kind, null for known media, undefined when unknown. */
@@ -103,11 +108,14 @@ function dashes(text: string, from: number, to: number): boolean {
   return true;
 }
 
-/** The separator between two spaced groups: one of ` .:,-`, or `, `. */
+/** The separator between two spaced groups: one to three of ` .:,-` (`, `, ` - `). */
 function spacedGap(text: string, from: number, to: number): boolean {
-  const c = text.charCodeAt(from);
-  if (to - from === 1) return c === 0x20 || c === 0x2e || c === 0x3a || c === 0x2c || c === 0x2d;
-  return to - from === 2 && c === 0x2c && text.charCodeAt(from + 1) === 0x20;
+  if (to - from < 1 || to - from > 3) return false;
+  for (let k = from; k < to; k++) {
+    const c = text.charCodeAt(k);
+    if (c !== 0x20 && c !== 0x2e && c !== 0x3a && c !== 0x2c && c !== 0x2d) return false;
+  }
+  return true;
 }
 
 const wholeLine = (text: string, s: Span) => (s.index === 0 || text.charCodeAt(s.index - 1) === 10) && (s.end === text.length || text.charCodeAt(s.end) === 10);
@@ -220,14 +228,38 @@ const HEX_BYTE = /^(?:0x)?[0-9a-fA-F]{2}$/;
 const SPACED_CHARS = /(?<![\w+/=])(?:[\w+/=](?:[ .:,-]|, )){4,}[\w+/=](?![\w+/=])/g;
 /** `\x69\x67…`: hex escapes, eight or more. */
 const ESCAPED_HEX = /(?:\\x[0-9a-fA-F]{2}){8,}/g;
+/** `&#105;`, `&#x69;`, `\u0069`, `\u{69}`: character escapes of HTML and of string literals. */
+const CHAR_ESCAPE = /&#(?:x([0-9a-f]{1,6})|(\d{1,7}));|\\u(?:\{([0-9a-f]{1,6})\}|([0-9a-f]{4}))/gi;
 /** Runs holding at least three %XX escapes. */
 const PERCENT = /[^\s%]{0,64}(?:%[0-9A-Fa-f]{2}[^\s%]{0,64}){3,}/g;
-/** Secret prefixes (secrets.ts) a closed-up group run must hold to be worth scanning. */
-const SECRET_START = /AKIA|ASIA|AIza|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[rs]k_live_|sk-|eyJ/;
-/** ROT13 of words injected text is made of ("ignore", "instructions", "sandbox", "curl", …) and of key prefixes. */
-const ROT13_STEMS = /\b(?:vtaber|qvfertneq|vafgehpgvba|cerivbhf|fnaqobk|qvfnoyr|cbyvpl|nyybjyvfg|rkrphgr|qbjaybnq|phey|jtrg|cyrnfr|flfgrz|cebzcg|nccebir|nqzva|cnffjbeq|gbxra|frperg|NXVN|tuc_)/i;
+/** A query-string value written with `+` for spaces (form encoding): `?q=ignore+previous+instructions`. */
+const FORM_VALUE = /[?&][^\s=&#]{1,64}=([^\s&#]*\+[^\s&#]*)/g;
+/**
+ * Key prefixes (secrets.ts) at the start of a group, their own `-` possibly lost among the
+ * separators (`glpa-t-hY-…`); `sk-` is left out (closing up `desk top` must not make one).
+ */
+const SECRET_START = /AKIA|ASIA|AIza|gh[pousr]_|github_pat_|glpat-?|xox[abposr]-?|[rs]k_live_|eyJ/g;
 
+/** The spaced key a run of groups spells, from each group where a key prefix starts, in its canonical form. */
+function closedUpKeys(groups: string[]): string[] {
+  const joined = groups.join('');
+  const starts = new Set<number>();
+  for (let at = 0, k = 0; k < groups.length; at += (groups[k] as string).length, k++) starts.add(at);
+  const keys: string[] = [];
+  SECRET_START.lastIndex = 0;
+  for (let m = SECRET_START.exec(joined); m !== null; m = SECRET_START.exec(joined)) {
+    if (starts.has(m.index)) keys.push(joined.slice(m.index).replace(/^(glpat|xox[abposr])-?/, '$1-'));
+  }
+  return keys;
+}
 const rot13 = (s: string) => s.replace(/[A-Za-z]/g, (c) => String.fromCharCode(((c.charCodeAt(0) & 0x1f) + 12) % 26 + (c.charCodeAt(0) & 0xe0) + 1));
+/** ROT13 of words injected text is made of ("ignore", "instructions", "sandbox", "curl", …) and of key prefixes. */
+const ROT13_STEMS = new RegExp(
+  `\\b(?:${['ignore', 'disregard', 'forget', 'instruction', 'previous', 'sandbox', 'disable', 'firewall', 'policy', 'allowlist', 'grant', 'access', 'network',
+    'execute', 'download', 'upload', 'curl', 'wget', 'please', 'kindly', 'script', 'attached', 'system', 'prompt', 'developer', 'approve', 'admin',
+    'password', 'token', 'secret'].map((w) => rot13(w)).join('|')}|NXVN|tuc_)`,
+  'i',
+);
 
 function decodePercent(run: string): string {
   try {
@@ -258,8 +290,7 @@ function decodeSpaced(view: string, spans: Span[], out: Decoded[]): void {
       if (line !== lastLine) out.push({ line, text: spacedLine(view, sp.index), via: 'spaced-out' });
       lastLine = line;
     } else {
-      const joined = groups.join('');
-      if (SECRET_START.test(joined)) out.push({ line, text: joined, via: 'spaced-out', secretsOnly: true });
+      for (const key of closedUpKeys(groups)) out.push({ line, text: key, via: 'spaced-out', secretsOnly: true });
     }
   }
 }
@@ -279,6 +310,10 @@ export function decodeAll(view: string): { decoded: Decoded[]; binary: BinaryRun
       if (t !== m[0]) decoded.push({ line, text: t, via: 'percent-encoded' });
     });
   }
+  if (view.includes('&#') || view.includes('\\u')) decodeEscapedLines(view, decoded);
+  if (view.includes('+')) {
+    eachMatch(FORM_VALUE, view, (m, line) => decoded.push({ line, text: decodePercent(m[1] as string), via: 'percent-encoded' }));
+  }
   if (view.includes('\\x')) {
     eachMatch(ESCAPED_HEX, view, (m, line) => {
       const t = asText(Buffer.from(m[0].replace(/\\x/g, ''), 'hex'));
@@ -292,6 +327,20 @@ export function decodeAll(view: string): { decoded: Decoded[]; binary: BinaryRun
     });
   }
   return { decoded, binary };
+}
+
+/** Lines with three or more character escapes, unescaped (the rest of the line kept). */
+function decodeEscapedLines(view: string, out: Decoded[]): void {
+  view.split('\n').forEach((l, i) => {
+    if (!(l.includes('&#') || l.includes('\\u'))) return;
+    let n = 0;
+    const t = l.replace(CHAR_ESCAPE, (_, x?: string, d?: string, b?: string, u?: string) => {
+      const cp = parseInt(x ?? b ?? u ?? d ?? '', x !== undefined || b !== undefined || u !== undefined ? 16 : 10);
+      n++;
+      return cp <= 0x10ffff ? String.fromCodePoint(cp) : '';
+    });
+    if (n >= 3) out.push({ line: i, text: t, via: 'escaped' });
+  });
 }
 
 /** The line holding `index`, with every run of spaced single characters closed up into a word. */

@@ -113,3 +113,14 @@ export function decodeTags(text: string): { index: number; text: string }[] {
   }
   return out;
 }
+
+/**
+ * Text between a right-to-left override (U+202E) and its end, in the order a person sees it:
+ * `\u202esnoitcurtsni erongi` shows as "ignore instructions" while the characters run backwards.
+ */
+export function decodeReversed(text: string): { index: number; text: string }[] {
+  const out: { index: number; text: string }[] = [];
+  const re = /\u202e([^\u202a-\u202e\u2066-\u2069\n]{4,})/g;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) out.push({ index: m.index, text: [...(m[1] as string)].reverse().join('') });
+  return out;
+}
