@@ -67,6 +67,8 @@ export interface ScanOptions {
    * warning, not hidden characters (which a document must not hold raw). Default false.
    */
   rawOutput?: boolean;
+  /** Try every pattern at every position instead of where a trigger word is (slower; tests compare both). */
+  exhaustive?: boolean;
 }
 
 /** Findings that are reported, never a rejection: terminal escapes are escaped when written (docs/forbidden-content.md). */
@@ -83,11 +85,20 @@ interface Detector {
   category: ForbiddenCategory;
   re: RegExp;
   patterns: Pattern[];
+  /** The same alternation, sticky: tried only where `trigger` found a place a pattern can start. */
+  sticky: RegExp;
+  /**
+   * Where any pattern can start (its first words, lowercase): one cheap scan instead of trying
+   * every pattern at every position. Must list every first word: a test runs both ways on the
+   * patterns' own vocabulary.
+   */
+  trigger?: RegExp;
 }
 
 // Each pattern is one capture group of the alternation, so patterns use only (?:…) groups.
-function detector(category: ForbiddenCategory, flags: string, patterns: Pattern[]): Detector {
-  return { category, re: new RegExp(patterns.map((p) => `(${p.source})`).join('|'), `g${flags}`), patterns };
+function detector(category: ForbiddenCategory, flags: string, patterns: Pattern[], trigger?: RegExp): Detector {
+  const source = patterns.map((p) => `(${p.source})`).join('|');
+  return { category, re: new RegExp(source, `g${flags}`), sticky: new RegExp(source, `y${flags}`), patterns, ...(trigger ? { trigger } : {}) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -184,7 +195,7 @@ const policy = detector('policy_claim', 'm', [
     phrase: true,
   },
   { kind: 'chat-template control token', source: String.raw`<\|(?:im_start|im_end|system|endoftext|start_header_id|eot_id)\|>|\[\/?inst\]|<<\/?sys>>`, phrase: false },
-]);
+], /\b(?:polic|allow|whitelist|sandbox|rules|restriction|permission|guardrail|limit|firewall|disable|turn|switch|bypass|circumvent|evade|remove|relax|loosen|weaken|lift|skip|escape|break|deactivate|get|add|should|must|need|grant|give|enable|open|provide|unlock|change|update|modify|edit|rewrite|extend|expand|widen|raise|increase|override|ignore|disregard|forget|new|revised|real|actual|hidden|system|you|auto|approve|mark|flag|label|treat|consider)|<\||\[\/?inst\]|<<\/?sys>>/g);
 
 // ---------------------------------------------------------------------------------------------
 // Instructions to fetch or execute
@@ -234,7 +245,7 @@ const instruction = detector('instruction', 'm', [
     source: String.raw`\b(?:iex|invoke-expression)\b[^\n]{0,120}?(?:net\.webclient|downloadstring|\biwr\b|\birm\b|invoke-webrequest|invoke-restmethod)|net\.webclient\)?\.download(?:string|file|data)\b|\bcertutil(?:\.exe)?[ \t][^\n]{0,120}?-urlcache\b|\bmshta(?:\.exe)?[ \t]+(?:https?|javascript|vbscript):`,
     phrase: false,
   },
-]);
+], /\b(?:run|exec|eval|invoke|launch|paste|source|please|kindly|you|make|be\b|go\b|proceed|i\b|we\b|download|fetch|visit|open|navigate|browse|curl|wget|iwr|irm|base64|echo|printf|cat|xxd|openssl|start-bitstransfer|aria2c|git|try|use|type|do|iex|certutil|mshta)|net\.webclient|\$\(|\x60/g);
 
 /** A reporting verb earlier in the same clause: "the program attempted to …", "stdout asked the reader to …". */
 const REPORTED =
@@ -277,23 +288,43 @@ class Findings {
   }
 }
 
-function runDetector(d: Detector, text: string, firstLine: number, hostWritten: boolean, out: Findings, suffix = ''): void {
+/** The detector's matches in text order: where the trigger says a pattern can start (or everywhere). */
+function* matches(d: Detector, text: string, exhaustive: boolean): Generator<RegExpExecArray> {
+  if (!d.trigger || exhaustive) {
+    d.re.lastIndex = 0;
+    for (let m = d.re.exec(text); m !== null; m = d.re.exec(text)) {
+      if (m[0].length === 0) d.re.lastIndex++; // defensive: no pattern matches empty, but never loop
+      yield m;
+    }
+    return;
+  }
+  let from = 0;
+  d.trigger.lastIndex = 0;
+  for (let t = d.trigger.exec(text); t !== null; t = d.trigger.exec(text)) {
+    if (t.index < from) continue;
+    d.sticky.lastIndex = t.index;
+    const m = d.sticky.exec(text);
+    if (m === null) continue;
+    from = t.index + Math.max(m[0].length, 1); // where a global search would go on
+    yield m;
+  }
+}
+
+function runDetector(d: Detector, text: string, firstLine: number, hostWritten: boolean, out: Findings, suffix = '', exhaustive = false): void {
   const lineAt = lineTracker(text, firstLine);
-  d.re.lastIndex = 0;
-  for (let m = d.re.exec(text); m !== null && !out.full(d.category); m = d.re.exec(text)) {
-    if (m[0].length === 0) d.re.lastIndex++; // defensive: no pattern matches empty, but never loop
+  for (const m of matches(d, text, exhaustive)) {
+    if (out.full(d.category)) break;
     const p = d.patterns[m.findIndex((g, k) => k > 0 && g !== undefined) - 1];
     if (!p || (p.phrase && isExempt(text, m.index, hostWritten))) continue;
     out.add(d.category, lineAt(m.index), p.kind + suffix);
   }
-  d.re.lastIndex = 0;
 }
 
 function runSecrets(text: string, firstLine: number, out: Findings, suffix = ''): void {
   for (const s of findSecrets(text)) out.add('secret', firstLine + s.lineIndex, s.kind + suffix);
 }
 
-type Which = { secrets: boolean; exec: boolean; fences: boolean; phrases: boolean };
+type Which = { secrets: boolean; exec: boolean; fences: boolean; phrases: boolean; exhaustive?: boolean };
 
 /**
  * The pattern detectors over one (normalised) text. The case-insensitive ones run on the text
@@ -303,14 +334,15 @@ function scanView(view: string, firstLine: number, hostWritten: boolean, which: 
   if (which.secrets) runSecrets(view, firstLine, out, suffix);
   if (!which.exec && !which.phrases) return;
   const lower = view.toLowerCase();
+  const all = which.exhaustive ?? false;
   if (which.exec) {
-    runDetector(execExact, view, firstLine, hostWritten, out, suffix);
-    runDetector(execFolded, lower, firstLine, hostWritten, out, suffix);
-    if (which.fences) runDetector(execFence, lower, firstLine, hostWritten, out, suffix);
+    runDetector(execExact, view, firstLine, hostWritten, out, suffix, all);
+    runDetector(execFolded, lower, firstLine, hostWritten, out, suffix, all);
+    if (which.fences) runDetector(execFence, lower, firstLine, hostWritten, out, suffix, all);
   }
   if (which.phrases) {
-    runDetector(policy, lower, firstLine, hostWritten, out, suffix);
-    runDetector(instruction, lower, firstLine, hostWritten, out, suffix);
+    runDetector(policy, lower, firstLine, hostWritten, out, suffix, all);
+    runDetector(instruction, lower, firstLine, hostWritten, out, suffix, all);
   }
 }
 
@@ -420,7 +452,7 @@ export function findForbiddenContent(text: string, opts: ScanOptions = {}): Forb
   if (!plain) for (const f of findHiddenChars(text, opts)) out.add(f.category, f.line, f.kind);
   findEscapedAnsi(text, first, out);
   const view = normalisedView(text, plain);
-  const which = { ...ALL, fences: opts.checkFences ?? true };
+  const which = { ...ALL, fences: opts.checkFences ?? true, exhaustive: opts.exhaustive ?? false };
   scanView(view, first, opts.hostWritten ?? false, which, out);
   scanDecoded(text, view, first, which, out, 1, plain);
   return out.list.sort((a, b) => a.line - b.line);

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
@@ -17,6 +18,7 @@ import {
   type ForbiddenCategory,
   type ScanOptions,
 } from '../../src/contracts/forbidden-content.js';
+import { repoPath } from '../helpers/paths.js';
 
 const b64 = (bytes: number[] | Buffer) => Buffer.from(bytes).toString('base64');
 const ELF = b64([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0x3e, 0, 1, 0, 0, 0, 0x78, 0, 0x40, 0, 0, 0]);
@@ -276,4 +278,21 @@ test('jsonParts: every string and unusual key, named by a path that never carrie
   );
   const found = screenContent(parts);
   assert.deepEqual(found.problems.map((p) => [p.code, p.path]), [['TS_POLICY_CLAIM', 'result.list[1][#0] (key)'], ['TS_SECRET', 'result[#2] (key)']]);
+});
+
+test('the trigger prefilter finds exactly what trying every pattern at every position finds', () => {
+  // The phrase patterns can only match with their own words: sentences of those words, glued by
+  // the separators the patterns use, exercise every alternative.
+  const src = readFileSync(repoPath('src/contracts/forbidden-content.ts'), 'utf8');
+  const section = src.slice(src.indexOf('// Policy-change claims'), src.indexOf('/** A reporting verb'));
+  const vocab = [...new Set(section.match(/[a-z][a-z0-9-]+/g) ?? [])].filter((w) => !['source', 'kind', 'phrase', 'true', 'false', 'raw', 'string', 'const', 'detector'].includes(w));
+  assert.ok(vocab.length > 150, `${vocab.length} words`);
+  const glue = [' ', '  ', '\t', ': ', ', ', '. ', '\n', ' | ', '`', '$(', '<|', '|>', '[/', ']', '<</', '>>', '/', '-', ' http://x.example/a ', ' && ', ' not ', ' the '];
+  const sentence = fc.array(fc.oneof(fc.constantFrom(...vocab), fc.constantFrom(...glue)), { maxLength: 24 }).map((ts) => ts.join(' '));
+  const same = (t: string) => assert.deepEqual(findForbiddenContent(t), findForbiddenContent(t, { exhaustive: true }), JSON.stringify(t));
+  fc.assert(fc.property(sentence, same), { numRuns: 3000 });
+  for (const { text } of positives) same(text);
+  for (const name of ['disguised.json', 'benign.json']) {
+    for (const { text } of JSON.parse(readFileSync(repoPath('test/fixtures/corpus', name), 'utf8')) as { text: string }[]) same(text);
+  }
 });
