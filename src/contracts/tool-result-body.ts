@@ -185,7 +185,7 @@ function readLabelled(
     }
     const more = t.trim();
     if (/^(?:`{3,}|~{3,})/.test(more)) continue; // a fence around a multi-line value is layout
-    problems.push({ code: codes.form, message: `a statement in ${codes.section} continues on this line (Airlock writes one line each)`, line: i + 1 });
+    if (current.lines.length === 1) problems.push({ code: codes.form, message: `a statement in ${codes.section} continues on this line (Airlock writes one line each)`, line: i + 1 });
     current.value = current.value === '' ? more : `${current.value}\n${more}`;
     current.lines.push(i);
   }
@@ -296,13 +296,15 @@ export function parseOutputs(lines: string[], s: SectionSpan, known: ReadonlySet
       last.description = (d[1] as string).trim();
       continue;
     }
-    const loose = d || TABLE_RULE.test(t.trim()) ? null : looseEntry(t, known, i + 1);
+    if (TABLE_RULE.test(t.trim())) continue; // a table's header rule is layout
+    const loose = d ? null : looseEntry(t, known, i + 1);
     if (loose) {
       form(i + 1, loose.sha256 === '' ? 'this output has no sha256 (Airlock writes `- /out/<path> sha256: <hex>`)' : 'this output is not written `- /out/<path> sha256: <hex>` (read anyway)');
       last = loose;
       entries.push(loose);
       continue;
     }
+    if (!d && t.trim().startsWith('|') && entries.length === 0) continue; // a table's header row is layout
     form(i + 1, d ? 'a `Description:` line that does not follow an output entry (or repeats one)' : 'a line in Outputs that names no output (Airlock writes `- /out/<path> sha256: <hex>` entries or `None.`)');
   }
   if (content.length === 0) form(s.heading + 1, 'Outputs is empty (Airlock writes `None.` when there are no artifacts)');

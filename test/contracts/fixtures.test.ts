@@ -61,6 +61,17 @@ test('every fixture folder names a known rule of its severity (errors under inva
   }
 });
 
+test('every document under test/fixtures/conformant/ (written to the letter of the spec by another executor) is accepted', () => {
+  const files = filesUnder(repoPath('test/fixtures/conformant'));
+  assert.ok(files.length >= 2);
+  for (const f of files) {
+    const { kind, problems, warnings } = check(f);
+    assert.ok(kind, `${f}: kind not detected`);
+    assert.deepEqual(problems, [], `${f} must be accepted`);
+    for (const w of warnings) assert.equal(w.severity, 'warning');
+  }
+});
+
 test('every example under examples/ checks clean', () => {
   for (const f of filesUnder(examplesDir).filter((f) => /\.(md|json)$/.test(f) && !f.includes('/inputs/'))) {
     const { kind, problems, warnings } = check(f);

@@ -107,6 +107,23 @@ test('sample round-trips; so do a killed process, allowlisted network and an emp
   assert.match(renderToolResult(sample({ artifacts: [] })), /## Outputs\n\nNone\.\n/);
 });
 
+test('the issue\'s ERA result (Limits in words, plain and (empty) streams, the full-stdout artifact not in Outputs, another file name) is accepted with a warning for each departure', () => {
+  const file = repoPath('test/fixtures/conformant/tool-result/era-result-from-the-issue.md');
+  const r = parse(readFileSync(file, 'utf8'), 'result.md');
+  assert.ok(r.ok, JSON.stringify(!r.ok && r.problems));
+  assert.deepEqual(
+    (r.warnings ?? []).map((w) => w.code),
+    ['TS_FILE_NAME', 'TS_PROVENANCE_FORM', 'TS_OUTPUTS_FORM', 'TS_STREAM_BLOCK', 'TS_STREAM_BLOCK'],
+  );
+  assert.deepEqual(r.value.provenance, { command: 'python -u script.py --in /in/input.csv --out /out/output.json', backend: 'ERA 0.4.2 (firecracker microVM)', limits: {}, limits_text: '2 CPU, 1024 MB memory, 120 s wall time, no network' });
+  assert.deepEqual(r.value.stderr, { lines: [], truncated: null });
+  assert.equal(r.value.stdout.lines.length, 4);
+  // Airlock's own writer keeps its exact form: the value renders as Airlock writes, and reads back the same.
+  const again = parse(renderToolResult(r.value), 'result.md');
+  assert.ok(again.ok);
+  assert.deepEqual(again.value, r.value);
+});
+
 test('detect: TS-*.md names, or result_type tool_result in the front matter', () => {
   assert.ok(toolResultContract.detect('results_out/TS-x.md', ''));
   assert.ok(toolResultContract.detect('whatever.md', renderToolResult(sample())));
