@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { screenContent } from '../../src/contracts/forbidden-content.js';
-import { captureStream, renderToolResult, standardSafetyNotes, toolResultContract, type ToolResult } from '../../src/contracts/tool-result.js';
+import { captureStream, renderToolResult, toolResultContract, type ToolResult } from '../../src/contracts/tool-result.js';
 import { repoPath } from '../helpers/paths.js';
+import { SAMPLE_NAME, sampleResult, sha } from '../helpers/tool-result.js';
 
 /**
  * The result screen measured on two corpora (test/fixtures/corpus, made by generate.mjs there):
@@ -26,34 +26,13 @@ interface Sample {
 const load = (name: string): Sample[] => JSON.parse(readFileSync(repoPath('test/fixtures/corpus', name), 'utf8')) as Sample[];
 const disguised = load('disguised.json');
 const benign = load('benign.json');
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const pct = (n: number, of: number) => `${((100 * n) / of).toFixed(1)}%`;
-const NAME = 'TS-20260209-161030Z-TR-20260209-160501Z-corpus.md';
+const NAME = SAMPLE_NAME;
 
 const screen = (text: string) => screenContent([{ where: 'stdout', text }]);
 
 /** Airlock's own Tool Result for a run that printed `text` (the gate's and `airlock run`'s document). */
-function airlockResult(text: string): ToolResult {
-  return {
-    result_id: NAME.slice(0, -3),
-    created_utc: '2026-02-09T16:10:30Z',
-    request_id: 'TR-20260209-160501Z-corpus',
-    executor: 'airlock',
-    backend: 'ns',
-    exit_code: 0,
-    runtime_sec: 0.2,
-    network_used: 'none',
-    network_destinations: [],
-    artifacts: [],
-    stdout_sha256: sha(text),
-    stderr_sha256: sha(''),
-    summary: 'Ran the program; it exited 0.',
-    provenance: { command: 'python3 main.py', backend: 'ns (bubblewrap 0.8.0)', limits: { cpu: 1, memory_mb: 256, time_sec: 10 } },
-    stdout: captureStream(text, 'airlock-stdout.txt'),
-    stderr: captureStream('', 'airlock-stderr.txt'),
-    safety_notes: standardSafetyNotes({ network_used: 'none', network_destinations: [] }),
-  };
-}
+const airlockResult = (text: string): ToolResult => sampleResult({ artifacts: [], stdout: captureStream(text, 'airlock-stdout.txt'), stdout_sha256: sha(text) });
 
 /** Another executor's result (ERA style) with the raw text in a fenced Stdout, as the spec allows. */
 function foreignResult(text: string): string {

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -16,8 +15,8 @@ import {
   type ToolResult,
 } from '../../src/contracts/tool-result.js';
 import { repoPath } from '../helpers/paths.js';
+import { SAMPLE_NAME, sampleResult, sha } from '../helpers/tool-result.js';
 
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const parse = (text: string, fileName?: string) => toolResultContract.parse(text, fileName === undefined ? {} : { fileName });
 /** Error codes (the result is rejected when there is any). */
 const codes = (text: string, fileName?: string): string[] => {
@@ -32,32 +31,8 @@ const warned = (text: string, fileName?: string): string[] => {
   return [...new Set((r.warnings ?? []).map((p) => p.code))];
 };
 
-/** A valid result a host could write after a run. */
-function sample(over: Partial<ToolResult> = {}): ToolResult {
-  const stdout = 'rows: 1204\nmean age: 41.3\nwrote /out/output.json\n';
-  return {
-    result_id: 'TS-20260209-161030Z-TR-20260209-160501Z-python-stats',
-    created_utc: '2026-02-09T16:10:30Z',
-    request_id: 'TR-20260209-160501Z-python-stats',
-    executor: 'airlock',
-    backend: 'ns',
-    exit_code: 0,
-    runtime_sec: 3.4,
-    network_used: 'none',
-    network_destinations: [],
-    artifacts: [{ path: 'output.json', sha256: sha('{}'), description: 'Statistics as JSON' }],
-    stdout_sha256: sha(stdout),
-    stderr_sha256: sha(''),
-    summary: 'Ran script.py on input.csv; exited 0 and wrote /out/output.json.',
-    provenance: { command: 'python -u script.py --in /in/input.csv --out /out/output.json', backend: 'ns (bubblewrap 0.9.0)', limits: { cpu: 2, memory_mb: 1024, time_sec: 120 } },
-    stdout: captureStream(stdout, 'stdout.txt'),
-    stderr: captureStream('', 'stderr.txt'),
-    safety_notes: standardSafetyNotes({ network_used: 'none', network_destinations: [] }),
-    ...over,
-  };
-}
-
-const NAME = 'TS-20260209-161030Z-TR-20260209-160501Z-python-stats.md';
+const sample = sampleResult;
+const NAME = SAMPLE_NAME;
 
 function roundTrips(value: ToolResult): void {
   const text = renderToolResult(value);
