@@ -1,13 +1,19 @@
 /**
  * Detectors for forbidden content in untrusted text (Tool Result spec, "Forbidden Content"):
  * embedded secrets, inline executable payloads, claims that policy should change, and new
- * instructions to fetch or execute. Program output is the main carrier of prompt injection, so
- * these run over every line of a result, stream excerpts included; the gate can run them on any
- * other untrusted text too.
+ * instructions to fetch or execute; and the characters that hide text. Program output is the main
+ * carrier of prompt injection, so these run over every line of a result, stream excerpts included.
+ * This is the one module every door uses: the Tool Result contract, runAction's screen of a run's
+ * output (the gate, `airlock run`), the UTP service (`screenContent`).
  *
  * Design (docs/forbidden-content.md says precisely what each detector catches and misses):
- * - Each category is one precompiled alternation of named patterns, run once over the whole text
- *   (global regex), not per line: matches are rare, so line numbers are computed only for them.
+ * - The detectors read a normalised view (content/normalise.ts: NFKC, invisible characters
+ *   removed, spaces folded), and again every encoded run decoded (content/decode.ts: base64, hex,
+ *   percent, escapes, ROT13, spaced-out keys; TAG and reversed text from content/invisible.ts).
+ *   Invisible characters are findings of their own.
+ * - Each category is one precompiled alternation of named patterns, run once over the whole text,
+ *   not per line: matches are rare, so line numbers are computed only for them. The phrase
+ *   detectors try the alternation only where a trigger word says a pattern can start.
  * - Every quantifier that can run along a line is bounded, so no input is quadratic in line length.
  * - Phrase patterns ("disable the sandbox", "run the following") are exempt when negated ("does not
  *   allow network access") and, in host-written text only, when reported ("the program attempted
@@ -350,8 +356,9 @@ function scanView(view: string, firstLine: number, hostWritten: boolean, which: 
 const MAX_DECODE_DEPTH = 2;
 
 /**
- * Decodes what is encoded in `view` (and the TAG characters of `raw`) and scans the decoded text
- * as untrusted program output. Binary payloads (an ELF in base64) are reported directly.
+ * Decodes what is encoded in `view` (and the TAG characters and right-to-left runs of `raw`) and
+ * scans the decoded text as untrusted program output. Binary payloads (an ELF in base64) are
+ * reported directly.
  */
 function scanDecoded(raw: string, view: string, firstLine: number, which: Which, out: Findings, depth: number, plain = false): void {
   const { decoded, binary } = decodeAll(view);
@@ -412,8 +419,8 @@ function scanOnly(text: string, opts: ScanOptions, which: Which, keep: Forbidden
 
 /**
  * Invisible and format characters that hide text (invisible.ts says which, and where they are
- * fine), and terminal escape sequences: raw ones in raw program output, or escaped ones
- * (`\x1b[31m`) in a document, which a terminal or a reader would act on (warnings).
+ * fine). In raw program output (`rawOutput`) control characters are terminal controls instead: a
+ * warning, since the host escapes them when it writes them.
  */
 export function findHiddenChars(text: string, opts: ScanOptions = {}): ForbiddenFinding[] {
   const out = new Findings(opts.maxFindings ?? 50);

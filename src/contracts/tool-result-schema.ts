@@ -66,7 +66,7 @@ export const REQUEST_ID_RE = /^TR-(\d{8})-(\d{6})Z-[a-z0-9][a-z0-9_-]{0,63}$/;
 /** The result id Airlock writes (the spec's recommended naming); groups: date, time, request id. */
 export const RESULT_ID_RE = /^TS-(\d{8})-(\d{6})Z-(TR-\d{8}-\d{6}Z-[a-z0-9][a-z0-9_-]{0,63})$/;
 /** Any result id Airlock accepts: a plain identifier (it becomes a file name and a log field). */
-export const RESULT_ID_SAFE_RE = /^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$/;
+const RESULT_ID_SAFE_RE = /^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$/;
 export const TIMESTAMP_RE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,3})?Z$/;
 export const SHA256_RE = /^[0-9a-f]{64}$/;
 /** Relative path: segments without `/`, `\`, control characters, not empty, `.` or `..`. */

@@ -1,10 +1,11 @@
 /**
  * Encoded text hidden in untrusted output, decoded so the detectors can read it again: base64
- * (standard and url-safe, inline or wrapped over lines), hex (plain, spaced, `\x..`), percent-
- * encoding, ROT13, and runs of letters or short groups spaced apart (`A K I A …`, `AKIA IOSF …`).
- * Each decoder works on the normalised view (so fullwidth or zero-width-split encodings are seen
- * too) and returns the decoded text with the line it came from. Binary that decodes from base64
- * is classified by its magic bytes instead (an executable is a payload; a PNG is an image).
+ * (standard and url-safe, inline or wrapped over lines), hex (plain, spaced, `\x..`), percent- and
+ * form-encoding, HTML and string character escapes, ROT13, and runs of letters or short groups
+ * spaced apart (`A K I A …`, `AKIA IOSF …`). Each decoder works on the normalised view (so
+ * fullwidth or zero-width-split encodings are seen too) and returns the decoded text with the line
+ * it came from. Binary that decodes from base64 is classified by its magic bytes instead (an
+ * executable is a payload; a PNG is an image).
  */
 
 export type Encoding = 'base64' | 'hex' | 'percent-encoded' | 'escaped' | 'ROT13' | 'spaced-out' | 'Unicode tag' | 'right-to-left reversed';
@@ -24,11 +25,11 @@ export interface BinaryRun {
 }
 
 /** Shortest base64 run worth decoding (12 bytes); shorter runs are ordinary words and ids. */
-export const MIN_BASE64 = 16;
+const MIN_BASE64 = 16;
 /** Shortest hex run worth decoding (8 bytes). */
 const MIN_HEX = 16;
 /** A base64 run this long that decodes to unknown binary is reported as a blob. */
-export const MIN_BLOB = 120;
+const MIN_BLOB = 120;
 
 /** Token characters: letters, digits, `_ + / =`. A `-` joins tokens into one encoded run (base64url). */
 const TOKEN = new Uint8Array(128);

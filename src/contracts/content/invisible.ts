@@ -82,7 +82,7 @@ export function findInvisible(text: string, max = Infinity): InvisibleHit[] {
 }
 
 /** `\x1b`, `\u200b`, `\u{e0041}`: the visible spelling of a character. */
-export const escapeChar = (c: number): string =>
+const escapeChar = (c: number): string =>
   c < 0x100 ? `\\x${c.toString(16).padStart(2, '0')}` : c <= 0xffff ? `\\u${c.toString(16).padStart(4, '0')}` : `\\u{${c.toString(16)}}`;
 
 /**
