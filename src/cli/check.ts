@@ -23,6 +23,8 @@ export interface FileReport {
   /** Set when the file could not be read at all (exit 3). */
   readError?: string;
   problems: Problem[];
+  /** Reported, never a failure: the document departs from Airlock's own stricter form. */
+  warnings: Problem[];
 }
 
 export async function checkFile(file: string): Promise<FileReport> {
@@ -30,25 +32,30 @@ export async function checkFile(file: string): Promise<FileReport> {
   try {
     bytes = await readFile(file);
   } catch (e) {
-    return { file, kind: null, valid: false, readError: (e as NodeJS.ErrnoException).code ?? String(e), problems: [] };
+    return { file, kind: null, valid: false, readError: (e as NodeJS.ErrnoException).code ?? String(e), problems: [], warnings: [] };
   }
   const decoded = decodeDocument(bytes);
-  if ('problem' in decoded) return { file, kind: null, valid: false, problems: [decoded.problem] };
+  if ('problem' in decoded) return { file, kind: null, valid: false, problems: [decoded.problem], warnings: [] };
   const kind = detectKind(basename(file), decoded.text);
-  if (!kind) return { file, kind: null, valid: false, problems: [unknownKindProblem()] };
+  if (!kind) return { file, kind: null, valid: false, problems: [unknownKindProblem()], warnings: [] };
   const r = (await load[kind]()).parse(decoded.text, { fileName: basename(file) });
-  return { file, kind, valid: r.ok, problems: r.ok ? [] : r.problems };
+  return { file, kind, valid: r.ok, problems: r.ok ? [] : r.problems, warnings: r.warnings ?? [] };
 }
 
+const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+
+/** `FILE:LINE: CODE: message` per error, `FILE:LINE: warning: CODE: message` per warning, in line order; then the verdict. */
 export function formatReport(r: FileReport): string {
   if (r.readError) return `${r.file}: cannot read (${r.readError})\n`;
-  const lines = r.problems.map((p) => `${r.file}:${p.line ?? 1}: ${p.code}: ${p.message}${p.path ? ` [${p.path}]` : ''}`);
+  const all = [...r.problems, ...r.warnings].sort((a, b) => (a.line ?? 1) - (b.line ?? 1));
+  const lines = all.map((p) => `${r.file}:${p.line ?? 1}: ${p.severity === 'warning' ? 'warning: ' : ''}${p.code}: ${p.message}${p.path ? ` [${p.path}]` : ''}`);
   const kind = r.kind ?? 'unknown document';
-  lines.push(r.valid ? `${r.file}: valid ${kind}` : `${r.file}: INVALID ${kind} (${r.problems.length} problem${r.problems.length === 1 ? '' : 's'})`);
+  const warned = r.warnings.length > 0 ? ` (${plural(r.warnings.length, 'warning')})` : '';
+  lines.push(r.valid ? `${r.file}: valid ${kind}${warned}` : `${r.file}: INVALID ${kind} (${plural(r.problems.length, 'problem')}${r.warnings.length > 0 ? `, ${plural(r.warnings.length, 'warning')}` : ''})`);
   return lines.join('\n') + '\n';
 }
 
-/** Exit code of `airlock check`: 0 all valid, 2 any invalid, 3 any unreadable. */
+/** Exit code of `airlock check`: 0 all valid (warnings do not count), 2 any invalid, 3 any unreadable. */
 export function checkExitCode(reports: FileReport[]): number {
   if (reports.some((r) => r.readError)) return 3;
   return reports.every((r) => r.valid) ? 0 : 2;
@@ -58,5 +65,8 @@ export async function explain(code: string): Promise<string | undefined> {
   const { allRules } = await import('../contracts/index.js');
   const found = allRules().find((r) => r.rule.code === code.toUpperCase());
   if (!found) return undefined;
-  return `${found.rule.code} (${found.kind})\n  Rule: ${found.rule.spec}\n  Fix:  ${found.rule.fix}\n`;
+  const r = found.rule;
+  const source = r.source === undefined ? '' : `  Source: ${r.source === 'spec' ? 'the spec' : r.source === 'airlock' ? 'Airlock\'s own stricter choice' : 'the spec, checked more strictly by Airlock'}\n`;
+  const severity = `  Severity: ${r.severity === 'warning' ? 'warning (reported, the document is still accepted)' : 'error (the document is rejected)'}\n`;
+  return `${r.code} (${found.kind})\n  Rule: ${r.spec}\n  Fix:  ${r.fix}\n${severity}${source}${r.protects ? `  Protects: ${r.protects}\n` : ''}`;
 }

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import type { Problem } from '../contracts/problem.js';
 import type { RunOutcome } from '../pipeline/run.js';
 import { runFile } from '../pipeline/run.js';
 import { openWorkspace } from '../workspace/workspace.js';
@@ -31,9 +32,15 @@ function summarize(o: Extract<RunOutcome, { kind: 'ran' }>): string {
   for (const e of sr.filesystem_diff.modified) lines.push(`modified ${e.path}`);
   for (const e of sr.filesystem_diff.deleted) lines.push(`deleted  ${e.path}`);
   lines.push(`sandbox result: ${o.sandboxResultFile}`);
+  // The same result screen as the gate and the UTP door (a TR run's includes it in the Tool Result's problems).
+  const item = (p: Problem) => `  - ${p.severity === 'warning' ? 'warning: ' : ''}${p.code}${p.path ? ` [${p.path}${p.line ? `:${p.line}` : ''}]` : ''}: ${p.message}`;
   if (o.toolResult) {
     lines.push(`tool result:    ${o.toolResult.file} (${o.toolResult.valid ? 'valid: safe to hand on' : 'INVALID: would be quarantined'})`);
-    for (const p of o.toolResult.problems) lines.push(`  - ${p.code}: ${p.message}`);
+    for (const p of [...o.toolResult.problems, ...o.toolResult.warnings]) lines.push(item(p));
+  } else {
+    const { problems, warnings } = o.screening;
+    lines.push(`result screen:  ${problems.length === 0 ? 'clean' : `${problems.length} finding${problems.length === 1 ? '' : 's'}: the output would be withheld (UTP) or quarantined (gate)`}`);
+    for (const p of [...problems, ...warnings]) lines.push(item(p));
   }
   return lines.join('\n') + '\n';
 }

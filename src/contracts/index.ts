@@ -35,7 +35,10 @@ export function allRules(): { kind: DocumentKind | 'document'; rule: Rule }[] {
 
 export interface CheckOutcome {
   kind: DocumentKind | null;
+  /** Errors: the document is rejected when there is any. */
   problems: Problem[];
+  /** Reported, never a rejection (severity 'warning'). */
+  warnings: Problem[];
   value?: unknown;
 }
 
@@ -44,7 +47,8 @@ export function checkText(fileName: string, rawText: string): CheckOutcome {
   const text = normalizeText(rawText);
   const kind = detectKind(fileName, text);
   const contract = kind && contracts.find((c) => c.kind === kind);
-  if (!contract) return { kind: null, problems: [unknownKindProblem()] };
+  if (!contract) return { kind: null, problems: [unknownKindProblem()], warnings: [] };
   const r = contract.parse(text, { fileName });
-  return r.ok ? { kind: contract.kind, problems: [], value: r.value } : { kind: contract.kind, problems: r.problems };
+  const warnings = r.warnings ?? [];
+  return r.ok ? { kind: contract.kind, problems: [], warnings, value: r.value } : { kind: contract.kind, problems: r.problems, warnings };
 }

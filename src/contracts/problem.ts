@@ -9,9 +9,18 @@ export interface Problem {
   message: string;
   line?: number;
   path?: string;
+  /**
+   * Absent: an error (the document is rejected). `warning`: reported, never a rejection — the
+   * document breaks one of Airlock's own stricter choices that protects nothing (docs/contracts.md).
+   */
+  severity?: 'warning';
 }
 
-export type Result<T> = { ok: true; value: T } | { ok: false; problems: Problem[] };
+/**
+ * A parse outcome. `problems` holds errors only; `warnings` (when a contract has any to report)
+ * holds problems with `severity: 'warning'`, on either branch: a valid document can carry warnings.
+ */
+export type Result<T> = { ok: true; value: T; warnings?: Problem[] } | { ok: false; problems: Problem[]; warnings?: Problem[] };
 
 export const ok = <T>(value: T): Result<T> => ({ ok: true, value });
 export const fail = <T = never>(problems: Problem[]): Result<T> => ({ ok: false, problems });
@@ -23,6 +32,36 @@ export interface Rule {
   spec: string;
   /** How to fix a document that breaks it. */
   fix: string;
+  /**
+   * Where the rule comes from: the normative spec, Airlock's own stricter choice, or a spec rule
+   * Airlock checks more strictly (`both`). Unset for contracts not yet classified.
+   */
+  source?: 'spec' | 'airlock' | 'both';
+  /** `warning`: reported, not rejected. Unset: an error. */
+  severity?: 'warning';
+  /** For an Airlock (or `both`) rule kept as an error: what the stricter check protects. */
+  protects?: string;
+}
+
+/** The codes of `rules` that are warnings. */
+export function warningCodes(rules: readonly Rule[]): ReadonlySet<string> {
+  return new Set(rules.filter((r) => r.severity === 'warning').map((r) => r.code));
+}
+
+/**
+ * Splits problems by the severity their rule declares; warnings get `severity: 'warning'`.
+ * The result is ok exactly when there is a value and no error.
+ */
+export function settle<T>(value: T | null, problems: Problem[], warnings: ReadonlySet<string>): Result<T> {
+  const errors: Problem[] = [];
+  const warned: Problem[] = [];
+  for (const p of problems) {
+    if (warnings.has(p.code)) warned.push({ ...p, severity: 'warning' });
+    else errors.push(p);
+  }
+  const w = warned.length > 0 ? { warnings: warned } : {};
+  if (errors.length === 0 && value !== null) return { ok: true, value, ...w };
+  return { ok: false, problems: errors, ...w };
 }
 
 export type DocumentKind = 'tool-request' | 'tool-result' | 'action-descriptor' | 'sandbox-result' | 'utp';

@@ -1,5 +1,5 @@
 import type { Problem } from './problem.js';
-import { trProblem, type ToolRequestCode } from './tool-request-rules.js';
+import { hasErrorsSince, trProblem, type ToolRequestCode } from './tool-request-rules.js';
 import {
   BACKENDS,
   INPUT_NAME_RE,
@@ -337,8 +337,8 @@ export function validateFrontMatter(data: Record<string, unknown>, lineOf: (path
           report('TR_OUTPUT_PATH', `outputs_expected[${i}].path ${quote(rec.path)} ${norm.error}`, ['outputs_expected', i, 'path']);
           ok = false;
         } else if (seen.has(norm.path)) {
-          report('TR_OUTPUT_DUPLICATE', `output ${norm.path} is declared twice`, ['outputs_expected', i, 'path']);
-          ok = false;
+          report('TR_OUTPUT_DUPLICATE', `output ${norm.path} is declared twice (read once)`, ['outputs_expected', i, 'path']);
+          ok = false; // the first declaration stands
         } else {
           seen.add(norm.path);
           path = norm.path;
@@ -367,7 +367,7 @@ export function validateFrontMatter(data: Record<string, unknown>, lineOf: (path
   });
 
   const facts: FrontMatterFacts = { frontMatter: null, language, backend, network, inputs, outputs };
-  if (problems.length === start) {
+  if (!hasErrorsSince(problems, start)) {
     if (language === 'shell_forbidden') language = undefined; // unreachable: it was reported
     facts.frontMatter = {
       request_type: 'tool_request',

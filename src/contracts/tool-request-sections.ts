@@ -1,6 +1,6 @@
 import type { BodyLine, Section } from './markdown.js';
 import type { Problem } from './problem.js';
-import { trProblem } from './tool-request-rules.js';
+import { hasErrorsSince, trProblem } from './tool-request-rules.js';
 import { DATA_SENSITIVITIES, RISK_LEVELS, type Backend, type DataSensitivity, type NetworkMode, type RiskAssessment, type RiskLevel, type ToolInput, type ToolOutput } from './tool-request-schema.js';
 
 /** The `## ` sections of a request, in order; the first differs by backend. */
@@ -21,9 +21,14 @@ export function pickSections(sections: Section[], backend: Backend | undefined, 
   for (const s of sections) {
     const pos = expected.indexOf(s.title);
     if (pos < 0) {
-      const other = s.title === 'Code' ? 'is only for `backend: monty`' : s.title === 'Command' ? 'is not used with `backend: monty` (it takes `## Code`)' : undefined;
+      // Code or a command the backend will not run would mislead the approver: an error. Other sections are extra text.
+      const other = s.title === 'Code' ? 'is only for `backend: monty`: this backend would not run it' : s.title === 'Command' ? 'is not run with `backend: monty` (it runs `## Code`)' : undefined;
+      if (other) {
+        problems.push(trProblem('TR_SECTION_WRONG_BACKEND', `\`## ${s.title}\` ${other}`, s.line));
+        continue;
+      }
       const near = expected.find((t) => t.toLowerCase() === s.title.toLowerCase());
-      const why = other ?? (near ? `is not a section name; write it as \`## ${near}\`` : 'is not one of the four request sections; use a `### ` subsection inside one of them');
+      const why = near ? `is not a section name; write it as \`## ${near}\`` : 'is not one of the four request sections (Airlock uses a `### ` subsection inside one of them)';
       problems.push(trProblem('TR_SECTION_UNKNOWN', `\`## ${s.title.slice(0, 60)}\` ${why}`, s.line));
       continue;
     }
@@ -141,20 +146,23 @@ export function checkRiskAssessment(section: Section, body: BodyLine[], network:
   if (sensitivity && !(DATA_SENSITIVITIES as readonly string[]).includes(unwrap(sensitivity.value).toLowerCase())) {
     problems.push(trProblem('TR_RISK_SENSITIVITY', `Data sensitivity is ${JSON.stringify(sensitivity.value.slice(0, 40))}; write public, internal or confidential`, sensitivity.line));
   }
-  const rationale = get('network rationale', 'Network rationale: <why, or none>');
-  if (rationale) {
-    const v = unwrap(rationale.value);
-    if (v === '') problems.push(trProblem('TR_RISK_NETWORK_RATIONALE', 'Network rationale is empty; write `none` or why the network is needed', rationale.line));
-    else if (network === 'allowlist' && NO_NETWORK.test(v)) {
-      problems.push(trProblem('TR_RISK_NETWORK_RATIONALE', 'network is allowlist but the rationale says none; say why each allowlisted host is needed', rationale.line));
-    }
+  // The spec asks for a rationale only if network is needed: without network, Airlock's `none` line is a warning.
+  const usesNetwork = network === 'allowlist';
+  const rationale = usesNetwork ? get('network rationale', 'Network rationale: <why each host is needed>') : seen.get('network rationale');
+  const v = rationale ? unwrap(rationale.value) : '';
+  if (!usesNetwork && v === '') {
+    problems.push(trProblem('TR_RISK_NETWORK_RATIONALE_OMITTED', 'no network is used and the Network rationale is missing or empty; Airlock writes `Network rationale: none`', rationale?.line ?? section.line));
+  } else if (usesNetwork && rationale && v === '') {
+    problems.push(trProblem('TR_RISK_NETWORK_RATIONALE', 'Network rationale is empty; say why the network is needed', rationale.line));
+  } else if (usesNetwork && NO_NETWORK.test(v)) {
+    problems.push(trProblem('TR_RISK_NETWORK_RATIONALE', 'network is allowlist but the rationale says none; say why each allowlisted host is needed', rationale?.line ?? section.line));
   }
-  if (problems.length > start || !level || !justification || !sensitivity || !rationale) return null;
+  if (hasErrorsSince(problems, start) || !level || !justification || !sensitivity || (usesNetwork && !rationale)) return null;
   return {
     level: unwrap(level.value).toLowerCase() as RiskLevel,
     justification: justification.value,
     dataSensitivity: unwrap(sensitivity.value).toLowerCase() as DataSensitivity,
-    networkRationale: rationale.value,
+    networkRationale: rationale?.value ?? '',
   };
 }
 

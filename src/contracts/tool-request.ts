@@ -1,12 +1,12 @@
 import { detectKind } from './detect.js';
 import { parseFrontMatterDocument, sectionBody, type BodyLine } from './markdown.js';
-import type { Contract, Problem, Result } from './problem.js';
+import { settle, type Contract, type Problem, type Result } from './problem.js';
 import { renderFrontMatterDocument } from './render.js';
 import { normalizeText } from './text.js';
 import { checkCommand } from './tool-request-command.js';
 import { scanContent } from './tool-request-content.js';
 import { validateFrontMatter } from './tool-request-front-matter.js';
-import { toolRequestRules, trProblem } from './tool-request-rules.js';
+import { TOOL_REQUEST_WARNINGS, toolRequestRules, trProblem } from './tool-request-rules.js';
 import { toolRequestFrontMatterSchema, type ToolCommand, type ToolRequest } from './tool-request-schema.js';
 import { checkCode, checkInputFiles, checkOutputExpectations, checkRiskAssessment, pickSections } from './tool-request-sections.js';
 
@@ -56,7 +56,7 @@ export function parseToolRequest(input: string, opts?: { fileName?: string }): R
   if (!parsed.ok) {
     problems.push(...parsed.problems);
     scanContent(text, problems);
-    return { ok: false, problems: capPerCode(problems) };
+    return settle<ToolRequest>(null, capPerCode(problems), TOOL_REQUEST_WARNINGS);
   }
   const doc = parsed.value;
   const facts = validateFrontMatter(doc.data as Record<string, unknown>, doc.lineOf, problems);
@@ -89,17 +89,18 @@ export function parseToolRequest(input: string, opts?: { fileName?: string }): R
 
   scanContent(text, problems);
 
-  if (problems.length > 0 || !fm || !risk || !facts.inputs || !facts.outputs) {
-    // Every path to a null above pushed a problem; this guard only keeps the types honest.
-    return { ok: false, problems: problems.length > 0 ? capPerCode(problems) : [trProblem('TR_FIELD_MISSING', 'the request is incomplete')] };
+  if (!fm || !risk || !facts.inputs || !facts.outputs) {
+    // Every path to a null above pushed an error; this guard only keeps the types honest.
+    const r = settle<ToolRequest>(null, capPerCode(problems), TOOL_REQUEST_WARNINGS);
+    if (!r.ok && r.problems.length === 0) r.problems.push(trProblem('TR_FIELD_MISSING', 'the request is incomplete'));
+    return r;
   }
   let preStart = 0;
   let preEnd = doc.preamble.length;
   while (preStart < preEnd && doc.preamble[preStart]!.text.trim() === '') preStart++;
   while (preEnd > preStart && doc.preamble[preEnd - 1]!.text.trim() === '') preEnd--;
-  return {
-    ok: true,
-    value: {
+  return settle<ToolRequest>(
+    {
       frontMatter: fm,
       preamble: joinLines(doc.preamble.slice(preStart, preEnd)),
       sections: {
@@ -115,7 +116,9 @@ export function parseToolRequest(input: string, opts?: { fileName?: string }): R
       outputs: facts.outputs,
       risk,
     },
-  };
+    capPerCode(problems),
+    TOOL_REQUEST_WARNINGS,
+  );
 }
 
 /** Writes a request so that parseToolRequest gives the same value back. */

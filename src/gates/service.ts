@@ -133,7 +133,8 @@ async function processOne(name: string, opts: GateOptions, ledger: Ledger): Prom
   }
   const tr = checked.value as ToolRequest;
   const id = tr.frontMatter.request_id;
-  audit.append({ type: 'validated', request_id: id });
+  audit.append({ type: 'validated', request_id: id, ...(checked.warnings.length > 0 ? { detail: { warnings: codesOf(checked.warnings) } } : {}) });
+  if (checked.warnings.length > 0) log.warn('warnings', { request_id: id, warnings: checked.warnings }, `${id}: accepted with warnings (${codesOf(checked.warnings).join(', ')})`);
   const action = actionFromToolRequest(tr);
 
   // Approval: an operator's signature, or the policy's own approval for the requests it may approve alone.
@@ -178,23 +179,28 @@ async function processOne(name: string, opts: GateOptions, ledger: Ledger): Prom
     const out = join(ws.resultsOut, basename(ts.file));
     writeAtomic(out, readFileSync(ts.file));
     const parsed = toolResultContract.parse(readFileSync(out, 'utf8'), { fileName: basename(out) });
-    const problems: Problem[] = parsed.ok ? [] : parsed.problems;
+    // The document, and the run's whole output (the streams past the excerpt are artifacts): the same screen as every door.
+    const problems: Problem[] = [...(parsed.ok ? [] : parsed.problems), ...outcome.screening.problems];
+    const warnings: Problem[] = [...(parsed.warnings ?? []), ...outcome.screening.warnings];
     if (sr.verdict.recommended_action === 'BLOCK') problems.push(...sr.verdict.reasons.map((r) => ({ code: 'GATE_RESULT_BLOCKED', message: r })));
     const secs = ((Date.now() - started) / 1000).toFixed(2);
+    const warned = warnings.length > 0 ? `; warnings: ${codesOf(warnings).join(', ')}` : '';
     if (problems.length === 0) {
       const dest = moveInto(out, ws.inbound);
-      audit.append({ type: 'accepted', request_id: id, sandbox_id: outcome.sandboxId, detail: { result: basename(dest) } });
-      log.info('accepted', { request_id: id, result: dest, verdict: sr.verdict.recommended_action }, `${id}: ACCEPT -> inbound/${basename(dest)} (${sr.execution.status}, exit ${sr.execution.exit_code ?? sr.execution.signal}, ${sr.verdict.recommended_action}, ${secs} s)`);
+      audit.append({ type: 'accepted', request_id: id, sandbox_id: outcome.sandboxId, detail: { result: basename(dest), ...(warnings.length > 0 ? { warnings: codesOf(warnings) } : {}) } });
+      log.info('accepted', { request_id: id, result: dest, verdict: sr.verdict.recommended_action, warnings }, `${id}: ACCEPT -> inbound/${basename(dest)} (${sr.execution.status}, exit ${sr.execution.exit_code ?? sr.execution.signal}, ${sr.verdict.recommended_action}, ${secs} s${warned})`);
     } else {
-      const dest = quarantine(out, ws.quarantine, { decision: 'REJECT', stage: 'result', verdict: sr.verdict.recommended_action, sandbox_id: outcome.sandboxId, problems });
-      audit.append({ type: 'quarantined', request_id: id, sandbox_id: outcome.sandboxId, detail: { stage: 'result', codes: [...new Set(problems.map((p) => p.code))], file: basename(dest) } });
-      log.warn('quarantined', { request_id: id, result: dest, codes: problems.map((p) => p.code) }, `${id}: REJECT result -> quarantine/${basename(dest)} (${[...new Set(problems.map((p) => p.code))].join(', ')}; ${secs} s)`);
+      const dest = quarantine(out, ws.quarantine, { decision: 'REJECT', stage: 'result', verdict: sr.verdict.recommended_action, sandbox_id: outcome.sandboxId, problems, warnings });
+      audit.append({ type: 'quarantined', request_id: id, sandbox_id: outcome.sandboxId, detail: { stage: 'result', codes: codesOf(problems), file: basename(dest) } });
+      log.warn('quarantined', { request_id: id, result: dest, codes: problems.map((p) => p.code) }, `${id}: REJECT result -> quarantine/${basename(dest)} (${codesOf(problems).join(', ')}; ${secs} s${warned})`);
     }
     return true;
   } finally {
     rmSync(inputsDir, { recursive: true, force: true });
   }
 }
+
+const codesOf = (ps: Problem[]): string[] => [...new Set(ps.map((p) => p.code))];
 
 /** Claims a request: the rename of the request decides who runs it; its .sig follows. */
 function moveClaim(from: string, to: string): void {

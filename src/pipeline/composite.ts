@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ActionDescriptor } from '../contracts/action-descriptor.js';
+import type { Problem } from '../contracts/problem.js';
 import { validateSandboxResultAgainst, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
 import { actionFromDescriptor } from '../action/from-action-descriptor.js';
 import type { Judgement, Verdict } from '../judge/judge.js';
@@ -71,7 +72,10 @@ export async function runComposite(d: ActionDescriptor, ctx: RunContext): Promis
   };
   const last = ran[ran.length - 1] as Ran; // the schema requires at least one child
   // `observation` is the last child's raw observation; every child's is with its own run.
-  return { kind: 'ran', sandboxId, runDir, sandboxResult: sr, sandboxResultFile, judgement, observation: last.observation, selfCheckProblems: self.ok ? [] : self.problems, children };
+  // Each child's output was screened on its own; the composite carries them all, named by child.
+  const within = (i: number, ps: Problem[]) => ps.map((p) => ({ ...p, path: `children[${i}].${p.path ?? ''}` }));
+  const screening = { problems: ran.flatMap((r, i) => within(i, r.screening.problems)), warnings: ran.flatMap((r, i) => within(i, r.screening.warnings)) };
+  return { kind: 'ran', sandboxId, runDir, sandboxResult: sr, sandboxResultFile, judgement, observation: last.observation, screening, selfCheckProblems: self.ok ? [] : self.problems, children };
 }
 
 const sum = (xs: (number | null)[]): number | null => (xs.some((x) => x === null) ? null : (xs as number[]).reduce((a, b) => a + b, 0));

@@ -2,6 +2,7 @@ import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import type { ActionDescriptor } from '../contracts/action-descriptor.js';
+import { screenContent, type Screening } from '../contracts/forbidden-content.js';
 import { checkText, type Problem } from '../contracts/index.js';
 import { validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
 import { decodeDocument } from '../contracts/text.js';
@@ -41,7 +42,13 @@ export type RunOutcome =
       sandboxResultFile: string;
       judgement: Judgement;
       observation: NsRunObservation;
-      toolResult?: { file: string; valid: boolean; problems: Problem[] };
+      /**
+       * What the run's untrusted output (the streams as kept, in full, and the paths it changed)
+       * gave the result screen. Every door hands nothing on while it has problems (docs/forbidden-content.md).
+       */
+      screening: Screening;
+      /** The Tool Result (TR runs): valid when its contract and the screen found no error. */
+      toolResult?: { file: string; valid: boolean; problems: Problem[]; warnings: Problem[] };
       /** Our own Sandbox Result failed its own validation: a bug, reported as an internal error. */
       selfCheckProblems: Problem[];
     };
@@ -152,7 +159,8 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
     writeFileSync(join(runDir, 'artifacts', `airlock-${name}.txt`), obs[name].bytes);
   }
 
-  let toolResult: { file: string; valid: boolean; problems: Problem[] } | undefined;
+  const screening = screenRun(obs, sandboxResult);
+  let toolResult: { file: string; valid: boolean; problems: Problem[]; warnings: Problem[] } | undefined;
   if (action.source === 'tool-request') {
     const backend =
       action.lane === 'monty'
@@ -167,13 +175,29 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
     }
     const text = toolResultContract.render(result);
     const name = `${result.result_id}.md`;
-    // The result is untrusted data: validated like any document from outside.
+    // The result is untrusted data: validated like any document from outside, and screened in full.
     const parsed = toolResultContract.parse(text, { fileName: name });
     const tsFile = join(runDir, name);
     writeFileSync(tsFile, text);
-    toolResult = { file: tsFile, valid: parsed.ok, problems: parsed.ok ? [] : parsed.problems };
+    const problems = [...(parsed.ok ? [] : parsed.problems), ...screening.problems];
+    toolResult = { file: tsFile, valid: problems.length === 0, problems, warnings: [...(parsed.warnings ?? []), ...screening.warnings] };
   }
-  return { kind: 'ran', sandboxId, runDir, sandboxResult, sandboxResultFile, judgement, observation: obs, toolResult, selfCheckProblems: self.ok ? [] : self.problems };
+  return { kind: 'ran', sandboxId, runDir, sandboxResult, sandboxResultFile, judgement, observation: obs, screening, toolResult, selfCheckProblems: self.ok ? [] : self.problems };
+}
+
+/**
+ * The result screen of a run, the same for every door: the streams as the host kept them (all
+ * of them, not only the excerpt a result shows: the rest is stored as an artifact) and every path
+ * the run changed (a file name is program output too).
+ */
+export function screenRun(obs: NsRunObservation, sr: SandboxResult): Screening {
+  const d = sr.filesystem_diff;
+  const paths = [...d.added, ...d.modified, ...d.deleted].map((e) => e.path);
+  return screenContent([
+    { where: 'stdout', text: obs.stdout.bytes.toString('utf8') },
+    { where: 'stderr', text: obs.stderr.bytes.toString('utf8') },
+    { where: 'filesystem_diff (paths, one a line)', text: paths.join('\n') },
+  ]);
 }
 
 /** runs/<id>/scopes.json: what promotion checks before it acts (src/commit/scopes.ts, ScopeRecord). */

@@ -3,6 +3,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS, type Action, type ActionLimits } from '../action/action.js';
+import { jsonParts, screenContent, type Screening } from '../contracts/forbidden-content.js';
 import type { Problem } from '../contracts/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
 import { evaluatePolicy } from '../policy/evaluate.js';
@@ -143,7 +144,7 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
       return fail('timeout', 'tool_timeout', `echo: wall time ${limits.wallMs} ms exceeded`, { wall_ms: limits.wallMs });
     }
     if (delay > 0 && (await sleep(delay, ctx.signal)) === 'aborted') return fail('canceled', 'canceled', 'the call was canceled while it ran');
-    return { status: 'success', result: { runner: 'echo', echo: args } };
+    return screened({ status: 'success', result: { runner: 'echo', echo: args } });
   }
 
   // The host policy (the workspace's policy.yaml) is the ceiling of every call, as for the gate.
@@ -206,7 +207,7 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
       if (runtime) return fail('failed', 'upstream_unavailable', 'this host has no Python runtime for the sandbox', detail);
       return fail('failed', 'internal_error', 'the sandbox refused the action', detail);
     }
-    return summarise(outcome.sandboxResult, action);
+    return screened(summarise(outcome.sandboxResult, action), outcome.screening);
   } finally {
     for (const d of cleanup) rmSync(d, { recursive: true, force: true });
   }
@@ -309,4 +310,45 @@ export function summarise(sr: SandboxResult, action: Action): Execution {
     return fail('failed', 'policy_violation', `the judge recommends ${sr.verdict.recommended_action}`, { ...detail, reasons: sr.verdict.reasons.slice(0, 10) }, result);
   }
   return { status: 'success', result };
+}
+
+/** Card fields that hold the run's output: screened in full by runAction (the card shows an excerpt). */
+const STREAM_TEXT = new Set(['result.stdout.text', 'result.stderr.text']);
+
+/**
+ * The UTP door's result screen, the one every door applies (forbidden-content.ts): the run's
+ * output in full (`run`, from runAction) and every string of the card's `result` (file names,
+ * the judge's reasons, an echo's arguments). Content that fails is withheld, never sent: the call
+ * answers failed / policy_violation, and the card says what was found (code, where, line) with
+ * only Airlock's own facts about the run. Warnings ride along in `result.warnings`.
+ */
+export function screened(e: Execution, run?: Screening): Execution {
+  const card = screenContent(jsonParts(e.result, 'result').filter((p) => !(run && STREAM_TEXT.has(p.where))));
+  const problems = [...(run?.problems ?? []), ...card.problems];
+  if (problems.length > 0) return withheld(e, problems);
+  const warnings = [...(run?.warnings ?? []), ...card.warnings];
+  if (warnings.length > 0) e.result.warnings = warnings.slice(0, 20).map(findingJson);
+  return e;
+}
+
+const findingJson = (p: Problem): JsonObject => ({ code: p.code, message: p.message.slice(0, 300), ...(p.path ? { path: p.path } : {}), ...(p.line ? { line: p.line } : {}) });
+
+/** Only Airlock's own facts about the run survive: enums, numbers, hashes, ids it made. */
+function withheld(e: Execution, problems: Problem[]): Execution {
+  const r = e.result as Record<string, JsonValue>;
+  const obj = (v: JsonValue | undefined): Record<string, JsonValue> => (v !== null && typeof v === 'object' && !Array.isArray(v) ? v : {});
+  const pick = (o: Record<string, JsonValue>, keys: string[]): JsonObject => Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k] as JsonValue]));
+  const stream = (v: JsonValue | undefined): JsonObject => ({ withheld: true, ...pick(obj(v), ['total_bytes', 'truncated', 'sha256']) });
+  const findings = problems.slice(0, 20).map(findingJson);
+  const result: JsonObject = {
+    ...pick(r, ['runner', 'lane', 'sandbox_id']),
+    ...(r.verdict !== undefined ? { verdict: pick(obj(r.verdict), ['recommended_action']) } : {}),
+    ...(r.execution !== undefined ? { execution: pick(obj(r.execution), ['status', 'exit_code', 'signal', 'wall_time_ms']) } : {}),
+    ...(r.stdout !== undefined ? { stdout: stream(r.stdout), stderr: stream(r.stderr) } : {}),
+    ...(Array.isArray(r.outputs) ? { outputs: r.outputs.map((o) => pick(obj(o), ['sha256', 'size_bytes'])) } : {}),
+    withheld: true,
+    findings,
+  };
+  const codes = [...new Set(problems.map((p) => p.code))].join(', ');
+  return fail('failed', 'policy_violation', `the result was withheld: its content failed Airlock's result validation (${codes})`, { findings, ...(e.error ? { run_error: e.error.code } : {}) }, result);
 }

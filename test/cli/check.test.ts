@@ -19,6 +19,35 @@ test('airlock check: an invalid document prints FILE:LINE: CODE: message and exi
   assert.match(r.stdout, /INVALID tool-request \(1 problem\)/);
 });
 
+test('airlock check: warnings are printed as FILE:LINE: warning: CODE and do not fail the check (exit 0)', () => {
+  const f = repoPath('test/fixtures/warning/TS_PROVENANCE_FORM/limits-in-words/TS-20260209-161030Z-TR-20260209-160501Z-python-stats.md');
+  const r = airlock(['check', f]);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /python-stats\.md:\d+: warning: TS_PROVENANCE_FORM: /);
+  assert.match(r.stdout, /: valid tool-result \(1 warning\)\n$/);
+  const json = airlock(['check', '--json', f]);
+  assert.equal(json.code, 0);
+  const report = JSON.parse(json.stdout) as { valid: boolean; files: { problems: unknown[]; warnings: { code: string; severity: string }[] }[] };
+  assert.equal(report.valid, true);
+  assert.deepEqual(report.files[0]?.problems, []);
+  assert.deepEqual(report.files[0]?.warnings.map((w) => [w.code, w.severity]), [['TS_PROVENANCE_FORM', 'warning']]);
+  // An invalid document with warnings: both are listed, the verdict counts both.
+  const bad = airlock(['check', repoPath('test/fixtures/invalid/TS_STREAM_AMBIGUOUS/statement-in-plain-stderr/TS-20260209-161030Z-TR-20260209-160501Z-python-stats.md')]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stdout, /: TS_STREAM_AMBIGUOUS: /);
+  assert.match(bad.stdout, /: warning: TS_STREAM_BLOCK: /);
+  assert.match(bad.stdout, /INVALID tool-result \(1 problem, 1 warning\)/);
+});
+
+test('airlock check --explain says whether a rule is a warning, where it comes from and what an error protects', () => {
+  const w = airlock(['check', '--explain', 'TS_FILE_NAME']);
+  assert.match(w.stdout, /Severity: warning/);
+  assert.match(w.stdout, /Source: Airlock's own stricter choice/);
+  const e = airlock(['check', '--explain', 'TS_STREAM_AMBIGUOUS']);
+  assert.match(e.stdout, /Severity: error/);
+  assert.match(e.stdout, /Protects: .+/);
+});
+
 test('airlock check: an unreadable file exits 3; --json gives a machine-readable report', () => {
   assert.equal(airlock(['check', '/nonexistent/TR-x.md']).code, 3);
   const r = airlock(['check', '--json', repoPath('test/fixtures/invalid/DOC_UNKNOWN_KIND/notes.json')]);

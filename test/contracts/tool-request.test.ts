@@ -28,6 +28,13 @@ function problemsOf(text: string, fileName = STATS) {
   assert.equal(r.ok, false, 'expected the request to be rejected');
   return r.ok ? [] : r.problems;
 }
+/** Warnings of a request that is accepted (reported, not rejected). */
+function warningsOf(text: string, fileName = STATS) {
+  const r = parseToolRequest(text, { fileName });
+  assert.ok(r.ok, `expected an accepted request, got ${JSON.stringify(!r.ok && r.problems)}`);
+  for (const w of r.warnings ?? []) assert.equal(w.severity, 'warning');
+  return r.warnings ?? [];
+}
 function valueOf(text: string, fileName = STATS): ToolRequest {
   const r = parseToolRequest(text, { fileName });
   assert.ok(r.ok, `expected a valid request, got ${JSON.stringify(!r.ok && r.problems)}`);
@@ -107,8 +114,8 @@ test('problems carry the line of the offending field, section or command', () =>
   assert.equal(p5?.line, lineOf(secret, 'AKIA'));
   assert.doesNotMatch(p5?.message ?? '', /AKIAABCD/, 'the message never echoes the secret');
 
-  const order = stats.replace('## Risk Assessment', '## Risk Assessment\n\n## Extra');
-  assert.equal(problemsOf(order).find((p) => p.code === 'TR_SECTION_UNKNOWN')?.line, lineOf(order, '## Extra'));
+  const order = `${stats}\n## Extra\n\nNotes for the reviewer.\n`;
+  assert.equal(warningsOf(order).find((p) => p.code === 'TR_SECTION_UNKNOWN')?.line, lineOf(order, '## Extra'));
 
   const install = stats.replace('- stdout:', '- run `npm install left-pad` first\n- stdout:');
   assert.equal(problemsOf(install).find((p) => p.code === 'TR_PACKAGE_INSTALL')?.line, lineOf(install, 'npm install'));
@@ -219,7 +226,7 @@ test('package installs are rejected in the command, hidden by quoting, and in pr
 test('backend monty: ## Code, python only, no network; command rules do not apply', () => {
   const monty = read(MONTY);
   assert.deepEqual(codes(monty.replace('```python\n', '').replace('\n```\n', '\n'), MONTY), [], 'unfenced code is accepted');
-  assert.ok(codes(monty.replace('## Code', '## Command'), MONTY).includes('TR_SECTION_UNKNOWN'));
+  assert.ok(codes(monty.replace('## Code', '## Command'), MONTY).includes('TR_SECTION_WRONG_BACKEND'));
   assert.ok(codes(monty.replace('network: "none"', 'network: "allowlist"\nnetwork_allowlist: ["a.example"]'), MONTY).includes('TR_BACKEND'));
   assert.ok(codes(monty.replace('```python\n', '```python\n```\n'), MONTY).includes('TR_CODE_BLOCK'));
   assert.deepEqual(codes(monty.replace('mismatches = [', 'x = "a; b | c"\nmismatches = ['), MONTY), [], 'shell metacharacters in code are fine');
@@ -452,9 +459,10 @@ test('property: generated valid requests validate, keep their argv, and round-tr
 });
 
 test('approval order compares instants, fractions of a second included', () => {
+  // Errors and warnings (approval before creation is reported, not refused: the signature and its expiry do not depend on it).
   const codes = (approved: string, created = '2026-02-09T16:05:01Z'): string[] => {
     const r = parseToolRequest(stats.replace('created_utc: "2026-02-09T16:05:01Z"', `created_utc: "${created}"`).replace('approved_utc: "2026-02-09T16:12:00Z"', `approved_utc: "${approved}"`), { fileName: STATS });
-    return r.ok ? [] : r.problems.map((p) => p.code);
+    return [...(r.ok ? [] : r.problems), ...(r.warnings ?? [])].map((p) => p.code);
   };
   assert.deepEqual(codes('2026-02-09T16:05:01Z'), []);
   assert.deepEqual(codes('2026-02-09T16:05:01.5Z'), []);
