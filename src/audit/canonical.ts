@@ -49,9 +49,9 @@ export function canonicalJson(value: unknown, path = '$', depth = 0): { text: st
 
 export const sha256Hex = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 
-/** The hash a record must carry: sha256 of the canonical JSON of every field but `hash`. */
+/** The hash a record must carry: sha256 of the canonical JSON of every field but `hash` and `seal`. */
 export function recordHash(record: Omit<AuditRecord, 'hash'> & { hash?: string }): string | undefined {
-  const { hash: _omit, ...body } = record;
+  const { hash: _omit, seal: _seal, ...body } = record;
   const c = canonicalJson(body);
   return 'text' in c ? sha256Hex(c.text) : undefined;
 }
@@ -126,7 +126,7 @@ export function parseRecordLine(line: string): { record: AuditRecord } | { code:
   }
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return { code: 'AUDIT_BAD_RECORD', message: 'not a JSON object' };
   const r = v as Record<string, unknown>;
-  const allowed = new Set(['seq', 'ts', 'type', 'request_id', 'action_id', 'sandbox_id', 'actor', 'detail', 'prev', 'hash']);
+  const allowed = new Set(['seq', 'ts', 'type', 'request_id', 'action_id', 'sandbox_id', 'actor', 'detail', 'prev', 'hash', 'seal']);
   for (const k of Object.keys(r)) if (!allowed.has(k)) return { code: 'AUDIT_BAD_RECORD', message: `unknown field "${k.slice(0, 40)}"` };
   if (typeof r.seq !== 'number' || !Number.isSafeInteger(r.seq) || r.seq < 1) return { code: 'AUDIT_BAD_RECORD', message: 'seq must be a positive integer' };
   if (typeof r.ts !== 'string' || !TS_RE.test(r.ts) || Number.isNaN(Date.parse(r.ts))) return { code: 'AUDIT_BAD_RECORD', message: 'ts must be an ISO UTC time with milliseconds' };
@@ -135,6 +135,7 @@ export function parseRecordLine(line: string): { record: AuditRecord } | { code:
   if (r.actor !== undefined && (typeof r.actor !== 'string' || !ACTOR_RE.test(r.actor))) return { code: 'AUDIT_BAD_RECORD', message: 'actor must be text without control characters' };
   if (r.detail !== undefined && (r.detail === null || typeof r.detail !== 'object' || Array.isArray(r.detail))) return { code: 'AUDIT_BAD_RECORD', message: 'detail must be an object' };
   for (const f of ['prev', 'hash'] as const) if (typeof r[f] !== 'string' || !HEX64_RE.test(r[f] as string)) return { code: 'AUDIT_BAD_RECORD', message: `${f} must be 64 lowercase hex digits` };
+  if (r.seal !== undefined && (typeof r.seal !== 'string' || !HEX64_RE.test(r.seal))) return { code: 'AUDIT_BAD_RECORD', message: 'seal must be 64 lowercase hex digits' };
   const record = r as unknown as AuditRecord;
   const canon = canonicalJson(record);
   if ('error' in canon) return { code: 'AUDIT_BAD_RECORD', message: canon.error };

@@ -86,9 +86,10 @@ const isHash = (v: unknown): v is string => typeof v === 'string' && HEX64_RE.te
 export function readHead(path: string): Small<AuditHead> {
   const r = readSmallJson(path);
   if (r.state !== 'ok') return r;
-  const { seq, hash, ts } = r.value;
+  const { seq, hash, ts, seal, key_id } = r.value;
   if (!isSeq(seq) || !isHash(hash) || typeof ts !== 'string' || !TS_RE.test(ts)) return { state: 'bad', message: 'expected {"seq", "hash", "ts"}' };
-  return { state: 'ok', value: { seq, hash, ts } };
+  if ((seal !== undefined && !isHash(seal)) || (key_id !== undefined && typeof key_id !== 'string')) return { state: 'bad', message: 'its seal is not 64 hex digits' };
+  return { state: 'ok', value: { seq, hash, ts, ...(typeof seal === 'string' ? { seal } : {}), ...(typeof key_id === 'string' ? { key_id } : {}) } };
 }
 
 export function readAnchor(path: string): Small<AuditAnchor> {

@@ -4,6 +4,7 @@ import { basename, dirname } from 'node:path';
 import { canonicalJson, eventFields, parseRecordLine, recordHash } from './canonical.js';
 import { auditPaths, fsyncDir, readAnchor, readHead, readLines, readTail, writeAllSync, writeFileAtomic, type AuditPaths, type RawLine } from './files.js';
 import { withLock, type LockOptions } from './lock.js';
+import { ensureSealKey, headSeal, readSealKey, recordSeal, sealKeyFile, sealMatches, type SealKey } from './seal.js';
 import { verifyLines } from './verify.js';
 import {
   AuditError,
@@ -11,6 +12,7 @@ import {
   MAX_RECORD_BYTES,
   type AuditAnchor,
   type AuditEvent,
+  type AuditHead,
   type AuditFilter,
   type AuditRecord,
   type PruneResult,
@@ -42,10 +44,13 @@ export interface AuditLogOptions {
   lock?: LockOptions;
   /** The clock (tests of retention). */
   now?: () => Date;
+  /** The host's seal key file (default: sealKeyFile(), outside the workspace). */
+  sealKeyFile?: string;
 }
 
 export function openAuditLog(file: string, opts: AuditLogOptions = {}): AuditLog {
   const paths = auditPaths(file);
+  const keyFile = opts.sealKeyFile ?? sealKeyFile();
   const now = opts.now ?? (() => new Date());
   // Writers create the folder (the lock file lives in it); readers never create anything.
   const locked = <T>(fn: () => T): T => {
@@ -61,22 +66,37 @@ export function openAuditLog(file: string, opts: AuditLogOptions = {}): AuditLog
     file,
     append: (event) => {
       const fields = eventFields(event); // checked before taking the lock
-      return locked(() => appendLocked(paths, fields, now));
+      return locked(() => appendLocked(paths, fields, now, keyFile));
     },
-    verify: () => readLocked(() => verifyLocked(paths)),
+    verify: () => readLocked(() => verifyLocked(paths, readSealKey(keyFile))),
     show: (filter = {}) => showRecords(paths, filter),
     prune: (days) => {
       if (typeof days !== 'number' || !Number.isFinite(days) || days < 0) throw new AuditError('AUDIT_BAD_ARGUMENT', 'the retention must be a number of days >= 0');
-      return locked(() => pruneLocked(paths, days, now));
+      return locked(() => pruneLocked(paths, days, now, keyFile));
     },
-    repair: () => locked(() => repairLocked(paths, now)),
+    repair: () => locked(() => repairLocked(paths, now, keyFile)),
   };
 }
 
 const ioError = (what: string, e: unknown) => new AuditError('AUDIT_IO', `${what}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
 
-/** Where the next record goes, after checking the tail of the log against the head file (O(1) in the log's length). */
-function chainEnd(paths: AuditPaths): { seq: number; hash: string } {
+/**
+ * The seal key for writing: a sealed log (its head or its last record carries a seal) needs the key
+ * it was sealed with; a new log, or one from before seals, gets the host's key (created if needed).
+ */
+function writingKey(sealed: boolean, keyFile: string): SealKey {
+  if (!sealed) return ensureSealKey(keyFile);
+  const key = readSealKey(keyFile);
+  if (!key) throw new AuditError('AUDIT_SEAL_KEY_MISSING', `the log is sealed and this host has no seal key at ${keyFile}: appends are refused (restore the key, or set AIRLOCK_AUDIT_KEY to it)`);
+  return key;
+}
+
+/**
+ * Where the next record goes, after checking the tail of the log against the head file (O(1) in
+ * the log's length), and the key its seal is made with. A last record or head whose seal does not
+ * verify was written without the key: appends are refused, so a forged record is never sealed in.
+ */
+function chainEnd(paths: AuditPaths, keyFile: string): { seq: number; hash: string; key: SealKey } {
   let tail: ReturnType<typeof readTail>;
   try {
     tail = readTail(paths.log);
@@ -94,7 +114,7 @@ function chainEnd(paths: AuditPaths): { seq: number; hash: string } {
     const floor = anchor.state === 'ok' ? anchor.value.seq : 0;
     if (anchor.state === 'ok') refuse('AUDIT_TRUNCATED', `the log was pruned to seq ${floor} but is now empty`);
     if (head.state === 'ok' && head.value.seq > 0) refuse('AUDIT_TRUNCATED', `the head file says the log reached seq ${head.value.seq} but the log is empty`);
-    return { seq: 0, hash: GENESIS_HASH };
+    return { seq: 0, hash: GENESIS_HASH, key: writingKey(head.state === 'ok' && head.value.seal !== undefined, keyFile) };
   }
   if (!tail.endsWithNewline) {
     throw new AuditError('AUDIT_PARTIAL_LINE', `the log ends with an incomplete record (an interrupted append); run \`airlock audit verify --repair\` to move it to a quarantine file`);
@@ -104,17 +124,26 @@ function chainEnd(paths: AuditPaths): { seq: number; hash: string } {
   if (!('record' in parsed)) throw new AuditError(parsed.code, `the last line of the log: ${parsed.message}; run \`airlock audit verify\``);
   const last = parsed.record;
   if (head.state === 'missing') refuse('AUDIT_HEAD_MISSING', `the head file ${paths.head} is missing while the log has records`);
-  const h = (head as { value: { seq: number; hash: string } }).value;
-  if (h.seq === last.seq && h.hash === last.hash) return last;
-  if (h.seq === last.seq - 1 && h.hash === last.prev) return last; // crash between the line and the head: the line stands
+  const h = (head as { value: AuditHead }).value;
+  const key = writingKey(h.seal !== undefined || last.seal !== undefined, keyFile);
+  const unsealed = (what: string): never => {
+    throw new AuditError('AUDIT_UNSEALED', `${what} does not verify with this host's seal key (${key.id}): it was written without the log's append; appends are refused so it is never sealed in. Run \`airlock audit verify\``);
+  };
+  if (h.seal !== undefined || last.seal !== undefined) {
+    if (!sealMatches(recordSeal(key, last.hash), last.seal)) unsealed(`the last record (seq ${last.seq})`);
+  }
+  const headOk = h.seal === undefined ? last.seal === undefined : sealMatches(headSeal(key, h.seq, h.hash), h.seal);
+  if (h.seq === last.seq && h.hash === last.hash) return headOk ? { ...last, key } : unsealed('the head file');
+  // Crash between the line and the head: the (sealed) line stands.
+  if (h.seq === last.seq - 1 && h.hash === last.prev) return headOk ? { ...last, key } : unsealed('the head file');
   if (h.seq > last.seq) refuse('AUDIT_TRUNCATED', `the head file says the log reached seq ${h.seq} but its last record is seq ${last.seq}`);
   if (h.seq === last.seq) refuse('AUDIT_EDITED', `the last record (seq ${last.seq}) is not the one the head file recorded`);
   return refuse('AUDIT_HEAD_MISMATCH', `the head file (seq ${h.seq}) does not match the end of the log (seq ${last.seq})`);
 }
 
-function serialize(record: Omit<AuditRecord, 'hash'>): { record: AuditRecord; line: Buffer } {
+function serialize(record: Omit<AuditRecord, 'hash' | 'seal'>, key: SealKey): { record: AuditRecord; line: Buffer } {
   const hash = recordHash(record);
-  const full = { ...record, hash } as AuditRecord;
+  const full = { ...record, hash, ...(hash ? { seal: recordSeal(key, hash) } : {}) } as AuditRecord;
   const c = canonicalJson(full);
   if (hash === undefined || 'error' in c) throw new AuditError('AUDIT_BAD_EVENT', 'the record is not JSON data'); // eventFields checked it: a bug
   const line = Buffer.from(c.text + '\n', 'utf8');
@@ -122,9 +151,12 @@ function serialize(record: Omit<AuditRecord, 'hash'>): { record: AuditRecord; li
   return { record: full, line };
 }
 
-function appendLocked(paths: AuditPaths, fields: Omit<AuditRecord, 'seq' | 'ts' | 'prev' | 'hash'>, now: () => Date): AuditRecord {
-  const end = chainEnd(paths);
-  const { record, line } = serialize({ ...fields, seq: end.seq + 1, ts: now().toISOString(), prev: end.hash });
+/** The head file: the last record's seq and hash, sealed. */
+const headText = (r: AuditRecord, key: SealKey): string => JSON.stringify({ seq: r.seq, hash: r.hash, ts: r.ts, seal: headSeal(key, r.seq, r.hash), key_id: key.id }) + '\n';
+
+function appendLocked(paths: AuditPaths, fields: Omit<AuditRecord, 'seq' | 'ts' | 'prev' | 'hash'>, now: () => Date, keyFile: string): AuditRecord {
+  const end = chainEnd(paths, keyFile);
+  const { record, line } = serialize({ ...fields, seq: end.seq + 1, ts: now().toISOString(), prev: end.hash }, end.key);
   try {
     const dir = dirname(paths.log);
     const created = !existsSync(paths.log);
@@ -137,7 +169,7 @@ function appendLocked(paths: AuditPaths, fields: Omit<AuditRecord, 'seq' | 'ts' 
       closeSync(fd);
     }
     if (created) fsyncDir(dir);
-    writeFileAtomic(paths.head, JSON.stringify({ seq: record.seq, hash: record.hash, ts: record.ts }) + '\n');
+    writeFileAtomic(paths.head, headText(record, end.key));
   } catch (e) {
     if (e instanceof AuditError) throw e;
     throw ioError(`cannot append to ${paths.log}`, e);
@@ -149,9 +181,9 @@ function logLines(paths: AuditPaths): Iterable<RawLine> {
   return existsSync(paths.log) ? readLines(paths.log) : [];
 }
 
-function verifyLocked(paths: AuditPaths, onRecord?: (r: AuditRecord, raw: RawLine) => void): VerifyReport {
+function verifyLocked(paths: AuditPaths, key: SealKey | null, onRecord?: (r: AuditRecord, raw: RawLine) => void): VerifyReport {
   try {
-    return verifyLines({ file: paths.log, lines: logLines(paths), head: readHead(paths.head), anchor: readAnchor(paths.anchor), ...(onRecord ? { onRecord } : {}) });
+    return verifyLines({ file: paths.log, lines: logLines(paths), head: readHead(paths.head), anchor: readAnchor(paths.anchor), key, ...(onRecord ? { onRecord } : {}) });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? 'error';
     return { ok: false, file: paths.log, records: 0, problems: [{ code: 'AUDIT_UNREADABLE', line: 1, message: `cannot read the log (${code}); check the file's permissions and the disk` }] };
@@ -186,12 +218,12 @@ interface Slot {
   offset: number;
 }
 
-function pruneLocked(paths: AuditPaths, days: number, now: () => Date): PruneResult {
+function pruneLocked(paths: AuditPaths, days: number, now: () => Date, keyFile: string): PruneResult {
   rmSync(paths.pruneTmp, { force: true }); // left by a prune that died before its rename
   const at = now();
   const cutoff = at.getTime() - days * 86_400_000;
   const slots: Slot[] = [];
-  const report = verifyLocked(paths, (r, raw) => slots.push({ seq: r.seq, hash: r.hash, ts: r.ts, offset: raw.offset }));
+  const report = verifyLocked(paths, readSealKey(keyFile), (r, raw) => slots.push({ seq: r.seq, hash: r.hash, ts: r.ts, offset: raw.offset }));
   // Pruning a damaged log would destroy the evidence of the damage.
   if (!report.ok) throw new AuditError('AUDIT_PRUNE_REFUSED', `the log has ${report.problems.length} problem(s); run \`airlock audit verify\` and resolve them first`, report.problems);
   const old = readAnchor(paths.anchor);
@@ -204,6 +236,7 @@ function pruneLocked(paths: AuditPaths, days: number, now: () => Date): PruneRes
   const first = slots[0]!;
   const lastPruned = slots[k - 1]!;
   const last = slots[slots.length - 1]!;
+  const key = writingKey(report.seals !== undefined && report.seals.sealed > 0, keyFile);
   const { record, line } = serialize({
     type: 'pruned',
     actor: 'airlock',
@@ -211,7 +244,7 @@ function pruneLocked(paths: AuditPaths, days: number, now: () => Date): PruneRes
     seq: last.seq + 1,
     ts: at.toISOString(),
     prev: last.hash,
-  });
+  }, key);
   const anchor: AuditAnchor = {
     seq: lastPruned.seq,
     hash: lastPruned.hash,
@@ -238,7 +271,7 @@ function pruneLocked(paths: AuditPaths, days: number, now: () => Date): PruneRes
     renameSync(paths.pruneTmp, paths.log);
     fsyncDir(dirname(paths.log));
     // 4. The head.
-    writeFileAtomic(paths.head, JSON.stringify({ seq: record.seq, hash: record.hash, ts: record.ts }) + '\n');
+    writeFileAtomic(paths.head, headText(record, key));
   } catch (e) {
     throw ioError(`cannot prune ${paths.log}`, e);
   }
@@ -274,7 +307,7 @@ function endOfLastLine(fd: number, size: number): number {
   return 0;
 }
 
-function repairLocked(paths: AuditPaths, now: () => Date): RepairResult {
+function repairLocked(paths: AuditPaths, now: () => Date, keyFile: string): RepairResult {
   const result: RepairResult = { headUpdated: false, report: undefined as unknown as VerifyReport };
   const tail = readTail(paths.log);
   try {
@@ -313,9 +346,13 @@ function repairLocked(paths: AuditPaths, now: () => Date): RepairResult {
     const head = readHead(paths.head);
     if (t2?.lastLine && head.state === 'ok') {
       const p = parseRecordLine(t2.lastLine.toString('utf8'));
+      // Only a line the log's own append wrote (sealed, when the log is) earns a head.
       if ('record' in p && head.value.seq === p.record.seq - 1 && head.value.hash === p.record.prev) {
-        writeFileAtomic(paths.head, JSON.stringify({ seq: p.record.seq, hash: p.record.hash, ts: p.record.ts }) + '\n');
-        result.headUpdated = true;
+        const key = writingKey(head.value.seal !== undefined || p.record.seal !== undefined, keyFile);
+        if (p.record.seal === undefined ? head.value.seal === undefined : sealMatches(recordSeal(key, p.record.hash), p.record.seal)) {
+          writeFileAtomic(paths.head, headText(p.record, key));
+          result.headUpdated = true;
+        }
       }
     }
   } catch (e) {
@@ -325,11 +362,11 @@ function repairLocked(paths: AuditPaths, now: () => Date): RepairResult {
     // The log itself says what was moved where (by name: the folder is the log's own).
     try {
       const q = result.quarantined;
-      result.record = appendLocked(paths, eventFields({ type: 'audit_repaired', actor: 'airlock', detail: { partial_bytes: q.bytes, partial_sha256: q.sha256, moved_to: basename(q.file) } }), now);
+      result.record = appendLocked(paths, eventFields({ type: 'audit_repaired', actor: 'airlock', detail: { partial_bytes: q.bytes, partial_sha256: q.sha256, moved_to: basename(q.file) } }), now, keyFile);
     } catch (e) {
       result.recordError = (e as Error).message;
     }
   }
-  result.report = verifyLocked(paths);
+  result.report = verifyLocked(paths, readSealKey(keyFile));
   return result;
 }

@@ -46,8 +46,10 @@ export interface AuditRecord {
   detail?: Record<string, unknown>;
   /** `hash` of the record before (or of the anchor after pruning); 64 zeros for seq 1. */
   prev: string;
-  /** sha256 (hex) of the canonical JSON of this record without `hash`. */
+  /** sha256 (hex) of the canonical JSON of this record without `hash` and `seal`. */
   hash: string;
+  /** HMAC-SHA256 of `hash` under the host's audit seal key (seal.ts); absent only in logs written before seals. */
+  seal?: string;
 }
 
 /** The head file: the last record appended, so truncation of the tail is visible. */
@@ -55,6 +57,9 @@ export interface AuditHead {
   seq: number;
   hash: string;
   ts: string;
+  /** HMAC-SHA256 of seq and hash under the seal key, and which key (seal.ts). */
+  seal?: string;
+  key_id?: string;
 }
 
 /** The anchor file written by prune: where the surviving chain starts. */
@@ -87,6 +92,8 @@ export type AuditProblemCode =
   | 'AUDIT_ANCHOR_BAD'
   | 'AUDIT_ANCHOR_MISMATCH'
   | 'AUDIT_ANCHOR_UNRECORDED'
+  | 'AUDIT_UNSEALED'
+  | 'AUDIT_SEAL_KEY_MISSING'
   | 'AUDIT_UNREADABLE';
 
 export interface AuditProblem {
@@ -106,6 +113,8 @@ export interface VerifyReport {
   firstSeq?: number;
   lastSeq?: number;
   anchor?: { seq: number; hash: string; pruned_total: number };
+  /** The seals: which key checked them, how many records carry one, how many older records (before seals) carry none. */
+  seals?: { key_id: string | null; sealed: number; unsealed_before_seals: number };
   problems: AuditProblem[];
 }
 

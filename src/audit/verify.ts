@@ -1,5 +1,6 @@
 import { parseRecordLine } from './canonical.js';
 import type { RawLine } from './files.js';
+import { headSeal, recordSeal, sealMatches, type SealKey } from './seal.js';
 import { GENESIS_HASH, type AuditAnchor, type AuditHead, type AuditProblem, type AuditRecord, type VerifyReport } from './types.js';
 
 /**
@@ -10,7 +11,8 @@ import { GENESIS_HASH, type AuditAnchor, type AuditHead, type AuditProblem, type
  * (duplicates, reordering: the records outside the longest increasing run of seqs are the moved
  * ones); (3) the chain in seq order from the anchor (gaps are removed records, a wrong `prev` is an
  * edited and re-hashed record); (4) the anchor is recorded by a `pruned` record; (5) the head file
- * matches the last record (a head beyond the last record is a truncated tail).
+ * matches the last record (a head beyond the last record is a truncated tail); (6) the seals: every
+ * record after the first sealed one, and the head, carry a seal that verifies with the host's key.
  */
 
 type Small<T> = { state: 'missing' } | { state: 'bad'; message: string } | { state: 'ok'; value: T };
@@ -20,6 +22,7 @@ interface Entry {
   seq: number;
   hash: string;
   prev: string;
+  seal?: string;
   /** For `pruned` records: the anchor they announce. */
   prunedTo?: { seq: number; hash: string };
 }
@@ -29,6 +32,8 @@ export interface VerifyInput {
   lines: Iterable<RawLine>;
   head: Small<AuditHead>;
   anchor: Small<AuditAnchor>;
+  /** The host's seal key (null: none on this host, so seals cannot be checked). */
+  key: SealKey | null;
   /** Called with every well-formed record (show and prune reuse the single pass). */
   onRecord?: (r: AuditRecord, raw: RawLine) => void;
 }
@@ -77,7 +82,7 @@ export function verifyLines(input: VerifyInput): VerifyReport {
       continue;
     }
     const r = p.record;
-    const e: Entry = { line: raw.line, seq: r.seq, hash: r.hash, prev: r.prev };
+    const e: Entry = { line: raw.line, seq: r.seq, hash: r.hash, prev: r.prev, ...(r.seal ? { seal: r.seal } : {}) };
     if (r.type === 'pruned' && r.detail && typeof r.detail.to_seq === 'number' && typeof r.detail.to_hash === 'string') {
       e.prunedTo = { seq: r.detail.to_seq, hash: r.detail.to_hash };
     }
@@ -198,14 +203,45 @@ export function verifyLines(input: VerifyInput): VerifyReport {
     }
   }
 
+  const seals = checkSeals(entries, input, problems, after);
   return {
     ok: problems.length === 0,
     file: input.file,
     records: entries.length,
+    seals,
     ...(sorted.length > 0 ? { firstSeq: sorted[0]!.seq, lastSeq: last!.seq } : {}),
     ...(anchor ? { anchor: { seq: anchor.seq, hash: anchor.hash, pruned_total: anchor.pruned_total } } : {}),
     problems: problems.sort((a, b) => a.line - b.line),
   };
+}
+
+/**
+ * (6) Seals. Records written before the log had seals carry none: they may only come before the
+ * first sealed record. Every record after it, and the head file, must carry a seal that verifies
+ * with the host's key; an unsealed or wrongly sealed one was added or rewritten by someone who
+ * could write the log but not read the key.
+ */
+function checkSeals(entries: Entry[], input: VerifyInput, problems: AuditProblem[], after: number): NonNullable<VerifyReport['seals']> {
+  const firstSealed = entries.findIndex((e) => e.seal !== undefined);
+  const headSealed = input.head.state === 'ok' && input.head.value.seal !== undefined;
+  const out = { key_id: input.key?.id ?? null, sealed: entries.filter((e) => e.seal !== undefined).length, unsealed_before_seals: firstSealed === -1 ? (headSealed ? 0 : entries.length) : firstSealed };
+  if (firstSealed === -1 && !headSealed) return out; // a log from before seals: nothing to check
+  if (!input.key) {
+    problems.push({ code: 'AUDIT_SEAL_KEY_MISSING', line: 1, message: `the log is sealed but this host has no seal key (${'AIRLOCK_AUDIT_KEY or ~/.config/airlock/audit-seal.key'}): its seals cannot be checked` });
+    return out;
+  }
+  const key = input.key;
+  for (const e of entries.slice(firstSealed === -1 ? 0 : firstSealed)) {
+    if (e.seal === undefined) problems.push({ code: 'AUDIT_UNSEALED', line: e.line, seq: e.seq, message: `line ${e.line}: record seq ${e.seq} has no seal where every record is sealed: it was added without the log's append (the host key)` });
+    else if (!sealMatches(recordSeal(key, e.hash), e.seal)) problems.push({ code: 'AUDIT_UNSEALED', line: e.line, seq: e.seq, message: `line ${e.line}: the seal of record seq ${e.seq} does not verify with this host's key (${key.id}): it was added or rewritten without it` });
+  }
+  if (input.head.state === 'ok') {
+    const h = input.head.value;
+    if (h.seal === undefined || !sealMatches(headSeal(key, h.seq, h.hash), h.seal)) {
+      problems.push({ code: 'AUDIT_UNSEALED', line: after, message: `the head file (seq ${h.seq}) ${h.seal === undefined ? 'has no seal' : `has a seal that does not verify with this host's key (${key.id})`}: it was written without the log's append` });
+    }
+  }
+  return out;
 }
 
 /** The seq of a line that is not a valid record, if one can still be read (to name the record in the problem). */

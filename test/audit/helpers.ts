@@ -24,7 +24,7 @@ export function independentHash(record: Record<string, unknown>): string {
     if (Array.isArray(v)) return `[${v.map(canon).join(',')}]`;
     return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canon((v as Record<string, unknown>)[k])}`).join(',')}}`;
   };
-  const { hash: _h, ...body } = record;
+  const { hash: _h, seal: _s, ...body } = record;
   return createHash('sha256').update(canon(body)).digest('hex');
 }
 

@@ -25,7 +25,10 @@ test('append then verify: seq 1.., ts, prev chain, hash over the canonical JSON,
     const r = JSON.parse(line) as Record<string, unknown>;
     assert.equal(r.hash, independentHash(r));
   }
-  assert.deepEqual(JSON.parse(readFileSync(join(dirname(file), 'audit.head.json'), 'utf8')), { seq: 3, hash: c.hash, ts: c.ts });
+  const head = JSON.parse(readFileSync(join(dirname(file), 'audit.head.json'), 'utf8')) as Record<string, unknown>;
+  assert.deepEqual({ seq: head.seq, hash: head.hash, ts: head.ts }, { seq: 3, hash: c.hash, ts: c.ts });
+  assert.match(String(head.seal), /^[0-9a-f]{64}$/, 'the head is sealed');
+  assert.ok(lines.every((l) => /"seal":"[0-9a-f]{64}"/.test(l)), 'every record is sealed');
   const report = log.verify();
   assert.deepEqual(report.problems, []);
   assert.equal(report.ok, true);
@@ -104,7 +107,7 @@ test('verifyLines never throws on arbitrary file content and names lines inside 
         return l;
       });
       if (lines.length > 0 && lines[lines.length - 1]!.bytes.length === 0) lines.pop();
-      const r = verifyLines({ file: 'x', lines, head: { state: 'missing' }, anchor: { state: 'missing' } });
+      const r = verifyLines({ file: 'x', lines, head: { state: 'missing' }, anchor: { state: 'missing' }, key: null });
       for (const p of r.problems) assert.ok(p.line >= 1 && p.line <= lines.length + 1);
       assert.equal(r.ok, r.problems.length === 0);
     }),

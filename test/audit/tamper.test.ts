@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { AuditError } from '../../src/audit/index.js';
+import { headSeal, readSealKey, recordSeal } from '../../src/audit/seal.js';
 import { logWith, readLinesOf, rehash, summary, writeLinesTo } from './helpers.js';
 
 const throwsCode = (fn: () => unknown, code: string) => assert.throws(fn, (e: unknown) => e instanceof AuditError && e.code === code, `expected ${code}`);
@@ -20,7 +22,11 @@ test('an edited and re-hashed record is caught where the next record chained to 
   const lines = readLinesOf(file);
   lines[3] = rehash(lines[3]!, (r) => (r.request_id = 'TR-forged'));
   writeLinesTo(file, lines);
-  assert.deepEqual(summary(log.verify().problems), [{ code: 'AUDIT_EDITED', line: 4, seq: 4 }]);
+  // The chain names the edited record; its seal, made over the old hash, no longer verifies either.
+  assert.deepEqual(summary(log.verify().problems), [
+    { code: 'AUDIT_EDITED', line: 4, seq: 4 },
+    { code: 'AUDIT_UNSEALED', line: 4, seq: 4 },
+  ]);
 });
 
 test('the last record edited and re-hashed is caught by the head file', () => {
@@ -28,8 +34,11 @@ test('the last record edited and re-hashed is caught by the head file', () => {
   const lines = readLinesOf(file);
   lines[9] = rehash(lines[9]!, (r) => (r.detail = { i: 99 }));
   writeLinesTo(file, lines);
-  assert.deepEqual(summary(log.verify().problems), [{ code: 'AUDIT_EDITED', line: 10, seq: 10 }]);
-  throwsCode(() => log.append({ type: 'ran' }), 'AUDIT_EDITED');
+  assert.deepEqual(summary(log.verify().problems), [
+    { code: 'AUDIT_EDITED', line: 10, seq: 10 },
+    { code: 'AUDIT_UNSEALED', line: 10, seq: 10 },
+  ]);
+  throwsCode(() => log.append({ type: 'ran' }), 'AUDIT_UNSEALED');
 });
 
 test('a change that keeps the parsed value (spacing, duplicate key) is still an edit', () => {
@@ -206,9 +215,20 @@ test('repair on a log with other problems: moves the partial line, appends nothi
   assert.deepEqual(summary(r.report.problems), [{ code: 'AUDIT_TRUNCATED', line: 5, seq: 5 }]);
 });
 
-test('LIMIT (documented): a whole log and head rewritten consistently passes verify', () => {
-  // Someone who can write the workspace can recompute every hash and the head file. Only an
-  // external anchor (docs/audit.md) would catch this; the test pins the limitation down honestly.
+test('a record appended by hand, correctly hashed and chained (head file untouched), is caught, and never sealed in by the next append', () => {
+  // Before seals, the "head one record behind means a crash" allowance accepted this, and the next
+  // real append made it part of the chain for good.
+  const { file, log } = logWith(4);
+  const lines = readLinesOf(file);
+  const last = JSON.parse(lines[3]!) as { seq: number; hash: string; ts: string };
+  const forged = rehash(JSON.stringify({ seq: last.seq + 1, ts: last.ts, type: 'approved', actor: 'alice', request_id: 'TR-forged', prev: last.hash, hash: '' }), () => undefined);
+  writeLinesTo(file, [...lines, forged]);
+  assert.deepEqual(summary(log.verify().problems), [{ code: 'AUDIT_UNSEALED', line: 5, seq: 5 }]);
+  throwsCode(() => log.append({ type: 'ran' }), 'AUDIT_UNSEALED');
+  assert.equal(readLinesOf(file).length, 5, 'nothing was appended after it');
+});
+
+test('a whole log and head rewritten consistently without the host key is caught by the seals', () => {
   const { file, log } = logWith(5);
   const lines = readLinesOf(file);
   let prev = '0'.repeat(64);
@@ -221,9 +241,35 @@ test('LIMIT (documented): a whole log and head rewritten consistently passes ver
     return out;
   });
   writeLinesTo(file, forged);
-  const last = JSON.parse(forged[4]!) as { seq: number; hash: string; ts: string };
-  writeFileSync(join(dirname(file), 'audit.head.json'), JSON.stringify({ seq: last.seq, hash: last.hash, ts: last.ts }));
-  assert.equal(log.verify().ok, true);
+  const end = JSON.parse(forged[4]!) as { seq: number; hash: string; ts: string };
+  writeFileSync(join(dirname(file), 'audit.head.json'), JSON.stringify({ seq: end.seq, hash: end.hash, ts: end.ts }));
+  const codes = log.verify().problems.map((p) => p.code);
+  assert.ok(codes.length > 0 && codes.every((c) => c === 'AUDIT_UNSEALED'), codes.join(', '));
+});
+
+test('LIMIT (documented): whoever can read the host seal key can rewrite the whole log consistently', () => {
+  // The key is outside the workspace (docs/audit.md): someone who has it (root, or the key's owner)
+  // can re-seal a rewritten log. The test pins that limitation down honestly.
+  const keyFile = join(mkdtempSync(join(tmpdir(), 'airlock-seal-')), 'k');
+  const { file, log } = logWith(5, { sealKeyFile: keyFile });
+  const key = readSealKey(keyFile)!;
+  const lines = readLinesOf(file);
+  let prev = '0'.repeat(64);
+  const forged = lines.map((l) => {
+    const out = rehash(l, (r) => {
+      r.prev = prev;
+      delete r.seal;
+      if (r.seq === 3) r.type = 'approved';
+    });
+    const r = JSON.parse(out) as Record<string, unknown>;
+    r.seal = recordSeal(key, r.hash as string);
+    prev = r.hash as string;
+    return rehash(JSON.stringify(r), () => undefined);
+  });
+  writeLinesTo(file, forged);
+  const end = JSON.parse(forged[4]!) as { seq: number; hash: string; ts: string };
+  writeFileSync(join(dirname(file), 'audit.head.json'), JSON.stringify({ seq: end.seq, hash: end.hash, ts: end.ts, seal: headSeal(key, end.seq, end.hash), key_id: key.id }));
+  assert.deepEqual(log.verify().problems, []);
 });
 
 test('a log file that cannot be read is AUDIT_UNREADABLE', () => {
