@@ -572,13 +572,34 @@ static int drop_root_caps(void) {
   return (int)syscall(SYS_capset, &h, d);
 }
 
-static int drop_to_owner(uid_t uid, gid_t gid) {
+#define NO_GROUP 65534  // nogroup / the kernel's overflow gid: a group that grants nothing
+
+/**
+ * The owner's own groups, never the root directory's group as such: a directory owned by alice with
+ * group www-data (chgrp'ed by root) must not give the agent www-data's access, which alice does not
+ * have. The root's group is the agent's gid only when the owner belongs to it; otherwise the owner's
+ * passwd group. A uid without a passwd entry has no known groups: the root's group is kept only when
+ * it is the user-private group (gid == uid), else nogroup.
+ */
+static gid_t owner_groups(uid_t uid, gid_t dir_gid, gid_t *groups, int *n) {
+  struct passwd *pw = getpwuid(uid);
+  if (!pw) {
+    groups[0] = dir_gid == (gid_t)uid ? dir_gid : NO_GROUP;
+    *n = 1;
+    return groups[0];
+  }
+  if (getgrouplist(pw->pw_name, pw->pw_gid, groups, n) < 0) groups[0] = pw->pw_gid, *n = 1;
+  for (int i = 0; i < *n; i++)
+    if (groups[i] == dir_gid) return dir_gid;
+  return pw->pw_gid;
+}
+
+static int drop_to_owner(uid_t uid, gid_t dir_gid) {
   if (geteuid() != 0) return 0;  // not root: we act with our own, smaller, authority
   if (uid == 0) return drop_root_caps();
   gid_t groups[256];
   int n = 256;
-  struct passwd *pw = getpwuid(uid);
-  if (!pw || getgrouplist(pw->pw_name, gid, groups, &n) < 0) groups[0] = gid, n = 1;
+  gid_t gid = owner_groups(uid, dir_gid, groups, &n);
   for (int c = 0; c < 64; c++) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
   if (setgroups((size_t)n, groups) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) return -1;
   return setuid(0) == 0 ? -1 : 0;  // must be impossible now
