@@ -275,6 +275,15 @@ export class ScopeFs implements OpenScopeFs {
     return this.request(`P ${hex(rel)} ${ident}`, null, async () => void (await this.answer(rel)));
   }
 
+  /**
+   * The agent has not exited, as far as Node knows. Node reaps a child and records its exit in the
+   * same step, so while this is true the agent's pid is still its own (alive or a zombie): no other
+   * process can have it, and /proc/<pid>/fd/N (rootByDescriptor) still names the agent's descriptor.
+   */
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
   close(): void {
     this.child.stdin.end();
     this.child.kill('SIGKILL');

@@ -1,10 +1,14 @@
 // Review of issue 15 (the host's own writes and reads in a scope): holes found by attacking it as the
 // owner of a scope (a real second uid) and as a hostile sandboxed program, with real processes.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { ScopeFs } from '../../src/base/scope-fs.js';
+import { mountScopeOverlay } from '../../src/sandbox/ns/scopes.js';
+import { mounter } from '../../src/sandbox/ns/staging.js';
 import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
 import { cli, descriptor, workspace } from './helpers.js';
 
@@ -38,4 +42,48 @@ test("the agent takes the owner's groups, not the scope root's group: a file onl
   assert.doesNotMatch(r.stdout, /hunter2/, 'the sandbox read a file its scope owner cannot read');
   assert.equal(r.code, 2, r.stdout + r.stderr);
   assert.match(r.stderr, /NS_SCOPE_UNREADABLE: scope .*\/db.conf: its owner \(uid 4242\) cannot read it/);
+});
+
+test('an agent killed by its owner before the overlay is mounted: its pid taken by a process of the owner holding another directory does not become the sandbox\'s view', { skip: !root, timeout: 120_000 }, async () => {
+  const t = ownedDir();
+  writeFileSync(join(t, 'mine.txt'), 'mine\n');
+  // A directory of another user that U may only pass through: U cannot list it or read in it.
+  const other = mkdtempSync(join(TEST_SCOPE_ROOT, 'rv15-bob-'));
+  chmodSync(other, 0o700);
+  writeFileSync(join(other, 'notes'), "bob's notes\n", { mode: 0o644 });
+  const staging = mkdtempSync(join(tmpdir(), 'rv15-overlay-'));
+  const [upper, work, merged] = ['upper', 'work', 'merged'].map((d) => join(staging, d)) as [string, string, string];
+  for (const d of [upper, work, merged]) mkdirSync(d);
+  const mnt = mounter({ mountBinary: '/usr/bin/mount', umountBinary: '/usr/bin/umount' }, null);
+  const fs = await ScopeFs.open(t, 'dir');
+  let squatter: ChildProcess | null = null;
+  const mounted: string[] = [];
+  try {
+    const [, , pidText, , fdText] = fs.rootByDescriptor.split('/');
+    const pid = Number(pidText);
+    // The owner kills its agent (it runs with the owner's real uid)...
+    assert.equal(spawnSync('setpriv', ['--reuid', String(U), '--regid', String(U), '--clear-groups', 'kill', '-KILL', String(pid)]).status, 0);
+    while (fs.running) await new Promise((r) => setTimeout(r, 5)); // Node reaps it: the pid is free
+    // ...and gets the same pid for a process of its own holding `other` at the same fd number. (An
+    // attacker cycles pids by forking, 32768 by default; the test sets ns_last_pid, as root, instead.)
+    const squat = `import os, sys, time\nfd = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)\nos.dup2(fd, int(sys.argv[2]))\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n`;
+    for (let k = 0; k < 50 && !squatter; k++) {
+      writeFileSync('/proc/sys/kernel/ns_last_pid', String(pid - 1));
+      const p = spawn('/usr/bin/python3', ['-c', squat, other, String(fdText)], { uid: U, gid: U, stdio: ['ignore', 'pipe', 'inherit'] });
+      const got = await new Promise<number>((r) => p.stdout?.once('data', (d: Buffer) => r(Number(String(d).trim()))));
+      if (got === pid) squatter = p;
+      else p.kill('SIGKILL');
+    }
+    assert.ok(squatter, `could not get pid ${pid} again`);
+    // What the runner mounts as the scope's lower dir:
+    const problem = await mountScopeOverlay(mnt, { hostPath: t, kind: 'dir', fs, fileRel: '', upper, work, merged }, mounted);
+    const seen = mounted.includes(merged) ? readdirSync(merged) : [];
+    assert.ok(!seen.includes('notes'), `the sandbox would see ${other} (${seen.join(', ')}) as the scope ${t}`);
+    assert.equal(problem?.code, 'NS_SCOPE_UNSAFE');
+    assert.deepEqual(mounted, [], 'refused and unmounted');
+  } finally {
+    for (const m of mounted) await mnt.unmount(m);
+    squatter?.kill('SIGKILL');
+    fs.close();
+  }
 });

@@ -36,7 +36,7 @@ import { describeGrant } from '../../network/allowlist.js';
 import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
 import { NetworkProxy } from '../../network/proxy.js';
 import type { NetworkObservation } from '../../network/records.js';
-import { closeScopes, fileCopyOf, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
+import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, observeScratch, tmpfsFull } from './outputs.js';
 import { chownTo, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
 
@@ -344,8 +344,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         if (!useBwrapOverlay) {
           // The lower dir is the agent's descriptor of the scope root, not its path: nothing swapped
           // in since it was opened can become what the sandbox sees.
-          await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged);
-          mounted.push(s.merged);
+          return mountScopeOverlay(mnt, s, mounted);
         }
         return null;
       }),
