@@ -72,11 +72,21 @@ export function scopeFsBinaryPath(): string | null {
   return null;
 }
 
+/**
+ * How long the host waits for the next bytes of an answer before it kills the agent. The agent runs
+ * as the scope's owner, who may SIGSTOP it: without a bound, a promotion would wait forever holding
+ * the workspace's commit lock (every promote, rollback and recover of every scope refused). Generous:
+ * a legitimate request never goes this long without a byte (the longest is one fsync).
+ */
+export const AGENT_IDLE_MS = 60_000;
+
 /** Bytes arriving from the agent, read as lines and as counted byte runs. */
 class ByteReader {
   private buf: Buffer = Buffer.alloc(0);
   private wake: (() => void) | null = null;
   ended: string | null = null;
+
+  constructor(private readonly onIdle: () => void) {}
 
   push(chunk: Buffer): void {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
@@ -84,13 +94,21 @@ class ByteReader {
   }
 
   end(why: string): void {
-    this.ended = why;
+    this.ended ??= why;
     this.wake?.();
   }
 
   private async more(): Promise<void> {
     if (this.ended !== null) throw new ScopeFsError('EPIPE', `the scope agent stopped (${this.ended})`, '');
-    await new Promise<void>((r) => (this.wake = r));
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((r) => {
+      this.wake = r;
+      timer = setTimeout(() => {
+        this.end(`no answer for ${AGENT_IDLE_MS / 1000} s: stopped or stuck, killed`);
+        this.onIdle();
+      }, AGENT_IDLE_MS);
+    });
+    clearTimeout(timer);
     this.wake = null;
   }
 
@@ -156,7 +174,7 @@ export class ScopeFs implements OpenScopeFs {
     const bin = scopeFsBinaryPath();
     if (!bin) throw new ScopeFsError('ENOENT', 'the scope agent (dist/native/airlock-scopefs) is not built: run `npm run build` with a C compiler (apt-get install gcc libc6-dev)', '');
     const child = spawn(bin, [Buffer.from(absPath, 'utf8').toString('hex'), kind], { stdio: ['pipe', 'pipe', 'pipe'], env: {} });
-    const reader = new ByteReader();
+    const reader = new ByteReader(() => child.kill('SIGKILL'));
     child.stdout.on('data', (d: Buffer) => reader.push(d));
     child.on('error', (e) => reader.end(e.message));
     child.on('close', (code, sig) => reader.end(`exit ${code ?? sig}`));

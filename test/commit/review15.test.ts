@@ -10,7 +10,7 @@ import { ScopeFs } from '../../src/base/scope-fs.js';
 import { mountScopeOverlay } from '../../src/sandbox/ns/scopes.js';
 import { mounter } from '../../src/sandbox/ns/staging.js';
 import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
-import { cli, descriptor, workspace } from './helpers.js';
+import { cli, cliAsync, descriptor, run, workspace } from './helpers.js';
 
 const root = process.getuid?.() === 0;
 const U = 4242; // the scope owner: an ordinary uid without a passwd entry
@@ -86,4 +86,60 @@ test('an agent killed by its owner before the overlay is mounted: its pid taken 
     squatter?.kill('SIGKILL');
     fs.close();
   }
+});
+
+test('an owner who SIGSTOPs its scope agent makes a promotion fail after a bounded wait, not hang holding the commit lock', { skip: !root, timeout: 300_000 }, async () => {
+  const V = 4244; // its own uid: the stopper must not touch other tests' agents (4242)
+  const ws = workspace();
+  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'rv15-stop-'));
+  chmodSync(t, 0o777);
+  chownSync(t, V, V);
+  const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `i=0; while [ $i -lt 300 ]; do echo $i > ${t}/f$i; i=$((i+1)); done`], effects: { filesystem: { create: [`${t}/*`], modify: [], delete: [] }, network: false, system_state_change: false } }));
+  assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('\n'));
+  // The owner stops every agent of this scope as soon as it appears (its real uid is the owner's).
+  const name = t.split('/').pop() as string; // in the agent's cmdline (it decodes its argv in place)
+  const stopper = `import os, signal, sys, time
+seen = set()
+stopped = 0
+def term(*_):
+    print(stopped, flush=True); sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+while True:
+    for e in os.scandir('/proc'):
+        if not e.name.isdigit() or e.name in seen: continue
+        try:
+            if open(f'/proc/{e.name}/comm').read() == 'airlock-scopefs\\n' and sys.argv[1].encode() in open(f'/proc/{e.name}/cmdline', 'rb').read():
+                os.kill(int(e.name), signal.SIGSTOP); stopped += 1; seen.add(e.name)
+        except OSError: pass
+`;
+  const s = spawn('/usr/bin/python3', ['-c', stopper, name], { uid: V, gid: V, stdio: ['ignore', 'pipe', 'inherit'] });
+  let stoppedOut = '';
+  s.stdout?.on('data', (d: Buffer) => (stoppedOut += d));
+  await new Promise((res) => setTimeout(res, 300));
+  const t0 = Date.now();
+  const p = await new Promise<{ code: number | null; signal: string | null; stderr: string }>((res) => {
+    const c = cliAsync(['promote', r.sandboxId, '--workspace', ws.root]);
+    let stderr = '';
+    c.stderr?.on('data', (d: Buffer) => (stderr += d));
+    const killer = setTimeout(() => c.kill('SIGKILL'), 150_000);
+    c.on('close', (code, signal) => {
+      clearTimeout(killer);
+      res({ code, signal, stderr });
+    });
+  });
+  const took = Date.now() - t0;
+  await new Promise((res) => {
+    s.on('close', res);
+    s.kill('SIGTERM');
+  });
+  assert.ok(Number(stoppedOut.trim()) >= 1, 'the owner stopped the agent');
+  assert.equal(p.signal, null, `promote hung for ${took} ms with the agent stopped (killed by the test)`);
+  assert.notEqual(p.code, 0, p.stderr);
+  assert.match(p.stderr, /no answer for \d+ s/);
+  // Nothing is left stopped, and the workspace is usable again: recover (if it was mid-way), then promote.
+  if (readdirSync(join(ws.root, 'promotions', 'inflight')).length > 0) assert.equal(cli(['recover', '--workspace', ws.root]).code, 0);
+  const again = cli(['promote', r.sandboxId, '--workspace', ws.root]);
+  assert.equal(again.code, 0, again.stderr);
+  assert.equal(readdirSync(t).filter((n) => /^f\d+$/.test(n)).length, 300);
 });
