@@ -241,6 +241,28 @@ export class ScopeFs implements OpenScopeFs {
     });
   }
 
+  /**
+   * A regular file's bytes handed to `each` chunk by chunk (memory stays bounded), and the stat of
+   * what was read. An error thrown by `each` is thrown once the answer has been read to its end (the
+   * next request must not start in the middle of this one).
+   */
+  stream(rel: string, each: (b: Buffer) => void): Promise<EntryStat> {
+    return this.request(`R ${hex(rel)} ${Number.MAX_SAFE_INTEGER}`, null, async () => {
+      const stat = parseStat(await this.answer(rel));
+      let failed: { e: unknown } | null = null;
+      await this.chunks((b) => {
+        if (failed) return;
+        try {
+          each(b);
+        } catch (e) {
+          failed = { e };
+        }
+      });
+      if (failed) throw (failed as { e: unknown }).e;
+      return stat;
+    });
+  }
+
   private async chunks(each: (b: Buffer) => void): Promise<void> {
     for (;;) {
       const n = Number(await this.reader.line());

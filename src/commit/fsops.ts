@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { closeSync, constants, existsSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
-import { putInStore } from '../base/content-store.js';
+import { putStreamInStore } from '../base/content-store.js';
 import { basename, dirname, join } from 'node:path';
 import type { EntryStat } from '../base/scope-fs.js';
 import type { Scopes } from './scopes.js';
@@ -130,14 +130,11 @@ export function fsyncPath(path: string): void {
   }
 }
 
-/** Copies a scope file's content into a store through its agent when its sha256 is `sha256`. */
+/** Copies a scope file's content into a store through its agent (streamed) when its sha256 is `sha256`. */
 export async function keepInStore(store: string, scopes: Scopes, path: string, sha256: string): Promise<boolean> {
   if (existsSync(join(store, sha256))) return true;
   const { fs, rel } = scopes.at(path);
-  const { bytes } = await fs.read(rel);
-  if (createHash('sha256').update(bytes).digest('hex') !== sha256) return false;
-  putInStore(store, sha256, bytes);
-  return true;
+  return putStreamInStore(store, sha256, (each) => fs.stream(rel, each));
 }
 
 /** The bytes of a store file when their sha256 is `sha256`, else null (missing, a link, damaged). */

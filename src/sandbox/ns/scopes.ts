@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, closeSync, constants, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { putInStore } from '../../base/content-store.js';
+import { putInStore, putStreamInStore } from '../../base/content-store.js';
 import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
 import type { Problem } from '../../contracts/problem.js';
 import { diffFileCopy, diffOverlayUpper, DiffBudgetExceeded, type DiffBudget, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
@@ -207,8 +207,7 @@ async function keepPreimages(changes: FsChange[], s: OpenScope, dir: string): Pr
     if (c.change === 'added' || !c.sha256Before || (c.typeBefore ?? c.type) !== 'file' || existsSync(join(dir, c.sha256Before))) continue;
     const rel = s.kind === 'file' ? s.fileRel : c.path.slice(s.hostPath.length + 1);
     try {
-      const { bytes } = await s.fs.read(rel);
-      if (sha256(bytes) === c.sha256Before) putInStore(dir, c.sha256Before, bytes);
+      await putStreamInStore(dir, c.sha256Before, (each) => s.fs.stream(rel, each));
     } catch {
       /* gone or unreadable now: the diff records its hash; promotion re-checks and refuses */
     }
