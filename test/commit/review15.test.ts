@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ScopeFs } from '../../src/base/scope-fs.js';
+import { doctor } from '../../src/sandbox/doctor.js';
+import { runNs } from '../../src/sandbox/ns/runner.js';
 import { mountScopeOverlay } from '../../src/sandbox/ns/scopes.js';
 import { mounter } from '../../src/sandbox/ns/staging.js';
 import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
@@ -164,4 +166,24 @@ test('a deleted file of more than 1 GiB is promoted (its pre-image streamed into
   assert.equal(readFileSync(big).subarray(0, 5).toString(), 'head\n');
   rmSync(t, { recursive: true, force: true });
   rmSync(ws.root, { recursive: true, force: true });
+});
+
+test('as root, a scope is seen through the overlay mounted from its agent\'s descriptor even when bwrap offers --overlay (whose source is a path the owner can swap)', { skip: !root, timeout: 60_000 }, async () => {
+  const t = ownedDir();
+  writeFileSync(join(t, 'mine.txt'), 'mine\n');
+  // A host whose bwrap has --overlay-src/--overlay (0.9 and later; this one may be older: the probe's
+  // cached answer says so for this process). Before the fix the runner preferred bwrap's overlay,
+  // whose lower dir is the scope's path, resolved again by bwrap long after the agent opened it.
+  const caps = await doctor();
+  const bwrap = caps.bwrap as NonNullable<typeof caps.bwrap>;
+  const had = bwrap.supports.overlay;
+  bwrap.supports.overlay = true;
+  try {
+    const o = await runNs({ argv: ['/bin/cat', join(t, 'mine.txt')], outDir: mkdtempSync(join(tmpdir(), 'rv15-out-')), scopes: [{ hostPath: t }], limits: { wallMs: 10_000, cpuMs: 5_000, memoryBytes: 256 << 20, pids: 16, outBytes: 1 << 20, tmpBytes: 1 << 20, stdoutBytes: 1 << 20, stderrBytes: 1 << 20, files: 1000 } });
+    assert.deepEqual(o.problems, []);
+    assert.equal(o.fs.scopes[0]?.mechanism, 'host-overlayfs');
+    assert.equal(o.stdout.bytes.toString(), 'mine\n');
+  } finally {
+    bwrap.supports.overlay = had;
+  }
 });

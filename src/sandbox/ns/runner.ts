@@ -266,8 +266,13 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const useStrace = wantTrace && tracer === null && caps.strace !== null;
   const observedBy: NsHostFacts['syscallTracer'] = tracer ? 'airlock-tracer' : useStrace ? 'strace' : null;
   const scopes = spec.scopes ?? [];
-  const useBwrapOverlay = bwrap.supports.overlay;
-  if (scopes.length && !useBwrapOverlay && !(caps.isRoot && caps.overlayfs && caps.mountBinary)) {
+  // As root, the host's overlay is mounted from the scope agent's descriptor of the scope root;
+  // bwrap's --overlay-src takes a path, resolved again (following links) when bwrap starts, after the
+  // agent opened it: the scope's owner could swap a component in between. bwrap's overlay only when
+  // the host's cannot be had (not root: then every path is resolved with Airlock's own authority).
+  const hostOverlay = caps.isRoot && caps.overlayfs && caps.mountBinary !== null;
+  const useBwrapOverlay = bwrap.supports.overlay && !hostOverlay;
+  if (scopes.length && !useBwrapOverlay && !hostOverlay) {
     return errorObservation(runId, caps, [{ code: 'NS_OVERLAY_UNAVAILABLE', message: `declared scopes need a copy-on-write overlay: bwrap ${bwrap.version} has no --overlay and host overlayfs needs root and the overlay filesystem; nothing ran, the real files were not touched` }]);
   }
   if (spec.network && (!asRoot || !caps.perlBinary)) {
