@@ -50,8 +50,23 @@ export function sameState(cur: CurrentState, want: PathState | null, strict = tr
   return !strict || c.mode === want.mode;
 }
 
-/** The name a staged file gets beside its target (recovery removes leftovers by this name). */
-export const stageName = (path: string, token: string, i: number): string => join(dirname(path), `.airlock-stage-${token}-${i}-${[...basename(path)].slice(0, 80).join('')}`);
+/**
+ * The name a staged file gets beside its target (recovery removes leftovers by this name): the
+ * target's first 80 characters, and no more bytes than a name may have (255): 80 characters of CJK
+ * text are 240 bytes, and the stage could never be created (ENAMETOOLONG), so such a file was never
+ * promoted. Names that fitted before are unchanged (a leftover of an older attempt is still found).
+ */
+export function stageName(path: string, token: string, i: number): string {
+  const prefix = `.airlock-stage-${token}-${i}-`;
+  let room = 255 - Buffer.byteLength(prefix);
+  let tail = '';
+  for (const ch of [...basename(path)].slice(0, 80)) {
+    room -= Buffer.byteLength(ch);
+    if (room < 0) break;
+    tail += ch;
+  }
+  return join(dirname(path), prefix + tail);
+}
 
 /**
  * Brings scope path `path` to `want` (null: absent), from `cur` as just read. File content comes

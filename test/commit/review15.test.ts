@@ -187,3 +187,16 @@ test('as root, a scope is seen through the overlay mounted from its agent\'s des
     bwrap.supports.overlay = had;
   }
 });
+
+test('a file whose name is 80 characters of CJK text (240 bytes, a valid name) is promoted and rolled back: its stage name fits in 255 bytes', { skip: !root }, async () => {
+  const ws = workspace();
+  const t = ownedDir();
+  const name = `${'報'.repeat(80)}.txt`; // 244 bytes
+  const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `echo hi > '${t}/${name}'`], effects: { filesystem: { create: [`${t}/*`], modify: [], delete: [] }, network: false, system_state_change: false } }));
+  assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('\n'));
+  const p = cli(['promote', r.sandboxId, '--workspace', ws.root]);
+  assert.equal(p.code, 0, p.stderr.slice(0, 300)); // was PROMOTE_APPLY_FAILED: create .airlock-stage-...: ENAMETOOLONG
+  assert.equal(readFileSync(join(t, name), 'utf8'), 'hi\n');
+  assert.equal(cli(['rollback', r.sandboxId, '--workspace', ws.root]).code, 0);
+  assert.deepEqual(readdirSync(t), []);
+});
