@@ -200,3 +200,35 @@ test('a file whose name is 80 characters of CJK text (240 bytes, a valid name) i
   assert.equal(cli(['rollback', r.sandboxId, '--workspace', ws.root]).code, 0);
   assert.deepEqual(readdirSync(t), []);
 });
+
+test("another local user cannot reach a run's staging (its scope overlay) to plant changes that the Sandbox Result would give to the sandboxed program", { skip: !root, timeout: 120_000 }, async () => {
+  const M = 4245; // mallory: neither root, nor the scope's owner, nor the sandbox's user
+  const ws = workspace();
+  const t = ownedDir();
+  mkdirSync(join(t, 'sub'));
+  chmodSync(join(t, 'sub'), 0o777); // writable by the sandbox's user, as a scope must be where it acts
+  chownSync(join(t, 'sub'), U, U);
+  // Mallory finds the run's overlay in /proc/self/mountinfo (readable by all) and writes into it.
+  const planter = `import os, sys, time
+t0 = time.time()
+while time.time() - t0 < 60:
+    for line in open('/proc/self/mountinfo'):
+        f = line.split()
+        if f[4].startswith(sys.argv[1]) and f[4].endswith('/merged'):
+            try:
+                open(f[4] + '/sub/planted.txt', 'w').write('from mallory\\n'); print('planted', flush=True); sys.exit(0)
+            except OSError: pass
+    time.sleep(0.005)
+`;
+  const m = spawn('/usr/bin/python3', ['-c', planter, tmpdir()], { uid: M, gid: M, stdio: ['ignore', 'pipe', 'inherit'] });
+  let said = '';
+  m.stdout?.on('data', (d: Buffer) => (said += d));
+  try {
+    const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `sleep 3; echo mine > ${t}/sub/made.txt`], effects: { filesystem: { create: [`${t}/**`], modify: [], delete: [] }, network: false, system_state_change: false } }));
+    const added = r.sandboxResult.filesystem_diff.added.map((e) => e.path);
+    assert.ok(!added.includes(`${t}/sub/planted.txt`), `another user's file is in the Sandbox Result as the program's (${said.trim()}): ${added.join(', ')}`);
+    assert.deepEqual(added, [`${t}/sub/made.txt`]);
+  } finally {
+    m.kill('SIGKILL');
+  }
+});

@@ -15,7 +15,7 @@
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../contracts/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
@@ -314,6 +314,14 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const proxySocket = join(dir, 'proxy.sock');
   try {
     mkdirModeSync(dir, 0o711);
+    // Only root and the sandbox's user pass through a run's staging: its mounts are listed in
+    // /proc/self/mountinfo for everyone, and another local user could otherwise write into a scope's
+    // overlay (where a directory is writable to them) during the run, and the Sandbox Result would
+    // give those changes to the sandboxed program (promoted with the scope owner's authority).
+    if (asRoot) {
+      chownSync(dir, 0, gid);
+      chmodSync(dir, 0o710);
+    }
     mkdirModeSync(inStage, 0o755);
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     const outP = (async () => {
