@@ -232,3 +232,24 @@ while time.time() - t0 < 60:
     m.kill('SIGKILL');
   }
 });
+
+test("a one-file scope on another user's private file in a root-owned folder is not read for the sandbox (the agent reads there as root)", { skip: !root }, async () => {
+  const ws = workspace();
+  mkdirSync(TEST_SCOPE_ROOT, { recursive: true }); // root's, 0755: the scope's root is this folder
+  const dir = mkdtempSync(join(TEST_SCOPE_ROOT, 'rv15-rootdir-'));
+  chmodSync(dir, 0o755);
+  const f = join(dir, 'bob.txt');
+  writeFileSync(f, 'bob private\n', { mode: 0o600 });
+  chownSync(f, 4243, 4243);
+  const file = join(dir, '..', `${dir.split('/').pop()}-read.json`);
+  writeFileSync(file, JSON.stringify(fileRead(f)));
+  const r = cli(['run', file, '--workspace', ws.root, '--json']);
+  assert.doesNotMatch(r.stdout, /bob private/, 'the sandbox read it (through a directory scope of the same folder it could not)');
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /NS_SCOPE_UNREADABLE: scope .*\/bob.txt: it belongs to uid 4243/);
+  // Readable by anyone: staged as before.
+  chmodSync(f, 0o644);
+  const ok = cli(['run', file, '--workspace', ws.root, '--json']);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /bob private/);
+});

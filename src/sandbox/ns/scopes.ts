@@ -79,6 +79,12 @@ export async function stageFileCopy(s: OpenScope, dest: string, uid: number, gid
     const denied = e.errno === 'EACCES' || e.errno === 'EPERM';
     return { code: denied ? 'NS_SCOPE_UNREADABLE' : 'NS_SCOPE_UNSAFE', message: `scope ${s.hostPath}: ${denied ? `its owner (uid ${s.fs.authority.uid}) cannot read it, so neither may the sandbox` : e.message}; nothing ran`, path: s.hostPath };
   }
+  // The agent reads with the authority of the file's folder's owner. A file of another owner there
+  // (another user's file in a root-owned folder, which the agent reads as root) is staged only when
+  // anyone may read it: what the sandbox's user would see of it through a directory scope.
+  if (read.stat.uid !== s.fs.authority.uid && !(read.stat.mode & 0o004)) {
+    return { code: 'NS_SCOPE_UNREADABLE', message: `scope ${s.hostPath}: it belongs to uid ${read.stat.uid}, not to its folder's owner (uid ${s.fs.authority.uid}) whose authority reads it, and is not readable by others (mode ${read.stat.mode.toString(8).padStart(4, '0')}); nothing ran`, path: s.hostPath };
+  }
   writeFileSync(dest, read.bytes, { flag: 'wx', mode: 0o600 });
   chownSync(dest, uid, gid);
   chmodSync(dest, read.stat.mode & 0o777);
