@@ -9,7 +9,7 @@
 // again, and the scope's owner could swap any of them between two calls (docs/promotion.md).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -73,12 +73,23 @@ export function scopeFsBinaryPath(): string | null {
 }
 
 /**
- * How long the host waits for the next bytes of an answer before it kills the agent. The agent runs
- * as the scope's owner, who may SIGSTOP it: without a bound, a promotion would wait forever holding
- * the workspace's commit lock (every promote, rollback and recover of every scope refused). Generous:
- * a legitimate request never goes this long without a byte (the longest is one fsync).
+ * While it waits for an answer, the host looks at the agent every AGENT_IDLE_MS without a byte from
+ * it: an agent found stopped (SIGSTOP, SIGTSTP...: the agent runs as the scope's owner, who may send
+ * them) is killed and the request fails. Without this a promotion waited forever, holding the
+ * workspace's commit lock (every promote, rollback and recover of every scope refused). An agent
+ * that is working (a big write to a slow disk, an fsync) is left alone.
  */
-export const AGENT_IDLE_MS = 60_000;
+export const AGENT_IDLE_MS = 10_000;
+
+/** The state letter of /proc/<pid>/stat (R, S, D, T, t, Z...), or null when it cannot be read. */
+function procState(pid: number | undefined): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) || null;
+  } catch {
+    return null;
+  }
+}
 
 /** Bytes arriving from the agent, read as lines and as counted byte runs. */
 class ByteReader {
@@ -86,7 +97,8 @@ class ByteReader {
   private wake: (() => void) | null = null;
   ended: string | null = null;
 
-  constructor(private readonly onIdle: () => void) {}
+  /** `onIdle`: called after AGENT_IDLE_MS without a byte while waiting; a reason ends the wait. */
+  constructor(private readonly onIdle: () => string | null) {}
 
   push(chunk: Buffer): void {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
@@ -103,10 +115,12 @@ class ByteReader {
     let timer: NodeJS.Timeout | undefined;
     await new Promise<void>((r) => {
       this.wake = r;
-      timer = setTimeout(() => {
-        this.end(`no answer for ${AGENT_IDLE_MS / 1000} s: stopped or stuck, killed`);
-        this.onIdle();
-      }, AGENT_IDLE_MS);
+      const look = (): void => {
+        const why = this.onIdle();
+        if (why === null) timer = setTimeout(look, AGENT_IDLE_MS);
+        else this.end(why);
+      };
+      timer = setTimeout(look, AGENT_IDLE_MS);
     });
     clearTimeout(timer);
     this.wake = null;
@@ -174,7 +188,12 @@ export class ScopeFs implements OpenScopeFs {
     const bin = scopeFsBinaryPath();
     if (!bin) throw new ScopeFsError('ENOENT', 'the scope agent (dist/native/airlock-scopefs) is not built: run `npm run build` with a C compiler (apt-get install gcc libc6-dev)', '');
     const child = spawn(bin, [Buffer.from(absPath, 'utf8').toString('hex'), kind], { stdio: ['pipe', 'pipe', 'pipe'], env: {} });
-    const reader = new ByteReader(() => child.kill('SIGKILL'));
+    const reader = new ByteReader(() => {
+      const state = procState(child.pid);
+      if (state !== 'T' && state !== 't') return null;
+      child.kill('SIGKILL');
+      return `found stopped after ${AGENT_IDLE_MS / 1000} s without an answer (signalled by the scope's owner?): killed`;
+    });
     child.stdout.on('data', (d: Buffer) => reader.push(d));
     child.on('error', (e) => reader.end(e.message));
     child.on('close', (code, sig) => reader.end(`exit ${code ?? sig}`));
