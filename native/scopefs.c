@@ -54,6 +54,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_DEPTH 256
@@ -395,8 +396,18 @@ static int do_write(struct target *t, char **f) {
     return fail(EINVAL, "bad write request");
   }
   if (no_privilege_bits(mode) < 0) return read_chunks(-1, &werr), -1;
-  // A leftover stage of an interrupted attempt has our own name: remove it (never follow it).
-  unlinkat(t->dirfd, stage, 0);
+  // A leftover stage of an interrupted attempt has our own name: remove it (never follow it). What
+  // unlink cannot remove (a directory the owner made there: stage names are predictable once one is
+  // seen) is moved aside in the same directory, so that it cannot block this write, the undo and every
+  // recovery for good (the owner can still race it: that is a failure, not a wedge).
+  if (unlinkat(t->dirfd, stage, 0) < 0 && errno != ENOENT) {
+    static unsigned long asides;
+    char aside[NAME_MAX + 1];
+    for (int k = 0; k < 64; k++) {
+      snprintf(aside, sizeof aside, ".airlock-aside-%d-%ld-%lu", (int)getpid(), (long)time(NULL), asides++);
+      if (renameat2(t->dirfd, stage, t->dirfd, aside, RENAME_NOREPLACE) == 0 || errno != EEXIST) break;
+    }
+  }
   int fd = openat(t->dirfd, stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     int e = errno;

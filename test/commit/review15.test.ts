@@ -253,3 +253,61 @@ test("a one-file scope on another user's private file in a root-owned folder is 
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /bob private/);
 });
+
+test('directories the owner plants at the stage names it can predict (once it has seen one) do not wedge the promotion, its undo and every recovery', { skip: !root, timeout: 180_000 }, async () => {
+  const ws = workspace();
+  const t = ownedDir();
+  const N = 30;
+  const names = Array.from({ length: N }, (_, i) => `f${String(i).padStart(2, '0')}`);
+  for (const n of names) writeFileSync(join(t, n), `${n}\n`);
+  spawnSync('chmod', ['0666', ...names.map((n) => join(t, n))]);
+  spawnSync('chown', ['-R', `${U}:${U}`, t]);
+  const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `for f in ${t}/f*; do echo new >> $f; done`], effects: { filesystem: { create: [], modify: [`${t}/*`], delete: [] }, network: false, system_state_change: false } }));
+  assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('\n'));
+  // The owner watches its folder (inotify); at the first stage name it knows the token, and makes a
+  // directory at every later op's stage name: forward, undo (token + u) and recovery (token + r).
+  const watcher = `import ctypes, os, re, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+d, names = sys.argv[1], sys.argv[2].split(',')
+fd = libc.inotify_init()
+libc.inotify_add_watch(fd, d.encode(), 0x100)
+print('watching', flush=True)
+while True:
+    buf = os.read(fd, 65536)
+    off = 0
+    while off < len(buf):
+        _, _, _, ln = struct.unpack_from('iIII', buf, off)
+        name = buf[off + 16: off + 16 + ln].rstrip(b'\\0').decode(errors='replace')
+        off += 16 + ln
+        m = re.match(r'\\.airlock-stage-([0-9a-f]{12})-(\\d+)-', name)
+        if m:
+            tok, seen, made = m.group(1), int(m.group(2)), 0
+            for i, n in enumerate(names):
+                for s in ('', 'u', 'r'):
+                    if s == '' and i <= seen: continue
+                    try:
+                        os.mkdir(os.path.join(d, f'.airlock-stage-{tok}{s}-{i}-{n}')); made += 1
+                    except OSError: pass
+            print('planted', made, flush=True)
+            sys.exit(0)
+`;
+  const w = spawn('/usr/bin/python3', ['-c', watcher, t, names.join(',')], { uid: U, gid: U, stdio: ['ignore', 'pipe', 'inherit'] });
+  let said = '';
+  w.stdout?.on('data', (d: Buffer) => (said += d));
+  while (!said.includes('watching')) await new Promise((res) => setTimeout(res, 10));
+  try {
+    const p = cli(['promote', r.sandboxId, '--workspace', ws.root]);
+    for (let k = 0; k < 100 && !said.includes('planted'); k++) await new Promise((res) => setTimeout(res, 20));
+    assert.match(said, /planted [1-9]/, 'the owner planted its directories');
+    if (p.code !== 0) {
+      // Failing is allowed (a race); staying wedged is not: recovery must finish it.
+      const rec = cli(['recover', '--workspace', ws.root]);
+      assert.equal(rec.code, 0, `${p.stderr}\n${rec.stdout}${rec.stderr}`);
+    }
+    assert.deepEqual(readdirSync(join(ws.root, 'promotions', 'inflight')), []);
+    const state = names.map((n) => readFileSync(join(t, n), 'utf8') === `${n}\nnew\n`);
+    assert.ok(state.every(Boolean) || !state.some(Boolean), 'all or nothing');
+  } finally {
+    w.kill('SIGKILL');
+  }
+});
