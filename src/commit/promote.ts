@@ -148,9 +148,12 @@ async function applyPlan(ws: Workspace, run: LoadedRun, scopes: Scopes, a: { ver
  * in flight for `airlock recover` (nothing else is applied in this workspace until then).
  */
 async function abort(ws: Workspace, scopes: Scopes, j: Journal, why: CommitFailure): Promise<CommitFailure> {
+  let kept: string[];
   for (let attempt = 1; ; attempt++) {
     try {
-      await step(ws, scopes, j.ops, 'backward', `${j.token}u`);
+      // A folder someone else filled meanwhile (e.g. made where a file was being added) is left in
+      // place and reported, not a reason to stay in flight for good.
+      kept = (await step(ws, scopes, j.ops, 'backward', `${j.token}u`, { tolerateNonEmpty: true })).keptDirs;
       break;
     } catch (e) {
       if (attempt < 5) {
@@ -165,7 +168,7 @@ async function abort(ws: Workspace, scopes: Scopes, j: Journal, why: CommitFailu
   j.phase = 'aborted';
   writeJournal(ws, j);
   // Recorded (best effort: the tree is already back in its old state) so the log tells which state it is in.
-  audit(ws, { type: 'promotion_aborted', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: j.actor, detail: auditDetail(j, { outcome: 'old_state', problems: why.problems.slice(0, 5) }) });
+  audit(ws, { type: 'promotion_aborted', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: j.actor, detail: auditDetail(j, { outcome: 'old_state', problems: why.problems.slice(0, 5), ...(kept.length > 0 ? { dirs_kept: kept } : {}) }) });
   setInflight(ws, j.sandbox_id, false);
   return why;
 }

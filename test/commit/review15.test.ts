@@ -311,3 +311,44 @@ while True:
     w.kill('SIGKILL');
   }
 });
+
+test('a non-empty directory the owner makes where the promotion was adding a file does not wedge its undo and every recovery', { skip: !root, timeout: 180_000 }, async () => {
+  const ws = workspace();
+  const t = ownedDir();
+  const N = 30;
+  const names = Array.from({ length: N }, (_, i) => `n${String(i).padStart(2, '0')}`);
+  const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `for n in ${names.join(' ')}; do echo new > ${t}/$n; done`], effects: { filesystem: { create: [`${t}/*`], modify: [], delete: [] }, network: false, system_state_change: false } }));
+  assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('\n'));
+  // At the first stage it sees, the owner makes the last name a folder with a file in it.
+  const watcher = `import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+d, last = sys.argv[1], sys.argv[2]
+fd = libc.inotify_init()
+libc.inotify_add_watch(fd, d.encode(), 0x100)
+print('watching', flush=True)
+while True:
+    buf = os.read(fd, 65536)
+    if b'.airlock-stage-' in buf:
+        os.mkdir(os.path.join(d, last)); open(os.path.join(d, last, 'mine'), 'w').write('mine')
+        print('planted', flush=True); sys.exit(0)
+`;
+  const w = spawn('/usr/bin/python3', ['-c', watcher, t, names[N - 1] as string], { uid: U, gid: U, stdio: ['ignore', 'pipe', 'inherit'] });
+  let said = '';
+  w.stdout?.on('data', (d: Buffer) => (said += d));
+  while (!said.includes('watching')) await new Promise((res) => setTimeout(res, 10));
+  try {
+    const p = cli(['promote', r.sandboxId, '--workspace', ws.root]);
+    for (let k = 0; k < 100 && !said.includes('planted'); k++) await new Promise((res) => setTimeout(res, 20));
+    assert.match(said, /planted/);
+    assert.notEqual(p.code, 0, 'the promotion met the folder');
+    if (readdirSync(join(ws.root, 'promotions', 'inflight')).length > 0) {
+      const rec = cli(['recover', '--workspace', ws.root]);
+      assert.equal(rec.code, 0, `${p.stderr}\n${rec.stdout}${rec.stderr}`);
+    }
+    assert.deepEqual(readdirSync(join(ws.root, 'promotions', 'inflight')), []);
+    assert.deepEqual(readdirSync(t).filter((n) => !n.startsWith('.airlock-')).sort(), [names[N - 1]], 'old state, and the owner\'s folder kept');
+    assert.equal(readFileSync(join(t, names[N - 1] as string, 'mine'), 'utf8'), 'mine');
+  } finally {
+    w.kill('SIGKILL');
+  }
+});
