@@ -12,7 +12,7 @@ import { runNs } from '../../src/sandbox/ns/runner.js';
 import { mountScopeOverlay } from '../../src/sandbox/ns/scopes.js';
 import { mounter } from '../../src/sandbox/ns/staging.js';
 import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
-import { cli, cliAsync, descriptor, run, workspace } from './helpers.js';
+import { auditTypes, cli, cliAsync, descriptor, run, workspace } from './helpers.js';
 
 const root = process.getuid?.() === 0;
 const U = 4242; // the scope owner: an ordinary uid without a passwd entry
@@ -350,5 +350,73 @@ while True:
     assert.equal(readFileSync(join(t, names[N - 1] as string, 'mine'), 'utf8'), 'mine');
   } finally {
     w.kill('SIGKILL');
+  }
+});
+
+/** The owner watching its folder with inotify: at the first stage name it sees, runs `act` (Python). */
+function ownerAtFirstStage(dir: string, act: string): { ready: Promise<void>; done: () => Promise<string>; kill: () => void } {
+  const py = `import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+d = sys.argv[1]
+fd = libc.inotify_init()
+libc.inotify_add_watch(fd, d.encode(), 0x100)
+print('watching', flush=True)
+while True:
+    if b'.airlock-stage-' in os.read(fd, 65536):
+${act.split('\n').map((l) => `        ${l}`).join('\n')}
+        print('acted', flush=True); sys.exit(0)
+`;
+  const w = spawn('/usr/bin/python3', ['-c', py, dir], { uid: U, gid: U, stdio: ['ignore', 'pipe', 'inherit'] });
+  let said = '';
+  w.stdout?.on('data', (d: Buffer) => (said += d));
+  const until = async (what: string) => {
+    for (let k = 0; k < 200 && !said.includes(what); k++) await new Promise((res) => setTimeout(res, 20));
+    return said;
+  };
+  return { ready: until('watching').then(() => undefined), done: () => until('acted'), kill: () => w.kill('SIGKILL') };
+}
+
+test("a file the owner changes between the plan and the apply (seeing the first stage) is not overwritten: the promotion stops naming it and its undo leaves the owner's version", { skip: !root, timeout: 180_000 }, async () => {
+  const ws = workspace();
+  const t = ownedDir();
+  const names = Array.from({ length: 30 }, (_, i) => `f${String(i).padStart(2, '0')}`);
+  for (const n of names) writeFileSync(join(t, n), `${n}\n`);
+  spawnSync('chmod', ['0666', ...names.map((n) => join(t, n))]);
+  spawnSync('chown', ['-R', `${U}:${U}`, t]);
+  const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `for f in ${t}/f*; do echo new >> $f; done`], effects: { filesystem: { create: [], modify: [`${t}/*`], delete: [] }, network: false, system_state_change: false } }));
+  assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('\n'));
+  const owner = ownerAtFirstStage(t, "open(os.path.join(d, 'f29'), 'w').write('the owner edited this\\n')");
+  await owner.ready;
+  try {
+    const p = cli(['promote', r.sandboxId, '--workspace', ws.root]);
+    assert.match(await owner.done(), /acted/);
+    assert.equal(readFileSync(join(t, 'f29'), 'utf8'), 'the owner edited this\n', "the owner's edit was overwritten by the promotion");
+    assert.notEqual(p.code, 0);
+    assert.match(p.stderr, /PROMOTE_PATH_CHANGED: .*\/f29: changed since the plan checked it/);
+    for (const n of names.slice(0, 29)) assert.equal(readFileSync(join(t, n), 'utf8'), `${n}\n`, 'undone: old state');
+    const aborted = auditTypes(ws).find((a) => a.type === 'promotion_aborted');
+    assert.deepEqual(aborted?.detail?.unexpected, [{ path: join(t, 'f29'), kept: null }]);
+  } finally {
+    owner.kill();
+  }
+});
+
+test('a file the owner makes where the promotion was adding one is neither overwritten nor removed by the undo', { skip: !root, timeout: 180_000 }, async () => {
+  const ws = workspace();
+  const t = ownedDir();
+  const names = Array.from({ length: 30 }, (_, i) => `n${String(i).padStart(2, '0')}`);
+  const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `for n in ${names.join(' ')}; do echo new > ${t}/$n; done`], effects: { filesystem: { create: [`${t}/*`], modify: [], delete: [] }, network: false, system_state_change: false } }));
+  assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('\n'));
+  const owner = ownerAtFirstStage(t, "open(os.path.join(d, 'n29'), 'x').write('the owner wrote this\\n')");
+  await owner.ready;
+  try {
+    const p = cli(['promote', r.sandboxId, '--workspace', ws.root]);
+    assert.match(await owner.done(), /acted/);
+    assert.equal(readFileSync(join(t, 'n29'), 'utf8'), 'the owner wrote this\n');
+    assert.notEqual(p.code, 0);
+    assert.match(p.stderr, /PROMOTE_PATH_CHANGED: .*\/n29/);
+    assert.deepEqual(readdirSync(t).filter((n) => !n.startsWith('.airlock-')), ['n29']);
+  } finally {
+    owner.kill();
   }
 });
