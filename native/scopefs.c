@@ -54,6 +54,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_DEPTH 256
@@ -395,8 +396,18 @@ static int do_write(struct target *t, char **f) {
     return fail(EINVAL, "bad write request");
   }
   if (no_privilege_bits(mode) < 0) return read_chunks(-1, &werr), -1;
-  // A leftover stage of an interrupted attempt has our own name: remove it (never follow it).
-  unlinkat(t->dirfd, stage, 0);
+  // A leftover stage of an interrupted attempt has our own name: remove it (never follow it). What
+  // unlink cannot remove (a directory the owner made there: stage names are predictable once one is
+  // seen) is moved aside in the same directory, so that it cannot block this write, the undo and every
+  // recovery for good (the owner can still race it: that is a failure, not a wedge).
+  if (unlinkat(t->dirfd, stage, 0) < 0 && errno != ENOENT) {
+    static unsigned long asides;
+    char aside[NAME_MAX + 1];
+    for (int k = 0; k < 64; k++) {
+      snprintf(aside, sizeof aside, ".airlock-aside-%d-%ld-%lu", (int)getpid(), (long)time(NULL), asides++);
+      if (renameat2(t->dirfd, stage, t->dirfd, aside, RENAME_NOREPLACE) == 0 || errno != EEXIST) break;
+    }
+  }
   int fd = openat(t->dirfd, stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     int e = errno;
@@ -572,13 +583,34 @@ static int drop_root_caps(void) {
   return (int)syscall(SYS_capset, &h, d);
 }
 
-static int drop_to_owner(uid_t uid, gid_t gid) {
+#define NO_GROUP 65534  // nogroup / the kernel's overflow gid: a group that grants nothing
+
+/**
+ * The owner's own groups, never the root directory's group as such: a directory owned by alice with
+ * group www-data (chgrp'ed by root) must not give the agent www-data's access, which alice does not
+ * have. The root's group is the agent's gid only when the owner belongs to it; otherwise the owner's
+ * passwd group. A uid without a passwd entry has no known groups: the root's group is kept only when
+ * it is the user-private group (gid == uid), else nogroup.
+ */
+static gid_t owner_groups(uid_t uid, gid_t dir_gid, gid_t *groups, int *n) {
+  struct passwd *pw = getpwuid(uid);
+  if (!pw) {
+    groups[0] = dir_gid == (gid_t)uid ? dir_gid : NO_GROUP;
+    *n = 1;
+    return groups[0];
+  }
+  if (getgrouplist(pw->pw_name, pw->pw_gid, groups, n) < 0) groups[0] = pw->pw_gid, *n = 1;
+  for (int i = 0; i < *n; i++)
+    if (groups[i] == dir_gid) return dir_gid;
+  return pw->pw_gid;
+}
+
+static int drop_to_owner(uid_t uid, gid_t dir_gid) {
   if (geteuid() != 0) return 0;  // not root: we act with our own, smaller, authority
   if (uid == 0) return drop_root_caps();
   gid_t groups[256];
   int n = 256;
-  struct passwd *pw = getpwuid(uid);
-  if (!pw || getgrouplist(pw->pw_name, gid, groups, &n) < 0) groups[0] = gid, n = 1;
+  gid_t gid = owner_groups(uid, dir_gid, groups, &n);
   for (int c = 0; c < 64; c++) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
   if (setgroups((size_t)n, groups) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) return -1;
   return setuid(0) == 0 ? -1 : 0;  // must be impossible now

@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { closeSync, constants, existsSync, fsyncSync, openSync, renameSync, writeSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, constants, existsSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -20,4 +20,31 @@ export function putInStore(store: string, sha256: string, bytes: Buffer): void {
     closeSync(fd);
   }
   renameSync(tmp, dest);
+}
+
+/**
+ * Streams bytes into `<store>/<sha256>`: written aside chunk by chunk and hashed on the way (memory
+ * stays bounded whatever the file's size), fsync'd, and renamed into place only when the hash is
+ * `sha256`. False (nothing kept) when it is not; an error of `produce` is thrown, nothing kept.
+ */
+export async function putStreamInStore(store: string, sha256: string, produce: (each: (b: Buffer) => void) => Promise<unknown>): Promise<boolean> {
+  const dest = join(store, sha256);
+  if (existsSync(dest)) return true;
+  const tmp = `${dest}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o400);
+  const h = createHash('sha256');
+  let same = false;
+  try {
+    await produce((b) => {
+      h.update(b);
+      for (let off = 0; off < b.length; ) off += writeSync(fd, b, off, b.length - off);
+    });
+    fsyncSync(fd);
+    same = h.digest('hex') === sha256;
+  } finally {
+    closeSync(fd);
+    if (!same) rmSync(tmp, { force: true });
+  }
+  if (same) renameSync(tmp, dest);
+  return same;
 }

@@ -9,7 +9,7 @@
 // again, and the scope's owner could swap any of them between two calls (docs/promotion.md).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -72,11 +72,33 @@ export function scopeFsBinaryPath(): string | null {
   return null;
 }
 
+/**
+ * While it waits for an answer, the host looks at the agent every AGENT_IDLE_MS without a byte from
+ * it: an agent found stopped (SIGSTOP, SIGTSTP...: the agent runs as the scope's owner, who may send
+ * them) is killed and the request fails. Without this a promotion waited forever, holding the
+ * workspace's commit lock (every promote, rollback and recover of every scope refused). An agent
+ * that is working (a big write to a slow disk, an fsync) is left alone.
+ */
+export const AGENT_IDLE_MS = 10_000;
+
+/** The state letter of /proc/<pid>/stat (R, S, D, T, t, Z...), or null when it cannot be read. */
+function procState(pid: number | undefined): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) || null;
+  } catch {
+    return null;
+  }
+}
+
 /** Bytes arriving from the agent, read as lines and as counted byte runs. */
 class ByteReader {
   private buf: Buffer = Buffer.alloc(0);
   private wake: (() => void) | null = null;
   ended: string | null = null;
+
+  /** `onIdle`: called after AGENT_IDLE_MS without a byte while waiting; a reason ends the wait. */
+  constructor(private readonly onIdle: () => string | null) {}
 
   push(chunk: Buffer): void {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
@@ -84,13 +106,23 @@ class ByteReader {
   }
 
   end(why: string): void {
-    this.ended = why;
+    this.ended ??= why;
     this.wake?.();
   }
 
   private async more(): Promise<void> {
     if (this.ended !== null) throw new ScopeFsError('EPIPE', `the scope agent stopped (${this.ended})`, '');
-    await new Promise<void>((r) => (this.wake = r));
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((r) => {
+      this.wake = r;
+      const look = (): void => {
+        const why = this.onIdle();
+        if (why === null) timer = setTimeout(look, AGENT_IDLE_MS);
+        else this.end(why);
+      };
+      timer = setTimeout(look, AGENT_IDLE_MS);
+    });
+    clearTimeout(timer);
     this.wake = null;
   }
 
@@ -156,7 +188,12 @@ export class ScopeFs implements OpenScopeFs {
     const bin = scopeFsBinaryPath();
     if (!bin) throw new ScopeFsError('ENOENT', 'the scope agent (dist/native/airlock-scopefs) is not built: run `npm run build` with a C compiler (apt-get install gcc libc6-dev)', '');
     const child = spawn(bin, [Buffer.from(absPath, 'utf8').toString('hex'), kind], { stdio: ['pipe', 'pipe', 'pipe'], env: {} });
-    const reader = new ByteReader();
+    const reader = new ByteReader(() => {
+      const state = procState(child.pid);
+      if (state !== 'T' && state !== 't') return null;
+      child.kill('SIGKILL');
+      return `found stopped after ${AGENT_IDLE_MS / 1000} s without an answer (signalled by the scope's owner?): killed`;
+    });
     child.stdout.on('data', (d: Buffer) => reader.push(d));
     child.on('error', (e) => reader.end(e.message));
     child.on('close', (code, sig) => reader.end(`exit ${code ?? sig}`));
@@ -223,6 +260,28 @@ export class ScopeFs implements OpenScopeFs {
     });
   }
 
+  /**
+   * A regular file's bytes handed to `each` chunk by chunk (memory stays bounded), and the stat of
+   * what was read. An error thrown by `each` is thrown once the answer has been read to its end (the
+   * next request must not start in the middle of this one).
+   */
+  stream(rel: string, each: (b: Buffer) => void): Promise<EntryStat> {
+    return this.request(`R ${hex(rel)} ${Number.MAX_SAFE_INTEGER}`, null, async () => {
+      const stat = parseStat(await this.answer(rel));
+      let failed: { e: unknown } | null = null;
+      await this.chunks((b) => {
+        if (failed) return;
+        try {
+          each(b);
+        } catch (e) {
+          failed = { e };
+        }
+      });
+      if (failed) throw (failed as { e: unknown }).e;
+      return stat;
+    });
+  }
+
   private async chunks(each: (b: Buffer) => void): Promise<void> {
     for (;;) {
       const n = Number(await this.reader.line());
@@ -273,6 +332,15 @@ export class ScopeFs implements OpenScopeFs {
   /** From now on the directory at `rel` must be the inode `ident` (e.g. as a journal recorded it). */
   pin(rel: string, ident: string): Promise<void> {
     return this.request(`P ${hex(rel)} ${ident}`, null, async () => void (await this.answer(rel)));
+  }
+
+  /**
+   * The agent has not exited, as far as Node knows. Node reaps a child and records its exit in the
+   * same step, so while this is true the agent's pid is still its own (alive or a zombie): no other
+   * process can have it, and /proc/<pid>/fd/N (rootByDescriptor) still names the agent's descriptor.
+   */
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
   }
 
   close(): void {

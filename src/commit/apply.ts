@@ -27,11 +27,16 @@ function contentFor(ws: Workspace, want: PathState | null, store: 'blobs' | 'tom
 
 /**
  * Brings each op's path to its `after` (forward) or `before` (backward) state. A path that holds
- * neither state (a crash mid-way, or rollback --force) is unexpected: its content is tombstoned
- * first. Directories that cannot be removed because they are not empty are reported with
+ * neither state is unexpected; what happens to it is `others`:
+ * - `overwrite` (recovery, rollback): its content is tombstoned first, then it is set;
+ * - `refuse` (a promotion's own apply): it changed since the plan checked it: stop (ESTALE, naming
+ *   the path), nothing of it is touched;
+ * - `leave` (the undo of a promotion that stopped): we never wrote it (our writes leave a path in
+ *   one of the two states), so it is someone else's newer content: left as it is, and reported.
+ * Directories that cannot be removed because they are not empty are reported with
  * `tolerateNonEmpty`, else the error is thrown (with the path).
  */
-export async function step(ws: Workspace, scopes: Scopes, ops: JournalOp[], dir: 'forward' | 'backward', token: string, opts: { tolerateNonEmpty?: boolean } = {}): Promise<StepReport> {
+export async function step(ws: Workspace, scopes: Scopes, ops: JournalOp[], dir: 'forward' | 'backward', token: string, opts: { tolerateNonEmpty?: boolean; others?: 'overwrite' | 'refuse' | 'leave' } = {}): Promise<StepReport> {
   const report: StepReport = { unexpected: [], keptDirs: [] };
   const touched = new Set<string>();
   const order = dir === 'forward' ? ops.map((_, i) => i) : ops.map((_, i) => ops.length - 1 - i);
@@ -44,6 +49,12 @@ export async function step(ws: Workspace, scopes: Scopes, ops: JournalOp[], dir:
       const cur = await currentState(scopes, op.path);
       if (sameState(cur, to)) continue;
       if (!sameState(cur, from) && !(cur !== null && to !== null && sameState(cur, to, false))) {
+        const others = opts.others ?? 'overwrite';
+        if (others === 'refuse') throw Object.assign(new Error(`changed since the plan checked it (now ${cur === null ? 'absent' : cur.type === 'other' ? `a ${cur.kind}` : cur.type === 'dir' ? 'a directory' : `a file with sha256 ${cur.sha256}`}): nothing of it was written`), { errno: 'ESTALE' });
+        if (others === 'leave') {
+          report.unexpected.push({ path: op.path, kept: null });
+          continue;
+        }
         const kept = cur?.type === 'file' && cur.sha256 && (await keepInStore(ws.tombstones, scopes, op.path, cur.sha256)) ? cur.sha256 : null;
         report.unexpected.push({ path: op.path, kept });
       }

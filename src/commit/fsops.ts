@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { closeSync, constants, existsSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
-import { putInStore } from '../base/content-store.js';
+import { putStreamInStore } from '../base/content-store.js';
 import { basename, dirname, join } from 'node:path';
 import type { EntryStat } from '../base/scope-fs.js';
 import type { Scopes } from './scopes.js';
@@ -50,8 +50,23 @@ export function sameState(cur: CurrentState, want: PathState | null, strict = tr
   return !strict || c.mode === want.mode;
 }
 
-/** The name a staged file gets beside its target (recovery removes leftovers by this name). */
-export const stageName = (path: string, token: string, i: number): string => join(dirname(path), `.airlock-stage-${token}-${i}-${[...basename(path)].slice(0, 80).join('')}`);
+/**
+ * The name a staged file gets beside its target (recovery removes leftovers by this name): the
+ * target's first 80 characters, and no more bytes than a name may have (255): 80 characters of CJK
+ * text are 240 bytes, and the stage could never be created (ENAMETOOLONG), so such a file was never
+ * promoted. Names that fitted before are unchanged (a leftover of an older attempt is still found).
+ */
+export function stageName(path: string, token: string, i: number): string {
+  const prefix = `.airlock-stage-${token}-${i}-`;
+  let room = 255 - Buffer.byteLength(prefix);
+  let tail = '';
+  for (const ch of [...basename(path)].slice(0, 80)) {
+    room -= Buffer.byteLength(ch);
+    if (room < 0) break;
+    tail += ch;
+  }
+  return join(dirname(path), prefix + tail);
+}
 
 /**
  * Brings scope path `path` to `want` (null: absent), from `cur` as just read. File content comes
@@ -130,14 +145,11 @@ export function fsyncPath(path: string): void {
   }
 }
 
-/** Copies a scope file's content into a store through its agent when its sha256 is `sha256`. */
+/** Copies a scope file's content into a store through its agent (streamed) when its sha256 is `sha256`. */
 export async function keepInStore(store: string, scopes: Scopes, path: string, sha256: string): Promise<boolean> {
   if (existsSync(join(store, sha256))) return true;
   const { fs, rel } = scopes.at(path);
-  const { bytes } = await fs.read(rel);
-  if (createHash('sha256').update(bytes).digest('hex') !== sha256) return false;
-  putInStore(store, sha256, bytes);
-  return true;
+  return putStreamInStore(store, sha256, (each) => fs.stream(rel, each));
 }
 
 /** The bytes of a store file when their sha256 is `sha256`, else null (missing, a link, damaged). */

@@ -123,8 +123,14 @@ export async function planPromotion(ws: Workspace, run: LoadedRun, scopes: Scope
         bad('PROMOTE_PREIMAGE_CHANGED', `${p} changed since the run: sha256 ${before.sha256}, the run saw ${e.sha256_before ?? 'an unhashed file'}; nothing was applied`, p);
         continue;
       }
-      if (!(await keepInStore(ws.tombstones, scopes, p, before.sha256 as string))) {
-        bad('PROMOTE_TOMBSTONE_FAILED', `could not keep the pre-image of ${p} in ${ws.tombstones} (it changed while being copied)`, p);
+      let kept: boolean | string;
+      try {
+        kept = await keepInStore(ws.tombstones, scopes, p, before.sha256 as string);
+      } catch (e3) {
+        kept = (e3 as Error).message;
+      }
+      if (kept !== true) {
+        bad('PROMOTE_TOMBSTONE_FAILED', `could not keep the pre-image of ${p} in ${ws.tombstones} (${kept === false ? 'it changed while being copied' : kept}): nothing was applied`, p);
         continue;
       }
     }

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ActionDescriptor } from '../contracts/action-descriptor.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { step, removeStaging } from './apply.js';
+import { step, removeStaging, type StepReport } from './apply.js';
 import { verifyConfirmation } from './confirmation.js';
 import { fsyncPath, testPoint } from './fsops.js';
 import { loadPolicy, loadRun, type LoadedRun } from './load.js';
@@ -125,7 +125,9 @@ async function applyPlan(ws: Workspace, run: LoadedRun, scopes: Scopes, a: { ver
   setInflight(ws, run.sandboxId, true);
   writeJournal(ws, j);
   try {
-    await step(ws, scopes, j.ops, 'forward', j.token);
+    // Strict: a path that is neither what the plan checked nor what we write was changed by someone
+    // since: the promotion stops (PROMOTE_PATH_CHANGED) rather than overwrite it.
+    await step(ws, scopes, j.ops, 'forward', j.token, { others: 'refuse' });
   } catch (e) {
     return abort(ws, scopes, j, { ok: false, problems: [stepProblem(e, 'PROMOTE_APPLY_FAILED', 'applying stopped at')] });
   }
@@ -148,9 +150,12 @@ async function applyPlan(ws: Workspace, run: LoadedRun, scopes: Scopes, a: { ver
  * in flight for `airlock recover` (nothing else is applied in this workspace until then).
  */
 async function abort(ws: Workspace, scopes: Scopes, j: Journal, why: CommitFailure): Promise<CommitFailure> {
+  let rep: StepReport;
   for (let attempt = 1; ; attempt++) {
     try {
-      await step(ws, scopes, j.ops, 'backward', `${j.token}u`);
+      // A folder someone else filled meanwhile (e.g. made where a file was being added) is left in
+      // place and reported, not a reason to stay in flight for good.
+      rep = await step(ws, scopes, j.ops, 'backward', `${j.token}u`, { tolerateNonEmpty: true, others: 'leave' });
       break;
     } catch (e) {
       if (attempt < 5) {
@@ -165,7 +170,7 @@ async function abort(ws: Workspace, scopes: Scopes, j: Journal, why: CommitFailu
   j.phase = 'aborted';
   writeJournal(ws, j);
   // Recorded (best effort: the tree is already back in its old state) so the log tells which state it is in.
-  audit(ws, { type: 'promotion_aborted', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: j.actor, detail: auditDetail(j, { outcome: 'old_state', problems: why.problems.slice(0, 5) }) });
+  audit(ws, { type: 'promotion_aborted', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: j.actor, detail: auditDetail(j, { outcome: 'old_state', problems: why.problems.slice(0, 5), ...(rep.unexpected.length > 0 ? { unexpected: rep.unexpected } : {}), ...(rep.keptDirs.length > 0 ? { dirs_kept: rep.keptDirs } : {}) }) });
   setInflight(ws, j.sandbox_id, false);
   return why;
 }

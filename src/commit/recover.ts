@@ -98,10 +98,12 @@ type Outcome = Omit<Recovered, 'sandboxId' | 'actionId'>;
 async function recoverPromotion(ws: Workspace, scopes: Scopes, j: Journal, now: () => Date): Promise<Outcome> {
   const seq = promotionCommitted(ws, j.sandbox_id, j.token);
   const forward = seq !== undefined;
-  const rep = await step(ws, scopes, j.ops, forward ? 'forward' : 'backward', `${j.token}${forward ? 'r' : 'u'}`);
+  // A folder filled by someone else since (that the promotion added, or deletes, or where it added a
+  // file) is left in place and reported: else one such folder would fail every recovery for good.
+  const rep = await step(ws, scopes, j.ops, forward ? 'forward' : 'backward', `${j.token}${forward ? 'r' : 'u'}`, { tolerateNonEmpty: true });
   await removeStaging(scopes, j.ops, [j.token, `${j.token}r`, `${j.token}u`]);
   const outcome = forward ? 'new_state' : 'old_state';
-  const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'promotion', outcome, unexpected: rep.unexpected }) });
+  const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'promotion', outcome, unexpected: rep.unexpected, ...(rep.keptDirs.length > 0 ? { dirs_kept: rep.keptDirs } : {}) }) });
   if (!rec.ok) return { outcome: 'failed', interrupted: 'promotion', unexpected: rep.unexpected, problems: rec.problems };
   if (forward) {
     j.phase = 'applied';

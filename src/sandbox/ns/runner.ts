@@ -15,7 +15,7 @@
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../contracts/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
@@ -36,7 +36,7 @@ import { describeGrant } from '../../network/allowlist.js';
 import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
 import { NetworkProxy } from '../../network/proxy.js';
 import type { NetworkObservation } from '../../network/records.js';
-import { closeScopes, fileCopyOf, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
+import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, observeScratch, tmpfsFull } from './outputs.js';
 import { chownTo, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
 
@@ -266,8 +266,13 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const useStrace = wantTrace && tracer === null && caps.strace !== null;
   const observedBy: NsHostFacts['syscallTracer'] = tracer ? 'airlock-tracer' : useStrace ? 'strace' : null;
   const scopes = spec.scopes ?? [];
-  const useBwrapOverlay = bwrap.supports.overlay;
-  if (scopes.length && !useBwrapOverlay && !(caps.isRoot && caps.overlayfs && caps.mountBinary)) {
+  // As root, the host's overlay is mounted from the scope agent's descriptor of the scope root;
+  // bwrap's --overlay-src takes a path, resolved again (following links) when bwrap starts, after the
+  // agent opened it: the scope's owner could swap a component in between. bwrap's overlay only when
+  // the host's cannot be had (not root: then every path is resolved with Airlock's own authority).
+  const hostOverlay = caps.isRoot && caps.overlayfs && caps.mountBinary !== null;
+  const useBwrapOverlay = bwrap.supports.overlay && !hostOverlay;
+  if (scopes.length && !useBwrapOverlay && !hostOverlay) {
     return errorObservation(runId, caps, [{ code: 'NS_OVERLAY_UNAVAILABLE', message: `declared scopes need a copy-on-write overlay: bwrap ${bwrap.version} has no --overlay and host overlayfs needs root and the overlay filesystem; nothing ran, the real files were not touched` }]);
   }
   if (spec.network && (!asRoot || !caps.perlBinary)) {
@@ -309,6 +314,14 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const proxySocket = join(dir, 'proxy.sock');
   try {
     mkdirModeSync(dir, 0o711);
+    // Only root and the sandbox's user pass through a run's staging: its mounts are listed in
+    // /proc/self/mountinfo for everyone, and another local user could otherwise write into a scope's
+    // overlay (where a directory is writable to them) during the run, and the Sandbox Result would
+    // give those changes to the sandboxed program (promoted with the scope owner's authority).
+    if (asRoot) {
+      chownSync(dir, 0, gid);
+      chmodSync(dir, 0o710);
+    }
     mkdirModeSync(inStage, 0o755);
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     const outP = (async () => {
@@ -344,8 +357,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         if (!useBwrapOverlay) {
           // The lower dir is the agent's descriptor of the scope root, not its path: nothing swapped
           // in since it was opened can become what the sandbox sees.
-          await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged);
-          mounted.push(s.merged);
+          return mountScopeOverlay(mnt, s, mounted);
         }
         return null;
       }),

@@ -6,11 +6,12 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, closeSync, constants, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { putInStore } from '../../base/content-store.js';
+import { putInStore, putStreamInStore } from '../../base/content-store.js';
 import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
 import type { Problem } from '../../contracts/problem.js';
 import { diffFileCopy, diffOverlayUpper, DiffBudgetExceeded, type DiffBudget, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
 import type { FsChange, ScopeObservation } from '../types.js';
+import type { Mounter } from './staging.js';
 
 export interface OpenScope {
   hostPath: string;
@@ -78,6 +79,12 @@ export async function stageFileCopy(s: OpenScope, dest: string, uid: number, gid
     const denied = e.errno === 'EACCES' || e.errno === 'EPERM';
     return { code: denied ? 'NS_SCOPE_UNREADABLE' : 'NS_SCOPE_UNSAFE', message: `scope ${s.hostPath}: ${denied ? `its owner (uid ${s.fs.authority.uid}) cannot read it, so neither may the sandbox` : e.message}; nothing ran`, path: s.hostPath };
   }
+  // The agent reads with the authority of the file's folder's owner. A file of another owner there
+  // (another user's file in a root-owned folder, which the agent reads as root) is staged only when
+  // anyone may read it: what the sandbox's user would see of it through a directory scope.
+  if (read.stat.uid !== s.fs.authority.uid && !(read.stat.mode & 0o004)) {
+    return { code: 'NS_SCOPE_UNREADABLE', message: `scope ${s.hostPath}: it belongs to uid ${read.stat.uid}, not to its folder's owner (uid ${s.fs.authority.uid}) whose authority reads it, and is not readable by others (mode ${read.stat.mode.toString(8).padStart(4, '0')}); nothing ran`, path: s.hostPath };
+  }
   writeFileSync(dest, read.bytes, { flag: 'wx', mode: 0o600 });
   chownSync(dest, uid, gid);
   chmodSync(dest, read.stat.mode & 0o777);
@@ -140,6 +147,25 @@ export interface StagedScope extends OpenScope {
   merged: string;
 }
 
+/**
+ * Mounts a directory scope's overlay with the agent's descriptor of the scope root as the lower dir
+ * (/proc/<agent pid>/fd/N), and refuses it (unmounted again, NS_SCOPE_UNSAFE) if the agent had exited
+ * by the end of the mount. That path names the agent's descriptor only while the pid is the agent's:
+ * the agent runs as the scope's owner, who may kill it, and once Node has reaped it another process
+ * of the owner's may get the same pid (pids wrap) and hold any directory it can open at that fd
+ * number, e.g. a 0700 directory of another user it may only pass through: the overlay, mounted by
+ * root, would then show the sandbox that directory's contents. Checked after the mount: an agent not
+ * known to have exited then held its pid during the whole mount (ScopeFs.running).
+ */
+export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'>, s: StagedScope, mounted: string[]): Promise<Problem | null> {
+  await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged);
+  mounted.push(s.merged);
+  if (s.fs.running) return null;
+  const err = await mnt.unmount(s.merged);
+  if (err === null) mounted.splice(mounted.indexOf(s.merged), 1);
+  return { code: 'NS_SCOPE_UNSAFE', message: `scope ${s.hostPath}: its agent stopped before its overlay was mounted (killed?): what /proc/<pid>/fd/N named may no longer be the scope; nothing ran`, path: s.hostPath };
+}
+
 /** Where a file scope's copy lives: the upper dir holds it under the file's own name. */
 export const fileCopyOf = (s: { hostPath: string; upper: string }): string => join(s.upper, basename(s.hostPath));
 
@@ -187,8 +213,7 @@ async function keepPreimages(changes: FsChange[], s: OpenScope, dir: string): Pr
     if (c.change === 'added' || !c.sha256Before || (c.typeBefore ?? c.type) !== 'file' || existsSync(join(dir, c.sha256Before))) continue;
     const rel = s.kind === 'file' ? s.fileRel : c.path.slice(s.hostPath.length + 1);
     try {
-      const { bytes } = await s.fs.read(rel);
-      if (sha256(bytes) === c.sha256Before) putInStore(dir, c.sha256Before, bytes);
+      await putStreamInStore(dir, c.sha256Before, (each) => s.fs.stream(rel, each));
     } catch {
       /* gone or unreadable now: the diff records its hash; promotion re-checks and refuses */
     }
