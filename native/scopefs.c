@@ -33,7 +33,8 @@
 //   F <rel>                       fsync a directory     -> ok
 //   P <rel> <dev:ino>             pin: the directory at rel must be this inode for the whole session
 // Chunks: `<decimal length>\n<bytes>` repeated, ended by `0\n`.
-// <stat>: <type f|d|l|p|s|c|b> <mode octal> <uid> <gid> <size> <nlink> <dev> <ino> <msec> <mnsec> <asec> <ansec>
+// <stat>: <type f|d|l|p|s|c|b> <mode octal> <uid> <gid> <size> <nlink> <dev> <ino> <msec> <mnsec> <asec> <ansec> <csec> <cnsec>
+// <expect>: `dev:ino`, or a version `dev:ino:csec:cnsec:size` (an in-place edit since is a mismatch too)
 // Errors: `err <errno> <hex message>`; ESTALE means a directory is not the one pinned (or first seen).
 // Modes with set-uid, set-gid or sticky bits are refused (EPERM): no privilege comes out of a sandbox.
 #define _GNU_SOURCE
@@ -89,9 +90,10 @@ static char type_of(mode_t m) {
 }
 
 static void put_stat(const struct stat *st) {
-  printf(" %c %o %u %u %lld %llu %llu %llu %lld %ld %lld %ld", type_of(st->st_mode), (unsigned)(st->st_mode & 07777), (unsigned)st->st_uid,
+  printf(" %c %o %u %u %lld %llu %llu %llu %lld %ld %lld %ld %lld %ld", type_of(st->st_mode), (unsigned)(st->st_mode & 07777), (unsigned)st->st_uid,
          (unsigned)st->st_gid, (long long)st->st_size, (unsigned long long)st->st_nlink, (unsigned long long)st->st_dev,
-         (unsigned long long)st->st_ino, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec, (long long)st->st_atim.tv_sec, st->st_atim.tv_nsec);
+         (unsigned long long)st->st_ino, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec, (long long)st->st_atim.tv_sec, st->st_atim.tv_nsec,
+         (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 }
 
 // ---- input ---------------------------------------------------------------------------------------
@@ -164,9 +166,12 @@ static struct pin *slot_of(const char *rel, int create) {
   return NULL;
 }
 
-static void set_pin(const char *rel, dev_t dev, ino_t ino) {
+/** Records a pin; -1 when the table is full (the caller refuses: an unpinned directory is unchecked). */
+static int set_pin(const char *rel, dev_t dev, ino_t ino) {
   struct pin *p = slot_of(rel, 1);
-  if (p) p->dev = dev, p->ino = ino, p->dead = 0;
+  if (!p) return -1;
+  p->dev = dev, p->ino = ino, p->dead = 0;
+  return 0;
 }
 
 static void unpin(const char *rel) {
@@ -174,12 +179,20 @@ static void unpin(const char *rel) {
   if (p) p->dead = 1;
 }
 
-/** The directory at rel must be (dev, ino): pinned when first seen, checked every later time. */
+/**
+ * The directory at rel must be (dev, ino): pinned when first seen, checked every later time.
+ * -1 (errno ESTALE): another inode is there now; -1 (errno ENOSPC): too many directories to track.
+ */
 static int check_pin(const char *rel, const struct stat *st) {
   struct pin *p = slot_of(rel, 0);
-  if (p && !p->dead) return p->dev == st->st_dev && p->ino == st->st_ino ? 0 : -1;
-  set_pin(rel, st->st_dev, st->st_ino);
-  return 0;
+  if (p && !p->dead) return p->dev == st->st_dev && p->ino == st->st_ino ? 0 : (errno = ESTALE, -1);
+  return set_pin(rel, st->st_dev, st->st_ino) < 0 ? (errno = ENOSPC, -1) : 0;
+}
+
+/** The refusal for a failed pin check, naming the directory. */
+static int pin_refusal(const char *rel) {
+  return errno == ENOSPC ? fail(ENOSPC, "%s: more directories in one operation than the agent can keep track of: refused", rel)
+                         : fail(ESTALE, "%s: this directory was replaced since it was first seen", rel);
 }
 
 /** Opens one component below dirfd: a real directory on the scope's device, never through a link. */
@@ -239,7 +252,7 @@ static int walk_parent(const char *rel, const char **name) {
     struct stat st;
     if (fstat(fd, &st) < 0 || check_pin(prefix, &st) < 0) {
       close(fd);
-      return fail(ESTALE, "%s: this directory was replaced since it was first seen", prefix);
+      return pin_refusal(prefix);
     }
     start = stop + 1;
   }
@@ -249,15 +262,23 @@ static int walk_parent(const char *rel, const char **name) {
 static int parse_ident(const char *s, dev_t *dev, ino_t *ino) {
   unsigned long long d, i;
   char tail;
-  if (sscanf(s, "%llu:%llu%c", &d, &i, &tail) != 2) return -1;
+  if (sscanf(s, "%llu:%llu%c", &d, &i, &tail) != 2 && !(sscanf(s, "%llu:%llu%c", &d, &i, &tail) == 3 && tail == ':')) return -1;
   *dev = (dev_t)d, *ino = (ino_t)i;
   return 0;
 }
 
+/**
+ * `dev:ino`, or `dev:ino:ctime_sec:ctime_nsec:size` (a version): with a version, an in-place edit
+ * since it was read (same inode, new ctime or size) is not the entry that was checked either.
+ */
 static int same_ident(const struct stat *st, const char *expect) {
-  dev_t d;
-  ino_t i;
-  return parse_ident(expect, &d, &i) == 0 && st->st_dev == d && st->st_ino == i;
+  unsigned long long d, i, size;
+  long long cs;
+  long cn;
+  int n = sscanf(expect, "%llu:%llu:%lld:%ld:%llu", &d, &i, &cs, &cn, &size);
+  if (n != 2 && n != 5) return 0;
+  if (st->st_dev != (dev_t)d || st->st_ino != (ino_t)i) return 0;
+  return n == 2 || (st->st_ctim.tv_sec == cs && st->st_ctim.tv_nsec == cn && (unsigned long long)st->st_size == size);
 }
 
 /** The root itself (`-`) or an entry below it, as (dirfd, name) for the *at calls. */
@@ -314,7 +335,7 @@ static int do_stat(struct target *t) {
     if (errno == ENOENT) return printf("ok -\n"), 0;
     return fail(errno, "stat %s", t->rel);
   }
-  if (S_ISDIR(st.st_mode) && check_pin(t->rel, &st) < 0) return fail(ESTALE, "%s: the directory was replaced since it was first seen", t->rel);
+  if (S_ISDIR(st.st_mode) && check_pin(t->rel, &st) < 0) return pin_refusal(t->rel);
   printf("ok");
   put_stat(&st);
   putchar('\n');
@@ -357,9 +378,13 @@ static int do_list(struct target *t) {
   int fd = open_target(t, O_RDONLY | O_DIRECTORY);
   if (fd < 0) return fail(errno, "open directory %s", t->rel);
   struct stat st;
-  if (fstat(fd, &st) < 0 || st.st_dev != root_dev || check_pin(t->rel, &st) < 0) {
+  if (fstat(fd, &st) < 0 || st.st_dev != root_dev) {
     close(fd);
-    return fail(ESTALE, "%s: the directory was replaced or is on another filesystem", t->rel);
+    return fail(EXDEV, "%s: on another filesystem (a mount point)", t->rel);
+  }
+  if (check_pin(t->rel, &st) < 0) {
+    close(fd);
+    return pin_refusal(t->rel);
   }
   DIR *d = fdopendir(fd);
   if (!d) {
@@ -437,14 +462,23 @@ static int do_write(struct target *t, char **f) {
       if (e) return fail(e, e == EEXIST ? "%s exists: nothing was replaced" : "put %s in place", t->rel);
     }
   } else {
-    // Swap atomically, then check what came out: if it is not the file we expected, swap back.
+    // The file as it was read (its version: no edit in place since, which a rename's own ctime update
+    // would hide afterwards), then an atomic swap and a check of the inode that came out: if it is
+    // not the file we expected, swap back.
+    struct stat now;
+    if (fstatat(t->dirfd, t->name, &now, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(now.st_mode) || !same_ident(&now, expect)) {
+      unlinkat(t->dirfd, stage, 0);
+      return fail(ESTALE, "%s changed since it was checked: nothing was written", t->rel);
+    }
     if (renameat2(t->dirfd, stage, t->dirfd, t->name, RENAME_EXCHANGE) < 0) {
       e = errno;
       unlinkat(t->dirfd, stage, 0);
       return fail(e, "replace %s", t->rel);
     }
     struct stat old;
-    if (fstatat(t->dirfd, stage, &old, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(old.st_mode) || !same_ident(&old, expect)) {
+    char inode[64];
+    snprintf(inode, sizeof inode, "%llu:%llu", (unsigned long long)now.st_dev, (unsigned long long)now.st_ino);
+    if (fstatat(t->dirfd, stage, &old, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(old.st_mode) || !same_ident(&old, inode)) {
       renameat2(t->dirfd, stage, t->dirfd, t->name, RENAME_EXCHANGE);
       unlinkat(t->dirfd, stage, 0);
       return fail(ESTALE, "%s was replaced by something else since it was checked: nothing was written", t->rel);
@@ -463,9 +497,9 @@ static int do_mkdir(struct target *t, char **f) {
   if (fd < 0) return fail(errno, "open the new directory %s", t->rel);
   struct stat st;
   unpin(t->rel);
-  int bad = fstat(fd, &st) < 0 || check_pin(t->rel, &st) < 0 || set_mode_fd(fd, mode, f[1]) < 0;
+  int bad = fstat(fd, &st) < 0 ? fail(errno, "fstat %s", t->rel) : check_pin(t->rel, &st) < 0 ? pin_refusal(t->rel) : set_mode_fd(fd, mode, f[1]);
   close(fd);
-  return bad ? -1 : do_stat(t);
+  return bad < 0 ? -1 : do_stat(t);
 }
 
 static int do_chmod(struct target *t, char **f) {

@@ -25,8 +25,10 @@ export interface EntryStat {
   gid: number;
   size: number;
   nlink: number;
-  /** `dev:ino`: what the agent compares before it replaces, removes or changes an entry. */
+  /** `dev:ino`: the inode; what directory pins and a directory's removal compare. */
   ident: string;
+  /** `dev:ino:ctime_sec:ctime_nsec:size`: a file as it was read; an in-place edit since changes it. */
+  version: string;
   mtime: { sec: number; nsec: number };
   atime: { sec: number; nsec: number };
 }
@@ -57,6 +59,7 @@ function parseStat(f: string[]): EntryStat {
     size: n(4),
     nlink: n(5),
     ident: `${f[6]}:${f[7]}`,
+    version: `${f[6]}:${f[7]}:${f[12]}:${f[13]}:${f[4]}`,
     mtime: { sec: n(8), nsec: n(9) },
     atime: { sec: n(10), nsec: n(11) },
   };
@@ -93,7 +96,11 @@ function procState(pid: number | undefined): string | null {
 
 /** Bytes arriving from the agent, read as lines and as counted byte runs. */
 class ByteReader {
-  private buf: Buffer = Buffer.alloc(0);
+  // Chunks as they came (never concatenated on arrival: a long line would cost quadratic time).
+  private chunks: Buffer[] = [];
+  private size = 0;
+  /** Bytes at the front already known to hold no newline. */
+  private scanned = 0;
   private wake: (() => void) | null = null;
   ended: string | null = null;
 
@@ -101,7 +108,8 @@ class ByteReader {
   constructor(private readonly onIdle: () => string | null) {}
 
   push(chunk: Buffer): void {
-    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    this.chunks.push(chunk);
+    this.size += chunk.length;
     this.wake?.();
   }
 
@@ -126,23 +134,52 @@ class ByteReader {
     this.wake = null;
   }
 
+  /** The first n bytes, removed from the front. */
+  private take(n: number): Buffer {
+    const parts: Buffer[] = [];
+    let need = n;
+    while (need > 0) {
+      const c = this.chunks[0] as Buffer;
+      if (c.length <= need) {
+        parts.push(c);
+        this.chunks.shift();
+        need -= c.length;
+      } else {
+        parts.push(c.subarray(0, need));
+        this.chunks[0] = c.subarray(need);
+        need = 0;
+      }
+    }
+    this.size -= n;
+    this.scanned = 0;
+    return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, n);
+  }
+
+  /** Offset of the first newline, scanning only bytes not scanned before; -1 when there is none yet. */
+  private newline(): number {
+    let base = 0;
+    for (const c of this.chunks) {
+      if (base + c.length > this.scanned) {
+        const at = c.indexOf(10, Math.max(0, this.scanned - base));
+        if (at >= 0) return base + at;
+      }
+      base += c.length;
+    }
+    this.scanned = this.size;
+    return -1;
+  }
+
   async line(): Promise<string> {
     for (;;) {
-      const nl = this.buf.indexOf(10);
-      if (nl >= 0) {
-        const s = this.buf.subarray(0, nl).toString('utf8');
-        this.buf = this.buf.subarray(nl + 1);
-        return s;
-      }
+      const nl = this.newline();
+      if (nl >= 0) return this.take(nl + 1).subarray(0, nl).toString('utf8');
       await this.more();
     }
   }
 
   async bytes(n: number): Promise<Buffer> {
-    while (this.buf.length < n) await this.more();
-    const b = this.buf.subarray(0, n);
-    this.buf = this.buf.subarray(n);
-    return b;
+    while (this.size < n) await this.more();
+    return this.take(n);
   }
 }
 

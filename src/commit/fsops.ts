@@ -20,13 +20,13 @@ import type { PathState } from './types.js';
 const CHUNK = 1 << 20;
 
 /** What is at a scope path now: null (absent), a file or dir state, or `other` (a link, fifo, device...). */
-export type CurrentState = (PathState & { ident: string; nlink: number }) | null | { type: 'other'; kind: string; ident: string };
+export type CurrentState = (PathState & { ident: string; version: string; nlink: number }) | null | { type: 'other'; kind: string; ident: string; version: string };
 
 const stateOf = (st: EntryStat, sha256?: string): NonNullable<CurrentState> => {
-  const base = { mode: st.mode, uid: st.uid, gid: st.gid, ident: st.ident, nlink: st.nlink };
+  const base = { mode: st.mode, uid: st.uid, gid: st.gid, ident: st.ident, version: st.version, nlink: st.nlink };
   if (st.type === 'dir') return { type: 'dir', ...base };
   if (st.type === 'file') return { type: 'file', ...base, sha256, mtime: st.mtime, atime: st.atime };
-  return { type: 'other', kind: st.type, ident: st.ident };
+  return { type: 'other', kind: st.type, ident: st.ident, version: st.version };
 };
 
 /** The state of a scope path, read through its agent (content hashed when it is a regular file). */
@@ -37,7 +37,9 @@ export async function currentState(scopes: Scopes, path: string, withHash = true
   if (st.type !== 'file' || !withHash) return stateOf(st);
   const h = await fs.hash(rel);
   // What was hashed must be what was stat'ed: a file swapped in between is reported as changing.
-  if (h.stat.ident !== st.ident) return { type: 'other', kind: 'changing', ident: st.ident };
+  if (h.stat.ident !== st.ident) return { type: 'other', kind: 'changing', ident: st.ident, version: st.version };
+  // h.stat was taken when the hash's read opened the file: an edit in place since then changes its
+  // version, and the agent then refuses to replace, remove or chmod it.
   return stateOf(h.stat, h.sha256);
 }
 
@@ -79,18 +81,18 @@ export async function putState(scopes: Scopes, path: string, cur: CurrentState, 
   if (want === null) {
     if (!cur) return;
     if (cur.type === 'dir') await fs.rmdir(rel, cur.ident);
-    else await fs.unlink(rel, cur.ident);
+    else await fs.unlink(rel, cur.version);
     return;
   }
   if (want.type === 'dir') {
     if (cur && cur.type !== 'dir') throw new Error(`${path} is not a directory`);
     if (!cur) await fs.mkdir(rel, want.mode, gid);
-    else if (cur.mode !== want.mode || cur.gid !== want.gid) await fs.chmod(rel, want.mode, gid, cur.ident);
+    else if (cur.mode !== want.mode || cur.gid !== want.gid) await fs.chmod(rel, want.mode, gid, cur.version);
     return;
   }
   if (!bytes) throw new Error(`no content for ${path}`);
   if (cur && cur.type !== 'file') throw new Error(`${path} is not a regular file`);
-  await fs.write(rel, basename(stage), bytes, { mode: want.mode, ...(gid !== undefined ? { gid } : {}), ...(want.atime ? { atime: want.atime } : {}), ...(want.mtime ? { mtime: want.mtime } : {}), expect: cur ? cur.ident : null });
+  await fs.write(rel, basename(stage), bytes, { mode: want.mode, ...(gid !== undefined ? { gid } : {}), ...(want.atime ? { atime: want.atime } : {}), ...(want.mtime ? { mtime: want.mtime } : {}), expect: cur ? cur.version : null });
 }
 
 /** Removes a staging file an interrupted attempt may have left (only a regular file by that name). */

@@ -34,7 +34,9 @@ while (my $line = <STDIN>) {
       my ($src, $fs, $t) = ('airlock-out', 'tmpfs', h($a[0]));
       $r = syscall($MOUNT, $src, $t, $fs, 6, $data);  # MS_NOSUID|MS_NODEV
     } elsif ($op eq 'O') {
-      my $data = 'lowerdir=' . h($a[0]) . ',upperdir=' . h($a[1]) . ',workdir=' . h($a[2]);
+      # metacopy and redirect_dir off, whatever the kernel's defaults: the host diff reads a copied-up
+      # file's data from the upper dir, and a renamed directory as a deletion and an addition.
+      my $data = 'lowerdir=' . h($a[0]) . ',upperdir=' . h($a[1]) . ',workdir=' . h($a[2]) . ',metacopy=off,redirect_dir=off';
       my ($src, $fs, $t) = ('airlock-scope', 'overlay', h($a[3]));
       $r = syscall($MOUNT, $src, $t, $fs, 0, $data);
     } elsif ($op eq 'U') {

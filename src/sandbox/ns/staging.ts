@@ -111,7 +111,7 @@ export function mounter(bins: { mountBinary: string | null; umountBinary: string
       const err = ops ? await ops.mountOverlay(lower, upper, work, merged) : 'no host helper';
       if (err === null) return;
       if (ops && !/helper stopped/.test(err)) throw new Error(`cannot mount the overlay for ${lower}: ${err}`);
-      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, 'airlock-scope', merged]);
+      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work},metacopy=off,redirect_dir=off`, 'airlock-scope', merged]);
       if (r.code !== 0) throw new Error(`cannot mount the overlay for ${lower}: ${r.stderr}`);
     },
     async unmount(dir) {
