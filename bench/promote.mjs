@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { runFile } from '../dist/src/pipeline/run.js';
+import { runFile } from '../dist/src/cli/run-file.js';
 import { openWorkspace } from '../dist/src/workspace/workspace.js';
 import { promote } from '../dist/src/commit/promote.js';
 import { rollback } from '../dist/src/commit/rollback.js';

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import type { Problem } from '../contracts/problem.js';
 import type { RunOutcome } from '../pipeline/run.js';
-import { runFile } from '../pipeline/run.js';
+import { runFile } from './run-file.js';
 import { openWorkspace } from '../workspace/workspace.js';
 
 /** `airlock run FILE`: exit 0 a result was produced, 2 rejected before running, 3 internal or sandbox error. */

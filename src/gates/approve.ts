@@ -5,7 +5,7 @@ import { normalizeText } from '../contracts/text.js';
 import { toolRequestContract, type ToolRequest } from '../contracts/tool-request.js';
 import { loadOperatorKey } from '../approval/keys.js';
 import { signApproval } from '../approval/signature.js';
-import { checkInputs } from '../pipeline/run.js';
+import { checkInputs } from '../action/inputs.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { writeAtomic } from './files.js';
 

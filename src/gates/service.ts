@@ -5,10 +5,9 @@ import { checkText, type Problem } from '../contracts/index.js';
 import { toolResultContract } from '../contracts/tool-result.js';
 import type { ToolRequest } from '../contracts/tool-request.js';
 import { actionFromToolRequest } from '../action/from-tool-request.js';
-import { sha256Of, verifyApproval } from '../approval/signature.js';
-import { evaluatePolicy } from '../policy/evaluate.js';
-import { parsePolicy, type Policy } from '../policy/policy.js';
-import { runAction } from '../pipeline/run.js';
+import type { ApprovalEvidence } from '../approval/decide.js';
+import { sha256Of } from '../approval/signature.js';
+import { execute } from '../host/execute.js';
 import { sweepOrphans } from '../sandbox/ns/sweep.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { moveInto, quarantine, writeAtomic } from './files.js';
@@ -23,7 +22,6 @@ export interface AuditSink {
 export const gateRules = [
   { code: 'GATE_INTERRUPTED', spec: 'After a crash, a run that had started is reported as interrupted, never silently retried (at most once).', fix: 'Look at the request; if it should run again, draft and approve a new request.' },
   { code: 'GATE_RESULT_BLOCKED', spec: 'A result whose run the judge BLOCKed is not handed to the AI.', fix: 'Read the reasons: the program did something it did not declare.' },
-  { code: 'GATE_POLICY_INVALID', spec: 'The gate refuses to run anything while policy.yaml is invalid.', fix: 'Fix policy.yaml (`airlock policy check`).' },
 ] as const;
 
 export interface GateOptions {
@@ -121,11 +119,6 @@ async function processOne(name: string, opts: GateOptions, ledger: Ledger): Prom
     return true;
   };
 
-  const policyRead = parsePolicy(existsSync(ws.policyFile) ? readFileSync(ws.policyFile, 'utf8') : '');
-  if (!policyRead.ok) {
-    return reject([{ code: 'GATE_POLICY_INVALID', message: `policy.yaml is invalid: ${policyRead.problems.map((p) => `${p.code} ${p.message}`).join('; ')}` }], 'policy');
-  }
-  const policy: Policy = policyRead.value;
   const bytes = readFileSync(claimed);
   const checked = checkText(name, bytes.toString('utf8'));
   if (checked.problems.length > 0 || checked.kind !== 'tool-request') {
@@ -137,39 +130,31 @@ async function processOne(name: string, opts: GateOptions, ledger: Ledger): Prom
   if (checked.warnings.length > 0) log.warn('warnings', { request_id: id, warnings: checked.warnings }, `${id}: accepted with warnings (${codesOf(checked.warnings).join(', ')})`);
   const action = actionFromToolRequest(tr);
 
-  // Approval: an operator's signature, or the policy's own approval for the requests it may approve alone.
-  const sigFile = `${claimed}.sig`;
-  const autoApproved = !existsSync(sigFile) && policy.approval.auto_approve.monty_without_inputs && action.lane === 'monty' && action.inputs.length === 0;
-  if (!autoApproved) {
-    const problems = verifyApproval({ sigText: existsSync(sigFile) ? readFileSync(sigFile, 'utf8') : null, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by, policy, now });
-    if (problems.length > 0) return reject(problems, 'approval', id);
-  }
-  const decision = evaluatePolicy(policy, action, tr.frontMatter.language);
-  if (decision.problems.length > 0) return reject(decision.problems, 'policy', id);
-  if (decision.confirmationRequired) action.confirmationRequired = true;
-
   const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-gate-in-'));
   try {
-    const missing = action.inputs.filter((i) => !existsSync(join(ws.inputs, i.sha256)));
-    if (missing.length > 0) {
-      return reject(missing.map((i) => ({ code: 'RUN_INPUT_MISSING', message: `input ${i.name} (sha256 ${i.sha256}) is not in the workspace's input store: approve the request with \`airlock approve\`, which stores its inputs` })), 'inputs', id);
-    }
-    for (const i of action.inputs) copyFileSync(join(ws.inputs, i.sha256), join(inputsDir, i.name));
-    if (!ledger.claim(id, sha256Of(bytes), now)) {
+    // Approval: an operator's signature, or the policy's own rule for the requests it may approve
+    // alone; checked by the host core, as for every door. The replay ledger has the last word.
+    const sigFile = `${claimed}.sig`;
+    const approval: ApprovalEvidence = existsSync(sigFile) ? { kind: 'signature', sigText: readFileSync(sigFile, 'utf8'), bytes, requestId: id, approvedBy: tr.frontMatter.approved_by } : action.lane === 'monty' && action.inputs.length === 0 ? { kind: 'policy-rule' } : { kind: 'signature', sigText: null, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by };
+    // Once approved: the inputs from the store (as approved), then the replay ledger's claim.
+    const claim = (): Problem[] => {
+      const missing = action.inputs.filter((i) => !existsSync(join(ws.inputs, i.sha256)));
+      if (missing.length > 0) return missing.map((i) => ({ code: 'RUN_INPUT_MISSING', message: `input ${i.name} (sha256 ${i.sha256}) is not in the workspace's input store: approve the request with \`airlock approve\`, which stores its inputs` }));
+      for (const i of action.inputs) copyFileSync(join(ws.inputs, i.sha256), join(inputsDir, i.name));
+      if (ledger.claim(id, sha256Of(bytes), now)) return [];
       const prior = ledger.get(id);
-      return reject([{ code: 'APPROVAL_REPLAY', message: `request ${id} already ran (${prior?.state} since ${prior?.claimed_at}); a request runs at most once` }], 'replay', id);
-    }
-    audit.append({ type: 'approved', request_id: id, actor: autoApproved ? 'policy' : tr.frontMatter.approved_by, detail: { auto: autoApproved } });
+      return [{ code: 'APPROVAL_REPLAY', message: `request ${id} already ran (${prior?.state} since ${prior?.claimed_at}); a request runs at most once` }];
+    };
     log.info('running', { request_id: id, lane: action.lane }, `${id}: running in the ${action.lane} lane...`);
     const started = Date.now();
-    const outcome = await runAction(action, { workspace: ws, inputsDir, network: { ceiling: policy.network }, scopeRoots: policy.scope_roots });
-    if (outcome.kind === 'rejected') {
-      ledger.finish(id, 'done', null, 'rejected before running', opts.now?.() ?? new Date());
-      return reject(outcome.problems, 'run', id);
+    const done = await execute(ws, { action, door: 'gate', approval, inputsDir, language: tr.frontMatter.language, beforeRun: claim });
+    if (done.kind === 'refused') {
+      if (done.stage === 'run') ledger.finish(id, 'done', null, 'rejected before running', opts.now?.() ?? new Date());
+      const stage = done.stage === 'guard' ? (done.problems.some((p) => p.code === 'RUN_INPUT_MISSING') ? 'inputs' : 'replay') : done.stage;
+      return reject(done.problems, stage, id);
     }
+    const outcome = done.outcome;
     const sr = outcome.sandboxResult;
-    audit.append({ type: 'ran', request_id: id, sandbox_id: outcome.sandboxId, detail: { status: sr.execution.status, exit_code: sr.execution.exit_code } });
-    audit.append({ type: 'judged', request_id: id, sandbox_id: outcome.sandboxId, detail: { verdict: sr.verdict.recommended_action, compliance: sr.compliance } });
     ledger.finish(id, 'done', outcome.sandboxId, sr.verdict.recommended_action, opts.now?.() ?? new Date());
     moveInto(claimed, ws.processed);
 

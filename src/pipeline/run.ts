@@ -1,20 +1,14 @@
-import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { basename, dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { ActionDescriptor } from '../contracts/action-descriptor.js';
 import { screenContent, type Screening } from '../contracts/forbidden-content.js';
-import { checkText, type Problem } from '../contracts/index.js';
+import type { Problem } from '../contracts/index.js';
 import { validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
-import { decodeDocument } from '../contracts/text.js';
-import type { ToolRequest } from '../contracts/tool-request.js';
 import { toolResultContract } from '../contracts/tool-result.js';
 import type { Action } from '../action/action.js';
-import { parsePolicy } from '../policy/policy.js';
 import { checkScopes } from '../policy/scopes.js';
-import { actionFromDescriptor } from '../action/from-action-descriptor.js';
-import { actionFromToolRequest } from '../action/from-tool-request.js';
 import { judge, type Judgement } from '../judge/judge.js';
-import { sha256Hex } from '../report/hash.js';
 import { buildSandboxResult, renderSandboxResult } from '../report/sandbox-result.js';
 import { buildToolResult } from '../report/tool-result.js';
 import { runInMontyLane } from '../sandbox/lanes/monty.js';
@@ -54,62 +48,6 @@ export type RunOutcome =
     };
 
 const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${randomBytes(5).toString('hex')}`;
-
-/** Validates and runs one document once; writes the Sandbox Result, the Tool Result and artifacts. */
-export async function runFile(file: string, opts: { workspace: Workspace; inputsDir?: string }): Promise<RunOutcome> {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(file);
-  } catch (e) {
-    return { kind: 'rejected', problems: [{ code: 'RUN_NOT_RUNNABLE', message: `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? e}` }] };
-  }
-  const decoded = decodeDocument(bytes);
-  if ('problem' in decoded) return { kind: 'rejected', problems: [decoded.problem] };
-  const checked = checkText(basename(file), decoded.text);
-  if (checked.problems.length > 0) return { kind: 'rejected', problems: checked.problems };
-  const inputsDir = opts.inputsDir ?? dirname(file);
-  // The workspace policy's network section is the ceiling for any network a document asks for.
-  const policy = existsSync(opts.workspace.policyFile) ? parsePolicy(readFileSync(opts.workspace.policyFile, 'utf8')) : null;
-  if (policy && !policy.ok) return { kind: 'rejected', problems: policy.problems.map((p) => ({ ...p, message: `policy.yaml: ${p.message}` })) };
-  const network = policy?.ok ? { ceiling: policy.value.network } : undefined;
-  // No policy file: no scope is allowed (its scope_roots are what lets an action touch real files).
-  const scopeRoots = policy?.ok ? policy.value.scope_roots : null;
-  if (checked.kind === 'tool-request') {
-    const tr = checked.value as ToolRequest;
-    const bad = checkInputs(tr.inputs, inputsDir);
-    if (bad.length > 0) return { kind: 'rejected', problems: bad };
-    return runAction(actionFromToolRequest(tr), { workspace: opts.workspace, inputsDir, network, scopeRoots });
-  }
-  if (checked.kind === 'action-descriptor') {
-    const descriptor = checked.value as ActionDescriptor;
-    if (descriptor.action_type === 'MULTI_STEP_COMPOSITE') return (await import('./composite.js')).runComposite(descriptor, { workspace: opts.workspace, inputsDir, network, scopeRoots });
-    const action = actionFromDescriptor(descriptor);
-    if ('problems' in action) return { kind: 'rejected', problems: action.problems };
-    return runAction(action, { workspace: opts.workspace, inputsDir, descriptor, network, scopeRoots });
-  }
-  return { kind: 'rejected', problems: [{ code: 'RUN_NOT_RUNNABLE', message: `${basename(file)} is a ${checked.kind}, not something to run` }] };
-}
-
-/** Every declared input is a regular file in `dir` whose sha256 is the declared one. */
-export function checkInputs(inputs: { name: string; sha256: string }[], dir: string): Problem[] {
-  const problems: Problem[] = [];
-  for (const input of inputs) {
-    const p = join(dir, input.name);
-    if (!existsSync(p)) {
-      problems.push({ code: 'RUN_INPUT_MISSING', message: `input ${input.name} is not in ${dir}`, path: `inputs.${input.name}` });
-      continue;
-    }
-    if (!lstatSync(p).isFile()) {
-      problems.push({ code: 'RUN_INPUT_NOT_FILE', message: `input ${p} is not a regular file`, path: `inputs.${input.name}` });
-      continue;
-    }
-    const actual = sha256Hex(readFileSync(p));
-    if (actual !== input.sha256) {
-      problems.push({ code: 'RUN_INPUT_HASH_MISMATCH', message: `input ${input.name} has sha256 ${actual}, the request declares ${input.sha256}`, path: `inputs.${input.name}` });
-    }
-  }
-  return problems;
-}
 
 export interface RunContext {
   workspace: Workspace;

@@ -1,13 +1,14 @@
 import { createRequire } from 'node:module';
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS, type Action, type ActionLimits } from '../action/action.js';
 import { jsonParts, screenContent, type Screening } from '../contracts/forbidden-content.js';
 import type { Problem } from '../contracts/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
-import { evaluatePolicy } from '../policy/evaluate.js';
-import { parsePolicy, type Policy } from '../policy/policy.js';
+import { loadPolicy } from '../policy/load.js';
+import type { ApprovalEvidence } from '../approval/decide.js';
+import type { ExecuteOutcome } from '../host/execute.js';
 import type { JsonObject, JsonValue, ToolError, ToolStatus } from '../contracts/utp.js';
 import type { ToolRecord } from '../store/types.js';
 import type { Workspace } from '../workspace/workspace.js';
@@ -131,9 +132,14 @@ const sleep = (ms: number, signal: AbortSignal): Promise<'slept' | 'aborted'> =>
 
 export interface ExecuteContext {
   workspace: Workspace;
-  /** Aborted by a cancel command: passed to runAction, whose lanes kill the sandbox at once. */
+  /** Aborted by a cancel command: the host's lanes kill the sandbox at once. */
   signal: AbortSignal;
+  /** Who approved this call when its tool needs a person (a verified UTP approval); else the tool's registration does. */
+  approval?: ApprovalEvidence;
 }
+
+/** Codes of a policy that could not be read at all (the host's fault, not the call's). */
+const POLICY_UNUSABLE = new Set(['POLICY_MISSING', 'POLICY_UNREADABLE', 'POLICY_YAML', 'POLICY_FIELD', 'POLICY_OPERATOR_DUPLICATE', 'POLICY_NETWORK']);
 
 export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: JsonObject, ctx: ExecuteContext): Promise<Execution> {
   const limits = limitsFor(opts, args);
@@ -147,10 +153,10 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
     return screened({ status: 'success', result: { runner: 'echo', echo: args } });
   }
 
-  // The host policy (the workspace's policy.yaml) is the ceiling of every call, as for the gate.
-  const policy = hostPolicy(ctx.workspace);
-  if (!policy.ok) return fail('failed', 'internal_error', 'the host policy (policy.yaml) is invalid: nothing runs until it is fixed (`airlock policy check`)', { problems: policy.problems.slice(0, 10).map((p) => ({ code: p.code, message: p.message })) });
-  const allowsLane = (lane: Action['lane']) => policy.value === null || policy.value.lanes.includes(lane);
+  // The lane a python tool prefers follows the policy's lanes; the host core then holds the whole
+  // call to the policy (and refuses when it is missing or invalid), as for every door.
+  const policy = loadPolicy(ctx.workspace.policyFile);
+  const allowsLane = (lane: Action['lane']) => policy.ok && policy.value.lanes.includes(lane);
 
   let action: Action;
   let inputsDir: string | undefined;
@@ -175,57 +181,50 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
     if ('missing' in filled) return fail('failed', 'bad_request', `argument ${filled.missing} must be a non-empty string or a number: it fills an argv element of ${tool.tool_name}`);
     action = baseAction({ kind: 'argv', argv: filled.argv }, 'ns', limits, filled.argv.join(' '), opts);
   }
-  // The policy's word on an Action: refused (nothing runs), or allowed, maybe with a person to confirm.
-  const refusal = (a: Action): Execution | null => {
-    if (!policy.value) return null;
-    const decision = evaluatePolicy(policy.value, a, opts.runner === 'python' ? 'python' : undefined);
-    if (decision.problems.length > 0) {
-      return fail('failed', 'auth_failed', `the host policy does not allow this call of ${tool.tool_name}: ${decision.problems.map((p) => p.message).join('; ').slice(0, 500)}`, { problems: decision.problems.slice(0, 10).map((p) => ({ code: p.code, message: p.message })) });
-    }
-    if (decision.confirmationRequired) a.confirmationRequired = true;
-    return null;
-  };
 
   try {
-    const refused = refusal(action);
-    if (refused) return refused;
-    let outcome = await run(action, inputsDir, ctx, policy.value);
-    // The Monty lane may not be wired into runAction on this build: fall back to python3 in ns,
+    let done = await run(action, inputsDir, tool, opts, ctx);
+    // The Monty lane may not be wired into the host on this build: fall back to python3 in ns,
     // under the same policy.
-    if (outcome.kind === 'rejected' && action.lane === 'monty' && opts.lane !== 'monty' && outcome.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
+    if (done.kind === 'refused' && done.stage === 'run' && action.lane === 'monty' && opts.lane !== 'monty' && done.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
       const dir = join(ctx.workspace.root, 'utp-inputs', randomUUID());
       cleanup.push(dir);
       action = pythonAction('ns', code, toolArgs, limits, dir, opts);
-      const again = refusal(action);
-      if (again) return again;
-      outcome = await run(action, dir, ctx, policy.value);
+      done = await run(action, dir, tool, opts, ctx);
     }
-    if (outcome.kind === 'rejected') {
-      const runtime = outcome.problems.some((p) => p.code === 'LANE_RUNTIME_MISSING');
-      const detail = { problems: outcome.problems.slice(0, 10).map((p) => ({ code: p.code, message: p.message })) } as JsonObject;
-      if (runtime && opts.runner !== 'python') return fail('failed', 'bad_request', 'the program to run was not found in the sandbox', detail);
-      if (runtime) return fail('failed', 'upstream_unavailable', 'this host has no Python runtime for the sandbox', detail);
-      return fail('failed', 'internal_error', 'the sandbox refused the action', detail);
-    }
-    return screened(summarise(outcome.sandboxResult, action), outcome.screening);
+    if (done.kind === 'refused') return refusal(done, tool);
+    return screened(summarise(done.outcome.sandboxResult, action), done.outcome.screening);
   } finally {
     for (const d of cleanup) rmSync(d, { recursive: true, force: true });
   }
 }
 
-type RunOutcome = Awaited<ReturnType<typeof import('../pipeline/run.js').runAction>>;
+/** A refusal of the host core as the call's answer: the policy's rule, the approval, or the sandbox's refusal. */
+function refusal(done: Extract<ExecuteOutcome, { kind: 'refused' }>, tool: ToolRecord): Execution {
+  const detail = { problems: done.problems.slice(0, 10).map((p) => ({ code: p.code, message: p.message })) } as JsonObject;
+  if (done.stage === 'policy' && done.problems.some((p) => POLICY_UNUSABLE.has(p.code))) {
+    return fail('failed', 'internal_error', 'the host policy (policy.yaml) is missing or invalid: nothing runs until it is fixed (`airlock policy check`)', detail);
+  }
+  if (done.stage === 'policy' || done.stage === 'approval') {
+    return fail('failed', 'auth_failed', `the host policy does not allow this call of ${tool.tool_name}: ${done.problems.map((p) => p.message).join('; ').slice(0, 500)}`, detail);
+  }
+  const runtime = done.problems.some((p) => p.code === 'LANE_RUNTIME_MISSING');
+  if (runtime && done.problems.some((p) => /python/i.test(p.message))) return fail('failed', 'upstream_unavailable', 'this host has no Python runtime for the sandbox', detail);
+  if (runtime) return fail('failed', 'bad_request', 'the program to run was not found in the sandbox', detail);
+  if (done.problems.some((p) => p.code.startsWith('POLICY_SCOPE'))) return fail('failed', 'auth_failed', `the host policy does not allow this call of ${tool.tool_name}: ${done.problems.map((p) => p.message).join('; ').slice(0, 500)}`, detail);
+  return fail('failed', 'internal_error', 'the sandbox refused the action', detail);
+}
 
-async function run(action: Action, inputsDir: string | undefined, ctx: ExecuteContext, policy: Policy | null): Promise<RunOutcome> {
-  const { runAction } = await import('../pipeline/run.js');
+async function run(action: Action, inputsDir: string | undefined, tool: ToolRecord, opts: ToolOptions, ctx: ExecuteContext): Promise<ExecuteOutcome> {
+  const { execute } = await import('../host/execute.js');
   let dir = inputsDir;
   if (!dir) {
     dir = join(ctx.workspace.root, 'utp-inputs', 'empty');
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   }
   // A cancel aborts `signal`: both lanes (ns, monty) then kill the run at once (POLICY_ABORTED).
-  // The policy's network section is the ceiling of a tool that declares destinations.
-  const runCtx = { workspace: ctx.workspace, inputsDir: dir, signal: ctx.signal, scopeRoots: policy?.scope_roots ?? null, ...(policy ? { network: { ceiling: policy.network } } : {}) };
-  return runAction(action, runCtx);
+  const approval = ctx.approval ?? { kind: 'tool', project: tool.project_id, tool: tool.tool_name };
+  return execute(ctx.workspace, { action, door: 'utp', approval, inputsDir: dir, signal: ctx.signal, ...(opts.runner === 'python' ? { language: 'python' } : {}) });
 }
 
 /**
@@ -249,23 +248,6 @@ function pythonAction(lane: Action['lane'], code: string, args: JsonObject | und
   }
   action.inputs = inputs;
   return action;
-}
-
-/** The workspace's policy.yaml, parsed once per change of the file; null when there is none. */
-let policyCache: { key: string; value: ReturnType<typeof hostPolicy> } | undefined;
-function hostPolicy(ws: Workspace): { ok: true; value: Policy | null } | { ok: false; problems: Problem[] } {
-  let st;
-  try {
-    st = statSync(ws.policyFile);
-  } catch {
-    return { ok: true, value: null };
-  }
-  const key = `${ws.policyFile}\0${st.mtimeMs}\0${st.size}`;
-  if (policyCache?.key === key) return policyCache.value;
-  const parsed = parsePolicy(readFileSync(ws.policyFile, 'utf8'));
-  const value = parsed.ok ? ({ ok: true, value: parsed.value } as const) : ({ ok: false, problems: parsed.problems } as const);
-  policyCache = { key, value };
-  return value;
 }
 
 const excerpt = (s: { text: string; total_bytes: number; truncated: boolean; sha256: string }): JsonObject => ({

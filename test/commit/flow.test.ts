@@ -96,7 +96,7 @@ test('REQUIRE_CONFIRMATION promotes only after an operator signs this exact diff
   assert.equal(ok.code, 0, ok.stderr);
   assert.ok(!existsSync(join(root, 'a.log')));
   const types = auditTypes(ws).filter((a) => a.sandbox_id === r.sandboxId).map((a) => a.type);
-  assert.deepEqual(types, ['confirmed', 'promoted']);
+  assert.deepEqual(types, ['executed', 'confirmed', 'promoted']);
   assert.equal(auditTypes(ws).find((a) => a.type === 'promoted')?.detail?.confirmed_by, 'alice');
 });
 

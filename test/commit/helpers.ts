@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runFile, type RunOutcome } from '../../src/pipeline/run.js';
+import type { RunOutcome } from '../../src/pipeline/run.js';
+import { runFile } from '../../src/cli/run-file.js';
 import type { Workspace } from '../../src/workspace/workspace.js';
 import { scopedWorkspace } from '../helpers/workspace.js';
 

@@ -26,7 +26,7 @@ test('FILE_DELETE of *.log promoted then rolled back restores every byte, mode a
   assert.equal(statSync(join(root, 'a.log')).mtimeMs, mtime, 'the restored file keeps its mtime');
 
   const types = auditTypes(ws).filter((a) => a.sandbox_id === r.sandboxId).map((a) => a.type);
-  assert.deepEqual(types, ['promoted', 'rolled_back']);
+  assert.deepEqual(types, ['executed', 'promoted', 'rolled_back'], 'the run itself is in the log too (door cli)');
   const rec = auditTypes(ws).find((a) => a.type === 'promoted');
   assert.equal(rec?.detail?.diff_sha256 !== undefined, true, 'the audit record carries the diff hash');
 

@@ -76,7 +76,7 @@ test('kill -9 after every change but before the commit record: recover goes back
   assert.deepEqual(snapshot(root), before, 'the rollback was finished');
   assert.deepEqual(
     auditTypes(ws).filter((a) => a.sandbox_id === r.sandboxId).map((a) => a.type),
-    ['recovered', 'promoted', 'recovered', 'rolled_back'],
+    ['executed', 'recovered', 'promoted', 'recovered', 'rolled_back'],
   );
 });
 

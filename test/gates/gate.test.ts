@@ -229,8 +229,8 @@ test('an audit log edited after the gate wrote it is caught by `airlock audit ve
   assert.equal(airlock(['audit', 'verify', '--workspace', env.ws]).code, 0);
   const log = join(env.ws, 'audit', 'audit.jsonl');
   const lines = readFileSync(log, 'utf8').split('\n');
-  const i = lines.findIndex((l) => l.includes('"type":"judged"'));
-  assert.ok(i >= 0, 'the gate recorded its judgement');
+  const i = lines.findIndex((l) => l.includes('"type":"executed"'));
+  assert.ok(i >= 0, 'the gate recorded the execution and its verdict');
   lines[i] = (lines[i] as string).replace('"PROMOTE"', '"BLOCK"');
   writeFileSync(log, lines.join('\n'));
   const r = airlock(['audit', 'verify', '--workspace', env.ws]);

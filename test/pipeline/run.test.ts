@@ -105,9 +105,14 @@ test('an invalid request is rejected with its problems (exit 2)', () => {
   assert.match(r.stderr, /TR_COMMAND_CHAINING/);
 });
 
-test('a language whose runtime the host lacks is a clear error (exit 2, LANE_RUNTIME_MISSING)', () => {
+test('a language the policy does not allow is refused with the rule; one it allows but the host lacks is LANE_RUNTIME_MISSING (exit 2)', () => {
   const ws = workspace();
   const req = writeRequest({ slug: 'ruby-hello', language: 'ruby', command: 'ruby hello.rb', inputs: { 'hello.rb': 'puts 1\n' } });
+  const refused = airlock(['run', req.file, '--workspace', ws]);
+  assert.equal(refused.code, 2);
+  assert.match(refused.stderr, /POLICY_LANGUAGE: language ruby is not allowed on this host \(rule languages: python, node\)/);
+  const policy = join(ws, 'policy.yaml');
+  writeFileSync(policy, readFileSync(policy, 'utf8').replace('languages: [python, node]', 'languages: [python, node, ruby]'));
   const r = airlock(['run', req.file, '--workspace', ws]);
   if (r.code === 0) return; // a host with ruby runs it; this host has none
   assert.equal(r.code, 2);

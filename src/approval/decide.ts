@@ -1,0 +1,53 @@
+import { createHash } from 'node:crypto';
+import type { Action } from '../action/action.js';
+import type { Problem } from '../contracts/problem.js';
+import type { Policy } from '../policy/policy.js';
+import { verifyApproval } from './signature.js';
+
+/**
+ * How a door says an execution was approved, and the host's check of it. Every door hands its
+ * evidence to the host core, which checks it against the policy the same way for all:
+ *
+ * - `signature`: an operator's Ed25519 signature over the exact bytes of the request (`airlock
+ *   approve`; the gate). The key must be one the policy lists; the signature must be fresh.
+ * - `policy-rule`: the policy approves this kind of action alone (`approval.auto_approve.*`).
+ * - `operator`: a person at a terminal ran it themselves (`airlock run`, `airlock exec`), or signed
+ *   it through another door (a UTP approval, checked by that door's own signature before).
+ * - `tool`: a UTP tool an operator registered (`airlock tools add`) and whose options need no person.
+ *
+ * The result names the decision's source for the run record and the audit log: a key id or the
+ * policy rule, never "approved" alone.
+ */
+export type ApprovalEvidence =
+  | { kind: 'signature'; sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string }
+  | { kind: 'policy-rule' }
+  | { kind: 'operator'; operator: string; how: 'terminal' | 'signed-utp-approval'; keyId?: string }
+  | { kind: 'tool'; project: string; tool: string };
+
+export interface ApprovalDecision {
+  /** `key:<operator>:<key id>`, `policy:<rule>`, `terminal:<user>`, `tool:<project>/<tool>`. */
+  source: string;
+  actor: string;
+}
+
+export const keyId = (publicKey: string): string => createHash('sha256').update(publicKey).digest('hex').slice(0, 16);
+
+export function decideApproval(e: ApprovalEvidence, policy: Policy, action: Action, now: Date): { ok: true; decision: ApprovalDecision } | { ok: false; problems: Problem[] } {
+  switch (e.kind) {
+    case 'signature': {
+      const problems = verifyApproval({ sigText: e.sigText, bytes: e.bytes, requestId: e.requestId, approvedBy: e.approvedBy, policy, now });
+      if (problems.length > 0) return { ok: false, problems };
+      const op = policy.operators.find((o) => o.name === e.approvedBy);
+      return { ok: true, decision: { source: `key:${e.approvedBy}:${op ? keyId(op.public_key) : '?'}`, actor: e.approvedBy } };
+    }
+    case 'policy-rule':
+      if (policy.approval.auto_approve.monty_without_inputs && action.lane === 'monty' && action.inputs.length === 0) {
+        return { ok: true, decision: { source: 'policy:approval.auto_approve.monty_without_inputs', actor: 'policy' } };
+      }
+      return { ok: false, problems: [{ code: 'APPROVAL_UNSIGNED', message: 'no operator signature, and no policy rule approves this action alone (approval.auto_approve covers only Monty-lane requests without inputs, when on)' }] };
+    case 'operator':
+      return { ok: true, decision: { source: e.how === 'terminal' ? `terminal:${e.operator}` : `key:${e.operator}:${e.keyId ?? '?'}`, actor: e.operator } };
+    case 'tool':
+      return { ok: true, decision: { source: `tool:${e.project}/${e.tool}`, actor: `tool ${e.tool}` } };
+  }
+}

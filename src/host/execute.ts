@@ -1,0 +1,95 @@
+import type { Action } from '../action/action.js';
+import { decideApproval, type ApprovalDecision, type ApprovalEvidence } from '../approval/decide.js';
+import { openAuditLog } from '../audit/index.js';
+import type { ActionDescriptor } from '../contracts/action-descriptor.js';
+import type { Problem } from '../contracts/problem.js';
+import { evaluatePolicy } from '../policy/evaluate.js';
+import { loadPolicy } from '../policy/load.js';
+import { runAction, type RunOutcome } from '../pipeline/run.js';
+import type { Workspace } from '../workspace/workspace.js';
+import { sha256File, writeRunRecord, type Door, type RunRecord } from './record.js';
+
+/**
+ * The one path every door takes (DESIGN.md): policy -> approval -> (the door's own at-most-once
+ * guard) -> lane -> judge -> output screen -> run record -> audit. A door only translates its
+ * document into an Action and its approval into evidence, then renders what comes back. A missing
+ * or invalid policy refuses, everywhere; every execution leaves a run record and one `executed`
+ * audit record with its door, its decision's source, its sandbox id, its verdict and its result's
+ * hash; every refusal leaves a `refused` record.
+ */
+export interface ExecuteRequest {
+  action: Action;
+  door: Door;
+  approval: ApprovalEvidence;
+  /** The action's inputs by name (already hash-checked by the door that staged them). */
+  inputsDir: string;
+  /** The request's language (a Tool Request's), for the policy's `languages` rule. */
+  language?: string;
+  /** An Action Descriptor door: the declaration the Sandbox Result is cross-checked against; a composite's children. */
+  descriptor?: ActionDescriptor;
+  /** A composite's child Actions: each is held to the policy as the whole is. */
+  children?: Action[];
+  signal?: AbortSignal;
+  /** A door's last word before anything runs (the gate's replay ledger): problems refuse the run. */
+  beforeRun?: (decision: ApprovalDecision) => Problem[];
+  now?: () => Date;
+}
+
+export type ExecuteOutcome =
+  | { kind: 'refused'; stage: 'policy' | 'approval' | 'guard' | 'run'; problems: Problem[]; decision?: ApprovalDecision }
+  | { kind: 'ran'; outcome: Extract<RunOutcome, { kind: 'ran' }>; record: RunRecord; decision: ApprovalDecision };
+
+export async function execute(ws: Workspace, req: ExecuteRequest): Promise<ExecuteOutcome> {
+  const now = req.now ?? (() => new Date());
+  const audit = openAuditLog(ws.auditFile);
+  const ids = { ...(req.action.source === 'tool-request' ? { request_id: req.action.id } : { action_id: req.action.id }) };
+  const refuse = (stage: Extract<ExecuteOutcome, { kind: 'refused' }>['stage'], problems: Problem[], decision?: ApprovalDecision): ExecuteOutcome => {
+    audit.append({ type: 'refused', ...ids, ...(decision ? { actor: decision.actor } : {}), detail: { door: req.door, stage, codes: [...new Set(problems.map((p) => p.code))], ...(decision ? { decision_source: decision.source } : {}) } });
+    return { kind: 'refused', stage, problems, ...(decision ? { decision } : {}) };
+  };
+
+  const policy = loadPolicy(ws.policyFile);
+  if (!policy.ok) return refuse('policy', policy.problems);
+  const held: Problem[] = [];
+  for (const a of [req.action, ...(req.children ?? [])]) {
+    const d = evaluatePolicy(policy.value, a, req.language);
+    held.push(...d.problems);
+    if (d.confirmationRequired) a.confirmationRequired = true;
+  }
+  if (req.children?.some((c) => c.confirmationRequired)) req.action.confirmationRequired = true;
+  if (held.length > 0) return refuse('policy', held);
+  const approved = decideApproval(req.approval, policy.value, req.action, now());
+  if (!approved.ok) return refuse('approval', approved.problems);
+  const decision = approved.decision;
+  const guard = req.beforeRun?.(decision) ?? [];
+  if (guard.length > 0) return refuse('guard', guard, decision);
+
+  const startedAt = now().toISOString();
+  const ctx = { workspace: ws, inputsDir: req.inputsDir, network: { ceiling: policy.value.network }, scopeRoots: policy.value.scope_roots, ...(req.descriptor ? { descriptor: req.descriptor } : {}), ...(req.signal ? { signal: req.signal } : {}) };
+  const outcome = req.descriptor?.action_type === 'MULTI_STEP_COMPOSITE' ? await (await import('../pipeline/composite.js')).runComposite(req.descriptor, ctx) : await runAction(req.action, ctx);
+  if (outcome.kind === 'rejected') return refuse('run', outcome.problems, decision);
+
+  const sr = outcome.sandboxResult;
+  const record: RunRecord = {
+    version: 1,
+    sandbox_id: outcome.sandboxId,
+    door: req.door,
+    action: req.action,
+    decision,
+    policy_sha256: sha256File(ws.policyFile),
+    result_sha256: sha256File(outcome.sandboxResultFile),
+    verdict: sr.verdict.recommended_action,
+    status: sr.execution.status,
+    started_at: startedAt,
+    ended_at: now().toISOString(),
+  };
+  writeRunRecord(outcome.runDir, record);
+  audit.append({
+    type: 'executed',
+    ...ids,
+    sandbox_id: outcome.sandboxId,
+    actor: decision.actor,
+    detail: { door: req.door, decision_source: decision.source, lane: req.action.lane, verdict: record.verdict, status: record.status, exit_code: sr.execution.exit_code, result_sha256: record.result_sha256, policy_sha256: record.policy_sha256 },
+  });
+  return { kind: 'ran', outcome, record, decision };
+}
