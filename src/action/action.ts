@@ -12,7 +12,9 @@ export type RiskLevel = 'LOW' | 'MEDIUM' | 'HIGH' | 'CRITICAL';
 export type ActionRun =
   | { kind: 'argv'; argv: string[] }
   | { kind: 'code'; language: 'python'; code: string }
-  | { kind: 'primitive'; op: FilePrimitive };
+  | { kind: 'primitive'; op: FilePrimitive }
+  /** A composite: its steps (`children`) run one by one, each in its own sandbox; promoted as one unit. */
+  | { kind: 'steps' };
 
 /** FILE_* and DIRECTORY_* actions, carried out by Airlock's own code inside the sandbox. */
 export type FilePrimitive =
@@ -51,10 +53,21 @@ export interface DeclaredEffects {
   systemStateChange: boolean;
 }
 
+/** What must hold on the real host when the action's result is promoted (an Action Descriptor's preconditions). */
+export interface Preconditions {
+  pathsExist: string[];
+  networkAvailable: boolean;
+  userIdle: boolean;
+}
+
+export const NO_PRECONDITIONS: Preconditions = { pathsExist: [], networkAvailable: false, userIdle: false };
+
 export interface Action {
   /** request_id (TR) or action_id (descriptor); the key for logs and audit. */
   id: string;
-  source: 'tool-request' | 'action-descriptor' | 'utp';
+  source: 'tool-request' | 'action-descriptor' | 'utp' | 'argv';
+  /** What kind of action it is, as its door names it (an Action Descriptor's action_type; TOOL_REQUEST; UTP_TOOL...). */
+  kind: string;
   lane: Lane;
   run: ActionRun;
   inputs: ActionInput[];
@@ -70,6 +83,11 @@ export interface Action {
   confirmationRequired: boolean;
   rollbackSupported: boolean;
   sandboxRequired: boolean;
+  preconditions: Preconditions;
+  /** After a rollback, the same declaration waits the policy's cooldown before it may be promoted again. */
+  cooldownOnRepeat: boolean;
+  /** The steps of a composite (run kind `steps`), in order. */
+  children?: Action[];
   /** The human-readable line that says what runs (a TR's command line, a descriptor's argv...). */
   display: string;
 }

@@ -25,20 +25,29 @@ function runOf(d: ActionDescriptor): ActionRun | Problem {
     case 'DIRECTORY_DELETE':
       return fx.delete.length === 1 ? { kind: 'primitive', op: { op: 'rmdir', path: fx.delete[0] as string } } : notBuilt('exactly one directory in effects.filesystem.delete');
     case 'MULTI_STEP_COMPOSITE':
-      return notBuilt('composite actions run step by step with promotion (issue 5); run each child descriptor on its own for now');
+      return { kind: 'steps' };
     default:
       return { code: 'LANE_ACTION_NOT_RUNNABLE', message: `${d.action_type} has no carrier in Airlock yet: nothing was run`, path: 'action_type' };
   }
 }
 
-/** A validated Action Descriptor as an Action, or the reason it cannot run. */
+/** A validated Action Descriptor as an Action (a composite with its steps), or the reasons it cannot run. */
 export function actionFromDescriptor(d: ActionDescriptor): Action | { problems: Problem[] } {
   const run = runOf(d);
   if ('message' in run) return { problems: [run] };
+  let children: Action[] | undefined;
+  if (run.kind === 'steps') {
+    const steps = (d.children ?? []).map(actionFromDescriptor);
+    const problems = steps.flatMap((s, i) => ('problems' in s ? s.problems.map((p) => ({ ...p, message: `children[${i}]: ${p.message}`, path: `children.${i}${p.path ? `.${p.path}` : ''}` })) : []));
+    if (problems.length > 0) return { problems };
+    children = steps as Action[];
+  }
   const r = d.resources;
+  const pre = d.preconditions;
   return {
     id: d.action_id,
     source: 'action-descriptor',
+    kind: d.action_type,
     lane: 'ns',
     run,
     inputs: [],
@@ -68,6 +77,9 @@ export function actionFromDescriptor(d: ActionDescriptor): Action | { problems: 
     confirmationRequired: d.confirmation.required,
     rollbackSupported: d.rollback.supported,
     sandboxRequired: d.sandbox.required,
+    preconditions: { pathsExist: pre.paths_exist ?? [], networkAvailable: pre.network_available === true, userIdle: pre.user_idle === true },
+    cooldownOnRepeat: d.confirmation.cooldown_on_repeat,
+    ...(children ? { children } : {}),
     display: d.action_type === 'COMMAND_EXECUTION' ? (d.command ?? []).join(' ') : `${d.action_type} ${d.intent_summary}`,
   };
 }

@@ -1,5 +1,5 @@
 import type { ToolRequest } from '../contracts/tool-request.js';
-import { DEFAULT_LIMITS, type Action, type RiskLevel } from './action.js';
+import { DEFAULT_LIMITS, NO_PRECONDITIONS, type Action, type RiskLevel } from './action.js';
 
 /**
  * A validated Tool Request as an Action. A TR has no filesystem scope: the program sees only
@@ -13,6 +13,7 @@ export function actionFromToolRequest(tr: ToolRequest): Action {
   return {
     id: fm.request_id,
     source: 'tool-request',
+    kind: 'TOOL_REQUEST',
     lane: monty ? 'monty' : 'ns',
     run: monty ? { kind: 'code', language: 'python', code: tr.code ?? '' } : { kind: 'argv', argv: tr.command?.argv ?? [] },
     inputs: tr.inputs.map((i) => ({ name: i.name, sha256: i.sha256 })),
@@ -34,6 +35,8 @@ export function actionFromToolRequest(tr: ToolRequest): Action {
     risk: tr.risk.level.toUpperCase() as RiskLevel,
     confirmationRequired: tr.risk.level === 'high',
     rollbackSupported: true,
+    preconditions: NO_PRECONDITIONS,
+    cooldownOnRepeat: false,
     sandboxRequired: true,
     display: monty ? `monty: ${(tr.code ?? '').split('\n')[0] ?? ''}` : (tr.command?.raw ?? ''),
   };

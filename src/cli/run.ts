@@ -1,7 +1,6 @@
 import { resolve } from 'node:path';
 import type { Problem } from '../contracts/problem.js';
-import type { RunOutcome } from '../pipeline/run.js';
-import { runFile } from './run-file.js';
+import { runFile, type FileRunOutcome } from './run-file.js';
 import { openWorkspace } from '../workspace/workspace.js';
 
 /** `airlock run FILE`: exit 0 a result was produced, 2 rejected before running, 3 internal or sandbox error. */
@@ -19,7 +18,7 @@ export async function runCommand(file: string, opts: { inputs?: string; workspac
   return outcome.selfCheckProblems.length > 0 || outcome.sandboxResult.execution.status === 'SANDBOX_ERROR' ? 3 : 0;
 }
 
-function summarize(o: Extract<RunOutcome, { kind: 'ran' }>): string {
+function summarize(o: Extract<FileRunOutcome, { kind: 'ran' }>): string {
   const sr = o.sandboxResult;
   const ex = sr.execution;
   const end = ex.exit_code !== null ? `exit ${ex.exit_code}` : ex.signal ? `signal ${ex.signal}` : 'no exit status';

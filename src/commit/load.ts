@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { actionDescriptorContract, type ActionDescriptor } from '../contracts/action-descriptor.js';
+import type { Action } from '../action/action.js';
+import { declarationHash, declarationOf } from '../action/declaration.js';
+import { readRunRecord } from '../host/record.js';
 import { sandboxResultContract, validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
 import { canonicalJson } from '../audit/canonical.js';
 import { parsePolicy, type Policy } from '../policy/policy.js';
@@ -9,16 +11,16 @@ import type { Workspace } from '../workspace/workspace.js';
 import type { ScopeRecord } from './scopes.js';
 import { fail, type CommitResult } from './types.js';
 
-/** A run as promotion sees it: its Sandbox Result and descriptor, both re-validated. */
+/** A run as promotion sees it: its Sandbox Result and the Action its run record holds. */
 export interface LoadedRun {
   sandboxId: string;
   runDir: string;
   result: SandboxResult;
-  descriptor: ActionDescriptor;
+  action: Action;
   resultSha256: string;
   diffSha256: string;
   declarationSha256: string;
-  /** Findings of the cross-check against the descriptor (any of them forbids promotion). */
+  /** Findings of the cross-check against the Action's declaration (any of them forbids promotion). */
   cross: { code: string; message: string; path?: string }[];
   /** The scope roots as the run recorded them (inode, owner); null when the run has no record. */
   scopes: ScopeRecord[] | null;
@@ -55,24 +57,10 @@ function canonicalHash(value: unknown): string {
 export const diffHash = (result: SandboxResult): string => canonicalHash(result.filesystem_diff);
 
 /**
- * The declaration key for cooldown_on_repeat: what the action does (type, scope, effects, command,
- * content, children), without the volatile or prose fields (action_id, created_at, intent summary,
- * confirmation, audit, resources), so a re-issued descriptor with a new id is "the same action".
+ * A run as promotion finds it in its folder: the Sandbox Result (re-validated by its contract),
+ * the run record (the Action the host decided on, for every door), and the result cross-checked
+ * against that Action's declaration.
  */
-export function declarationHash(d: ActionDescriptor): string {
-  const core = (x: ActionDescriptor): unknown => ({
-    action_type: x.action_type,
-    scope: x.scope,
-    effects: x.effects,
-    preconditions: x.preconditions,
-    command: x.command ?? null,
-    write: x.write ?? null,
-    move: x.move ?? null,
-    children: (x.children ?? []).map(core),
-  });
-  return canonicalHash(core(d));
-}
-
 export function loadRun(ws: Workspace, sandboxId: string): CommitResult<{ run: LoadedRun }> {
   if (!validSandboxId(sandboxId)) return fail('COMMIT_BAD_ID', `${JSON.stringify(sandboxId.slice(0, 80))} is not a sandbox id`);
   const runDir = join(ws.runs, sandboxId);
@@ -83,14 +71,15 @@ export function loadRun(ws: Workspace, sandboxId: string): CommitResult<{ run: L
   if (!parsed.ok) return { ok: false, problems: parsed.problems.map((p) => ({ ...p, code: 'COMMIT_RESULT_INVALID', message: `${resultFile}: ${p.code}: ${p.message}` })) };
   const result = parsed.value;
   if (result.sandbox_id !== sandboxId) return fail('COMMIT_RESULT_INVALID', `${resultFile} is the result of ${result.sandbox_id}, not ${sandboxId}`);
-  const descFile = join(runDir, 'descriptor.json');
-  if (!existsSync(descFile)) return fail('COMMIT_NOT_DESCRIPTOR', `run ${sandboxId} has no descriptor.json: only Action Descriptor runs are promoted`);
-  const d = actionDescriptorContract.parse(readFileSync(descFile, 'utf8'));
-  if (!d.ok) return { ok: false, problems: d.problems.map((p) => ({ ...p, code: 'COMMIT_RESULT_INVALID', message: `${descFile}: ${p.code}: ${p.message}` })) };
-  const cross = validateSandboxResultAgainst(result, d.value);
+  const child = join(runDir, 'composite-child.json');
+  if (existsSync(child)) return fail('PROMOTE_COMPOSITE_CHILD', `${sandboxId} is one step of a composite (${readFileSync(child, 'utf8').trim().slice(0, 200)}): promote, confirm or roll back the composite's sandbox id`);
+  const record = readRunRecord(runDir);
+  if (!record || record.sandbox_id !== sandboxId) return fail('COMMIT_NO_RECORD', `run ${sandboxId} has no run record (${join(runDir, 'record.json')}): a run from before records, or a step of a composite; run the action again`);
+  const action = record.action;
+  const cross = validateSandboxResultAgainst(result, declarationOf(action));
   return {
     ok: true,
-    run: { sandboxId, runDir, result, descriptor: d.value, resultSha256: sha256(bytes), diffSha256: diffHash(result), declarationSha256: declarationHash(d.value), cross, scopes: readScopes(runDir) },
+    run: { sandboxId, runDir, result, action, resultSha256: sha256(bytes), diffSha256: diffHash(result), declarationSha256: declarationHash(action), cross, scopes: readScopes(runDir) },
   };
 }
 

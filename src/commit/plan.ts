@@ -22,10 +22,12 @@ export async function planPromotion(ws: Workspace, run: LoadedRun, scopes: Scope
   const problems: Problem[] = [];
   const bad = (code: Problem['code'], message: string, path: string) => problems.push({ code, message, path });
   const diff = run.result.filesystem_diff;
+  // /out is the run's own output area (kept in runs/<id>/out), never a real path: never promoted.
+  const real = (e: DiffEntry) => e.path !== '/out' && !e.path.startsWith('/out/');
   const entries: { kind: JournalOp['kind']; e: DiffEntry }[] = [
-    ...diff.added.map((e) => ({ kind: 'added' as const, e })),
-    ...diff.modified.map((e) => ({ kind: 'modified' as const, e })),
-    ...diff.deleted.map((e) => ({ kind: 'deleted' as const, e })),
+    ...diff.added.filter(real).map((e) => ({ kind: 'added' as const, e })),
+    ...diff.modified.filter(real).map((e) => ({ kind: 'modified' as const, e })),
+    ...diff.deleted.filter(real).map((e) => ({ kind: 'deleted' as const, e })),
   ];
   const addedDirs = new Set(diff.added.filter((e) => e.type === 'dir').map((e) => e.path));
 

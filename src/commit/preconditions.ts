@@ -1,5 +1,6 @@
 import { lstatSync, readFileSync } from 'node:fs';
-import type { ActionDescriptor } from '../contracts/action-descriptor.js';
+import type { Action } from '../action/action.js';
+import { actionsOf } from '../action/declaration.js';
 import type { Problem } from '../contracts/problem.js';
 
 /**
@@ -49,20 +50,18 @@ function exists(p: string): boolean {
   }
 }
 
-/** Every precondition of the descriptor and of its children. */
-export function checkPreconditions(d: ActionDescriptor, host: HostProbe = realHost): Problem[] {
+/** Every precondition of the action and of its steps. */
+export function checkPreconditions(action: Action, host: HostProbe = realHost): Problem[] {
   const problems: Problem[] = [];
-  const flat = (x: ActionDescriptor): ActionDescriptor[] => [x, ...(x.children ?? []).flatMap(flat)];
-  const all = flat(d);
-  for (const x of all) {
+  for (const x of actionsOf(action)) {
     const pre = x.preconditions;
-    for (const p of pre.paths_exist ?? []) {
+    for (const p of pre.pathsExist) {
       if (!exists(p)) problems.push({ code: 'PROMOTE_PRECONDITION_FAILED', message: `precondition paths_exist: ${p} does not exist`, path: p });
     }
-    if (pre.network_available === true && !host.defaultRoute()) {
+    if (pre.networkAvailable && !host.defaultRoute()) {
       problems.push({ code: 'PROMOTE_PRECONDITION_FAILED', message: 'precondition network_available: this host has no default route', path: 'preconditions.network_available' });
     }
-    if (pre.user_idle === true) {
+    if (pre.userIdle) {
       const idle = host.userIdle();
       if (idle === null) problems.push({ code: 'PROMOTE_PRECONDITION_UNCHECKABLE', message: 'precondition user_idle: true cannot be checked on this host (no session idle source); nothing was applied', path: 'preconditions.user_idle' });
       else if (!idle) problems.push({ code: 'PROMOTE_PRECONDITION_FAILED', message: 'precondition user_idle: the user is not idle', path: 'preconditions.user_idle' });

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { mkdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ActionDescriptor } from '../contracts/action-descriptor.js';
+import type { Action } from '../action/action.js';
+import { actionsOf } from '../action/declaration.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { step, removeStaging, type StepReport } from './apply.js';
 import { verifyConfirmation } from './confirmation.js';
@@ -35,7 +36,7 @@ export type PromoteOutcome = CommitResult<
   | { status: 'force_rolled_back'; rolledBack: { sandboxId: string; outcome: RollbackOutcome }[] }
 >;
 
-const allIds = (d: ActionDescriptor): string[] => [d.action_id, ...(d.children ?? []).flatMap(allIds)];
+const allIds = (a: Action): string[] => actionsOf(a).map((x) => x.id);
 
 /** `airlock promote SANDBOX_ID`: applies the run's verified diff once, all or nothing. */
 export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOptions = {}): Promise<PromoteOutcome> {
@@ -44,9 +45,6 @@ export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOpt
   if (!loaded.ok) return loaded;
   const run = loaded.run;
   const verdict = run.result.verdict.recommended_action;
-  if (existsSync(join(run.runDir, 'composite-child.json'))) {
-    return fail('PROMOTE_COMPOSITE_CHILD', `${sandboxId} is one step of a composite (${readFileSync(join(run.runDir, 'composite-child.json'), 'utf8').trim().slice(0, 200)}): promote the composite's sandbox id`);
-  }
   if (verdict === 'FORCE_ROLLBACK') return forceRollback(ws, run, now);
   if (verdict === 'BLOCK') return fail('PROMOTE_VERDICT', `the verdict of ${sandboxId} is BLOCK (${run.result.verdict.reasons.slice(0, 3).join('; ')}): a blocked run is never promoted`);
   if (run.cross.length > 0) return { ok: false, problems: run.cross.map((p) => ({ ...p, code: 'COMMIT_RESULT_INVALID', message: `the result contradicts its descriptor: ${p.code}: ${p.message}` })) };
@@ -74,7 +72,7 @@ export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOpt
 
     // cooldown_on_repeat: the same declaration, rolled back less than the cooldown ago.
     const cd = readCooldown(ws, run.declarationSha256);
-    if (cd && (cd.cooldown_on_repeat || run.descriptor.confirmation.cooldown_on_repeat)) {
+    if (cd && (cd.cooldown_on_repeat || run.action.cooldownOnRepeat)) {
       const pol = opts.cooldownSeconds === undefined ? loadPolicy(ws) : null;
       const cooldown = opts.cooldownSeconds ?? (pol?.ok ? pol.policy.confirmation.cooldown_seconds : DEFAULT_COOLDOWN_SECONDS);
       const until = Date.parse(cd.rolled_back_at) + cooldown * 1000;
@@ -82,8 +80,9 @@ export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOpt
         return fail('PROMOTE_COOLDOWN', `the same action (declaration ${run.declarationSha256.slice(0, 12)}) was rolled back at ${cd.rolled_back_at} (sandbox ${cd.sandbox_id}); it may be promoted again after ${new Date(until).toISOString()}`);
       }
     }
-    const pre = checkPreconditions(run.descriptor, opts.host ?? realHost);
+    const pre = checkPreconditions(run.action, opts.host ?? realHost);
     if (pre.length > 0) return { ok: false, problems: pre };
+    if (actionsOf(run.action).every((a) => a.scope.paths.length === 0)) return fail('COMMIT_NO_SCOPE', `${run.sandboxId} declared no scope: it changed no real file; its outputs are in ${join(run.runDir, 'out')}`);
     if (!run.scopes) return fail('COMMIT_NO_SCOPE_RECORD', `${join(run.runDir, 'scopes.json')} is missing or damaged: Airlock cannot tell which scope roots the run acted on; run the descriptor again`);
     const opened = await Scopes.open(run.scopes);
     if (!opened.ok) return opened;
@@ -105,11 +104,11 @@ async function applyPlan(ws: Workspace, run: LoadedRun, scopes: Scopes, a: { ver
     version: 2,
     sandbox_id: run.sandboxId,
     action_id: run.result.action_id,
-    child_action_ids: allIds(run.descriptor).slice(1),
+    child_action_ids: allIds(run.action).slice(1),
     diff_sha256: run.diffSha256,
     result_sha256: run.resultSha256,
     declaration_sha256: run.declarationSha256,
-    cooldown_on_repeat: run.descriptor.confirmation.cooldown_on_repeat,
+    cooldown_on_repeat: run.action.cooldownOnRepeat,
     verdict: a.verdict,
     ...(a.confirmedBy ? { confirmed_by: a.confirmedBy } : {}),
     token: randomBytes(6).toString('hex'),
@@ -181,7 +180,7 @@ async function abort(ws: Workspace, scopes: Scopes, j: Journal, why: CommitFailu
  * since is not overwritten: that rollback is refused with ROLLBACK_CONFLICT for a person to decide.
  */
 export function forceRollback(ws: Workspace, run: LoadedRun, now: () => Date): Promise<PromoteOutcome> {
-  const ids = new Set(allIds(run.descriptor));
+  const ids = new Set(allIds(run.action));
   return withCommitLock(ws, async (): Promise<PromoteOutcome> => {
     const busy = inflightIds(ws);
     if (busy.length > 0) return fail('COMMIT_INTERRUPTED', `interrupted promotion or rollback of ${busy.join(', ')}: run \`airlock recover\` first`);

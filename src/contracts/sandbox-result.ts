@@ -417,20 +417,43 @@ const MIB = 1024 * 1024;
  * Compares a (valid) Sandbox Result with the (valid) descriptor it ran for. Problems carry paths
  * into the result, no lines (the caller has the result's own document for those).
  */
-export function validateSandboxResultAgainst(result: SandboxResult, descriptor: ActionDescriptor): Problem[] {
+/**
+ * What a Sandbox Result is cross-checked against: an action's declaration (an Action Descriptor's,
+ * or the host's Action's, src/action/declaration.ts). Effects are the union over a composite's steps.
+ */
+export interface Declaration {
+  action_id: string;
+  scope: { paths: string[]; recursive: boolean };
+  effects: { create: string[]; modify: string[]; delete: string[]; network: boolean };
+  caps: { cpu_ms: number; memory_bytes: number; disk_bytes: number; duration_ms: number };
+}
+
+export function declarationOfDescriptor(descriptor: ActionDescriptor): Declaration {
+  const all = descriptorsOf(descriptor);
+  const declared = (kind: 'create' | 'modify' | 'delete') => all.flatMap((d) => d.effects.filesystem[kind]);
+  const r = descriptor.resources;
+  return {
+    action_id: descriptor.action_id,
+    scope: { paths: descriptor.scope.filesystem.paths, recursive: descriptor.scope.filesystem.recursive },
+    effects: { create: declared('create'), modify: declared('modify'), delete: declared('delete'), network: descriptor.effects.network },
+    caps: { cpu_ms: r.max_cpu_ms, memory_bytes: r.max_memory_mb * MIB, disk_bytes: r.max_disk_mb * MIB, duration_ms: r.max_duration_ms },
+  };
+}
+
+export function validateSandboxResultAgainst(result: SandboxResult, declared: Declaration | ActionDescriptor): Problem[] {
+  const decl = 'descriptor_version' in declared ? declarationOfDescriptor(declared) : declared;
   const problems: Problem[] = [];
   const emit = (code: string, message: string, path: JsonPath) => problems.push({ code, message, path: formatPath(path) });
   const claims = (field: ComplianceField, why: string, path: JsonPath) => {
     if (result.compliance[field]) emit('SR_COMPLIANCE_MISMATCH', `compliance.${field} is true but ${why}`, path);
   };
 
-  if (result.action_id !== descriptor.action_id) emit('SR_ACTION_ID_MISMATCH', 'action_id differs from the descriptor\'s action_id', ['action_id']);
+  if (result.action_id !== decl.action_id) emit('SR_ACTION_ID_MISMATCH', 'action_id differs from the descriptor\'s action_id', ['action_id']);
 
   // Filesystem: every change declared, and inside the declared scope.
-  const all = descriptorsOf(descriptor);
-  const declared = (kind: 'create' | 'modify' | 'delete') => all.flatMap((d) => d.effects.filesystem[kind]);
-  const scope: PathCover[] = descriptor.scope.filesystem.paths.map((p) => ({ pattern: p, mode: descriptor.scope.filesystem.recursive ? 'subtree' : 'children' }));
-  const creates = declared('create');
+  const declaredOf = (kind: 'create' | 'modify' | 'delete') => decl.effects[kind];
+  const scope: PathCover[] = decl.scope.paths.map((p) => ({ pattern: p, mode: decl.scope.recursive ? 'subtree' : 'children' }));
+  const creates = declaredOf('create');
   // A new directory on the way to a declared create is part of that create (mkdir -p).
   const createAncestors = new Set(
     creates.flatMap((c) => {
@@ -447,7 +470,7 @@ export function validateSandboxResultAgainst(result: SandboxResult, descriptor: 
         emit('SR_OUTSIDE_SCOPE', `filesystem_diff.${kind}[${i}] lies outside the descriptor's scope`, at);
         claims('within_scope', `filesystem_diff.${kind}[${i}] lies outside the scope`, ['compliance', 'within_scope']);
       }
-      const patterns = declared(kindMap[kind]);
+      const patterns = declaredOf(kindMap[kind]);
       const ok =
         kind === 'deleted' ? deletionDeclared(patterns, e.path, deleted) : patterns.some((p) => pathMatches(p, e.path)) || (kind === 'added' && e.type === 'dir' && createAncestors.has(e.path));
       if (!ok) {
@@ -459,12 +482,12 @@ export function validateSandboxResultAgainst(result: SandboxResult, descriptor: 
 
   // Resources against the caps.
   const res = result.resources;
-  const caps = descriptor.resources;
+  const caps = decl.caps;
   const over: [string, number | null, number][] = [
-    ['cpu time (user + system ms)', res.cpu_user_ms === null || res.cpu_system_ms === null ? null : res.cpu_user_ms + res.cpu_system_ms, caps.max_cpu_ms],
-    ['peak memory (bytes)', res.peak_memory_bytes, caps.max_memory_mb * MIB],
-    ['disk writes (bytes)', res.disk_write_bytes, caps.max_disk_mb * MIB],
-    ['wall time (ms)', result.execution.wall_time_ms, caps.max_duration_ms],
+    ['cpu time (user + system ms)', res.cpu_user_ms === null || res.cpu_system_ms === null ? null : res.cpu_user_ms + res.cpu_system_ms, caps.cpu_ms],
+    ['peak memory (bytes)', res.peak_memory_bytes, caps.memory_bytes],
+    ['disk writes (bytes)', res.disk_write_bytes, caps.disk_bytes],
+    ['wall time (ms)', result.execution.wall_time_ms, caps.duration_ms],
   ];
   for (const [what, used, cap] of over) {
     if (used !== null && used > cap) {
@@ -476,7 +499,7 @@ export function validateSandboxResultAgainst(result: SandboxResult, descriptor: 
   // Network.
   const se = result.side_effects;
   const usedNetwork = (se.network_attempts?.length ?? 0) > 0 || se.network_used === true || (res.network_bytes_in ?? 0) + (res.network_bytes_out ?? 0) > 0;
-  if (!descriptor.effects.network && usedNetwork) {
+  if (!decl.effects.network && usedNetwork) {
     emit('SR_UNDECLARED_NETWORK', 'the run used the network but the descriptor declares no network effect', ['side_effects', 'network_attempts']);
     claims('no_undeclared_network', 'the network was used without a declaration', ['compliance', 'no_undeclared_network']);
   }

@@ -8,6 +8,7 @@ import { actionFromToolRequest } from '../action/from-tool-request.js';
 import type { ApprovalEvidence } from '../approval/decide.js';
 import { sha256Of } from '../approval/signature.js';
 import { execute } from '../host/execute.js';
+import { writeToolResult } from './tool-result-file.js';
 import { sweepOrphans } from '../sandbox/ns/sweep.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { moveInto, quarantine, writeAtomic } from './files.js';
@@ -159,8 +160,7 @@ async function processOne(name: string, opts: GateOptions, ledger: Ledger): Prom
     moveInto(claimed, ws.processed);
 
     // The Tool Result is untrusted data: written to results_out/, validated from there, then moved.
-    const ts = outcome.toolResult;
-    if (!ts) return true;
+    const ts = writeToolResult(action, outcome);
     const out = join(ws.resultsOut, basename(ts.file));
     writeAtomic(out, readFileSync(ts.file));
     const parsed = toolResultContract.parse(readFileSync(out, 'utf8'), { fileName: basename(out) });

@@ -1,10 +1,11 @@
 import type { Action } from '../action/action.js';
+import { actionsOf } from '../action/declaration.js';
 import { decideApproval, type ApprovalDecision, type ApprovalEvidence } from '../approval/decide.js';
 import { openAuditLog } from '../audit/index.js';
-import type { ActionDescriptor } from '../contracts/action-descriptor.js';
 import type { Problem } from '../contracts/problem.js';
 import { evaluatePolicy } from '../policy/evaluate.js';
 import { loadPolicy } from '../policy/load.js';
+import { runComposite } from '../pipeline/composite.js';
 import { runAction, type RunOutcome } from '../pipeline/run.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { sha256File, writeRunRecord, type Door, type RunRecord } from './record.js';
@@ -25,10 +26,6 @@ export interface ExecuteRequest {
   inputsDir: string;
   /** The request's language (a Tool Request's), for the policy's `languages` rule. */
   language?: string;
-  /** An Action Descriptor door: the declaration the Sandbox Result is cross-checked against; a composite's children. */
-  descriptor?: ActionDescriptor;
-  /** A composite's child Actions: each is held to the policy as the whole is. */
-  children?: Action[];
   signal?: AbortSignal;
   /** A door's last word before anything runs (the gate's replay ledger): problems refuse the run. */
   beforeRun?: (decision: ApprovalDecision) => Problem[];
@@ -50,13 +47,13 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
 
   const policy = loadPolicy(ws.policyFile);
   if (!policy.ok) return refuse('policy', policy.problems);
+  // A composite is held to the policy through each of its steps as well as as a whole.
   const held: Problem[] = [];
-  for (const a of [req.action, ...(req.children ?? [])]) {
+  for (const a of actionsOf(req.action)) {
     const d = evaluatePolicy(policy.value, a, req.language);
-    held.push(...d.problems);
-    if (d.confirmationRequired) a.confirmationRequired = true;
+    held.push(...d.problems.filter((p) => !held.some((h) => h.code === p.code && h.message === p.message)));
+    if (d.confirmationRequired) req.action.confirmationRequired = a.confirmationRequired = true;
   }
-  if (req.children?.some((c) => c.confirmationRequired)) req.action.confirmationRequired = true;
   if (held.length > 0) return refuse('policy', held);
   const approved = decideApproval(req.approval, policy.value, req.action, now());
   if (!approved.ok) return refuse('approval', approved.problems);
@@ -65,8 +62,8 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
   if (guard.length > 0) return refuse('guard', guard, decision);
 
   const startedAt = now().toISOString();
-  const ctx = { workspace: ws, inputsDir: req.inputsDir, network: { ceiling: policy.value.network }, scopeRoots: policy.value.scope_roots, ...(req.descriptor ? { descriptor: req.descriptor } : {}), ...(req.signal ? { signal: req.signal } : {}) };
-  const outcome = req.descriptor?.action_type === 'MULTI_STEP_COMPOSITE' ? await (await import('../pipeline/composite.js')).runComposite(req.descriptor, ctx) : await runAction(req.action, ctx);
+  const ctx = { workspace: ws, inputsDir: req.inputsDir, network: { ceiling: policy.value.network }, scopeRoots: policy.value.scope_roots, ...(req.signal ? { signal: req.signal } : {}) };
+  const outcome = req.action.run.kind === 'steps' ? await runComposite(req.action, ctx) : await runAction(req.action, ctx);
   if (outcome.kind === 'rejected') return refuse('run', outcome.problems, decision);
 
   const sr = outcome.sandboxResult;

@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ActionDescriptor } from '../contracts/action-descriptor.js';
 import type { Problem } from '../contracts/problem.js';
 import { validateSandboxResultAgainst, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
-import { actionFromDescriptor } from '../action/from-action-descriptor.js';
+import type { Action } from '../action/action.js';
+import { declarationOf } from '../action/declaration.js';
 import type { Judgement, Verdict } from '../judge/judge.js';
 import { renderSandboxResult } from '../report/sandbox-result.js';
 import { readScopes } from '../commit/load.js';
@@ -29,33 +29,27 @@ const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.
 
 type Ran = Extract<RunOutcome, { kind: 'ran' }>;
 
-async function runChild(d: ActionDescriptor, ctx: RunContext): Promise<CompositeOutcome> {
-  if (d.action_type === 'MULTI_STEP_COMPOSITE') return runComposite(d, ctx);
-  const action = actionFromDescriptor(d);
-  if ('problems' in action) return { kind: 'rejected', problems: action.problems };
-  return runAction(action, { ...ctx, descriptor: d });
-}
+const runStep = (a: Action, ctx: RunContext): Promise<CompositeOutcome> => (a.run.kind === 'steps' ? runComposite(a, ctx) : runAction(a, ctx));
 
-export async function runComposite(d: ActionDescriptor, ctx: RunContext): Promise<CompositeOutcome> {
+export async function runComposite(d: Action, ctx: RunContext): Promise<CompositeOutcome> {
   const sandboxId = newSandboxId();
   const ran: Ran[] = [];
   for (const [i, child] of (d.children ?? []).entries()) {
-    const out = await runChild(child, ctx);
+    const out = await runStep(child, ctx);
     if (out.kind === 'rejected') {
       // A step that cannot run blocks the whole: nothing of the composite is promotable.
       return { kind: 'rejected', problems: out.problems.map((p) => ({ ...p, message: `children[${i}]: ${p.message}`, path: `children.${i}${p.path ? `.${p.path}` : ''}` })) };
     }
-    writeFileSync(join(out.runDir, 'composite-child.json'), JSON.stringify({ parent_sandbox_id: sandboxId, parent_action_id: d.action_id, index: i }) + '\n');
+    writeFileSync(join(out.runDir, 'composite-child.json'), JSON.stringify({ parent_sandbox_id: sandboxId, parent_action_id: d.id, index: i }) + '\n');
     ran.push(out);
   }
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
-  writeFileSync(join(runDir, 'descriptor.json'), JSON.stringify(d, null, 2) + '\n', { mode: 0o600 });
   // The composite acts in every scope a child acted in (one record per scope root).
   const records = new Map(ran.flatMap((r) => readScopes(r.runDir) ?? []).map((rec) => [rec.path, rec]));
   writeScopeRecords(runDir, [...records.values()]);
   const sr = mergeResults(d, sandboxId, ran);
-  const cross = validateSandboxResultAgainst(sr, d);
+  const cross = validateSandboxResultAgainst(sr, declarationOf(d));
   if (cross.length > 0 && sr.verdict.recommended_action !== 'BLOCK') {
     sr.verdict = { recommended_action: 'BLOCK', reasons: [...sr.verdict.reasons, ...cross.map((p) => `${p.code}: ${p.message}`)].slice(0, 64) };
   }
@@ -63,7 +57,7 @@ export async function runComposite(d: ActionDescriptor, ctx: RunContext): Promis
   const sandboxResultFile = join(runDir, 'sandbox-result.json');
   writeFileSync(sandboxResultFile, rendered);
   const children: CompositeChild[] = ran.map((r, index) => ({ index, action_id: r.sandboxResult.action_id, sandbox_id: r.sandboxId, verdict: r.sandboxResult.verdict.recommended_action }));
-  writeFileSync(join(runDir, 'composite.json'), JSON.stringify({ action_id: d.action_id, children }, null, 2) + '\n');
+  writeFileSync(join(runDir, 'composite.json'), JSON.stringify({ action_id: d.id, children }, null, 2) + '\n');
   const judgement: Judgement = {
     compliance: { ...sr.compliance },
     verdict: sr.verdict.recommended_action,
@@ -75,14 +69,14 @@ export async function runComposite(d: ActionDescriptor, ctx: RunContext): Promis
   // Each child's output was screened on its own; the composite carries them all, named by child.
   const within = (i: number, ps: Problem[]) => ps.map((p) => ({ ...p, path: `children[${i}].${p.path ?? ''}` }));
   const screening = { problems: ran.flatMap((r, i) => within(i, r.screening.problems)), warnings: ran.flatMap((r, i) => within(i, r.screening.warnings)) };
-  return { kind: 'ran', sandboxId, runDir, sandboxResult: sr, sandboxResultFile, judgement, observation: last.observation, screening, selfCheckProblems: self.ok ? [] : self.problems, children };
+  return { kind: 'ran', sandboxId, runDir, sandboxResult: sr, sandboxResultFile, judgement, observation: last.observation, argv: last.argv, screening, selfCheckProblems: self.ok ? [] : self.problems, children };
 }
 
 const sum = (xs: (number | null)[]): number | null => (xs.some((x) => x === null) ? null : (xs as number[]).reduce((a, b) => a + b, 0));
 const concat = <T>(xs: (T[] | null)[]): T[] | null => (xs.some((x) => x === null) ? null : (xs as T[][]).flat());
 
 /** The composite's Sandbox Result: one document over all its children (see the module comment). */
-export function mergeResults(d: ActionDescriptor, sandboxId: string, ran: Ran[]): SandboxResult {
+export function mergeResults(d: Action, sandboxId: string, ran: Ran[]): SandboxResult {
   const rs = ran.map((r) => r.sandboxResult);
   const first = rs[0] as SandboxResult;
   const unmeasured: Record<string, string> = {};
@@ -164,20 +158,20 @@ export function mergeResults(d: ActionDescriptor, sandboxId: string, ran: Ran[])
   });
   if (verdict === 'FORCE_ROLLBACK') verdict = 'BLOCK';
   if (reasons.some((r) => r.includes('cannot be combined'))) verdict = 'BLOCK';
-  if (d.risk_level === 'CRITICAL') {
+  if (d.risk === 'CRITICAL') {
     verdict = 'BLOCK';
     reasons.push('risk level CRITICAL is blocked');
   }
-  if (verdict === 'PROMOTE' && (d.confirmation.required || d.risk_level === 'HIGH')) {
+  if (verdict === 'PROMOTE' && (d.confirmationRequired || d.risk === 'HIGH')) {
     verdict = 'REQUIRE_CONFIRMATION';
-    reasons.push(d.confirmation.required ? 'the declaration asks for a person to confirm' : 'risk level HIGH needs a person to confirm');
+    reasons.push(d.confirmationRequired ? 'the declaration asks for a person to confirm' : 'risk level HIGH needs a person to confirm');
   }
   const failed = rs.find((r) => r.execution.status !== 'SUCCESS');
   const ex = failed?.execution ?? first.execution;
   const last = rs[rs.length - 1] as SandboxResult;
   return {
     schema_version: '1.0',
-    action_id: d.action_id,
+    action_id: d.id,
     sandbox_id: sandboxId,
     execution: {
       started_at: first.execution.started_at,

@@ -1,16 +1,14 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { ActionDescriptor } from '../contracts/action-descriptor.js';
 import { screenContent, type Screening } from '../contracts/forbidden-content.js';
 import type { Problem } from '../contracts/index.js';
 import { validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
-import { toolResultContract } from '../contracts/tool-result.js';
 import type { Action } from '../action/action.js';
+import { declarationOf } from '../action/declaration.js';
 import { checkScopes } from '../policy/scopes.js';
 import { judge, type Judgement } from '../judge/judge.js';
 import { buildSandboxResult, renderSandboxResult } from '../report/sandbox-result.js';
-import { buildToolResult } from '../report/tool-result.js';
 import { runInMontyLane } from '../sandbox/lanes/monty.js';
 import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
 import type { NsRunObservation } from '../sandbox/types.js';
@@ -41,8 +39,8 @@ export type RunOutcome =
        * gave the result screen. Every door hands nothing on while it has problems (docs/forbidden-content.md).
        */
       screening: Screening;
-      /** The Tool Result (TR runs): valid when its contract and the screen found no error. */
-      toolResult?: { file: string; valid: boolean; problems: Problem[]; warnings: Problem[] };
+      /** What the lane ran (argv as resolved), for the front door's own rendering. */
+      argv: string[];
       /** Our own Sandbox Result failed its own validation: a bug, reported as an internal error. */
       selfCheckProblems: Problem[];
     };
@@ -52,7 +50,6 @@ const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.
 export interface RunContext {
   workspace: Workspace;
   inputsDir: string;
-  descriptor?: ActionDescriptor;
   network?: LaneNetworkContext;
   /** The policy's scope_roots; null or absent (no policy): an action with a scope is refused. */
   scopeRoots?: readonly string[] | null;
@@ -70,8 +67,6 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
-  // Promotion (src/commit) re-reads the declaration the run was judged against.
-  if (ctx.descriptor) writeFileSync(join(runDir, 'descriptor.json'), JSON.stringify(ctx.descriptor, null, 2) + '\n', { mode: 0o600 });
   const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}) };
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) return { kind: 'rejected', problems: lane.problems };
@@ -80,9 +75,9 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   // Promotion acts only on the scope roots this run acted on: their inode and owner, as opened.
   writeScopeRecords(runDir, obs.fs.scopes.map((s) => ({ path: s.hostPath, kind: s.kind, root: s.root.ident, owner: { uid: s.root.uid, gid: s.root.gid } })));
   const sandboxResult = buildSandboxResult({ action, sandboxId, obs, judgement });
-  if (ctx.descriptor) {
+  if (action.source === 'action-descriptor') {
     // A second opinion from the contract's own cross-document checks: any finding blocks.
-    const cross = validateSandboxResultAgainst(sandboxResult, ctx.descriptor);
+    const cross = validateSandboxResultAgainst(sandboxResult, declarationOf(action));
     if (cross.length > 0 && sandboxResult.verdict.recommended_action !== 'BLOCK') {
       sandboxResult.verdict = { recommended_action: 'BLOCK', reasons: [...sandboxResult.verdict.reasons, ...cross.map((p) => `${p.code}: ${p.message}`)].slice(0, 64) };
     }
@@ -98,29 +93,7 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   }
 
   const screening = screenRun(obs, sandboxResult);
-  let toolResult: { file: string; valid: boolean; problems: Problem[]; warnings: Problem[] } | undefined;
-  if (action.source === 'tool-request') {
-    const backend =
-      action.lane === 'monty'
-        ? `airlock-monty (@pydantic/monty in an isolated child process)`
-        : `airlock-ns (bubblewrap ${obs.host.bwrapVersion}, seccomp ${obs.host.seccomp ? 'on' : 'off'}, cgroup v${obs.host.cgroupVersion ?? '-'})`;
-    const { result, artifacts } = buildToolResult({ action, argv: lane.argv, obs, judgement, backend });
-    const artifactsDir = join(runDir, 'artifacts');
-    for (const a of artifacts) {
-      if (!a.bytes) continue;
-      mkdirSync(artifactsDir, { recursive: true });
-      writeFileSync(join(artifactsDir, a.path), a.bytes);
-    }
-    const text = toolResultContract.render(result);
-    const name = `${result.result_id}.md`;
-    // The result is untrusted data: validated like any document from outside, and screened in full.
-    const parsed = toolResultContract.parse(text, { fileName: name });
-    const tsFile = join(runDir, name);
-    writeFileSync(tsFile, text);
-    const problems = [...(parsed.ok ? [] : parsed.problems), ...screening.problems];
-    toolResult = { file: tsFile, valid: problems.length === 0, problems, warnings: [...(parsed.warnings ?? []), ...screening.warnings] };
-  }
-  return { kind: 'ran', sandboxId, runDir, sandboxResult, sandboxResultFile, judgement, observation: obs, screening, toolResult, selfCheckProblems: self.ok ? [] : self.problems };
+  return { kind: 'ran', sandboxId, runDir, sandboxResult, sandboxResultFile, judgement, observation: obs, argv: lane.argv, screening, selfCheckProblems: self.ok ? [] : self.problems };
 }
 
 /**

@@ -1,8 +1,9 @@
 import { createRequire } from 'node:module';
-import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_LIMITS, type Action, type ActionLimits } from '../action/action.js';
+import type { Action } from '../action/action.js';
+import { fillTemplate, limitsFor, pythonAction, toolAction } from '../action/from-utp.js';
 import { jsonParts, screenContent, type Screening } from '../contracts/forbidden-content.js';
 import type { Problem } from '../contracts/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
@@ -12,14 +13,13 @@ import type { ExecuteOutcome } from '../host/execute.js';
 import type { JsonObject, JsonValue, ToolError, ToolStatus } from '../contracts/utp.js';
 import type { ToolRecord } from '../store/types.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { DEFAULT_TOOL_LIMITS, type ToolOptions } from './tools.js';
+import type { ToolOptions } from './tools.js';
 
 /**
- * Runs one validated call of a registered tool: builds the Action (src/action/action.ts) from the
- * tool's options and the call's arguments, runs it through the pipeline's runAction, and
- * summarises the Sandbox Result for the tool.result card. The argv is always Airlock's: the
- * arguments fill argv elements (sandbox.exec, command templates) or a file (python), never flags
- * of Airlock's own invocation.
+ * The UTP door's run of one validated call of a registered tool: translates it into an Action
+ * (src/action/from-utp.ts), hands it to the host core (src/host/execute.ts) with the tool's
+ * registration (or a verified approval) as its approval, and renders what comes back for the
+ * tool.result card: the Sandbox Result summarised and screened.
  */
 
 export interface Execution {
@@ -45,69 +45,6 @@ export function montyLoads(): Promise<boolean> {
     }
   });
   return montyAvailable;
-}
-
-function limitsFor(opts: ToolOptions, args: JsonObject): ActionLimits {
-  const l = { ...DEFAULT_TOOL_LIMITS, ...opts.limits };
-  const asked = typeof args.timeout_ms === 'number' && Number.isInteger(args.timeout_ms) && args.timeout_ms > 0 ? args.timeout_ms : undefined;
-  const wallMs = asked === undefined ? l.wall_ms : Math.min(asked, l.wall_ms);
-  return {
-    wallMs,
-    cpuMs: Math.min(l.cpu_ms, Math.max(wallMs, 1000)),
-    memoryBytes: l.memory_bytes,
-    diskBytes: l.disk_bytes,
-    files: DEFAULT_LIMITS.files,
-    pids: l.pids,
-    stdoutBytes: l.stdout_bytes,
-    stderrBytes: l.stderr_bytes,
-  };
-}
-
-function baseAction(run: Action['run'], lane: Action['lane'], limits: ActionLimits, display: string, opts: ToolOptions): Action {
-  const fx = opts.effects;
-  const network = fx?.network ?? [];
-  return {
-    id: randomUUID(),
-    source: 'utp',
-    lane,
-    run,
-    inputs: [],
-    outputsExpected: [],
-    scope: { paths: fx?.scope ?? [], recursive: true },
-    // /out is the tool's output area (reported with hashes); nothing else may change but what the
-    // tool's options declare, inside its declared scope.
-    effects: {
-      create: ['/out/**', ...(fx?.create ?? [])],
-      modify: ['/out/**', ...(fx?.modify ?? [])],
-      delete: ['/out/**', ...(fx?.delete ?? [])],
-      network: network.length > 0,
-      systemStateChange: false,
-    },
-    limits,
-    network: network.length > 0 ? { mode: 'allowlist', allowlist: network } : { mode: 'none', allowlist: [] },
-    risk: 'LOW',
-    confirmationRequired: false,
-    rollbackSupported: true,
-    sandboxRequired: true,
-    display: display.slice(0, 200),
-  };
-}
-
-/** The argv of a `command` tool: elements that are exactly `{{name}}` take the string/number argument `name`. */
-export function fillTemplate(template: string[], args: JsonObject): { argv: string[] } | { missing: string } {
-  const argv: string[] = [];
-  for (const t of template) {
-    const m = /^\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}$/.exec(t);
-    if (!m) {
-      argv.push(t);
-      continue;
-    }
-    const v = args[m[1] as string];
-    if (typeof v === 'string' && v.length > 0) argv.push(v);
-    else if (typeof v === 'number' && Number.isFinite(v)) argv.push(String(v));
-    else return { missing: m[1] as string };
-  }
-  return { argv };
 }
 
 const fail = (status: ToolStatus, code: string, message: string, detail?: JsonValue, result: JsonObject = {}): Execution => ({
@@ -170,16 +107,16 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
     const lane: Action['lane'] = opts.lane ?? (!needsNs && (await montyLoads()) && allowsLane('monty') ? 'monty' : 'ns');
     inputsDir = join(ctx.workspace.root, 'utp-inputs', randomUUID());
     cleanup.push(inputsDir);
-    action = pythonAction(lane, code, toolArgs, limits, inputsDir, opts);
+    action = pythonAction(tool, lane, code, toolArgs, limits, inputsDir, opts);
   } else if (opts.runner === 'exec') {
     const argv = Array.isArray(args.argv) ? args.argv.filter((a): a is string => typeof a === 'string') : [];
     // The sandbox root is the host's root, read-only: a missing absolute program is the caller's mistake.
     if (argv[0]?.startsWith('/') && !existsSync(argv[0])) return fail('failed', 'bad_request', `${argv[0].slice(0, 200)} does not exist in the sandbox`);
-    action = baseAction({ kind: 'argv', argv }, 'ns', limits, argv.join(' '), opts);
+    action = toolAction(tool, { kind: 'argv', argv }, 'ns', limits, argv.join(' '), opts);
   } else {
     const filled = fillTemplate(opts.argv ?? [], args);
     if ('missing' in filled) return fail('failed', 'bad_request', `argument ${filled.missing} must be a non-empty string or a number: it fills an argv element of ${tool.tool_name}`);
-    action = baseAction({ kind: 'argv', argv: filled.argv }, 'ns', limits, filled.argv.join(' '), opts);
+    action = toolAction(tool, { kind: 'argv', argv: filled.argv }, 'ns', limits, filled.argv.join(' '), opts);
   }
 
   try {
@@ -189,7 +126,7 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
     if (done.kind === 'refused' && done.stage === 'run' && action.lane === 'monty' && opts.lane !== 'monty' && done.problems.some((p) => p.code === 'LANE_ACTION_NOT_RUNNABLE')) {
       const dir = join(ctx.workspace.root, 'utp-inputs', randomUUID());
       cleanup.push(dir);
-      action = pythonAction('ns', code, toolArgs, limits, dir, opts);
+      action = pythonAction(tool, 'ns', code, toolArgs, limits, dir, opts);
       done = await run(action, dir, tool, opts, ctx);
     }
     if (done.kind === 'refused') return refusal(done, tool);
@@ -225,29 +162,6 @@ async function run(action: Action, inputsDir: string | undefined, tool: ToolReco
   // A cancel aborts `signal`: both lanes (ns, monty) then kill the run at once (POLICY_ABORTED).
   const approval = ctx.approval ?? { kind: 'tool', project: tool.project_id, tool: tool.tool_name };
   return execute(ctx.workspace, { action, door: 'utp', approval, inputsDir: dir, signal: ctx.signal, ...(opts.runner === 'python' ? { language: 'python' } : {}) });
-}
-
-/**
- * A python Action in `lane`. In ns, the code is /in/main.py run by python3; in Monty it runs as is.
- * With `args` (a tool's own program), the call's arguments are /in/arguments.json in both lanes.
- */
-function pythonAction(lane: Action['lane'], code: string, args: JsonObject | undefined, limits: ActionLimits, inputsDir: string, opts: ToolOptions): Action {
-  mkdirSync(inputsDir, { recursive: true, mode: 0o700 });
-  const inputs: Action['inputs'] = [];
-  const stage = (name: string, text: string) => {
-    writeFileSync(join(inputsDir, name), text, { mode: 0o444 });
-    inputs.push({ name, sha256: createHash('sha256').update(text).digest('hex') });
-  };
-  if (args !== undefined) stage('arguments.json', JSON.stringify(args));
-  const first = code.split('\n')[0] ?? '';
-  let action: Action;
-  if (lane === 'monty') action = baseAction({ kind: 'code', language: 'python', code }, 'monty', limits, `python (monty): ${first}`, opts);
-  else {
-    stage('main.py', code);
-    action = baseAction({ kind: 'argv', argv: ['python3', '/in/main.py'] }, 'ns', limits, `python (ns): ${first}`, opts);
-  }
-  action.inputs = inputs;
-  return action;
 }
 
 const excerpt = (s: { text: string; total_bytes: number; truncated: boolean; sha256: string }): JsonObject => ({

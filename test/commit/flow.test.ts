@@ -134,6 +134,8 @@ test('a FORCE_ROLLBACK verdict rolls back the live promotion of the same action 
   sr.sandbox_id = forcedId;
   sr.verdict = { recommended_action: 'FORCE_ROLLBACK', reasons: ['host policy: this action must be undone'] };
   writeFileSync(join(ws.runs, forcedId, 'sandbox-result.json'), JSON.stringify(sr, null, 2));
+  const record = JSON.parse(readFileSync(join(ws.runs, forcedId, 'record.json'), 'utf8'));
+  writeFileSync(join(ws.runs, forcedId, 'record.json'), JSON.stringify({ ...record, sandbox_id: forcedId, verdict: 'FORCE_ROLLBACK' }));
   const out = cli(['recover', '--workspace', ws.root, '--json']);
   assert.equal(out.code, 0, out.stderr);
   assert.deepEqual(JSON.parse(out.stdout).forced.map((f: { sandboxId: string; ok: boolean }) => [f.sandboxId, f.ok]), [[r.sandboxId, true]]);

@@ -69,6 +69,9 @@ function action(argv: string[], allowlist: string[], slug: string): Action {
   return {
     id: `TR-20260301-120000Z-net-${slug}`,
     source: 'tool-request',
+    kind: 'TEST',
+    preconditions: { pathsExist: [], networkAvailable: false, userIdle: false },
+    cooldownOnRepeat: false,
     lane: 'ns',
     run: { kind: 'argv', argv },
     inputs: [],

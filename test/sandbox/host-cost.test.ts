@@ -73,6 +73,9 @@ function action() {
   return {
     id: 'host-cost',
     source: 'tool-request' as const,
+  kind: 'TEST',
+  preconditions: { pathsExist: [], networkAvailable: false, userIdle: false },
+  cooldownOnRepeat: false,
     lane: 'ns' as const,
     run: { kind: 'argv' as const, argv: ['x'] },
     inputs: [],

@@ -25,6 +25,9 @@ function action(code: string, more: { limits?: Partial<ActionLimits>; inputs?: A
   return {
     id: 'TR-20260211-140000Z-monty-test',
     source: 'tool-request',
+    kind: 'TEST',
+    preconditions: { pathsExist: [], networkAvailable: false, userIdle: false },
+    cooldownOnRepeat: false,
     lane: 'monty',
     run: { kind: 'code', language: 'python', code },
     inputs: more.inputs ?? [],
