@@ -9,6 +9,7 @@ import { approvalSummary, commitApproval, prepareApproval } from '../gates/appro
 import { gateLog } from '../gates/log.js';
 import { serveGate } from '../gates/service.js';
 import { formatStatus, gateStatus } from '../gates/status.js';
+import { loadPolicy } from '../policy/load.js';
 import { parsePolicy } from '../policy/policy.js';
 import { openWorkspace, workspacePaths, type Workspace } from '../workspace/workspace.js';
 
@@ -18,7 +19,7 @@ const printProblems = (file: string, problems: { code: string; message: string; 
 
 export function initCommand(dir: string | undefined): number {
   const existed = existsSync(workspacePaths(dir).policyFile);
-  const ws = openWorkspace(dir);
+  const ws = openWorkspace(dir, { init: true });
   const lines = [
     `${existed ? 'workspace already set up' : 'created workspace'} ${ws.root}`,
     `  policy.yaml     the host policy (${existed ? 'kept as it was' : 'safe defaults'}); check it with \`airlock policy check\``,
@@ -131,7 +132,8 @@ export async function serveCommand(opts: { workspace?: string; once?: boolean; l
   const log = gateLog(opts.logFormat === 'json' ? 'json' : 'text');
   const audit = openAuditLog(ws.auditFile);
   // Retention follows the policy; pruning keeps the chain verifiable (an anchor and a `pruned` record).
-  const policy = parsePolicy(readFileSync(ws.policyFile, 'utf8'));
+  // A missing or invalid policy stops nothing here: every request is then refused (and quarantined) by the host core.
+  const policy = loadPolicy(ws.policyFile);
   if (policy.ok) {
     const pruned = audit.prune(policy.value.retention.audit_days);
     if (pruned.pruned > 0) log.info('audit_pruned', { removed: pruned.pruned }, `audit log: ${pruned.pruned} records older than ${policy.value.retention.audit_days} days pruned (rule retention.audit_days)`);

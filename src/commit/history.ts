@@ -18,6 +18,10 @@ function describe(r: AuditRecord): string {
   const counts = ch ? `${ch.added ?? 0} added, ${ch.modified ?? 0} modified, ${ch.deleted ?? 0} deleted` : '';
   const diff = typeof d.diff_sha256 === 'string' ? ` (diff ${d.diff_sha256.slice(0, 12)})` : '';
   switch (r.type) {
+    case 'executed':
+      return `ran through the ${String(d.door)} door, approved by ${String(d.decision_source)}: ${String(d.status)}, verdict ${String(d.verdict)} (result ${String(d.result_sha256).slice(0, 12)})`;
+    case 'refused':
+      return `refused at ${String(d.stage)} (${Array.isArray(d.codes) ? d.codes.join(', ') : '?'}) through the ${String(d.door)} door`;
     case 'confirmed':
       return `confirmed by ${r.actor ?? '?'}${diff}`;
     case 'promoted':
@@ -34,11 +38,11 @@ function describe(r: AuditRecord): string {
   }
 }
 
-/** `airlock history ACTION_ID`: the action's records (its own id, or a composite that contains it). */
+/** `airlock history ID`: an action's or a request's records (its own id, or a composite that contains it). */
 export function history(ws: Workspace, actionId: string): HistoryLine[] {
   if (!existsSync(ws.auditFile)) return [];
   const log = openAuditLog(ws.auditFile);
-  const own = log.show({ action: actionId });
+  const own = [...log.show({ action: actionId }), ...log.show({ request: actionId })];
   const seqs = new Set(own.map((r) => r.seq));
   // Children of a composite appear in their parent's records.
   const viaParent = log.show({}).filter((r) => !seqs.has(r.seq) && Array.isArray((r.detail as { child_action_ids?: unknown } | undefined)?.child_action_ids) && ((r.detail as { child_action_ids: unknown[] }).child_action_ids.includes(actionId)));

@@ -64,14 +64,19 @@ export function workspacePaths(explicit?: string): Workspace {
 
 const FOLDERS: (keyof Workspace)[] = ['drafts', 'requestsIn', 'running', 'resultsOut', 'inbound', 'quarantine', 'processed', 'inputs', 'runs', 'tombstones', 'blobs'];
 
-/** Opens a workspace, creating its folders (and a default policy.yaml) on first use. */
-export function openWorkspace(explicit?: string): Workspace {
+/**
+ * Opens a workspace, creating its folders (and the default policy.yaml) on first use. A workspace
+ * in use whose policy.yaml was removed gets none back (every door then refuses: POLICY_MISSING),
+ * unless `init` asks for it (`airlock init`).
+ */
+export function openWorkspace(explicit?: string, opts: { init?: boolean } = {}): Workspace {
   const ws = workspacePaths(explicit);
+  const firstUse = !existsSync(join(ws.root, 'audit'));
   mkdirSync(ws.root, { recursive: true, mode: 0o700 });
   for (const k of FOLDERS) mkdirSync(ws[k], { recursive: true, mode: 0o700 });
   mkdirSync(join(ws.root, 'store'), { recursive: true, mode: 0o700 });
   mkdirSync(join(ws.root, 'audit'), { recursive: true, mode: 0o700 });
-  if (!existsSync(ws.policyFile)) createOnce(ws.policyFile, DEFAULT_POLICY_YAML);
+  if ((firstUse || opts.init) && !existsSync(ws.policyFile)) createOnce(ws.policyFile, DEFAULT_POLICY_YAML);
   return ws;
 }
 
