@@ -59,6 +59,19 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
     addProcess(pid: number): void {
       for (const d of all) write(join(d, 'cgroup.procs'), String(pid));
     },
+    setMemoryLimit(bytes: number): void {
+      if (!mem) throw new Error('no memory controller');
+      // memsw must stay >= the memory limit: raise it first, lower it last.
+      const memsw = join(mem, 'memory.memsw.limit_in_bytes');
+      const hasMemsw = existsSync(memsw);
+      const raising = bytes > (readNumber(join(mem, 'memory.limit_in_bytes')) ?? 0);
+      if (hasMemsw && raising) write(memsw, String(bytes));
+      write(join(mem, 'memory.limit_in_bytes'), String(bytes));
+      if (hasMemsw && !raising) write(memsw, String(bytes));
+    },
+    memoryBytes(): number | null {
+      return mem ? readNumber(join(mem, 'memory.usage_in_bytes')) : null;
+    },
     cpuTotalMs(): number | null {
       const ns = dirs.cpuacct ? readNumber(join(dirs.cpuacct, 'cpuacct.usage')) : null;
       return ns === null ? null : ns / 1e6;

@@ -59,6 +59,13 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
     addProcess(pid: number): void {
       write(join(dir, 'cgroup.procs'), String(pid));
     },
+    setMemoryLimit(bytes: number): void {
+      if (!hasMem) throw new Error('no memory controller');
+      write(join(dir, 'memory.max'), String(bytes));
+    },
+    memoryBytes(): number | null {
+      return hasMem ? readNumber(join(dir, 'memory.current')) : null;
+    },
     cpuTotalMs(): number | null {
       const us = readKeyed(join(dir, 'cpu.stat'), 'usage_usec');
       return us === null ? null : us / 1000;
