@@ -156,7 +156,7 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   if (action.source === 'tool-request') {
     const backend =
       action.lane === 'monty'
-        ? `airlock-monty (@pydantic/monty in an isolated child process)`
+        ? `airlock-monty (@pydantic/monty in a warm worker${obs.host.seccomp ? `: bubblewrap ${obs.host.bwrapVersion}, seccomp on, cgroup v${obs.host.cgroupVersion ?? '-'}` : ', unsandboxed'})`
         : `airlock-ns (bubblewrap ${obs.host.bwrapVersion}, seccomp ${obs.host.seccomp ? 'on' : 'off'}, cgroup v${obs.host.cgroupVersion ?? '-'})`;
     const { result, artifacts } = buildToolResult({ action, argv: lane.argv, obs, judgement, backend });
     const artifactsDir = join(runDir, 'artifacts');

@@ -106,8 +106,17 @@ function memoryNow(worker: MontyWorker, pid: number | null): number | null {
   return worker.proc.cgroup?.memoryBytes() ?? (pid !== null ? (sampleProc(pid)?.rssBytes ?? null) : null);
 }
 
-/** Runs one job on a worker of `pool`. Never throws. */
+/**
+ * Runs one job on a worker of `pool`. Never throws. A worker that was gone before it took the job
+ * (it died idle, e.g. killed from outside, just as it was handed out) said nothing at all: the job
+ * goes once more to another worker.
+ */
 export async function execOnPool(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome> {
+  const first = await execOnce(pool, spec);
+  return first.silentDeath ? execOnce(pool, spec) : first;
+}
+
+async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & { silentDeath?: boolean }> {
   const limits = spec.limits;
   const out = new StreamCapture(limits.stdoutBytes);
   const err = new StreamCapture(limits.stderrBytes);
@@ -170,7 +179,9 @@ export async function execOnPool(pool: MontyPool, spec: ExecSpec): Promise<ExecO
     if (b.protocol && !end && !kill) protocolError ??= b.why;
     settle();
   };
+  let frames = 0;
   const onFrame = (f: Frame): void => {
+    frames++;
     if (end || protocolError || kill) return;
     try {
       switch (f.type) {
@@ -288,6 +299,7 @@ export async function execOnPool(pool: MontyPool, spec: ExecSpec): Promise<ExecO
     ? `the worker's cgroup v${cg.version} CPU accounting, read by the host before the job and after its end${finished ? '' : ' (the worker was killed: as last read)'}`
     : `read by the host from /proc/<pid>/stat of the worker (10 ms ticks) before the job and after its end`;
   return {
+    silentDeath: workerExit !== null && frames === 0 && !kill && !protocolError,
     refused: null,
     worker: workerFacts,
     startedAt,

@@ -45,6 +45,8 @@ export interface Broken {
 /** One worker process and its frame stream. */
 export class MontyWorker {
   state: State = 'starting';
+  /** What the worker was doing when it died (a run holding it handles its death itself). */
+  stateAtExit: State | null = null;
   runs = 0;
   readonly ready: Promise<Problem | null>;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; error: string | null }>;
@@ -59,6 +61,7 @@ export class MontyWorker {
     let onReady!: (p: Problem | null) => void;
     this.ready = new Promise((r) => (onReady = r));
     this.exited = proc.exited.then((e) => {
+      this.stateAtExit = this.state;
       this.state = 'dead';
       onReady({ code: 'MONTY_CHILD_FAILED', message: `the Monty worker ended before it was ready (${e.error ?? e.signal ?? `exit ${e.code}`}): ${this.stderr().slice(0, 300).trim()}` });
       this.broken?.({ protocol: false, why: `the worker ended (${e.signal ?? `exit ${e.code}`})` });
@@ -183,7 +186,10 @@ export class MontyPool {
     this.closed = true;
     for (const w of this.waiters.splice(0)) w.resolve({ ok: false, problem: { code: 'MONTY_CHILD_FAILED', message: 'the Monty worker pool was closed' } });
     const all = [...this.workers];
-    for (const w of all) this.retire(w);
+    for (const w of all) {
+      this.retire(w);
+      w.proc.ref(true); // the caller waits for their end: keep the process up until then
+    }
     await Promise.all(all.map((w) => w.exited.then(() => w.proc.dispose())));
     // Workers still starting are retired as they come up (startOne sees `closed`).
     while (this.starting > 0) await new Promise((r) => setTimeout(r, 10));
@@ -226,6 +232,13 @@ export class MontyPool {
       const w = new MontyWorker(r.worker, this.options.startTimeoutMs);
       r.worker.ref(this.waiters.length > 0);
       this.workers.add(w);
+      // A worker that dies while idle (killed from outside) leaves the pool at once, and is replaced.
+      void w.exited.then(() => {
+        if (w.stateAtExit !== 'busy' && this.workers.has(w)) {
+          this.retire(w);
+          this.warm();
+        }
+      });
       this.starting--;
       const problem = await w.ready;
       if (problem) {

@@ -25,7 +25,7 @@ import { hostOps } from '../ns/hostops.js';
 import { launchWithNode } from '../ns/launch.js';
 import { buildSeccompFilter, MONTY_WORKER_PROFILE } from '../ns/seccomp.js';
 import { mounter, stagingBase } from '../ns/staging.js';
-import { mirrorPrefix, reachableByOthers, rootPlan, SANDBOX_GID, SANDBOX_UID } from '../rootfs.js';
+import { mirrorPrefix, reachableByOthers, rootPlan, SANDBOX_GID, SANDBOX_UID, type RootPlan } from '../rootfs.js';
 
 /** How one worker was sandboxed (null in the observation: it was not). */
 export interface MontySandboxFacts {
@@ -109,6 +109,18 @@ function firstChild(ppid: number): number | null {
   return null;
 }
 
+/** The ns lane's root without the other interpreters' prefixes (python's, ruby's...): the worker needs node's only. */
+function workerRoot(plan: RootPlan, caps: HostCapabilities): string[] {
+  const nodePrefix = caps.interpreters.find((i) => i.name === 'node')?.prefix;
+  const drop = new Set(plan.prefixes.filter((p) => p.path !== nodePrefix).map((p) => p.path));
+  const out: string[] = [];
+  for (let i = 0; i < plan.args.length; i++) {
+    if (plan.args[i] === '--ro-bind' && drop.has(plan.args[i + 2] ?? '')) i += 2;
+    else out.push(plan.args[i]!);
+  }
+  return out;
+}
+
 const nodeFlagsFor = (spec: WorkerSpec): string[] => [`--max-old-space-size=${spec.heapMiB}`, '--no-warnings', '--disallow-code-generation-from-strings'];
 
 /** Starts one worker. Errors are values: a sandbox that cannot be set up is a Problem, never an unsandboxed worker. */
@@ -166,7 +178,7 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
   }
   const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--hostname', 'airlock'];
   if (bwrap.supports.disableUserns) a.push('--disable-userns');
-  a.push(...plan.args);
+  a.push(...workerRoot(plan, caps));
   a.push('--ro-bind', join(app, 'package.json'), '/airlock/package.json', '--ro-bind', workerDir, '/airlock/lanes', '--ro-bind', scope, '/airlock/node_modules/@pydantic');
   if (caps.tmpfsSizeCaps.sandboxTmp) a.push('--size', String(spec.stagingBytes));
   a.push('--tmpfs', '/w', '--remount-ro', '/dev', '--remount-ro', '/', '--clearenv', '--chdir', '/');

@@ -105,6 +105,7 @@ interface Active {
 let runs = 0;
 let active: Active | null = null;
 
+/** A broken host (a frame out of order) or a worker that cannot go on: exit, the pool replaces it. */
 function protocolError(why: string): never {
   process.stderr.write(`monty worker: protocol error: ${why}\n`);
   process.exit(70);
@@ -146,10 +147,22 @@ function run(a: Active): void {
   } catch (e) {
     end = failure(e);
   }
-  send(FROM_WORKER.end, JSON.stringify(end));
-  // Nothing of this run stays for the next one: its folders go, and no reference to its Monty is kept.
+  // Nothing of this run stays for the next one: its folders go before the end is sent, and no
+  // reference to its Monty is kept. A worker that cannot clean up ends (the pool replaces it).
   active = null;
-  rmSync(a.dir, { recursive: true, force: true });
+  const cleaned = removeRun(a.dir);
+  send(FROM_WORKER.end, JSON.stringify(end));
+  if (!cleaned) protocolError(`cannot remove ${a.dir}`);
+}
+
+function removeRun(dir: string): boolean {
+  try {
+    chmodSync(join(dir, 'in'), 0o700);
+    rmSync(dir, { recursive: true, force: true });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function onFrame(type: string, payload: Buffer): void {
@@ -179,7 +192,7 @@ function onFrame(type: string, payload: Buffer): void {
   } else if (type === TO_WORKER.abort) {
     closeInput(a);
     active = null;
-    rmSync(a.dir, { recursive: true, force: true });
+    if (!removeRun(a.dir)) protocolError(`cannot remove ${a.dir}`);
   } else protocolError(`unknown frame ${JSON.stringify(type)}`);
 }
 
