@@ -93,11 +93,8 @@ export function memoryAllowance(limits: Action['limits'], inputBytes: number): {
 }
 
 function cpuOf(worker: MontyWorker, pid: number | null): { user: number; system: number } | null {
-  const cg = worker.proc.cgroup;
-  if (cg?.enforces.cpuAccounting) {
-    const u = cg.usage();
-    if (u.cpuUserMs !== null && u.cpuSystemMs !== null) return { user: u.cpuUserMs, system: u.cpuSystemMs };
-  }
+  const split = worker.proc.cgroup?.enforces.cpuAccounting ? worker.proc.cgroup.cpuSplitMs() : null;
+  if (split) return split;
   const s = pid !== null ? sampleProc(pid) : null;
   return s ? { user: s.cpuUserMs, system: s.cpuSystemMs } : null;
 }
@@ -105,6 +102,19 @@ function cpuOf(worker: MontyWorker, pid: number | null): { user: number; system:
 function memoryNow(worker: MontyWorker, pid: number | null): number | null {
   return worker.proc.cgroup?.memoryBytes() ?? (pid !== null ? (sampleProc(pid)?.rssBytes ?? null) : null);
 }
+
+/** The peak RSS of a live process (VmHWM), or null once it is gone. */
+function peakRss(pid: number): number | null {
+  try {
+    const kb = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? null : Number(kb) * 1024;
+  } catch {
+    return null;
+  }
+}
+
+/** The kernel limit is rounded up to this step, so that runs with the same limits rarely rewrite it. */
+const LIMIT_STEP = 4 << 20;
 
 /**
  * Runs one job on a worker of `pool`. Never throws. A worker that was gone before it took the job
@@ -139,11 +149,14 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
   // ---- before the job: this run's kernel memory limit, peak RSS reset, CPU base ----
   const memBefore = memoryNow(worker, pid);
   worker.baselineMemory ??= memBefore;
+  // A worker that kept much more memory than before its first run serves this run, then is replaced.
+  const keptTooMuch = memBefore !== null && worker.baselineMemory !== null && memBefore - worker.baselineMemory > KEPT_MEMORY_RETIRE;
   let memoryBackstop = allowance.backstop;
   if (cg?.enforces.memory && memBefore !== null) {
     try {
-      cg.setMemoryLimit(memBefore + allowance.total);
-      memoryBackstop = allowance.total;
+      const limit = Math.ceil((memBefore + allowance.total) / LIMIT_STEP) * LIMIT_STEP;
+      cg.setMemoryLimit(limit);
+      memoryBackstop = limit - memBefore;
     } catch (e) {
       pool.release(worker, true);
       return base({ code: 'MONTY_CHILD_FAILED', message: `cannot set the worker's memory limit for this run: ${(e as Error).message}` }, facts());
@@ -245,7 +258,11 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
   const send = async (frame: Buffer): Promise<void> => {
     if (!worker.proc.stdin.write(frame) && !end && !kill && !protocolError) await Promise.race([once(worker.proc.stdin, 'drain'), done]);
   };
-  await send(encodeFrame(TO_WORKER.job, JSON.stringify(job)));
+  const jobFrame = encodeFrame(TO_WORKER.job, JSON.stringify(job));
+  // Without inputs, the job and the go travel in one write (one wake-up of the worker).
+  if (spec.inputs.length === 0) {
+    await send(Buffer.concat([jobFrame, encodeFrame(TO_WORKER.go)]));
+  } else await send(jobFrame);
   for (const i of spec.inputs) {
     if (kill || protocolError || worker.state === 'dead') break;
     await send(encodeFrame(TO_WORKER.input, i.name));
@@ -269,7 +286,7 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
     pool.release(worker, Boolean(kill || protocolError || worker.state === 'dead'));
     return { ...base(refused, facts()), inputs };
   }
-  if (!kill && !protocolError) await send(encodeFrame(TO_WORKER.go));
+  if (spec.inputs.length > 0 && !kill && !protocolError) await send(encodeFrame(TO_WORKER.go));
   await done;
 
   const wallMs = performance.now() - t0;
@@ -280,7 +297,7 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
   const finished = end !== null && !kill && !protocolError;
   // ---- after: CPU and peak memory while the worker idles (or what was last seen of a dead one) ----
   const cpu1 = finished ? cpuOf(worker, pid) : cg?.enforces.cpuAccounting ? cpuOf(worker, null) : null;
-  const last = pid !== null ? sampleProc(pid) : null;
+  const peak = pid !== null ? peakRss(pid) : null;
   let workerExit: ExecOutcome['workerExit'] = null;
   let oomKilled = false;
   if (!finished) {
@@ -290,8 +307,6 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
     workerExit = { code: e.code, signal: e.signal };
     oomKilled = cg?.limitHit().memory ?? false;
   }
-  const memAfter = finished ? memoryNow(worker, pid) : null;
-  const keptTooMuch = memAfter !== null && worker.baselineMemory !== null && memAfter - worker.baselineMemory > KEPT_MEMORY_RETIRE;
   const workerFacts = facts();
   pool.release(worker, !finished || keptTooMuch);
 
@@ -315,8 +330,8 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
     stderr: err.result(),
     inputs,
     cpu: cpu0 && cpu1 ? { userMs: Math.max(0, cpu1.user - cpu0.user), systemMs: Math.max(0, cpu1.system - cpu0.system), basis: cpuBasis } : null,
-    peakMemoryBytes: last ? last.hwmBytes : null,
-    peakBasis: last
+    peakMemoryBytes: peak,
+    peakBasis: peak !== null
       ? `the worker's peak RSS (VmHWM from /proc/<pid>/status)${hwmReset ? ' since this run began (reset through /proc/<pid>/clear_refs before the job)' : ' since the worker started (the reset was refused)'}, Node itself included`
       : 'the worker was gone before its peak could be read',
     out: receiver,

@@ -13,7 +13,8 @@ export class OutReceiver {
   private readonly dirs = new Set<string>(['.']);
   private readonly seen = new Set<string>();
   private fd: number | null = null;
-  private entries = 0;
+  /** Folders and files the worker announced (those past the file cap included). */
+  entries = 0;
   /** Bytes of regular files written (the run's disk use). */
   bytes = 0;
   /** Limits the worker's /out went past (nothing past them was written). */

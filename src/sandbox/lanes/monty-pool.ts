@@ -23,7 +23,7 @@ export interface MontyPoolOptions {
 export const DEFAULT_POOL: MontyPoolOptions = {
   min: 0,
   max: Math.max(2, availableParallelism()),
-  maxRunsPerWorker: 200,
+  maxRunsPerWorker: 500,
   startTimeoutMs: 10_000,
 };
 

@@ -24,7 +24,7 @@ import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snaps
 import type { FsChange, LimitEnforcement, LimitName, NsExit, NsHostFacts, NsResources, NsRunObservation, NsStatus } from '../types.js';
 import type { LaneOutcome } from './ns.js';
 import { execOnPool, POLL_MS, type ExecOutcome } from './monty-exec.js';
-import { montyPool } from './monty-pool.js';
+import { configureMontyPools, montyPool } from './monty-pool.js';
 import type { MontyEndMessage } from './monty-protocol.js';
 import type { MontySandboxFacts } from './monty-sandbox.js';
 
@@ -103,6 +103,17 @@ export function montyWorkerPath(): string | null {
   const here = dirname(fileURLToPath(import.meta.url));
   for (const p of [join(here, 'monty-worker.js'), join(here, '..', 'monty-worker.js'), join(here, 'lanes', 'monty-worker.js')]) if (existsSync(p)) return p;
   return null;
+}
+
+/**
+ * A service keeps a warm pool: `min` workers started now and replaced as they retire (default from
+ * AIRLOCK_MONTY_WARM, else 2; 0 turns it off). A one-shot `airlock run` starts one on demand instead.
+ */
+export function warmMontyLane(min: number = Number(process.env.AIRLOCK_MONTY_WARM ?? 2)): void {
+  const worker = montyWorkerPath();
+  if (!worker || !Number.isSafeInteger(min) || min <= 0) return;
+  configureMontyPools({ min });
+  montyPool(worker).warm();
 }
 
 function limitEnforcement(memoryBackstop: number | null, sandbox: MontySandboxFacts | null): LimitEnforcement[] {
@@ -307,7 +318,8 @@ async function observe(runId: string, x: ExecOutcome, limits: Action['limits'], 
   let outBytes: number | null = x.out.bytes;
   try {
     const budget = new DiffBudget({ files: limits.files, bytes: limits.diskBytes, deadline: x.startedAt.getTime() + limits.wallMs + OBSERVE_MARGIN_MS });
-    outChanges = diffSnapshots({ root: x.outDir, entries: new Map() }, await snapshotTree(x.outDir, budget), { mountPoint: '/out' });
+    // outDir was empty before the run and only the host writes to it: nothing received, nothing to diff.
+    outChanges = x.out.entries === 0 ? [] : diffSnapshots({ root: x.outDir, entries: new Map() }, await snapshotTree(x.outDir, budget), { mountPoint: '/out' });
   } catch (e) {
     if (e instanceof DiffBudgetExceeded && e.limit !== 'time') limitsExceeded.add(e.limit);
     outError = e instanceof DiffBudgetExceeded ? `the /out diff stopped: ${e.message}` : `the /out diff failed: ${(e as Error).message}`;
