@@ -504,25 +504,51 @@ test('a warm pool: workers started ahead, a trivial run takes milliseconds; idle
   assert.ok(performance.now() - t0 < 200, `a warm run took ${performance.now() - t0} ms`);
   configureMontyPools({ min: 0 });
 
-  // A process that ran the lane and never closed its pool still exits; its worker goes with it.
-  const script = join(base, 'one-run.mjs');
+  // A process that ran the lane and never closed its pool still exits; its worker and the worker's
+  // cgroups go with it. One killed with SIGKILL loses its worker too (stdin's end), and the next
+  // sweep removes the cgroups it left.
   const lane = new URL('../../src/sandbox/lanes/monty.js', import.meta.url).href;
-  writeFileSync(script, `import { runInMontyLane } from ${JSON.stringify(lane)};
-const r = await runInMontyLane(${JSON.stringify(action('1'))}, { inputsDir: ${JSON.stringify(inputsDir)}, outDir: ${JSON.stringify(join(base, 'one-run-out'))} });
-console.log(JSON.stringify({ status: r.observation.status, pid: r.observation.monty.isolation.childPid }));
+  const oneRun = (name: string, hang: boolean): string => {
+    const script = join(base, `${name}.mjs`);
+    writeFileSync(script, `import { readFileSync } from 'node:fs';
+import { runInMontyLane } from ${JSON.stringify(lane)};
+const r = await runInMontyLane(${JSON.stringify(action('1'))}, { inputsDir: ${JSON.stringify(inputsDir)}, outDir: ${JSON.stringify(join(base, `${name}-out`))} });
+const pid = r.observation.monty.isolation.childPid;
+const groups = readFileSync('/proc/' + pid + '/cgroup', 'utf8').split('\\n').map((l) => l.split(':')[2]).filter((g) => g && g.includes('monty-w-'));
+console.log(JSON.stringify({ status: r.observation.status, pid, groups }));
+${hang ? 'setInterval(() => {}, 1000);' : ''}
 `);
-  const { spawnSync } = await import('node:child_process');
-  const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 30_000 });
+    return script;
+  };
+  const groupsLeft = (groups: string[]): string[] => groups.flatMap((g) => ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/cpuacct', '/sys/fs/cgroup/unified', '/sys/fs/cgroup'].map((m) => join(m, g))).filter((d) => d.includes('monty-w-') && existsSync(d));
+  const { spawn, spawnSync } = await import('node:child_process');
+  const r = spawnSync(process.execPath, [oneRun('one-run', false)], { encoding: 'utf8', timeout: 30_000 });
   assert.equal(r.status, 0, r.stderr);
-  const res = JSON.parse(r.stdout.trim()) as { status: string; pid: number };
+  const res = JSON.parse(r.stdout.trim()) as { status: string; pid: number; groups: string[] };
   assert.equal(res.status, 'SUCCESS');
+  const root = process.getuid?.() === 0;
+  if (root) assert.ok(res.groups.length > 0, 'the worker had cgroups of its own');
   assert.ok(await gone(res.pid), 'the worker ended with its process');
+  assert.deepEqual(groupsLeft(res.groups), [], 'its cgroups were removed at exit');
+
+  const killed = spawn(process.execPath, [oneRun('killed-run', true)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve) => killed.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+  const k = JSON.parse(line.trim()) as { status: string; pid: number; groups: string[] };
+  assert.equal(k.status, 'SUCCESS');
+  if (root) assert.ok(k.groups.length > 0);
+  killed.kill('SIGKILL');
+  await new Promise((r) => killed.once('exit', r));
+  assert.ok(await gone(k.pid), 'the worker of a killed service ends (its stdin closed)');
+  if (root) assert.ok(groupsLeft(k.groups).length > 0, 'a killed service leaves its worker cgroups (nothing ran its exit hook)');
+  const { sweepOrphans } = await import('../../src/sandbox/ns/sweep.js');
+  sweepOrphans();
+  assert.deepEqual(groupsLeft(k.groups), [], 'the sweep removed the cgroups the killed service left');
 });
 
 test('close() ends every worker and removes their cgroups', async () => {
   const o = await monty('1');
   const pid = o.monty.isolation.childPid!;
-  const groups = o.monty.isolation.sandbox?.cgroup ? readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').map((l) => l.split(':')[2]).filter((g): g is string => Boolean(g && g.includes('ns-monty-'))) : [];
+  const groups = o.monty.isolation.sandbox?.cgroup ? readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').map((l) => l.split(':')[2]).filter((g): g is string => Boolean(g && g.includes('monty-w-'))) : [];
   await closeMontyPools();
   assert.ok(await gone(pid));
   for (const g of groups) for (const m of ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/unified', '/sys/fs/cgroup']) assert.equal(existsSync(join(m, g)), false, `${m}${g} removed`);

@@ -166,9 +166,9 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
   const node = realpathSync(process.execPath);
   accessSync(node, constants.X_OK);
 
-  // The worker's cgroup is named like an ns run's (ns-*) and marked in the staging base, so that this
-  // process's exit and the orphan sweep (ns/sweep.ts) remove it like any run's.
-  const name = `ns-monty-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  // The worker's cgroup is marked in the staging base, so that this process's exit and the orphan
+  // sweep (ns/sweep.ts) remove it as they remove an ns run's.
+  const name = `monty-w-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
   let cg: RunCgroup | null = null;
   let marker: string | null = null;
   if (caps.cgroup.usable) {
