@@ -19,7 +19,7 @@ import { closeMontyPools, configureMontyPools, montyPool } from '../dist/src/san
 import { montyWorkerPath } from '../dist/src/sandbox/lanes/monty.js';
 import { openWorkspace } from '../dist/src/workspace/workspace.js';
 import { descriptor, montyRequest } from './sandbox-fixtures.mjs';
-import { fmt, summary } from './stats.mjs';
+import { fmt, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 1000);
 const NS = Number(process.env.BENCH_NS_RUNS ?? 100);
@@ -54,16 +54,6 @@ async function montyLane() {
   return { cleanup: () => rmSync(outDir, { recursive: true, force: true }) };
 }
 
-async function timeEach(fn, n) {
-  const ms = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    const r = await fn();
-    ms.push(performance.now() - t0);
-    r?.cleanup?.();
-  }
-  return summary(ms);
-}
 /** Runs/s of `fn` with `par` runs in flight, `n` runs in all (cleanups after the clock stops). */
 async function throughput(fn, n, par) {
   const done = [];

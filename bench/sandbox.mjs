@@ -13,7 +13,7 @@ import { runAction } from '../dist/src/pipeline/run.js';
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { openWorkspace } from '../dist/src/workspace/workspace.js';
 import { descriptor, montyRequest } from './sandbox-fixtures.mjs';
-import { fmt, summary } from './stats.mjs';
+import { fmt, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 200);
 const ws = openWorkspace(mkdtempSync(join(tmpdir(), 'airlock-bench-')));
@@ -44,16 +44,6 @@ const bare = () =>
     p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bwrap exit ${code}`))));
   });
 
-async function timeEach(fn, n) {
-  const ms = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    const r = await fn();
-    ms.push(performance.now() - t0);
-    r?.cleanup?.();
-  }
-  return summary(ms);
-}
 
 const first = await nsRun();
 console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
