@@ -199,7 +199,7 @@ export class MontyPool {
     if (!this.workers.delete(worker)) return;
     worker.detach();
     worker.state = 'dead';
-    // Let it exit on its own (stdin's end), or kill it: nothing of it is waited for by a run.
+    // Idle, or its run is over: nothing of it is waited for, so it is killed (its stdin's end would do it too, later).
     worker.proc.stdin.end();
     worker.proc.kill();
     worker.proc.ref(false);
@@ -217,8 +217,8 @@ export class MontyPool {
       waiter.resolve({ ok: true, worker: idle, facts: { pid: idle.proc.nodePid(), runIndex: idle.runs, maxRuns: this.options.maxRunsPerWorker } });
     }
     // Start what the waiting runs need (started workers count as on their way).
-    const busyOrStarting = this.starting + [...this.workers].filter((w) => w.state === 'starting').length;
-    let need = this.waiters.length - busyOrStarting;
+    const onTheirWay = this.starting + [...this.workers].filter((w) => w.state === 'starting').length;
+    let need = this.waiters.length - onTheirWay;
     while (need-- > 0 && this.workers.size + this.starting < this.options.max) this.startOne(true);
   }
 
@@ -234,17 +234,14 @@ export class MontyPool {
       this.workers.add(w);
       // A worker that dies while idle (killed from outside) leaves the pool at once, and is replaced.
       void w.exited.then(() => {
-        if (w.stateAtExit !== 'busy' && this.workers.has(w)) {
-          this.retire(w);
-          this.warm();
-        }
+        if (w.stateAtExit !== 'idle' || !this.workers.has(w)) return; // a run, or the start below, handles it
+        this.retire(w);
+        this.warm();
       });
       this.starting--;
       const problem = await w.ready;
       if (problem) {
-        this.workers.delete(w);
-        void w.exited.then(() => w.proc.dispose());
-        w.kill();
+        this.retire(w);
         return this.startFailed(problem, demanded);
       }
       if (this.closed) return this.retire(w);
