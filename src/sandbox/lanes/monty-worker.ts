@@ -8,7 +8,7 @@
 // Protocol (monty-protocol.ts): frames on stdin (job, inputs, go/abort) and on stdout (ready, start,
 // prints, traceback, /out entries, end). stderr is Node's own (a crash). stdin's end means "exit".
 // A frame out of order is a broken host: the worker exits (70) and the pool replaces it.
-import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, rmSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, rmdirSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Monty, MountDir, MontyRuntimeError, MontySyntaxError, MontyTypingError, type ResourceLimits } from '@pydantic/monty';
 import { encodeChunked, encodeFrame, FROM_WORKER, FrameReader, MAX_PAYLOAD, safeRelativePath, TO_WORKER, type MontyEndMessage, type MontyJob } from './monty-protocol.js';
@@ -122,8 +122,10 @@ function run(a: Active): void {
   const outDir = join(a.dir, 'out');
   let end: MontyEndMessage;
   try {
-    for (const i of a.job.inputs) chmodSync(join(inDir, i.name), 0o444);
-    chmodSync(inDir, 0o555);
+    if (a.job.inputs.length > 0) {
+      for (const i of a.job.inputs) chmodSync(join(inDir, i.name), 0o444);
+      chmodSync(inDir, 0o555);
+    }
     const mounts = [new MountDir('/out', outDir, { mode: 'read-write', writeBytesLimit: a.job.outWriteBytes })];
     if (a.job.inputs.length > 0) mounts.unshift(new MountDir('/in', inDir, { mode: 'read-only' }));
     const limits: ResourceLimits = {
@@ -147,18 +149,28 @@ function run(a: Active): void {
   } catch (e) {
     end = failure(e);
   }
-  // Nothing of this run stays for the next one: its folders go before the end is sent, and no
-  // reference to its Monty is kept. A worker that cannot clean up ends (the pool replaces it).
-  active = null;
-  const cleaned = removeRun(a.dir);
   send(FROM_WORKER.end, JSON.stringify(end));
-  if (!cleaned) protocolError(`cannot remove ${a.dir}`);
+  // Nothing of this run stays for the next one: no reference to its Monty is kept, and its folders go
+  // now, after the end (off the host's wait) but before the next frame is read, since frames are read
+  // only once this returns. A worker that cannot clean up ends (the pool replaces it).
+  active = null;
+  if (!removeRun(a.dir, a.job.inputs.length > 0)) protocolError(`cannot remove ${a.dir}`);
 }
 
-function removeRun(dir: string): boolean {
+function removeRun(dir: string, hasInputs: boolean): boolean {
   try {
-    chmodSync(join(dir, 'in'), 0o700);
-    rmSync(dir, { recursive: true, force: true });
+    if (hasInputs) {
+      chmodSync(join(dir, 'in'), 0o700);
+      rmSync(dir, { recursive: true, force: true });
+      return true;
+    }
+    try {
+      // The common case, an /out the program left empty: two rmdirs.
+      rmdirSync(join(dir, 'out'));
+      rmdirSync(dir);
+    } catch {
+      rmSync(dir, { recursive: true, force: true });
+    }
     return true;
   } catch {
     return false;
@@ -170,7 +182,8 @@ function onFrame(type: string, payload: Buffer): void {
     if (active) protocolError('a job while another is active');
     const job = JSON.parse(payload.toString('utf8')) as MontyJob;
     const dir = join(staging, String(++runs));
-    mkdirSync(join(dir, 'in'), { recursive: true, mode: 0o700 });
+    mkdirSync(dir, { mode: 0o700 });
+    if (job.inputs.length > 0) mkdirSync(join(dir, 'in'), { mode: 0o700 });
     mkdirSync(join(dir, 'out'), { mode: 0o700 });
     active = { job, dir, received: performance.now(), next: 0, fd: null };
     return;
@@ -192,7 +205,7 @@ function onFrame(type: string, payload: Buffer): void {
   } else if (type === TO_WORKER.abort) {
     closeInput(a);
     active = null;
-    if (!removeRun(a.dir)) protocolError(`cannot remove ${a.dir}`);
+    if (!removeRun(a.dir, a.job.inputs.length > 0)) protocolError(`cannot remove ${a.dir}`);
   } else protocolError(`unknown frame ${JSON.stringify(type)}`);
 }
 
