@@ -1,5 +1,6 @@
-// Shared by bench/sandbox.mjs and bench/sandbox-cpu.mjs: the COMMAND_EXECUTION descriptor of /bin/true
-// with one declared scope that a full Airlock run validates, sandboxes, observes, judges and renders.
+// Shared by bench/sandbox.mjs, bench/sandbox-cpu.mjs and bench/monty.mjs: the COMMAND_EXECUTION descriptor
+// of /bin/true with one declared scope that a full Airlock run validates, sandboxes, observes, judges and
+// renders, and the Tool Request of a trivial Monty program.
 import { mkdirSync } from 'node:fs';
 
 export const SCOPE_DIR = '/var/tmp/airlock-bench/scope';
@@ -23,3 +24,47 @@ export const descriptor = JSON.stringify({
   audit: { log: true, log_level: 'SUMMARY', retain_days: 30 },
   command: ['/bin/true'],
 });
+
+/** A Tool Request whose program is `1 + 1` in the Monty lane. */
+export const montyRequest = `---
+request_type: tool_request
+schema_version: 1
+request_id: "TR-20261122-000000Z-bench-monty"
+created_utc: "2026-11-22T00:00:00Z"
+requested_by: "core_draft"
+approved_by: "bench"
+approved_utc: "2026-11-22T00:00:01Z"
+purpose: "Benchmark a trivial Monty program."
+language: "python"
+backend: "monty"
+network: "none"
+network_allowlist: []
+cpu_limit: "1"
+memory_limit_mb: 64
+time_limit_sec: 5
+inputs: []
+outputs_expected: []
+constraints: []
+---
+
+## Code
+
+\`\`\`python
+1 + 1
+\`\`\`
+
+## Input Files
+
+None.
+
+## Output Expectations
+
+None.
+
+## Risk Assessment
+
+- Risk level: low
+- Justification: arithmetic.
+- Data sensitivity: public
+- Network rationale: none
+`;

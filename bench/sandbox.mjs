@@ -1,7 +1,7 @@
 // npm run bench:sandbox — a full Airlock run of /bin/true through the library API (validate,
 // sandbox, observe, judge, render; no Node start-up) against a bare bwrap of /bin/true spawned from
 // Node, 200 sequential runs each, in one process; then runs/s with 2 in parallel; and the Monty
-// lane's p50 for a trivial program beside the ns lane's.
+// lane's p50 for a trivial program beside the ns lane's (its warm-pool figures: bench/monty.mjs).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,56 +10,15 @@ import { checkText } from '../dist/src/contracts/index.js';
 import { actionFromDescriptor } from '../dist/src/action/from-action-descriptor.js';
 import { actionFromToolRequest } from '../dist/src/action/from-tool-request.js';
 import { runAction } from '../dist/src/pipeline/run.js';
+import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { openWorkspace } from '../dist/src/workspace/workspace.js';
-import { descriptor } from './sandbox-fixtures.mjs';
-import { fmt, summary } from './stats.mjs';
+import { descriptor, montyRequest } from './sandbox-fixtures.mjs';
+import { fmt, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 200);
 const ws = openWorkspace(mkdtempSync(join(tmpdir(), 'airlock-bench-')));
 const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-bench-in-'));
 
-const montyRequest = `---
-request_type: tool_request
-schema_version: 1
-request_id: "TR-20261122-000000Z-bench-monty"
-created_utc: "2026-11-22T00:00:00Z"
-requested_by: "core_draft"
-approved_by: "bench"
-approved_utc: "2026-11-22T00:00:01Z"
-purpose: "Benchmark a trivial Monty program."
-language: "python"
-backend: "monty"
-network: "none"
-network_allowlist: []
-cpu_limit: "1"
-memory_limit_mb: 64
-time_limit_sec: 5
-inputs: []
-outputs_expected: []
-constraints: []
----
-
-## Code
-
-\`\`\`python
-1 + 1
-\`\`\`
-
-## Input Files
-
-None.
-
-## Output Expectations
-
-None.
-
-## Risk Assessment
-
-- Risk level: low
-- Justification: arithmetic.
-- Data sensitivity: public
-- Network rationale: none
-`;
 
 /**
  * One full Airlock run: validate the document, translate, sandbox, observe, judge, render (its files
@@ -85,16 +44,6 @@ const bare = () =>
     p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bwrap exit ${code}`))));
   });
 
-async function timeEach(fn, n) {
-  const ms = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    const r = await fn();
-    ms.push(performance.now() - t0);
-    r?.cleanup?.();
-  }
-  return summary(ms);
-}
 
 const first = await nsRun();
 console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
@@ -125,4 +74,5 @@ if (b.p50 > 12 || bPar < 150) {
 (await montyRun()).cleanup();
 const m = await timeEach(montyRun, Math.min(N, 50));
 console.log(`monty lane, trivial program   p50 ${fmt(m.p50)} ms  p99 ${fmt(m.p99)} ms  (n=${Math.min(N, 50)}); ns lane p50 ${fmt(a.p50)} ms`);
+await closeMontyPools();
 rmSync(ws.root, { recursive: true, force: true });

@@ -11,3 +11,15 @@ export function summary(samples) {
 }
 
 export const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
+
+/** Times `n` sequential calls of `fn` (each may return an object with a `cleanup()`, run outside the clock). */
+export async function timeEach(fn, n) {
+  const ms = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const r = await fn();
+    ms.push(performance.now() - t0);
+    r?.cleanup?.();
+  }
+  return summary(ms);
+}

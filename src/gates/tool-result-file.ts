@@ -23,7 +23,7 @@ export function writeToolResult(action: Action, run: Extract<RunOutcome, { kind:
   const obs = run.observation;
   const backend =
     action.lane === 'monty'
-      ? `airlock-monty (@pydantic/monty in an isolated child process)`
+      ? `airlock-monty (@pydantic/monty in a warm worker${obs.host.seccomp ? `: bubblewrap ${obs.host.bwrapVersion}, seccomp on, cgroup v${obs.host.cgroupVersion ?? '-'}` : ', unsandboxed'})`
       : `airlock-ns (bubblewrap ${obs.host.bwrapVersion}, seccomp ${obs.host.seccomp ? 'on' : 'off'}, cgroup v${obs.host.cgroupVersion ?? '-'})`;
   const { result, artifacts } = buildToolResult({ action, argv: run.argv, obs, judgement: run.judgement, backend });
   const artifactsDir = join(run.runDir, 'artifacts');

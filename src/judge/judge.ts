@@ -264,12 +264,16 @@ export function judge(action: Action, obs: NsRunObservation): Judgement {
   // Sandbox requirements: the run really was sandboxed, with every limit enforced (not only reported).
   const reportedOnly = obs.host.limits.filter((l) => l.enforcedBy === null).map((l) => l.limit);
   // The Monty lane's isolation is the interpreter itself (no syscalls on the program's behalf) in a
-  // separate child process; the ns lane's is bubblewrap plus our seccomp filter.
-  const monty = (obs as { monty?: { isolation: { isolatedChild: boolean } } }).monty;
-  const isolated = monty ? monty.isolation.isolatedChild : obs.host.seccomp;
+  // separate worker process that is itself sandboxed (bwrap as an unprivileged uid, no network, our
+  // seccomp allowlist); the ns lane's is bubblewrap plus our seccomp filter.
+  const monty = (obs as { monty?: { isolation: { isolatedChild: boolean; sandbox?: unknown; unsandboxedReason?: string } } }).monty;
+  const montyUnsandboxed = monty !== undefined && !monty.isolation.sandbox;
+  const isolated = monty ? monty.isolation.isolatedChild && !montyUnsandboxed : obs.host.seccomp;
   const sandboxOk = obs.status !== 'SANDBOX_ERROR' && isolated && reportedOnly.length === 0 && observedFully;
   if (obs.status === 'SANDBOX_ERROR') hard.push(`sandbox error: ${obs.reason}`);
-  else if (!isolated) hard.push(monty ? 'the Monty child process was not isolated' : 'the seccomp filter was not applied');
+  else if (monty && !monty.isolation.isolatedChild) hard.push('the Monty worker process was not isolated');
+  else if (montyUnsandboxed) hard.push(`the Monty worker ran without its OS sandbox (bwrap, seccomp, an unprivileged uid)${monty.isolation.unsandboxedReason ? `: ${monty.isolation.unsandboxedReason}` : ''}`);
+  else if (!isolated) hard.push('the seccomp filter was not applied');
   else if (reportedOnly.length > 0) hard.push(`limits only reported, not enforced on this host: ${reportedOnly.join(', ')}`);
 
   const rollbackOk = action.rollbackSupported && diffVerifiable;

@@ -102,7 +102,7 @@ const run = (file: string, args: string[]): Promise<{ code: number; stderr: stri
  * mounted read-only by root at /run/airlock/mirror/<hash>, once per host boot, and bwrap binds that.
  * Only the prefix itself is exposed, never the rest of /root. Idempotent across processes.
  */
-async function mirrorPrefix(prefix: string, caps: HostCapabilities): Promise<string> {
+export async function mirrorPrefix(prefix: string, caps: HostCapabilities): Promise<string> {
   const hash = createHash('sha256').update(prefix).digest('hex').slice(0, 16);
   const target = `/run/airlock/mirror/${hash}`;
   const mounted = (readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === target));

@@ -1,17 +1,25 @@
-// The Monty lane with real Monty in real child processes: limits, /in and /out, isolation.
+// The Monty lane with real Monty in real, sandboxed worker processes (bwrap, seccomp, cgroup, uid
+// nobody when root): limits, /in and /out, isolation between runs, crashes and a hostile worker.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Action, ActionLimits } from '../../src/action/action.js';
-import { runInMontyLane, type MontyLaneOptions, type MontyRunObservation } from '../../src/sandbox/lanes/monty.js';
+import { judge } from '../../src/judge/judge.js';
+import { montyWorkerPath, runInMontyLane, type MontyLaneOptions, type MontyRunObservation } from '../../src/sandbox/lanes/monty.js';
+import { closeMontyPools, montyPool } from '../../src/sandbox/lanes/monty-pool.js';
 
 const sha = (s: string | Buffer): string => createHash('sha256').update(s).digest('hex');
 const base = mkdtempSync(join(tmpdir(), 'airlock-monty-test-'));
+// Test workers are bound into the sandbox from here: the sandbox's host user must be able to read them.
+chmodSync(base, 0o755);
 const inputsDir = join(base, 'inputs');
-after(() => rmSync(base, { recursive: true, force: true }));
+after(async () => {
+  await closeMontyPools();
+  rmSync(base, { recursive: true, force: true });
+});
 const CSV = 'name,qty\napple,3\npear,4\n';
 // A file beside the inputs that the request did not declare: it must not be visible at /in.
 const SECRET = 'not-declared';
@@ -54,6 +62,11 @@ async function monty(code: string, more: { limits?: Partial<ActionLimits>; input
 }
 
 const text = (o: MontyRunObservation): string => `status=${o.status} reason=${o.reason} exit=${JSON.stringify(o.exit)} stdout=${o.stdout.bytes.toString().slice(0, 300)} stderr=${o.stderr.bytes.toString().slice(0, 600)}`;
+/** Waits (up to 2 s) for a killed process to be reaped: right after a kill it can still be a zombie. */
+async function gone(pid: number | null): Promise<boolean> {
+  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 20));
+  return !alive(pid);
+}
 const alive = (pid: number | null): boolean => {
   if (pid === null) return false;
   try {
@@ -83,12 +96,28 @@ test('a trivial program succeeds: print captured, last value returned, parent-me
   assert.match(o.resources.basis.networkBytesOut ?? '', /by construction/);
   assert.equal(o.sideEffects?.processesSpawned.count, 0);
   assert.deepEqual(o.sideEffects?.networkAttempts, []);
-  assert.equal(o.host.bwrapVersion, 'n/a (monty)');
-  assert.equal(o.host.seccomp, false);
   assert.ok(o.host.limits.every((l) => l.enforcedBy !== null));
   assert.equal(o.monty.isolation.isolatedChild, true);
+  assert.equal(o.monty.isolation.freshInterpreter, true);
   assert.ok(o.monty.isolation.childPid !== null && o.monty.isolation.childPid !== process.pid);
-  assert.equal(alive(o.monty.isolation.childPid), false, 'the child is gone when the run returns');
+  assert.equal(alive(o.monty.isolation.childPid), true, 'the worker stays, warm, for the next run');
+  // The worker's own sandbox, as the host set it up (root here: uid nobody, a cgroup).
+  const sb = o.monty.isolation.sandbox;
+  assert.ok(sb, 'the worker ran in its sandbox');
+  assert.equal(o.host.seccomp, true);
+  assert.match(o.host.bwrapVersion, /^\d/);
+  assert.match(sb.network, /empty network namespace/);
+  if (process.getuid?.() === 0) {
+    assert.equal(sb.hostUid, 65534);
+    assert.equal(readFileSync(`/proc/${o.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1], '65534', 'the worker process runs as nobody on the host');
+    assert.ok(sb.cgroup?.memory && sb.cgroup.pids !== null);
+  }
+  const j = judge(action('1'), o);
+  assert.equal(j.compliance.sandbox_requirements_met, true, JSON.stringify(j));
+  // A worker without its OS sandbox (a host without bwrap) never meets the sandbox requirement.
+  const bare = judge(action('1'), { ...o, monty: { ...o.monty, isolation: { ...o.monty.isolation, sandbox: null, unsandboxedReason: 'no bwrap' } } } as MontyRunObservation);
+  assert.equal(bare.compliance.sandbox_requirements_met, false);
+  assert.ok(bare.reasons.some((r) => /without its OS sandbox/.test(r)), JSON.stringify(bare.reasons));
 });
 
 test('/in holds the declared inputs read-only, /out receives files reported with their sha256', async () => {
@@ -151,7 +180,7 @@ test('an infinite loop is killed at the wall time (TIMEOUT) and the service carr
   assert.equal(o.status, 'TIMEOUT', text(o));
   assert.ok(o.limitsExceeded.includes('wallMs'));
   assert.ok(o.wallMs >= 700 && o.wallMs < 3000, `wall ${o.wallMs}`);
-  assert.equal(alive(o.monty.isolation.childPid), false);
+  assert.ok(await gone(o.monty.isolation.childPid));
   assert.ok((o.resources.cpuUserMs ?? 0) > 100, 'the loop burned CPU the host saw');
   const after = await monty('"still here"');
   assert.equal(after.status, 'SUCCESS', text(after));
@@ -168,7 +197,7 @@ test('an abort signal (a caller\'s cancel) kills the Monty child at once: POLICY
   assert.match(o.reason, /canceled by the caller/);
   assert.deepEqual(o.limitsExceeded, []);
   assert.ok(o.wallMs < 5000, `wall ${o.wallMs}`);
-  assert.equal(alive(o.monty.isolation.childPid), false);
+  assert.ok(await gone(o.monty.isolation.childPid));
   // Already aborted before the run: the child is killed at once.
   const pre = await runInMontyLane(action('1'), { inputsDir, outDir: freshOut(), signal: AbortSignal.abort() });
   assert.ok(pre.ok);
@@ -246,35 +275,288 @@ test('stdout and stderr are capped, counted and hashed like the ns lane', async 
   assert.deepEqual(o.limitsExceeded, []);
 });
 
-test('a child that dies before the program starts is a SANDBOX_ERROR; one that dies during it, a FAILURE', async () => {
-  const early = join(base, 'early-worker.mjs');
-  writeFileSync(early, 'process.stderr.write("cannot load monty\\n"); process.exit(7);\n');
+// A stand-in worker speaks the frame protocol (monty-protocol.ts) by hand: `onGo(job => ...)` runs at
+// the host's go. It is started by the same pool, in the same sandbox, as the real worker.
+const WORKER_HEAD = `
+import { writeSync } from 'node:fs';
+const frame = (t, p = '') => { const b = Buffer.from(p); const h = Buffer.alloc(5); h.write(t, 0, 1, 'latin1'); h.writeUInt32BE(b.length, 1); writeSync(1, Buffer.concat([h, b])); };
+let buf = Buffer.alloc(0); let job = null; let go = () => {};
+const onGo = (fn) => { go = fn; };
+process.stdin.on('data', (c) => { buf = Buffer.concat([buf, c]); while (buf.length >= 5) { const n = buf.readUInt32BE(1); if (buf.length < 5 + n) break; const t = buf.toString('latin1', 0, 1); const p = buf.subarray(5, 5 + n); buf = buf.subarray(5 + n); if (t === 'J') job = JSON.parse(p.toString()); if (t === 'G') go(job); } });
+process.stdin.on('end', () => process.exit(0));
+const ready = () => frame('r', JSON.stringify({ pid: process.pid }));
+`;
+function testWorker(name: string, body: string): string {
+  const p = join(base, `${name}.mjs`);
+  writeFileSync(p, WORKER_HEAD + body, { mode: 0o644 });
+  return p;
+}
+
+test('a worker that dies before the program starts is a SANDBOX_ERROR; one that dies during it, a FAILURE; the next run gets a new worker', async () => {
+  const early = testWorker('early-worker', 'process.stderr.write("cannot load monty\\n"); process.exit(7);\n');
   const a = await monty('1', { opts: { workerPath: early } });
   assert.equal(a.status, 'SANDBOX_ERROR', text(a));
   assert.equal(a.problems[0]?.code, 'MONTY_CHILD_FAILED');
   assert.match(a.reason, /cannot load monty/);
   assert.equal(a.monty.isolation.isolatedChild, false);
 
-  const crash = join(base, 'crash-worker.mjs');
-  writeFileSync(crash, 'import { writeSync } from "node:fs"; writeSync(3, JSON.stringify({ t: "start" }) + "\\n"); setTimeout(() => process.abort(), 50);\n');
+  const crash = testWorker('crash-worker', 'ready(); onGo(() => { frame("s"); setTimeout(() => process.abort(), 50); });\n');
   const b = await monty('1', { opts: { workerPath: crash } });
   assert.equal(b.status, 'FAILURE', text(b));
   assert.equal(b.exit.signal, 'SIGABRT');
   assert.match(b.reason, /died while the program ran/);
+  const b2 = await monty('1', { opts: { workerPath: crash } });
+  assert.notEqual(b2.monty.isolation.childPid, b.monty.isolation.childPid, 'a new worker for the next run');
 
-  // Memory Monty does not account for (native or V8) is still bounded: the host watches the child's RSS.
-  const hog = join(base, 'hog-worker.mjs');
-  writeFileSync(hog, 'import { writeSync } from "node:fs"; writeSync(3, JSON.stringify({ t: "start" }) + "\\n"); const keep = []; setInterval(() => keep.push(Buffer.alloc(16 << 20, 1)), 5);\n');
+  // Memory Monty does not account for (native or V8) is still bounded: the worker's cgroup (or, without one, the host's RSS poll).
+  const hog = testWorker('hog-worker', 'ready(); onGo(() => { frame("s"); const keep = []; setInterval(() => keep.push(Buffer.alloc(16 << 20, 1)), 5); });\n');
   const h = await monty('1', { limits: { memoryBytes: 32 << 20, wallMs: 10_000 }, opts: { workerPath: hog } });
   assert.equal(h.status, 'RESOURCE_KILLED', text(h));
   assert.deepEqual(h.limitsExceeded, ['memoryBytes']);
-  assert.match(h.reason, /RSS grew/);
+  assert.match(h.reason, /OOM-killed the worker|RSS grew/);
+  assert.ok((h.resources.peakMemoryBytes ?? 0) < 512 << 20, `peak ${h.resources.peakMemoryBytes}`);
 
-  const liar = join(base, 'liar-worker.mjs');
-  writeFileSync(liar, 'import { writeSync } from "node:fs"; writeSync(3, "not json\\n"); setInterval(() => {}, 1000);\n');
+  const liar = testWorker('liar-worker', 'ready(); onGo(() => { writeSync(1, "not a frame\\n"); setInterval(() => {}, 1000); });\n');
   const c = await monty('1', { opts: { workerPath: liar } });
   assert.equal(c.status, 'SANDBOX_ERROR', text(c));
-  assert.equal(alive(c.monty.isolation.childPid), false);
+  assert.match(c.reason, /broke the protocol/);
+  assert.ok(await gone(c.monty.isolation.childPid));
+
+  // /out paths from the worker are checked before the host writes anything.
+  const escape = testWorker('out-escape-worker', 'ready(); onGo(() => { frame("s"); frame("f", "../../../tmp/airlock-monty-escaped"); frame("c", "x"); frame("x", JSON.stringify({ t: "end", ok: true, resultJson: null, resultTruncated: false, outSkipped: 0 })); });\n');
+  const e = await monty('1', { opts: { workerPath: escape } });
+  assert.equal(e.status, 'SANDBOX_ERROR', text(e));
+  assert.match(e.reason, /invalid \/out path/);
+  assert.equal(existsSync('/tmp/airlock-monty-escaped'), false);
+});
+
+test('a worker killed with SIGKILL mid-run: the run is a FAILURE, the next run gets a fresh worker', async () => {
+  const first = await monty('1');
+  const pid = first.monty.isolation.childPid!;
+  const running = monty('while True:\n    pass', { limits: { wallMs: 20_000, cpuMs: 20_000 } });
+  await new Promise((r) => setTimeout(r, 300));
+  process.kill(pid, 'SIGKILL');
+  const o = await running;
+  assert.equal(o.status, 'FAILURE', text(o));
+  assert.equal(o.exit.signal, 'SIGKILL');
+  assert.match(o.reason, /died while the program ran/);
+  assert.equal(o.monty.isolation.childPid, pid);
+  const next = await monty('"fresh"');
+  assert.equal(next.status, 'SUCCESS', text(next));
+  assert.notEqual(next.monty.isolation.childPid, pid);
+  assert.equal(next.monty.isolation.worker?.runIndex, 1);
+});
+
+test('no state passes from one run to the next on the same worker: globals, /in, /out, the last result', async () => {
+  const a = await monty('from pathlib import Path\nsecret = "s3cr3t"\nPath("/out/left.txt").write_text(secret)\nprint(len(Path("/in/data.csv").read_text()))\nsecret', { inputs: dataInput });
+  assert.equal(a.status, 'SUCCESS', text(a));
+  assert.equal(a.monty.resultJson, '"s3cr3t"');
+  const probe = [
+    'from pathlib import Path',
+    'found = []',
+    'try:',
+    '    found.append(secret)',
+    'except NameError:',
+    '    pass',
+    'for p in ["/out/left.txt", "/in/data.csv", "/w/1/out/left.txt", "/w/2/out/left.txt", "/out/../1/out/left.txt"]:',
+    '    try:',
+    '        found.append(open(p).read())',
+    '    except Exception:',
+    '        pass',
+    'try:',
+    '    found.append(sorted(str(p) for p in Path("/out").iterdir()))',
+    'except Exception:',
+    '    pass',
+    'found',
+  ].join('\n');
+  const b = await monty(probe);
+  assert.equal(b.status, 'SUCCESS', text(b));
+  assert.equal(b.monty.isolation.childPid, a.monty.isolation.childPid, 'the same warm worker');
+  assert.equal(b.monty.isolation.worker?.runIndex, (a.monty.isolation.worker?.runIndex ?? 0) + 1);
+  assert.equal(b.monty.resultJson, '[[]]', 'nothing of the first run is visible: no global, no /in, an empty /out');
+  assert.deepEqual(b.fs.out, []);
+  // A run with inputs sees its own inputs only.
+  writeFileSync(join(inputsDir, 'other.txt'), 'other');
+  const c = await monty('from pathlib import Path\nsorted(str(p) for p in Path("/in").iterdir())', { inputs: [{ name: 'other.txt', sha256: sha('other') }] });
+  assert.equal(c.monty.resultJson, '["/in/other.txt"]');
+});
+
+test('per-run limits hold on a warm worker: a breach ends that worker, the next run gets a new one', async () => {
+  const warm = await monty('1');
+  const cpu = await monty('x = 0\nwhile True:\n    x += 1', { limits: { wallMs: 10_000, cpuMs: 300 } });
+  assert.equal(cpu.status, 'RESOURCE_KILLED', text(cpu));
+  assert.deepEqual(cpu.limitsExceeded, ['cpuMs']);
+  assert.equal(cpu.monty.isolation.childPid, warm.monty.isolation.childPid, 'the warm worker ran it');
+  assert.ok(await gone(cpu.monty.isolation.childPid), 'and was ended with the run');
+  const mem = await monty('s = "a" * (10 ** 9)', { limits: { memoryBytes: 32 << 20 } });
+  assert.equal(mem.status, 'RESOURCE_KILLED', text(mem));
+  assert.notEqual(mem.monty.isolation.childPid, cpu.monty.isolation.childPid);
+  // Limits are the run's own: a generous run after a tight one on the same worker is not held to the old ones.
+  const big = await monty('len("a" * (40 * 1024 * 1024))', { limits: { memoryBytes: 256 << 20 } });
+  assert.equal(big.status, 'SUCCESS', text(big));
+  const small = await monty('len("a" * (40 * 1024 * 1024))', { limits: { memoryBytes: 16 << 20 } });
+  assert.equal(small.status, 'RESOURCE_KILLED', text(small));
+});
+
+test('a compromised worker is contained by its sandbox: no network, no host files, no other process, runs as nobody', { skip: process.getuid?.() !== 0 ? 'needs root (the sandbox runs as nobody)' : false }, async () => {
+  // A host-side secret beside the test files (world-readable on the host: only the sandbox keeps it out).
+  writeFileSync(join(base, 'host-secret.txt'), 'host secret', { mode: 0o644 });
+  const { createServer } = await import('node:net');
+  let connections = 0;
+  const server = createServer((s) => {
+    connections++;
+    s.destroy();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  const hostile = testWorker(
+    'hostile-worker',
+    `
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { spawnSync } from 'node:child_process';
+const attempt = (f) => { try { const r = f(); return { ok: true, value: String(r).slice(0, 200) }; } catch (e) { return { ok: false, code: e.code ?? e.message }; } };
+ready();
+onGo((job) => {
+  frame('s');
+  const what = job.code;
+  let report = {};
+  if (what === 'look') report = {
+    uid: process.getuid(), uidMap: readFileSync('/proc/self/uid_map', 'utf8').trim(), pids: readdirSync('/proc').filter((n) => /^\\d+$/.test(n)),
+    netDevices: readFileSync('/proc/net/dev', 'utf8').split('\\n').slice(2).map((l) => l.split(':')[0].trim()).filter(Boolean),
+    env: Object.keys(process.env),
+  };
+  if (what === 'files') for (const [k, f] of Object.entries({
+    shadow: () => readFileSync('/etc/shadow', 'utf8'), root: () => readdirSync('/root'), hostSecret: () => readFileSync(${JSON.stringify(join(base, 'host-secret.txt'))}, 'utf8'),
+    hostProc: () => readFileSync('/proc/${process.pid}/environ', 'utf8'), passwd: () => readFileSync('/etc/passwd', 'utf8'),
+    writeUsr: () => writeFileSync('/usr/airlock-pwned', 'x'), writeEtc: () => writeFileSync('/etc/airlock-pwned', 'x'), writeRoot: () => writeFileSync('/airlock-pwned', 'x'),
+    writeTmp: () => writeFileSync('/tmp/airlock-pwned', 'x'), writeOwnCode: () => writeFileSync('/airlock/lanes/airlock-pwned', 'x'), writeStaging: () => writeFileSync('/w/scratch', 'x'),
+  })) report[k] = attempt(f);
+  if (what === 'socket') { const s = connect(${port}, '127.0.0.1'); s.on('connect', () => frame('o', 'connected')); s.on('error', (e) => frame('o', 'error ' + e.code)); return; }
+  if (what === 'spawn') report = attempt(() => JSON.stringify(spawnSync('/bin/sh', ['-c', 'id'], { encoding: 'utf8' })));
+  frame('o', JSON.stringify(report));
+  frame('x', JSON.stringify({ t: 'end', ok: true, resultJson: null, resultTruncated: false, outSkipped: 0 }));
+});
+`,
+  );
+  const run = (what: string) => monty(what, { opts: { workerPath: hostile }, limits: { wallMs: 10_000 } });
+  try {
+    await hostileRuns(run, () => connections);
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
+
+async function hostileRuns(run: (what: string) => Promise<MontyRunObservation>, connections: () => number): Promise<void> {
+  const look = await run('look');
+  assert.equal(look.status, 'SUCCESS', text(look));
+  const seen = JSON.parse(look.stdout.bytes.toString()) as { uid: number; uidMap: string; pids: string[]; netDevices: string[]; env: string[] };
+  assert.equal(seen.uid, 65534);
+  assert.match(seen.uidMap, /^65534\s+\d+\s+1$/, 'one uid is mapped, nothing else');
+  assert.equal(readFileSync(`/proc/${look.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)\s+(\d+)\s+(\d+)/m)?.slice(1).join(' '), '65534 65534 65534', 'on the host the worker is nobody (real, effective, saved)');
+  assert.ok(seen.pids.length <= 3, `its own pid namespace: ${seen.pids}`);
+  assert.deepEqual(seen.netDevices, ['lo'], 'an empty network namespace');
+  assert.deepEqual(seen.env.filter((k) => k !== 'PWD'), [], 'no environment (bwrap sets PWD only)');
+
+  const files = await run('files');
+  assert.equal(files.status, 'SUCCESS', text(files));
+  const f = JSON.parse(files.stdout.bytes.toString()) as Record<string, { ok: boolean; code?: string; value?: string }>;
+  for (const k of ['shadow', 'root', 'hostSecret', 'hostProc', 'writeUsr', 'writeEtc', 'writeRoot', 'writeTmp', 'writeOwnCode']) assert.equal(f[k]?.ok, false, `${k}: ${JSON.stringify(f[k])}`);
+  assert.deepEqual((f.passwd?.value ?? '').split('\n').filter(Boolean).map((l) => l.split(':')[0]), ['root', 'sandbox'], 'the sandbox /etc/passwd is generated: root and sandbox only');
+  assert.equal(f.writeStaging?.ok, true, 'its own staging tmpfs is the one writable place');
+  for (const p of ['/usr/airlock-pwned', '/etc/airlock-pwned', '/airlock-pwned', '/tmp/airlock-pwned']) assert.equal(existsSync(p), false, p);
+
+  const sock = await run('socket');
+  assert.equal(sock.status, 'POLICY_ABORTED', text(sock));
+  assert.match(sock.reason, /seccomp allowlist forbids.*SIGSYS/);
+  assert.equal(sock.exit.signal, 'SIGSYS');
+  assert.equal(connections(), 0, 'nothing reached the host listener');
+
+  const spawned = await run('spawn');
+  // fork (clone without CLONE_THREAD) is trapped: the worker dies before any process starts.
+  assert.equal(spawned.status, 'POLICY_ABORTED', text(spawned));
+  assert.equal(spawned.exit.signal, 'SIGSYS');
+  assert.doesNotMatch(spawned.stdout.bytes.toString(), /uid=/);
+}
+
+test('a crafted job cannot make the real worker write outside its run folder', async () => {
+  const pool = montyPool(montyWorkerPath()!);
+  const got = await pool.acquire();
+  assert.ok(got.ok);
+  const w = got.worker;
+  const { encodeFrame } = await import('../../src/sandbox/lanes/monty-protocol.js');
+  w.attach(() => undefined, () => undefined);
+  w.proc.stdin.write(encodeFrame('J', JSON.stringify({ code: '1', scriptName: 'x.py', inputs: [{ name: '../../../w/evil', bytes: 1 }], outWriteBytes: 1, wallMs: 1000, limits: { maxMemory: 1 << 20, maxRecursionDepth: 10, maxAllocations: null }, resultBytes: 10 })));
+  w.proc.stdin.write(encodeFrame('I', '../../../w/evil'));
+  const e = await w.exited;
+  assert.equal(e.code, 70, 'the worker refuses the frame and exits');
+  assert.match(w.stderr(), /protocol error: unexpected input/);
+  pool.release(w, true);
+});
+
+test('a warm pool: workers started ahead, a trivial run takes milliseconds; idle workers do not keep the process alive', async () => {
+  const { configureMontyPools } = await import('../../src/sandbox/lanes/monty-pool.js');
+  configureMontyPools({ min: 2 });
+  const pool = montyPool(montyWorkerPath()!);
+  pool.warm();
+  for (let i = 0; i < 300 && pool.stats().filter((s) => s.state === 'idle').length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.ok(pool.stats().filter((s) => s.state === 'idle').length >= 2, JSON.stringify(pool.stats()));
+  const t0 = performance.now();
+  const o = await monty('1 + 1');
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.ok(performance.now() - t0 < 200, `a warm run took ${performance.now() - t0} ms`);
+  configureMontyPools({ min: 0 });
+
+  // A process that ran the lane and never closed its pool still exits; its worker and the worker's
+  // cgroups go with it. One killed with SIGKILL loses its worker too (stdin's end), and the next
+  // sweep removes the cgroups it left.
+  const lane = new URL('../../src/sandbox/lanes/monty.js', import.meta.url).href;
+  const oneRun = (name: string, hang: boolean): string => {
+    const script = join(base, `${name}.mjs`);
+    writeFileSync(script, `import { readFileSync } from 'node:fs';
+import { runInMontyLane } from ${JSON.stringify(lane)};
+const r = await runInMontyLane(${JSON.stringify(action('1'))}, { inputsDir: ${JSON.stringify(inputsDir)}, outDir: ${JSON.stringify(join(base, `${name}-out`))} });
+const pid = r.observation.monty.isolation.childPid;
+const groups = readFileSync('/proc/' + pid + '/cgroup', 'utf8').split('\\n').map((l) => l.split(':')[2]).filter((g) => g && g.includes('monty-w-'));
+console.log(JSON.stringify({ status: r.observation.status, pid, groups }));
+${hang ? 'setInterval(() => {}, 1000);' : ''}
+`);
+    return script;
+  };
+  const groupsLeft = (groups: string[]): string[] => groups.flatMap((g) => ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/cpuacct', '/sys/fs/cgroup/unified', '/sys/fs/cgroup'].map((m) => join(m, g))).filter((d) => d.includes('monty-w-') && existsSync(d));
+  const { spawn, spawnSync } = await import('node:child_process');
+  const r = spawnSync(process.execPath, [oneRun('one-run', false)], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const res = JSON.parse(r.stdout.trim()) as { status: string; pid: number; groups: string[] };
+  assert.equal(res.status, 'SUCCESS');
+  const root = process.getuid?.() === 0;
+  if (root) assert.ok(res.groups.length > 0, 'the worker had cgroups of its own');
+  assert.ok(await gone(res.pid), 'the worker ended with its process');
+  assert.deepEqual(groupsLeft(res.groups), [], 'its cgroups were removed at exit');
+
+  const killed = spawn(process.execPath, [oneRun('killed-run', true)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve) => killed.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+  const k = JSON.parse(line.trim()) as { status: string; pid: number; groups: string[] };
+  assert.equal(k.status, 'SUCCESS');
+  if (root) assert.ok(k.groups.length > 0);
+  killed.kill('SIGKILL');
+  await new Promise((r) => killed.once('exit', r));
+  assert.ok(await gone(k.pid), 'the worker of a killed service ends (its stdin closed)');
+  if (root) assert.ok(groupsLeft(k.groups).length > 0, 'a killed service leaves its worker cgroups (nothing ran its exit hook)');
+  const { sweepOrphans } = await import('../../src/sandbox/ns/sweep.js');
+  sweepOrphans();
+  assert.deepEqual(groupsLeft(k.groups), [], 'the sweep removed the cgroups the killed service left');
+});
+
+test('close() ends every worker and removes their cgroups', async () => {
+  const o = await monty('1');
+  const pid = o.monty.isolation.childPid!;
+  const groups = o.monty.isolation.sandbox?.cgroup ? readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').map((l) => l.split(':')[2]).filter((g): g is string => Boolean(g && g.includes('monty-w-'))) : [];
+  await closeMontyPools();
+  assert.ok(await gone(pid));
+  for (const g of groups) for (const m of ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/unified', '/sys/fs/cgroup']) assert.equal(existsSync(join(m, g)), false, `${m}${g} removed`);
+  const again = await monty('2');
+  assert.equal(again.status, 'SUCCESS', 'a closed pool is made again on the next run');
 });
 
 test('refusals before anything runs: wrong action kind, bad limits, changed input, used outDir', async () => {
@@ -302,7 +584,8 @@ test('refusals before anything runs: wrong action kind, bad limits, changed inpu
   assert.equal(r.problems[0]?.code, 'MONTY_LIMIT_INVALID');
 });
 
-test('p50 of a trivial program through runInMontyLane (50 runs)', async (t) => {
+test('p50 of a trivial program through runInMontyLane on a warm worker (50 runs)', async (t) => {
+  await monty('0');
   const times: number[] = [];
   for (let i = 0; i < 50; i++) {
     const t0 = performance.now();

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, openSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ALLOWED_SYSCALLS, allowedSyscallNumbers, buildSeccompFilter, deniedSyscallNumbers, DENIED_SYSCALLS } from '../../src/sandbox/ns/seccomp.js';
+import { ALLOWED_SYSCALLS, allowedSyscallNumbers, buildSeccompFilter, deniedSyscallNumbers, DENIED_SYSCALLS, MONTY_WORKER_PROFILE } from '../../src/sandbox/ns/seccomp.js';
 import { AARCH64_SYSCALLS, X86_64_SYSCALLS } from '../../src/sandbox/ns/syscall-numbers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'airlock-seccomp-'));
@@ -124,6 +124,21 @@ test('every allowed name is a syscall of x86_64 or aarch64 (a typo would silentl
   for (const name of Object.values(ALLOWED_SYSCALLS).flat()) assert.ok(name in X86_64_SYSCALLS || name in AARCH64_SYSCALLS, name);
   const allowed = allowedSyscallNumbers('x64');
   for (const name of Object.keys(deniedSyscallNumbers('x64'))) assert.ok(!(name in allowed), `${name} is both allowed and denied`);
+});
+
+test('the Monty worker profile is a strict subset of the allowlist, without sockets, fork or IPC; under it fork and socket are trapped', { skip: !onX64 }, () => {
+  const all = new Set<string>(Object.values(ALLOWED_SYSCALLS).flat());
+  for (const name of MONTY_WORKER_PROFILE.allowed) assert.ok(all.has(name), `${name} is not on the ns allowlist`);
+  for (const name of ['socket', 'connect', 'bind', 'fork', 'vfork', 'execveat', 'shmget', 'msgget', 'chown', 'symlink', 'link', 'mknod', 'setuid', 'memfd_create', 'ptrace', 'mount']) {
+    assert.ok(!(MONTY_WORKER_PROFILE.allowed as readonly string[]).includes(name), name);
+  }
+  const workerFilter = join(dir, 'worker.bpf');
+  writeFileSync(workerFilter, buildSeccompFilter('x64', { profile: 'monty-worker' }));
+  // The probe exits 0 when the call was trapped with its own number.
+  for (const name of ['socket', 'fork', 'shmget', 'chown', 'symlink']) assert.equal(sandbox([probe, String(X86_64_SYSCALLS[name])], workerFilter).status, 0, name);
+  // clone for a new process (SIGCHLD, no CLONE_THREAD) is trapped; the probe's "ok" (a thread, then fork + exec) dies by it.
+  assert.equal(sandbox([probe, String(X86_64_SYSCALLS.clone), '17'], workerFilter).status, 0, 'clone(SIGCHLD)');
+  assert.notEqual(sandbox([probe, 'ok'], workerFilter).status, 0);
 });
 
 test('every plainly denied syscall is trapped with SIGSYS (not executed)', { skip: !onX64 }, () => {

@@ -42,6 +42,15 @@ export interface RunCgroup {
   enforces: { memory: boolean; pids: boolean; cpuAccounting: boolean };
   /** Move a process (and its future children) into the group. */
   addProcess(pid: number): void;
+  /**
+   * Change the memory limit of a group that lives across runs (a Monty worker's). Throws when the
+   * group has no memory controller or the kernel refuses (a limit below the current usage).
+   */
+  setMemoryLimit(bytes: number): void;
+  /** Memory charged to the group now, in bytes, or null without a memory controller. */
+  memoryBytes(): number | null;
+  /** User and system CPU time so far, in ms, in one read where the kernel allows (a Monty worker's per-run accounting), or null. */
+  cpuSplitMs(): { user: number; system: number } | null;
   /** Total CPU time (user+system) so far, in ms, or null if not accounted. Cheap: polled during the run. */
   cpuTotalMs(): number | null;
   /** True once a limit was hit (polled to stop a fork bomb at once). */

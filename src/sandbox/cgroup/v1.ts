@@ -23,6 +23,8 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
   }
   if (dirs.pids) write(join(dirs.pids, 'pids.max'), String(limits.pids));
   const all = Object.values(dirs);
+  const hasMemsw = mem !== undefined && existsSync(join(mem, 'memory.memsw.limit_in_bytes'));
+  let memoryLimit = limits.memoryBytes;
   const oomCount = (): number => (mem ? (readKeyed(join(mem, 'memory.oom_control'), 'oom_kill') ?? 0) : 0);
   const pidsMax = (): number => (dirs.pids ? (readKeyed(join(dirs.pids, 'pids.events'), 'max') ?? 0) : 0);
   const memFail = (): number => (mem ? (readNumber(join(mem, 'memory.failcnt')) ?? 0) : 0);
@@ -58,6 +60,39 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
     enforces: { memory: mem !== undefined, pids: dirs.pids !== undefined, cpuAccounting: dirs.cpuacct !== undefined },
     addProcess(pid: number): void {
       for (const d of all) write(join(d, 'cgroup.procs'), String(pid));
+    },
+    setMemoryLimit(bytes: number): void {
+      if (!mem) throw new Error('no memory controller');
+      if (bytes === memoryLimit) return;
+      // memsw must stay >= the memory limit: raise it first, lower it last.
+      const raising = bytes > memoryLimit;
+      if (hasMemsw && raising) write(join(mem, 'memory.memsw.limit_in_bytes'), String(bytes));
+      write(join(mem, 'memory.limit_in_bytes'), String(bytes));
+      if (hasMemsw && !raising) write(join(mem, 'memory.memsw.limit_in_bytes'), String(bytes));
+      memoryLimit = bytes;
+    },
+    memoryBytes(): number | null {
+      return mem ? readNumber(join(mem, 'memory.usage_in_bytes')) : null;
+    },
+    cpuSplitMs() {
+      if (!dirs.cpuacct) return null;
+      // cpuacct.usage_all: one line per CPU, "cpu user system" in ns (Linux 4.7+).
+      const all = readOr(join(dirs.cpuacct, 'cpuacct.usage_all'));
+      if (all !== null) {
+        let user = 0;
+        let system = 0;
+        for (const line of all.split('\n').slice(1)) {
+          const f = line.trim().split(/\s+/);
+          if (f.length === 3) {
+            user += Number(f[1]);
+            system += Number(f[2]);
+          }
+        }
+        if (Number.isFinite(user) && Number.isFinite(system)) return { user: user / 1e6, system: system / 1e6 };
+      }
+      const user = readNumber(join(dirs.cpuacct, 'cpuacct.usage_user'));
+      const sys = readNumber(join(dirs.cpuacct, 'cpuacct.usage_sys'));
+      return user === null || sys === null ? null : { user: user / 1e6, system: sys / 1e6 };
     },
     cpuTotalMs(): number | null {
       const ns = dirs.cpuacct ? readNumber(join(dirs.cpuacct, 'cpuacct.usage')) : null;

@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CgroupInfo, CgroupLimits, CgroupUsage, RunCgroup } from './types.js';
-import { pidsIn, readKeyed, readNumber, removeGroup, sleep, write } from './util.js';
+import { pidsIn, readKeyed, readNumber, readOr, removeGroup, sleep, write } from './util.js';
 
 export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
   const mount = info.mounts.unified;
@@ -27,6 +27,7 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
     if (existsSync(join(dir, 'memory.oom.group'))) write(join(dir, 'memory.oom.group'), '1');
   }
   if (hasPids) write(join(dir, 'pids.max'), String(limits.pids));
+  let memoryLimit = limits.memoryBytes;
   const oom = (): boolean => (readKeyed(join(dir, 'memory.events'), 'oom_kill') ?? 0) > 0;
   const pidsHit = (): boolean => (readKeyed(join(dir, 'pids.events'), 'max') ?? 0) > 0;
 
@@ -58,6 +59,25 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
     enforces: { memory: hasMem, pids: hasPids, cpuAccounting: true },
     addProcess(pid: number): void {
       write(join(dir, 'cgroup.procs'), String(pid));
+    },
+    setMemoryLimit(bytes: number): void {
+      if (!hasMem) throw new Error('no memory controller');
+      if (bytes === memoryLimit) return;
+      write(join(dir, 'memory.max'), String(bytes));
+      memoryLimit = bytes;
+    },
+    memoryBytes(): number | null {
+      return hasMem ? readNumber(join(dir, 'memory.current')) : null;
+    },
+    cpuSplitMs() {
+      const stat = readOr(join(dir, 'cpu.stat'));
+      const get = (k: string): number | null => {
+        const m = stat === null ? null : new RegExp(`^${k}\\s+(\\d+)`, 'm').exec(stat);
+        return m?.[1] !== undefined ? Number(m[1]) / 1000 : null;
+      };
+      const user = get('user_usec');
+      const system = get('system_usec');
+      return user === null || system === null ? null : { user, system };
     },
     cpuTotalMs(): number | null {
       const us = readKeyed(join(dir, 'cpu.stat'), 'usage_usec');

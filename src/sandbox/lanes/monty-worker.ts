@@ -1,52 +1,37 @@
-// The Monty child: one Python program run in @pydantic/monty inside its own Node process, so a
-// crash, a hang or a memory blow-up kills this process and never the service (see monty.ts).
+// A Monty worker: a long-lived Node process that runs one Python program after another in
+// @pydantic/monty, each in a new Monty instance over its own /in and /out, for the host
+// (monty-exec.ts), which measures everything itself. The pool (monty-pool.ts) starts it inside its
+// sandbox (monty-sandbox.ts): bwrap as an unprivileged uid, no network, a read-only root, a
+// seccomp allowlist, its own cgroup. Its only writable place is its staging folder (argv[2]: a
+// size-capped tmpfs there), where each run gets <n>/in and <n>/out, removed when the run is over.
 //
-// Protocol with the parent (monty.ts), which measures everything itself:
-//   stdin  <- one JSON line: the job (MontyJob). Later, stdin's end means "you may exit".
-//   stdout -> exactly what the program's print() wrote (nothing else is written there).
-//   stderr -> a Python exception's traceback (and whatever Node itself prints if it dies).
-//   fd 3   -> newline-delimited control messages: {"t":"start"} just before the program is parsed,
-//             {"t":"end",...} when it finished. The Python code has no way to reach any fd.
-// After "end" the process idles until the parent has read its /proc figures and closes stdin.
-import { writeSync } from 'node:fs';
+// Protocol (monty-protocol.ts): frames on stdin (job, inputs, go/abort) and on stdout (ready, start,
+// prints, traceback, /out entries, end). stderr is Node's own (a crash). stdin's end means "exit".
+// A frame out of order is a broken host: the worker exits (70) and the pool replaces it.
+import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, rmdirSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import { Monty, MountDir, MontyRuntimeError, MontySyntaxError, MontyTypingError, type ResourceLimits } from '@pydantic/monty';
+import { encodeChunked, encodeFrame, FROM_WORKER, FrameReader, MAX_PAYLOAD, safeRelativePath, TO_WORKER, type MontyEndMessage, type MontyJob } from './monty-protocol.js';
 
-export interface MontyJob {
-  code: string;
-  scriptName: string;
-  /** Host dir mounted read-only at /in (null: no /in mount). */
-  inDir: string | null;
-  /** Host dir mounted read-write at /out. */
-  outDir: string;
-  /** Cumulative byte cap of writes through /out. */
-  outWriteBytes: number;
-  /** Wall-time budget from process start, in ms: Monty's own time limit gets what is left of it. */
-  wallMs: number;
-  limits: { maxMemory: number; maxRecursionDepth: number; maxAllocations: number | null };
-  /** How many bytes of the last expression's JSON to send back. */
-  resultBytes: number;
-}
-
-export type MontyEndMessage =
-  | { t: 'end'; ok: true; resultJson: string | null; resultTruncated: boolean }
-  | { t: 'end'; ok: false; kind: 'syntax' | 'runtime' | 'typing' | 'internal'; typeName: string; message: string };
+const staging = process.argv[2] ?? '/w';
+const MESSAGE_CHARS = 2000;
 
 /** Write all of `data` to a file descriptor, waiting out EAGAIN on a non-blocking pipe. */
-function writeAll(fd: number, data: string | Buffer): void {
-  let buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+function writeAll(fd: number, data: Buffer): void {
+  let buf = data;
   while (buf.length > 0) {
     try {
-      const n = writeSync(fd, buf);
-      buf = buf.subarray(n);
+      buf = buf.subarray(writeSync(fd, buf));
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
     }
   }
 }
-
-const control = (msg: object): void => writeAll(3, JSON.stringify(msg) + '\n');
-const MESSAGE_CHARS = 2000;
+const send = (type: string, payload: Buffer | string = ''): void => {
+  const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
+  for (const f of encodeChunked(type, body)) writeAll(1, f);
+};
 
 /** JSON of the program's final value; big ints become strings, cycles and odd values a placeholder. */
 function resultJson(value: unknown, cap: number): { json: string | null; truncated: boolean } {
@@ -59,56 +44,178 @@ function resultJson(value: unknown, cap: number): { json: string | null; truncat
   }
   const bytes = Buffer.from(json, 'utf8');
   if (bytes.length <= cap) return { json, truncated: false };
-  return { json: bytes.subarray(0, cap).toString('utf8'), truncated: true };
+  // Cut on a character boundary so the byte count stays within the cap.
+  let cut = bytes.subarray(0, cap).toString('utf8');
+  while (Buffer.byteLength(cut, 'utf8') > cap) cut = cut.slice(0, -1);
+  return { json: cut, truncated: true };
 }
 
-function run(job: MontyJob): void {
-  const mounts = [new MountDir('/out', job.outDir, { mode: 'read-write', writeBytesLimit: job.outWriteBytes })];
-  if (job.inDir !== null) mounts.unshift(new MountDir('/in', job.inDir, { mode: 'read-only' }));
-  const limits: ResourceLimits = {
-    maxMemory: job.limits.maxMemory,
-    maxRecursionDepth: job.limits.maxRecursionDepth,
-    // What is left of the wall budget (the parent's own timer kills at the full budget anyway).
-    maxDurationSecs: Math.max(0.001, (job.wallMs - process.uptime() * 1000) / 1000),
+function failure(e: unknown): MontyEndMessage {
+  if (e instanceof MontyRuntimeError) {
+    send(FROM_WORKER.stderr, e.display('traceback') + '\n');
+    return { t: 'end', ok: false, kind: 'runtime', typeName: e.exception.typeName, message: e.exception.message.slice(0, MESSAGE_CHARS), outSkipped: 0 };
+  }
+  if (e instanceof MontySyntaxError) {
+    send(FROM_WORKER.stderr, e.display('type-msg') + '\n');
+    return { t: 'end', ok: false, kind: 'syntax', typeName: 'SyntaxError', message: e.exception.message.slice(0, MESSAGE_CHARS), outSkipped: 0 };
+  }
+  if (e instanceof MontyTypingError) {
+    send(FROM_WORKER.stderr, e.displayDiagnostics('concise') + '\n');
+    return { t: 'end', ok: false, kind: 'typing', typeName: 'TypeError', message: e.message.slice(0, MESSAGE_CHARS), outSkipped: 0 };
+  }
+  const err = e instanceof Error ? e : new Error(String(e));
+  send(FROM_WORKER.stderr, `monty worker: ${err.name}: ${err.message}\n`);
+  return { t: 'end', ok: false, kind: 'internal', typeName: err.name.slice(0, 100), message: err.message.slice(0, MESSAGE_CHARS), outSkipped: 0 };
+}
+
+/** Sends what the program left in /out, parents before children; anything not a folder or a regular file is skipped (counted). */
+function sendOut(root: string): number {
+  let skipped = 0;
+  const buf = Buffer.allocUnsafe(MAX_PAYLOAD);
+  const walk = (rel: string): void => {
+    for (const name of readdirSync(rel ? join(root, rel) : root).sort()) {
+      const r = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(join(root, r));
+      if (st.isDirectory()) {
+        send(FROM_WORKER.outDir, r);
+        walk(r);
+      } else if (st.isFile()) {
+        send(FROM_WORKER.outFile, r);
+        const fd = openSync(join(root, r), 'r');
+        try {
+          for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) writeAll(1, encodeFrame(FROM_WORKER.outChunk, buf.subarray(0, n)));
+        } finally {
+          closeSync(fd);
+        }
+      } else skipped++;
+    }
   };
-  if (job.limits.maxAllocations !== null) limits.maxAllocations = job.limits.maxAllocations;
-  control({ t: 'start' });
+  walk('');
+  return skipped;
+}
+
+interface Active {
+  job: MontyJob;
+  dir: string;
+  received: number;
+  next: number;
+  fd: number | null;
+}
+
+let runs = 0;
+let active: Active | null = null;
+
+/** A broken host (a frame out of order) or a worker that cannot go on: exit, the pool replaces it. */
+function protocolError(why: string): never {
+  process.stderr.write(`monty worker: protocol error: ${why}\n`);
+  process.exit(70);
+}
+
+function closeInput(a: Active): void {
+  if (a.fd !== null) closeSync(a.fd);
+  a.fd = null;
+}
+
+function run(a: Active): void {
+  closeInput(a);
+  const inDir = join(a.dir, 'in');
+  const outDir = join(a.dir, 'out');
   let end: MontyEndMessage;
   try {
-    const m = new Monty(job.code, { scriptName: job.scriptName });
-    // The callback must return undefined (Monty refuses any other return value).
-    const value = m.run({ limits, mount: mounts, printCallback: (_stream: string, text: string): void => void writeAll(1, text) });
-    const r = resultJson(value, job.resultBytes);
-    end = { t: 'end', ok: true, resultJson: r.json, resultTruncated: r.truncated };
-  } catch (e) {
-    if (e instanceof MontyRuntimeError) {
-      writeAll(2, e.display('traceback') + '\n');
-      end = { t: 'end', ok: false, kind: 'runtime', typeName: e.exception.typeName, message: e.exception.message.slice(0, MESSAGE_CHARS) };
-    } else if (e instanceof MontySyntaxError) {
-      writeAll(2, e.display('type-msg') + '\n');
-      end = { t: 'end', ok: false, kind: 'syntax', typeName: 'SyntaxError', message: e.exception.message.slice(0, MESSAGE_CHARS) };
-    } else if (e instanceof MontyTypingError) {
-      writeAll(2, e.displayDiagnostics('concise') + '\n');
-      end = { t: 'end', ok: false, kind: 'typing', typeName: 'TypeError', message: e.message.slice(0, MESSAGE_CHARS) };
-    } else {
-      const err = e instanceof Error ? e : new Error(String(e));
-      writeAll(2, `monty worker: ${err.name}: ${err.message}\n`);
-      end = { t: 'end', ok: false, kind: 'internal', typeName: err.name.slice(0, 100), message: err.message.slice(0, MESSAGE_CHARS) };
+    if (a.job.inputs.length > 0) {
+      for (const i of a.job.inputs) chmodSync(join(inDir, i.name), 0o444);
+      chmodSync(inDir, 0o555);
     }
+    const mounts = [new MountDir('/out', outDir, { mode: 'read-write', writeBytesLimit: a.job.outWriteBytes })];
+    if (a.job.inputs.length > 0) mounts.unshift(new MountDir('/in', inDir, { mode: 'read-only' }));
+    const limits: ResourceLimits = {
+      maxMemory: a.job.limits.maxMemory,
+      maxRecursionDepth: a.job.limits.maxRecursionDepth,
+      // What is left of the wall budget (the host's own timer kills at the full budget anyway).
+      maxDurationSecs: Math.max(0.001, (a.job.wallMs - (performance.now() - a.received)) / 1000),
+    };
+    if (a.job.limits.maxAllocations !== null) limits.maxAllocations = a.job.limits.maxAllocations;
+    send(FROM_WORKER.start);
+    try {
+      const m = new Monty(a.job.code, { scriptName: a.job.scriptName });
+      // The callback must return undefined (Monty refuses any other return value).
+      const value = m.run({ limits, mount: mounts, printCallback: (_stream: string, text: string): void => send(FROM_WORKER.stdout, text) });
+      const r = resultJson(value, a.job.resultBytes);
+      end = { t: 'end', ok: true, resultJson: r.json, resultTruncated: r.truncated, outSkipped: 0 };
+    } catch (e) {
+      end = failure(e);
+    }
+    end.outSkipped = sendOut(outDir);
+  } catch (e) {
+    end = failure(e);
   }
-  control(end);
+  send(FROM_WORKER.end, JSON.stringify(end));
+  // Nothing of this run stays for the next one: no reference to its Monty is kept, and its folders go
+  // now, after the end (off the host's wait) but before the next frame is read, since frames are read
+  // only once this returns. A worker that cannot clean up ends (the pool replaces it).
+  active = null;
+  if (!removeRun(a.dir, a.job.inputs.length > 0)) protocolError(`cannot remove ${a.dir}`);
 }
 
-// Read the job line, run it, then wait for the parent to close stdin.
-let input = '';
-let started = false;
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk: string) => {
-  if (started) return;
-  input += chunk;
-  const nl = input.indexOf('\n');
-  if (nl < 0) return;
-  started = true;
-  run(JSON.parse(input.slice(0, nl)) as MontyJob);
+function removeRun(dir: string, hasInputs: boolean): boolean {
+  try {
+    if (hasInputs) {
+      chmodSync(join(dir, 'in'), 0o700);
+      rmSync(dir, { recursive: true, force: true });
+      return true;
+    }
+    try {
+      // The common case, an /out the program left empty: two rmdirs.
+      rmdirSync(join(dir, 'out'));
+      rmdirSync(dir);
+    } catch {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function onFrame(type: string, payload: Buffer): void {
+  if (type === TO_WORKER.job) {
+    if (active) protocolError('a job while another is active');
+    const job = JSON.parse(payload.toString('utf8')) as MontyJob;
+    const dir = join(staging, String(++runs));
+    mkdirSync(dir, { mode: 0o700 });
+    if (job.inputs.length > 0) mkdirSync(join(dir, 'in'), { mode: 0o700 });
+    mkdirSync(join(dir, 'out'), { mode: 0o700 });
+    active = { job, dir, received: performance.now(), next: 0, fd: null };
+    return;
+  }
+  const a = active;
+  if (!a) return protocolError(`frame ${JSON.stringify(type)} without a job`);
+  if (type === TO_WORKER.input) {
+    const name = payload.toString('utf8');
+    if (name !== a.job.inputs[a.next]?.name || !safeRelativePath(name) || name.includes('/')) protocolError(`unexpected input ${JSON.stringify(name.slice(0, 100))}`);
+    closeInput(a);
+    a.next++;
+    a.fd = openSync(join(a.dir, 'in', name), 'wx', 0o600);
+  } else if (type === TO_WORKER.chunk) {
+    if (a.fd === null) protocolError('input bytes before an input');
+    writeAll(a.fd, payload);
+  } else if (type === TO_WORKER.go) {
+    if (a.next !== a.job.inputs.length) protocolError('go before every input');
+    run(a);
+  } else if (type === TO_WORKER.abort) {
+    closeInput(a);
+    active = null;
+    if (!removeRun(a.dir, a.job.inputs.length > 0)) protocolError(`cannot remove ${a.dir}`);
+  } else protocolError(`unknown frame ${JSON.stringify(type)}`);
+}
+
+// Warm the interpreter once (first-run costs stay out of every measured run), then say so.
+new Monty('0', { scriptName: 'warm.py' }).run({ limits: { maxMemory: 1 << 20 } });
+const reader = new FrameReader();
+process.stdin.on('data', (chunk: Buffer) => {
+  const r = reader.push(chunk);
+  for (const f of r.frames) onFrame(f.type, f.payload);
+  if (r.error) protocolError(r.error);
 });
 process.stdin.on('end', () => process.exit(0));
+send(FROM_WORKER.ready, JSON.stringify({ pid: process.pid }));

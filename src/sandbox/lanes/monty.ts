@@ -1,35 +1,44 @@
-// The Monty lane: Python code run in @pydantic/monty, in a child Node process the host measures.
+// The Monty lane: Python code run in @pydantic/monty by a warm, sandboxed worker process.
 //
-// Why a child process: Monty is native code in our address space; a panic, an endless loop in native
-// code or a runaway allocation would take the service with it. The child has its own heap, is killed
-// with SIGKILL on any limit, and everything in the observation is measured here, in the parent:
-// wall time (our timer), CPU and memory (/proc/<pid>/stat and status, polled and read once more at
-// the end while the child idles), /out (a diff of the host dir). The child's control messages only
-// classify how the program ended, and a forged classification could only make the result worse
+// Why a separate process, and why a sandbox around it: Monty is native code; a panic, an endless loop
+// in native code or a runaway allocation must take a worker with it, never the service; and the
+// interpreter is the program's only boundary inside that process, so the process itself is locked
+// down (monty-sandbox.ts: bwrap as nobody, no network, a read-only root, a seccomp allowlist, its
+// own cgroup) in case it is ever escaped. Workers are started ahead of need and serve many runs
+// (monty-pool.ts), each in a new Monty instance over its own /in and /out (monty-worker.ts); a
+// worker that breached a limit, timed out, crashed, broke the protocol or served its runs is replaced.
+// Everything in the observation is measured here, by the host (monty-exec.ts): wall time (our timer),
+// CPU (the worker's cgroup or /proc before and after), peak memory (VmHWM reset before the run), /out
+// (written by the host from what the worker sends, then diffed). The worker's end message only
+// classifies how the program ended, and a forged classification could only make the result worse
 // (see docs/monty.md).
-import { spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, constants, existsSync, fstatSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, closeSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { constants as osConstants } from 'node:os';
+import { existsSync, lstatSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Readable } from 'node:stream';
 import type { Problem } from '../../contracts/problem.js';
 import type { Action } from '../../action/action.js';
 import { StreamCapture } from '../ns/capture.js';
 import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snapshotTree } from '../observe/fs-diff.js';
 import type { FsChange, LimitEnforcement, LimitName, NsExit, NsHostFacts, NsResources, NsRunObservation, NsStatus } from '../types.js';
 import type { LaneOutcome } from './ns.js';
-import type { MontyEndMessage, MontyJob } from './monty-worker.js';
+import { execOnPool, POLL_MS, type ExecOutcome } from './monty-exec.js';
+import { configureMontyPools, montyPool } from './monty-pool.js';
+import type { MontyEndMessage } from './monty-protocol.js';
+import type { MontySandboxFacts } from './monty-sandbox.js';
+
 
 export const montyLaneRules = [
-  { code: 'MONTY_LIMIT_INVALID', spec: 'Every limit of a run is a positive integer chosen by the request and capped by the policy.', fix: 'Give positive integer limits (wallMs, cpuMs, memoryBytes, diskBytes, stdoutBytes, stderrBytes).' },
+  { code: 'MONTY_LIMIT_INVALID', spec: 'Every limit of a run is a positive integer chosen by the request and capped by the policy.', fix: 'Give positive integer limits (wallMs, cpuMs, memoryBytes, diskBytes, files, stdoutBytes, stderrBytes).' },
   { code: 'MONTY_INPUT_NAME', spec: 'Inputs are files directly under /in: one per name, [A-Za-z0-9_][A-Za-z0-9._-]*.', fix: 'Rename the input (no slash, no leading dot) and declare each name once.' },
   { code: 'MONTY_INPUT_UNREADABLE', spec: 'Declared inputs are read from the inputs folder before the run.', fix: 'Put each declared input, as a regular file, in the inputs folder.' },
-  { code: 'MONTY_INPUT_CHANGED', spec: 'What the program reads at /in is what was approved: the copy is hashed again before the run.', fix: 'An input changed after it was checked: use the approved file, or draft a new request.' },
+  { code: 'MONTY_INPUT_CHANGED', spec: 'What the program reads at /in is what was approved: every byte is hashed as it is handed to the worker, before the program starts.', fix: 'An input changed after it was checked: use the approved file, or draft a new request.' },
   { code: 'MONTY_OUTDIR', spec: 'The lane writes /out into a fresh, empty host folder.', fix: 'Give an outDir that does not exist yet or is empty.' },
   { code: 'MONTY_WORKER_MISSING', spec: 'The Monty lane runs its worker script in a child process.', fix: 'Rebuild Airlock (npm run build): monty-worker.js must sit beside monty.js, or beside the bundle.' },
-  { code: 'MONTY_CHILD_FAILED', spec: 'A Monty child that dies before the program starts is a sandbox error, not a program failure.', fix: 'Check that @pydantic/monty is installed for this platform (`node -e "import(\'@pydantic/monty\')"`).' },
+  { code: 'MONTY_CHILD_FAILED', spec: 'A Monty worker that dies before the program starts, or breaks the protocol, is a sandbox error, not a program failure.', fix: 'Check that @pydantic/monty is installed for this platform (`node -e "import(\'@pydantic/monty\')"`) and read the worker\'s stderr in the reason.' },
+  { code: 'MONTY_SANDBOX_FAILED', spec: 'A Monty worker runs inside bwrap as an unprivileged uid, in its own cgroup, under a seccomp allowlist.', fix: 'Run `airlock doctor`; the worker\'s files (dist/, node_modules/@pydantic) must be readable by every user, or the service must be root (it then mirrors them).' },
+  { code: 'MONTY_CANCELED', spec: 'A caller\'s cancel ends a run that still waits for a free worker: nothing ran (POLICY_ABORTED).', fix: 'None: the caller canceled the run.' },
 ] as const;
 
 /** Knobs Monty has and an Action does not carry (yet): the policy may set them. */
@@ -38,9 +47,11 @@ export interface MontyLaneOptions {
   maxRecursionDepth?: number;
   /** Cap on heap allocations (none by default: memory and time bound the program already). */
   maxAllocations?: number;
-  /** Another worker script (tests use it to simulate a crashing child). */
+  /** Another worker script, run by a pool of its own in the same sandbox (tests: crashing, lying or hostile workers). */
   workerPath?: string;
 }
+
+type MontyLimits = { maxMemory: number; maxRecursionDepth: number; maxAllocations: number | null };
 
 /** What only the Monty lane knows, carried beside the shared observation fields. */
 export interface MontyFacts {
@@ -51,14 +62,22 @@ export interface MontyFacts {
   exception: { kind: 'syntax' | 'runtime' | 'typing' | 'internal'; typeName: string; message: string } | null;
   /** How the run was isolated: the judge's sandbox requirement for this lane. */
   isolation: {
-    /** true when the program ran in a separate, killable Monty child process that ran to a known end. */
+    /** true when the program ran in a separate, killable worker process and the run reached a known end. */
     isolatedChild: boolean;
+    /** The worker's host pid. */
     childPid: number | null;
     interpreter: string;
     nodeFlags: string[];
-    montyLimits: { maxMemory: number; maxRecursionDepth: number; maxAllocations: number | null; maxDurationSecs: string; outWriteBytes: number };
+    /** Every run gets a new Monty instance and new /in and /out folders: nothing of an earlier run is reachable from the program. */
+    freshInterpreter: boolean;
+    /** Which run of its worker this was (a worker serves at most maxRuns, then is replaced). */
+    worker: { runIndex: number; maxRuns: number } | null;
+    /** The worker's OS sandbox; null: it had none (see unsandboxedReason), and the judge does not allow the run. */
+    sandbox: MontySandboxFacts | null;
+    unsandboxedReason?: string;
+    montyLimits: MontyLimits & { maxDurationSecs: string; outWriteBytes: number };
   };
-  /** CPU the child used before the program started (Node and Monty start-up), excluded from cpuUserMs/cpuSystemMs. */
+  /** Always null since workers are warm (their start-up is no run's); kept for readers of older results. */
   startupCpuMs: number | null;
   /** Why the side effects are empty lists (nothing was traced: there is nothing to trace). */
   sideEffectsBasis: string;
@@ -68,9 +87,6 @@ export type MontyRunObservation = NsRunObservation & { monty: MontyFacts };
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'files', 'stdoutBytes', 'stderrBytes'];
-const POLL_MS = 10;
-/** Linux reports /proc times in USER_HZ ticks, 100 per second on every architecture Node supports. */
-const TICK_MS = 10;
 const SCRIPT_NAME = 'main.py';
 const DEFAULT_RECURSION = 1000;
 const MAX_RECURSION = 10_000;
@@ -79,7 +95,8 @@ const OUT_MECHANISM = 'monty-mount-write-cap' as unknown as NsHostFacts['outMech
 const EXIT_SOURCE = 'monty-worker' as unknown as NsExit['source'];
 const SIDE_EFFECTS_BASIS =
   'Monty has no filesystem (beyond the /in and /out mounts), environment, network, subprocess or signal API, and no ctypes or ' +
-  'foreign code: the program cannot ask for a system call, so there is nothing to trace and the lists are empty by construction.';
+  'foreign code: the program cannot ask for a system call, so there is nothing to trace and the lists are empty by construction. ' +
+  'The worker process is not traced either: its seccomp allowlist kills it on any call outside what Node and Monty need, and the run then says so.';
 
 /** The worker script: beside this module (tsc output) or beside/above it in the esbuild bundle. */
 export function montyWorkerPath(): string | null {
@@ -88,89 +105,46 @@ export function montyWorkerPath(): string | null {
   return null;
 }
 
-interface ProcSample {
-  cpuUserMs: number;
-  cpuSystemMs: number;
-  rssBytes: number;
-  hwmBytes: number;
+/**
+ * A service keeps a warm pool: `min` workers started now and replaced as they retire (default from
+ * AIRLOCK_MONTY_WARM, else 2; 0 turns it off). A one-shot `airlock run` starts one on demand instead.
+ */
+export function warmMontyLane(min: number = Number(process.env.AIRLOCK_MONTY_WARM ?? 2)): void {
+  const worker = montyWorkerPath();
+  if (!worker || !Number.isSafeInteger(min) || min <= 0) return;
+  configureMontyPools({ min });
+  montyPool(worker).warm();
 }
 
-/** CPU and memory of a live process from /proc (null once it is gone or on a host without /proc). */
-function sampleProc(pid: number): ProcSample | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-    const s = { cpuUserMs: Number(rest[11]) * TICK_MS, cpuSystemMs: Number(rest[12]) * TICK_MS, rssBytes: kb('VmRSS'), hwmBytes: kb('VmHWM') };
-    return Object.values(s).every(Number.isFinite) ? s : null;
-  } catch {
-    return null;
-  }
-}
-
-/** Copies one input into the staging /in (0444) and hashes the copy: what Monty reads is what we hashed. */
-function stageInput(src: string, dest: string): { sha256: string; bytes: number } {
-  const fd = openSync(src, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  try {
-    if (!fstatSync(fd).isFile()) throw new Error('not a regular file');
-    const h = createHash('sha256');
-    const out = openSync(dest, 'wx', 0o600);
-    let bytes = 0;
-    try {
-      const buf = Buffer.allocUnsafe(1 << 20);
-      for (;;) {
-        const n = readSync(fd, buf, 0, buf.length, null);
-        if (n === 0) break;
-        h.update(buf.subarray(0, n));
-        writeFileSync(out, buf.subarray(0, n));
-        bytes += n;
-      }
-    } finally {
-      closeSync(out);
-    }
-    chmodSync(dest, 0o444);
-    return { sha256: h.digest('hex'), bytes };
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function regularBytes(dir: string): number {
-  let total = 0;
-  for (const n of readdirSync(dir)) {
-    const st = lstatSync(join(dir, n));
-    if (st.isDirectory()) total += regularBytes(join(dir, n));
-    else if (st.isFile()) total += st.size;
-  }
-  return total;
-}
-
-function limitEnforcement(memoryBackstop: number): LimitEnforcement[] {
+function limitEnforcement(memoryBackstop: number | null, sandbox: MontySandboxFacts | null): LimitEnforcement[] {
+  const cg = sandbox?.cgroup ?? null;
+  const margin = memoryBackstop === null ? 'a per-run allowance' : `${memoryBackstop} bytes`;
   const by: Record<LimitName, string> = {
-    wallMs: 'host timer + SIGKILL of the Monty child (Monty\'s own time limit gets the remaining budget)',
-    cpuMs: `host polls /proc/<pid>/stat every ${POLL_MS} ms (10 ms ticks) + SIGKILL of the child`,
-    memoryBytes: `Monty heap limit (maxMemory) + host polls the child's RSS every ${POLL_MS} ms, SIGKILL past ${memoryBackstop} bytes above its start-up RSS`,
-    pids: 'Monty has no process or thread API: the program cannot create any',
-    outBytes: 'Monty /out mount write cap (cumulative bytes written) + post-check of the total',
+    wallMs: "host timer from the job's hand-over + SIGKILL of the worker (Monty's own time limit gets the remaining budget)",
+    cpuMs: cg?.cpuAccounting ? `host polls the worker's cgroup v${cg.version} CPU accounting every ${POLL_MS} ms + SIGKILL of the worker` : `host polls /proc/<pid>/stat of the worker every ${POLL_MS} ms (10 ms ticks) + SIGKILL of the worker`,
+    memoryBytes: cg?.memory
+      ? `Monty heap limit (maxMemory) + the worker's cgroup v${cg.version} memory limit, set for the run to its memory at the hand-over plus ${margin} (the kernel OOM-kills the worker past it)`
+      : `Monty heap limit (maxMemory) + host polls the worker's RSS every ${POLL_MS} ms and SIGKILLs it past ${margin} of growth in the run`,
+    pids: `Monty has no process or thread API${sandbox ? "; the worker's seccomp allowlist refuses fork and any clone but a thread's" : ''}${cg?.pids ? `; its cgroup caps its tasks at ${cg.pids}` : ''}`,
+    outBytes: 'Monty /out mount write cap (cumulative bytes written) + the host writes /out itself and stops at the cap',
     tmpBytes: 'Monty mounts only /in and /out: there is no /tmp to write',
-    files: 'post-check: the host\'s /out diff stops past the cap and the run is over its limits',
+    files: 'the host writes /out itself and stops at the file cap; its /out diff stops past it',
     stdoutBytes: 'host capture cap (kept bytes; the rest counted and hashed)',
     stderrBytes: 'host capture cap (kept bytes; the rest counted and hashed)',
   };
   return LIMIT_NAMES.map((limit) => ({ limit, enforcedBy: by[limit] }));
 }
 
-function hostFacts(memoryBackstop: number): NsHostFacts {
+function hostFacts(memoryBackstop: number | null, sandbox: MontySandboxFacts | null): NsHostFacts {
   return {
-    bwrapVersion: 'n/a (monty)',
-    cgroupVersion: null,
-    hostUid: process.getuid?.() ?? -1,
-    sandboxUid: process.getuid?.() ?? -1,
-    seccomp: false,
+    bwrapVersion: sandbox ? sandbox.bwrapVersion : 'none (unsandboxed Monty worker)',
+    cgroupVersion: sandbox?.cgroup?.version ?? null,
+    hostUid: sandbox ? sandbox.hostUid : (process.getuid?.() ?? -1),
+    sandboxUid: sandbox ? sandbox.sandboxUid : (process.getuid?.() ?? -1),
+    seccomp: sandbox !== null,
     syscallTracer: null,
     outMechanism: OUT_MECHANISM,
-    limits: limitEnforcement(memoryBackstop),
+    limits: limitEnforcement(memoryBackstop, sandbox),
   };
 }
 
@@ -184,7 +158,7 @@ function emptySideEffects(pid: number | null): NsRunObservation['sideEffects'] {
   return { bwrapPid: null, programPid: pid, processesSpawned: { count: 0, threads: 0, executables: [], outlivedProgram: 0 }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 };
 }
 
-function errorObservation(runId: string, problems: Problem[], started: Date, facts: Partial<MontyFacts> = {}): MontyRunObservation {
+function errorObservation(runId: string, problems: Problem[], started: Date, status: NsStatus = 'SANDBOX_ERROR'): MontyRunObservation {
   const now = new Date();
   const empty = new StreamCapture(0).result();
   return {
@@ -193,7 +167,7 @@ function errorObservation(runId: string, problems: Problem[], started: Date, fac
     endedAt: now.toISOString(),
     wallMs: now.getTime() - started.getTime(),
     exit: { code: null, signal: null, source: 'none' },
-    status: 'SANDBOX_ERROR',
+    status,
     reason: problems.map((p) => p.message).join('; '),
     limitsExceeded: [],
     stdout: empty,
@@ -203,16 +177,24 @@ function errorObservation(runId: string, problems: Problem[], started: Date, fac
     sideEffectsUnavailable: 'the program did not run',
     fs: { out: null, outError: 'the program did not run', scopes: [] },
     inputs: [],
-    host: hostFacts(0),
-    problems,
+    host: hostFacts(null, null),
+    problems: status === 'SANDBOX_ERROR' ? problems : [],
     monty: {
       resultJson: null,
       resultTruncated: false,
       exception: null,
-      isolation: { isolatedChild: false, childPid: null, interpreter: `@pydantic/monty in Node ${process.version}`, nodeFlags: [], montyLimits: { maxMemory: 0, maxRecursionDepth: 0, maxAllocations: null, maxDurationSecs: 'n/a', outWriteBytes: 0 } },
+      isolation: {
+        isolatedChild: false,
+        childPid: null,
+        interpreter: `@pydantic/monty in Node ${process.version}`,
+        nodeFlags: [],
+        freshInterpreter: false,
+        worker: null,
+        sandbox: null,
+        montyLimits: { maxMemory: 0, maxRecursionDepth: 0, maxAllocations: null, maxDurationSecs: 'n/a', outWriteBytes: 0 },
+      },
       startupCpuMs: null,
       sideEffectsBasis: SIDE_EFFECTS_BASIS,
-      ...facts,
     },
   };
 }
@@ -220,7 +202,7 @@ function errorObservation(runId: string, problems: Problem[], started: Date, fac
 function checkLimits(action: Action, opts: MontyLaneOptions): Problem[] {
   const p: Problem[] = [];
   const l = action.limits as unknown as Record<string, unknown>;
-  for (const k of ['wallMs', 'cpuMs', 'memoryBytes', 'diskBytes', 'stdoutBytes', 'stderrBytes']) {
+  for (const k of ['wallMs', 'cpuMs', 'memoryBytes', 'diskBytes', 'files', 'stdoutBytes', 'stderrBytes']) {
     const v = l[k];
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) p.push({ code: 'MONTY_LIMIT_INVALID', message: `limits.${k} must be a positive integer (got ${String(v).slice(0, 40)})`, path: `limits.${k}` });
   }
@@ -243,33 +225,33 @@ function classify(end: MontyEndMessage, limits: Action['limits']): { status: NsS
   return { status: 'FAILURE', limit: null, reason: `the program raised ${what}` };
 }
 
-interface Kill {
-  status: NsStatus;
-  /** null: not a limit (a caller's cancel). */
-  limit: LimitName | null;
-  reason: string;
+/** The worker's signal: bwrap exits with 128 + n when the worker was killed by signal n; a plain child reports it. */
+function signalOf(exit: { code: number | null; signal: NodeJS.Signals | null }): NodeJS.Signals | null {
+  if (exit.signal) return exit.signal;
+  if (exit.code === null || exit.code <= 128 || exit.code >= 128 + 65) return null;
+  const n = exit.code - 128;
+  return (Object.entries(osConstants.signals).find(([, v]) => v === n)?.[0] ?? `SIG${n}`) as NodeJS.Signals;
 }
 
 /** Where a Monty run reads and writes, and the caller's cancel. */
 export interface MontyLaneContext {
   inputsDir: string;
   outDir: string;
-  /** Aborted by the caller (e.g. a UTP cancel): the child is killed, the run ends POLICY_ABORTED. */
+  /** Aborted by the caller (e.g. a UTP cancel): the worker is killed, the run ends POLICY_ABORTED. */
   signal?: AbortSignal;
 }
 
 /**
  * Runs a `code` Action in the Monty lane. `inputsDir` holds the action's inputs by name, already
- * hash-checked by the caller (the copies are checked again); `outDir` receives /out (created; must be empty).
- * Never throws: every failure is a SANDBOX_ERROR observation.
+ * hash-checked by the caller (they are hashed again as they are handed to the worker); `outDir`
+ * receives /out (created; must be empty). Never throws: every failure is a SANDBOX_ERROR observation.
  */
 export async function runInMontyLane(action: Action, ctx: MontyLaneContext, opts: MontyLaneOptions = {}): Promise<LaneOutcome> {
   if (action.run.kind !== 'code' || action.run.language !== 'python') {
     return { ok: false, problems: [{ code: 'LANE_ACTION_NOT_RUNNABLE', message: `the monty lane runs Python code; ${action.id} is a ${action.run.kind} action (use the ns lane)` }] };
   }
-  const argv = ['monty', SCRIPT_NAME];
   const observation = await runMonty(action, action.run.code, ctx, opts);
-  return { ok: true, observation, argv };
+  return { ok: true, observation, argv: ['monty', SCRIPT_NAME] };
 }
 
 async function runMonty(action: Action, code: string, ctx: MontyLaneContext, opts: MontyLaneOptions): Promise<MontyRunObservation> {
@@ -291,270 +273,122 @@ async function runMonty(action: Action, code: string, ctx: MontyLaneContext, opt
   } catch (e) {
     return errorObservation(runId, [{ code: 'MONTY_OUTDIR', message: `cannot use ${ctx.outDir} as /out: ${(e as Error).message}` }], started);
   }
-
-  // ---- /in: a private copy of each declared input, hashed as copied ----
-  const staging = mkdtempSync(join(tmpdir(), 'airlock-monty-'));
-  try {
-    const inDir = join(staging, 'in');
-    mkdirSync(inDir, { mode: 0o700 });
-    const inputs: NsRunObservation['inputs'] = [];
-    for (const i of action.inputs) {
-      let got: { sha256: string; bytes: number };
-      try {
-        got = stageInput(join(ctx.inputsDir, i.name), join(inDir, i.name));
-      } catch (e) {
-        return errorObservation(runId, [{ code: 'MONTY_INPUT_UNREADABLE', message: `input ${i.name} cannot be read from ${ctx.inputsDir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, path: `inputs.${i.name}` }], started);
-      }
-      if (got.sha256 !== i.sha256) return errorObservation(runId, [{ code: 'MONTY_INPUT_CHANGED', message: `input ${i.name} has sha256 ${got.sha256} now, the action declares ${i.sha256}`, path: `inputs.${i.name}` }], started);
-      inputs.push({ name: i.name, sha256: got.sha256, bytes: got.bytes });
-    }
-    chmodSync(inDir, 0o500);
-    return await execute(runId, started, action, code, { worker, inDir: action.inputs.length > 0 ? inDir : null, outDir: ctx.outDir, inputs, ...(ctx.signal ? { signal: ctx.signal } : {}) }, opts);
-  } finally {
-    rmSync(staging, { recursive: true, force: true });
-  }
+  const limits = action.limits;
+  const montyLimits: MontyLimits = { maxMemory: limits.memoryBytes, maxRecursionDepth: opts.maxRecursionDepth ?? DEFAULT_RECURSION, maxAllocations: opts.maxAllocations ?? null };
+  const x = await execOnPool(montyPool(worker), {
+    job: { code, scriptName: SCRIPT_NAME, outWriteBytes: limits.diskBytes, wallMs: limits.wallMs, limits: montyLimits, resultBytes: limits.stdoutBytes },
+    inputs: action.inputs.map((i) => ({ name: i.name, path: join(ctx.inputsDir, i.name), sha256: i.sha256 })),
+    outDir: ctx.outDir,
+    limits,
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
+  });
+  if (x.refused) return errorObservation(runId, [x.refused], started, x.refused.code === 'MONTY_CANCELED' ? 'POLICY_ABORTED' : 'SANDBOX_ERROR');
+  return observe(runId, x, limits, montyLimits);
 }
 
-async function execute(
-  runId: string,
-  started: Date,
-  action: Action,
-  code: string,
-  run: { worker: string; inDir: string | null; outDir: string; inputs: NsRunObservation['inputs']; signal?: AbortSignal },
-  opts: MontyLaneOptions,
-): Promise<MontyRunObservation> {
-  const limits = action.limits;
-  const memoryBackstop = limits.memoryBytes + Math.max(Math.floor(limits.memoryBytes / 2), 32 << 20);
-  const job: MontyJob = {
-    code,
-    scriptName: SCRIPT_NAME,
-    inDir: run.inDir,
-    outDir: run.outDir,
-    outWriteBytes: limits.diskBytes,
-    wallMs: limits.wallMs,
-    limits: { maxMemory: limits.memoryBytes, maxRecursionDepth: opts.maxRecursionDepth ?? DEFAULT_RECURSION, maxAllocations: opts.maxAllocations ?? null },
-    resultBytes: limits.stdoutBytes,
-  };
-  // V8's own heap holds little (print strings, the result's JS form): bound it apart from Monty's.
-  const nodeFlags = [`--max-old-space-size=${Math.max(64, Math.ceil(limits.memoryBytes / (1 << 20)) + 64)}`, '--no-warnings'];
-  const t0 = performance.now();
-  // No inherited environment: nothing of the service's (tokens, NODE_OPTIONS) reaches the child.
-  const child = spawn(process.execPath, [...nodeFlags, run.worker], { stdio: ['pipe', 'pipe', 'pipe', 'pipe'], env: {}, cwd: '/' });
-  const pid = child.pid ?? null;
-  const out = new StreamCapture(limits.stdoutBytes);
-  const err = new StreamCapture(limits.stderrBytes);
-  out.attach(child.stdout);
-  err.attach(child.stderr);
-  child.stdin?.on('error', () => undefined);
+/** How the run ended, from what the host saw (its kills first, then the worker's protocol, its end message, its death). */
+function statusOf(x: ExecOutcome, limits: Action['limits']): { status: NsStatus; reason: string; limit: LimitName | null; exitCode: number | null } {
+  const sig = x.workerExit ? signalOf(x.workerExit) : null;
+  const died = sig ?? `exit ${x.workerExit?.code ?? '?'}`;
+  if (x.kill) return { status: x.kill.status, reason: x.kill.reason, limit: x.kill.limit, exitCode: null };
+  if (x.protocolError !== null) return { status: 'SANDBOX_ERROR', reason: `the Monty worker broke the protocol: ${x.protocolError}`, limit: null, exitCode: null };
+  if (x.end && x.programStarted) {
+    const c = classify(x.end, limits);
+    return { ...c, exitCode: x.end.ok ? 0 : 1 };
+  }
+  if (x.oomKilled) return { status: 'RESOURCE_KILLED', reason: `memory limit ${limits.memoryBytes} bytes: the kernel OOM-killed the worker (its cgroup allowed ${x.memoryBackstop} bytes above its memory at the hand-over)`, limit: 'memoryBytes', exitCode: null };
+  if (sig === 'SIGSYS') return { status: 'POLICY_ABORTED', reason: 'the Monty worker made a system call its seccomp allowlist forbids and was killed (SIGSYS)', limit: null, exitCode: null };
+  if (!x.programStarted) {
+    const why = x.end ? (x.end.ok ? 'it ended a run it never started' : `${x.end.typeName}: ${x.end.message}`.slice(0, 300)) : `it ended (${died}): ${(x.worker?.stderr ?? '').slice(-300).trim()}`;
+    return { status: 'SANDBOX_ERROR', reason: `the Monty worker failed before the program started: ${why}`, limit: null, exitCode: null };
+  }
+  // The worker died on its own while the program ran: Monty (or V8) crashed under it.
+  return { status: 'FAILURE', reason: `the Monty worker died while the program ran (${died}); see stderr`, limit: null, exitCode: null };
+}
 
-  let kill: Kill | null = null;
-  let startSample: ProcSample | null = null;
-  let lastSample: ProcSample | null = null;
-  let programStarted = false;
-  let end: MontyEndMessage | null = null;
-  let protocolError: string | null = null;
-  let spawnError: string | null = null;
-  let graceTimer: NodeJS.Timeout | null = null;
+async function observe(runId: string, x: ExecOutcome, limits: Action['limits'], montyLimits: MontyLimits): Promise<MontyRunObservation> {
+  const limitsExceeded = new Set<LimitName>(x.out.exceeded);
+  const { status, reason, limit, exitCode } = statusOf(x, limits);
+  if (limit) limitsExceeded.add(limit);
+  const sig = x.workerExit ? signalOf(x.workerExit) : null;
 
-  const killChild = (k: Kill): void => {
-    if (kill || end) return;
-    kill = k;
-    child.kill('SIGKILL');
-  };
-  const finish = (): void => {
-    // The program is over: take the final figures while the child idles, then let it exit.
-    const s = pid !== null ? sampleProc(pid) : null;
-    if (s) lastSample = s;
-    child.stdin?.end();
-    graceTimer = setTimeout(() => child.kill('SIGKILL'), 1000);
-  };
-
-  const control = child.stdio[3] as Readable;
-  let ctl = '';
-  control.setEncoding('utf8');
-  control.on('error', () => undefined);
-  control.on('data', (chunk: string) => {
-    if (end || protocolError) return;
-    ctl += chunk;
-    // The end message carries the result JSON (<= stdoutBytes bytes, up to 6x when escaped).
-    if (ctl.length > limits.stdoutBytes * 6 + (64 << 10)) {
-      protocolError = 'the control channel overflowed';
-      return void child.kill('SIGKILL');
-    }
-    let nl: number;
-    while ((nl = ctl.indexOf('\n')) >= 0 && !end) {
-      const line = ctl.slice(0, nl);
-      ctl = ctl.slice(nl + 1);
-      let msg: { t?: unknown };
-      try {
-        msg = JSON.parse(line) as { t?: unknown };
-      } catch {
-        protocolError = 'the worker sent a malformed control message';
-        return void child.kill('SIGKILL');
-      }
-      if (msg.t === 'start' && !programStarted) {
-        programStarted = true;
-        startSample = pid !== null ? sampleProc(pid) : null;
-        lastSample = startSample;
-      } else if (msg.t === 'end' && programStarted) {
-        end = msg as MontyEndMessage;
-        clearTimeout(wall);
-        finish();
-      } else {
-        protocolError = `unexpected control message ${JSON.stringify(msg).slice(0, 80)}`;
-        return void child.kill('SIGKILL');
-      }
-    }
-  });
-
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('error', (e) => {
-      spawnError = e.message;
-      resolve({ code: null, signal: null });
-    });
-    child.on('close', (c, s) => resolve({ code: c, signal: s }));
-  });
-  child.stdin?.write(JSON.stringify(job) + '\n');
-
-  const wall = setTimeout(() => killChild({ status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: killed by the host` }), limits.wallMs);
-  // A caller's cancel ends the run as the ns lane does: a host decision, not a limit.
-  const onCancel = () => killChild({ status: 'POLICY_ABORTED', limit: null, reason: 'canceled by the caller: killed by the host' });
-  if (run.signal?.aborted) onCancel();
-  else run.signal?.addEventListener('abort', onCancel, { once: true });
-  const poll = setInterval(() => {
-    if (pid === null || end || kill) return;
-    const s = sampleProc(pid);
-    if (!s) return;
-    lastSample = s;
-    if (!startSample) return;
-    const cpu = s.cpuUserMs + s.cpuSystemMs - startSample.cpuUserMs - startSample.cpuSystemMs;
-    if (cpu > limits.cpuMs) killChild({ status: 'RESOURCE_KILLED', limit: 'cpuMs', reason: `CPU time limit ${limits.cpuMs} ms exceeded (${cpu} ms): killed by the host` });
-    else if (s.rssBytes - startSample.rssBytes > memoryBackstop) killChild({ status: 'RESOURCE_KILLED', limit: 'memoryBytes', reason: `memory limit ${limits.memoryBytes} bytes: the child's RSS grew by ${s.rssBytes - startSample.rssBytes} bytes (backstop ${memoryBackstop}); killed by the host` });
-  }, POLL_MS);
-
-  const exit = await exited;
-  const wallMs = performance.now() - t0;
-  run.signal?.removeEventListener('abort', onCancel);
-  clearTimeout(wall);
-  clearInterval(poll);
-  if (graceTimer) clearTimeout(graceTimer);
-  const ended = new Date();
-
-  // ---- /out ----
-  const limitsExceeded = new Set<LimitName>();
+  // ---- /out: the host wrote it from what the worker sent; diffed like any run's ----
   let outChanges: FsChange[] | null = null;
   let outError: string | undefined;
-  let outBytes: number | null = null;
+  let outBytes: number | null = x.out.bytes;
   try {
-    const budget = new DiffBudget({ files: limits.files, bytes: limits.diskBytes, deadline: started.getTime() + limits.wallMs + OBSERVE_MARGIN_MS });
-    outChanges = diffSnapshots({ root: run.outDir, entries: new Map() }, await snapshotTree(run.outDir, budget), { mountPoint: '/out' });
-    outBytes = regularBytes(run.outDir);
-    if (outBytes > limits.diskBytes) limitsExceeded.add('outBytes');
+    const budget = new DiffBudget({ files: limits.files, bytes: limits.diskBytes, deadline: x.startedAt.getTime() + limits.wallMs + OBSERVE_MARGIN_MS });
+    // outDir was empty before the run and only the host writes to it: nothing received, nothing to diff.
+    outChanges = x.out.entries === 0 ? [] : diffSnapshots({ root: x.outDir, entries: new Map() }, await snapshotTree(x.outDir, budget), { mountPoint: '/out' });
   } catch (e) {
     if (e instanceof DiffBudgetExceeded && e.limit !== 'time') limitsExceeded.add(e.limit);
     outError = e instanceof DiffBudgetExceeded ? `the /out diff stopped: ${e.message}` : `the /out diff failed: ${(e as Error).message}`;
+    outBytes = null;
   }
+  if (x.out.exceeded.size > 0) outError = [outError, `the program's /out went past the run's ${[...x.out.exceeded].join(' and ')} limit: the host wrote nothing past it`].filter(Boolean).join('; ');
+  if (x.end && x.end.outSkipped > 0) outError = [outError, `${x.end.outSkipped} /out entries were neither folders nor regular files and were not taken`].filter(Boolean).join('; ');
 
-  // ---- status ----
-  const k = kill as Kill | null;
-  const e = end as MontyEndMessage | null;
-  const pe = protocolError as string | null;
-  const se = spawnError as string | null;
-  let status: NsStatus;
-  let reason: string;
-  let exitCode: number | null = null;
-  const problems: Problem[] = [];
-  if (se !== null || (!programStarted && !k)) {
-    status = 'SANDBOX_ERROR';
-    reason = se !== null ? `cannot start the Monty child: ${se}` : `the Monty child ended before the program started (${exit.signal ?? `exit ${exit.code}`}): ${err.result().bytes.toString('utf8').slice(0, 300).trim()}`;
-    problems.push({ code: 'MONTY_CHILD_FAILED', message: reason });
-  } else if (k) {
-    status = k.status;
-    reason = k.reason;
-    if (k.limit) limitsExceeded.add(k.limit);
-  } else if (pe !== null) {
-    status = 'SANDBOX_ERROR';
-    reason = `the Monty worker broke the protocol: ${pe}`;
-    problems.push({ code: 'MONTY_CHILD_FAILED', message: reason });
-  } else if (e) {
-    const c = classify(e, limits);
-    status = c.status;
-    reason = c.reason;
-    if (c.limit) limitsExceeded.add(c.limit);
-    exitCode = e.ok ? 0 : 1;
-    if (status === 'SANDBOX_ERROR') problems.push({ code: 'MONTY_CHILD_FAILED', message: reason });
-  } else {
-    // The child died on its own while the program ran: Monty (or V8) crashed under it.
-    status = 'FAILURE';
-    reason = `the Monty child died while the program ran (${exit.signal ?? `exit ${exit.code}`}); see stderr`;
-    const sS = startSample as ProcSample | null;
-    const sL = lastSample as ProcSample | null;
-    if (sS && sL && sL.hwmBytes - sS.rssBytes > memoryBackstop) {
-      status = 'RESOURCE_KILLED';
-      limitsExceeded.add('memoryBytes');
-      reason += `; its RSS had grown past the memory backstop (${memoryBackstop} bytes)`;
-    }
-  }
-
-  // ---- resources (parent-measured) ----
-  const s0 = startSample as ProcSample | null;
-  const s1 = lastSample as ProcSample | null;
+  const sandbox = x.worker?.sandbox ?? null;
+  const noNetwork = sandbox ? 'Monty has no network API, and the worker has an empty network namespace and no socket call: 0 by construction' : 'Monty has no network API: 0 by construction';
   const resources: NsResources = {
-    cpuUserMs: s0 && s1 ? s1.cpuUserMs - s0.cpuUserMs : null,
-    cpuSystemMs: s0 && s1 ? s1.cpuSystemMs - s0.cpuSystemMs : null,
-    peakMemoryBytes: s1 ? s1.hwmBytes : null,
+    cpuUserMs: x.cpu?.userMs ?? null,
+    cpuSystemMs: x.cpu?.systemMs ?? null,
+    peakMemoryBytes: x.peakMemoryBytes,
     diskWriteBytes: outBytes,
     networkBytesIn: 0,
     networkBytesOut: 0,
-    wallMs,
+    wallMs: x.wallMs,
     unmeasured: {},
     basis: {
-      cpuUserMs: `read by the host from /proc/<pid>/stat of the Monty child (10 ms ticks) when the program started and when it ended${end ? '' : ' (last poll before the kill)'}; Node and Monty start-up excluded`,
+      cpuUserMs: x.cpu?.basis ?? 'not measured',
       cpuSystemMs: 'as cpuUserMs',
-      peakMemoryBytes: "the Monty child's peak RSS (VmHWM from /proc/<pid>/status), Node itself included",
-      diskWriteBytes: 'bytes of regular files left in /out at the end (Monty also caps the cumulative bytes written through /out)',
-      networkBytesIn: 'Monty has no network API: 0 by construction',
-      networkBytesOut: 'Monty has no network API: 0 by construction',
-      wallMs: 'host clock from spawning the Monty child to its end',
+      peakMemoryBytes: x.peakBasis,
+      diskWriteBytes: 'bytes of regular files the host wrote to /out from what the worker sent (Monty also caps the cumulative bytes written through /out)',
+      networkBytesIn: noNetwork,
+      networkBytesOut: noNetwork,
+      wallMs: "host clock from the job's hand-over to the worker's end message (or its death)",
     },
   };
-  for (const f of ['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes'] as const) {
-    if (resources[f] === null) resources.unmeasured[f] = programStarted ? 'the child was not readable in /proc (gone, or a host without /proc)' : 'the program did not start';
-  }
+  for (const f of ['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes'] as const) if (resources[f] === null) resources.unmeasured[f] = 'the worker was not readable (gone, or a host without /proc or cgroups)';
   if (outBytes === null) resources.unmeasured.diskWriteBytes = outError ?? 'the /out diff failed';
   if (resources.cpuUserMs !== null && resources.cpuSystemMs !== null && resources.cpuUserMs + resources.cpuSystemMs > limits.cpuMs) limitsExceeded.add('cpuMs');
 
-  const sandboxError = status === 'SANDBOX_ERROR';
+  const e = x.end;
+  const pid = x.worker?.pid ?? null;
   return {
     runId,
-    startedAt: started.toISOString(),
-    endedAt: ended.toISOString(),
-    wallMs,
-    exit: exitCode !== null ? { code: exitCode, signal: null, source: EXIT_SOURCE } : { code: exit.code, signal: exit.signal, source: 'none' },
+    startedAt: x.startedAt.toISOString(),
+    endedAt: x.endedAt.toISOString(),
+    wallMs: x.wallMs,
+    exit: exitCode !== null ? { code: exitCode, signal: null, source: EXIT_SOURCE } : { code: x.workerExit && !sig ? x.workerExit.code : null, signal: sig, source: 'none' },
     status,
     reason,
     limitsExceeded: LIMIT_NAMES.filter((l) => limitsExceeded.has(l)),
-    stdout: out.result(),
-    stderr: err.result(),
+    stdout: x.stdout,
+    stderr: x.stderr,
     resources,
-    sideEffects: programStarted ? emptySideEffects(pid) : null,
-    ...(programStarted ? {} : { sideEffectsUnavailable: 'the program did not start' }),
+    sideEffects: x.programStarted ? emptySideEffects(pid) : null,
+    ...(x.programStarted ? {} : { sideEffectsUnavailable: 'the program did not start' }),
     fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: [] },
-    inputs: run.inputs,
-    host: hostFacts(memoryBackstop),
-    problems: sandboxError ? (problems.length > 0 ? problems : [{ code: 'MONTY_CHILD_FAILED', message: reason }]) : [],
+    inputs: x.inputs,
+    host: hostFacts(x.memoryBackstop, sandbox),
+    problems: status === 'SANDBOX_ERROR' ? [{ code: 'MONTY_CHILD_FAILED', message: reason }] : [],
     monty: {
       resultJson: e?.ok ? e.resultJson : null,
       resultTruncated: e?.ok ? e.resultTruncated : false,
-      exception: e && !e.ok ? { kind: e.kind, typeName: e.typeName, message: e.message.slice(0, 2000) } : null,
+      exception: e && !e.ok ? { kind: e.kind, typeName: e.typeName, message: e.message } : null,
       isolation: {
-        isolatedChild: programStarted && !sandboxError,
+        isolatedChild: x.programStarted && status !== 'SANDBOX_ERROR',
         childPid: pid,
-        interpreter: `@pydantic/monty in Node ${process.version} (child process)`,
-        nodeFlags,
-        montyLimits: { maxMemory: job.limits.maxMemory, maxRecursionDepth: job.limits.maxRecursionDepth, maxAllocations: job.limits.maxAllocations, maxDurationSecs: 'what is left of wallMs when the program starts', outWriteBytes: job.outWriteBytes },
+        interpreter: `@pydantic/monty in Node ${process.version} (warm worker process)`,
+        nodeFlags: x.worker?.nodeFlags ?? [],
+        freshInterpreter: true,
+        worker: x.worker ? { runIndex: x.worker.runIndex, maxRuns: x.worker.maxRuns } : null,
+        sandbox,
+        ...(x.worker?.unsandboxedReason ? { unsandboxedReason: x.worker.unsandboxedReason } : {}),
+        montyLimits: { ...montyLimits, maxDurationSecs: 'what is left of wallMs when the worker gets the job', outWriteBytes: limits.diskBytes },
       },
-      startupCpuMs: s0 ? s0.cpuUserMs + s0.cpuSystemMs : null,
+      startupCpuMs: null,
       sideEffectsBasis: SIDE_EFFECTS_BASIS,
     },
   };

@@ -122,10 +122,13 @@ export interface NodeLaunchSpec {
   filter: Buffer;
   /** Moves the blocked init into its cgroups and sets its rlimits; null when done, else the error. */
   prepare: (initPid: number) => Promise<string | null>;
+  /** A pipe to the program's stdin (a long-lived Monty worker reads its jobs there); else /dev/null. */
+  stdin?: boolean;
 }
 
-export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch {
-  const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
+/** A long-lived launch (a Monty worker) may let the process exit while it idles: `ref(false)`. */
+export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: Writable | null; ref(on: boolean): void } {
+  const stdio: StdioOptions = [spec.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
   const child = spawn(spec.cmd[0]!, spec.cmd.slice(1), { stdio, env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' }, ...(spec.ids ?? {}) });
   const extra = child.stdio as unknown as (Readable & Writable)[];
   const info: Readable = extra[3]!;
@@ -157,6 +160,11 @@ export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch {
     void closed.then(() => resolve({ error: 'bwrap ended before the sandbox was set up', initPid: null, tracerRefused: false }));
   });
   return {
+    stdin: child.stdin,
+    ref: (on) => {
+      // A closed pipe (bwrap's setup fds once used) has no handle left: ref() on it would only queue a listener.
+      for (const s of [child, child.stdin, child.stdout, child.stderr, ...extra.slice(3)] as unknown as { ref?: () => void; unref?: () => void; destroyed?: boolean }[]) if (s && !s.destroyed) (on ? s.ref : s.unref)?.call(s);
+    },
     stdout: child.stdout!,
     stderr: child.stderr!,
     ready,

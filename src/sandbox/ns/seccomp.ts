@@ -56,6 +56,8 @@ const X32_SYSCALL_BIT = 0x40000000;
 export const CLONE_NEW_MASK = 0x7e020000;
 /** A child created with CLONE_UNTRACED is not followed by a tracer: only kernel threads need it. */
 const CLONE_UNTRACED = 0x00800000;
+/** A new thread of the caller's process (the Monty worker's profile allows clone for nothing else). */
+const CLONE_THREAD = 0x00010000;
 const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
 /** personality() values a normal program may use: PER_LINUX, PER_LINUX32, UNAME26 combos, query. */
@@ -101,6 +103,39 @@ export const ALLOWED_SYSCALLS = {
   // seccomp: a filter the program adds can only restrict further (the kernel takes the strictest answer).
   system_info: ['uname', 'sysinfo', 'getrusage', 'getrlimit', 'setrlimit', 'prlimit64', 'getrandom', 'seccomp'],
 } as const satisfies Record<string, readonly string[]>;
+
+/**
+ * The Monty worker's allowlist (src/sandbox/lanes/monty-sandbox.ts): what node running
+ * @pydantic/monty calls (measured with `strace -f` on the worker serving the Monty tests' programs:
+ * start-up, prints, /in and /out, memory and time limits, exceptions, V8's GC and threads), a strict
+ * subset of ALLOWED_SYSCALLS. Nothing else of the worker's is needed, so nothing else runs even if the
+ * interpreter were escaped: no socket at all, no fork and no new process (clone is allowed for threads
+ * only), no exec but bwrap's own start of node (execve cannot be told apart in BPF), no SysV/POSIX IPC,
+ * no ownership, link or device-node changes, no AIO. Anything off it is trapped (SIGSYS: the worker dies
+ * and the run says so).
+ */
+export const MONTY_WORKER_PROFILE = {
+  summary: 'the Monty worker allowlist (no sockets, no fork or new process, no exec after start-up, no IPC, no chown, links or device nodes; clone for threads only): off-list calls are trapped (SIGSYS)',
+  allowed: [
+    'read', 'write', 'pread64', 'pwrite64', 'readv', 'writev', 'preadv', 'pwritev', 'preadv2', 'pwritev2', 'lseek', 'fsync', 'fdatasync', 'ftruncate', 'fadvise64',
+    'open', 'openat', 'close', 'close_range', 'dup', 'dup2', 'dup3', 'fcntl', 'pipe2', 'eventfd2',
+    'stat', 'fstat', 'lstat', 'newfstatat', 'statx', 'access', 'faccessat', 'faccessat2', 'readlink', 'readlinkat', 'getdents64', 'getcwd', 'chdir', 'statfs', 'fstatfs', 'umask',
+    'chmod', 'fchmod', 'fchmodat', 'utimensat',
+    'mkdir', 'mkdirat', 'rmdir', 'unlink', 'unlinkat', 'rename', 'renameat', 'renameat2', 'truncate',
+    'brk', 'mmap', 'munmap', 'mremap', 'mprotect', 'madvise', 'mincore', 'membarrier', 'pkey_alloc', 'pkey_free', 'pkey_mprotect',
+    // bwrap's init (pid 1 of the worker's namespace) runs under the filter too, and reaps with wait4.
+    'execve', 'exit', 'exit_group', 'wait4', 'waitid', 'getpid', 'getppid', 'gettid', 'set_tid_address', 'prctl', 'arch_prctl',
+    'rt_sigaction', 'rt_sigprocmask', 'rt_sigreturn', 'rt_sigpending', 'rt_sigtimedwait', 'sigaltstack', 'kill', 'tkill', 'tgkill', 'restart_syscall',
+    'nanosleep', 'clock_nanosleep', 'clock_gettime', 'clock_getres', 'gettimeofday', 'time', 'times',
+    'futex', 'futex_waitv', 'futex_wake', 'futex_wait', 'futex_requeue', 'set_robust_list', 'get_robust_list', 'rseq', 'sched_yield', 'sched_getaffinity',
+    'sched_getparam', 'sched_getscheduler', 'sched_get_priority_max', 'sched_get_priority_min', 'getcpu', 'getpriority',
+    'poll', 'ppoll', 'epoll_create', 'epoll_create1', 'epoll_ctl', 'epoll_wait', 'epoll_pwait', 'epoll_pwait2',
+    'getuid', 'geteuid', 'getgid', 'getegid', 'getresuid', 'getresgid', 'getgroups', 'capget',
+    'uname', 'sysinfo', 'getrusage', 'getrlimit', 'prlimit64', 'getrandom',
+    // libuv asks what its stdio descriptors are (pipes here): harmless on a descriptor, and socket() itself is trapped.
+    'getsockname', 'getsockopt',
+  ],
+} as const;
 
 /** The denied syscall families (all answered with SIGSYS), for docs and `airlock doctor`. */
 export const DENIED_SYSCALLS = {
@@ -299,10 +334,13 @@ function membership(nrs: readonly number[], hit: string, id: () => string): Insn
  * and a syscall off the list is handed to it to refuse (ENOSYS) and report; only for runs it is
  * attached to, since without a tracer those calls fail with ENOSYS.
  */
-export function buildSeccompFilter(arch: string = process.arch, opts: { observe?: boolean } = {}): Buffer {
+export function buildSeccompFilter(arch: string = process.arch, opts: { observe?: boolean; profile?: 'program' | 'monty-worker' } = {}): Buffer {
   const a = archOf(arch);
   const t = ARCHES[a];
-  const observe = opts.observe === true;
+  const worker = opts.profile === 'monty-worker';
+  // The worker is never traced: its filter has no TRACE answers.
+  const observe = opts.observe === true && !worker;
+  const allowed: ReadonlySet<string> = worker ? new Set(MONTY_WORKER_PROFILE.allowed) : ALLOWED_NAMES;
   const nr = (name: string): number => t.nr[name] as number;
   let n = 0;
   const id = (): string => `l${n++}`;
@@ -323,15 +361,24 @@ export function buildSeccompFilter(arch: string = process.arch, opts: { observe?
   if (t.x32Check) prog.push(jge(X32_SYSCALL_BIT, 'trap0'), ja('nox32'), label('trap0'), ret(SECCOMP_RET_TRAP), label('nox32'));
   if (observe) prog.push(...membership([...numbers(a, OBSERVED).values()], 'trace', id), ja('special'), label('trace'), ret(SECCOMP_RET_TRACE), label('special'));
   // clone(flags, ...): flags are argument 0 on both arches; the kernel uses their low 32 bits.
-  prog.push(...when(nr('clone'), [ld(offArgLo(0)), jset(CLONE_NEW_MASK | CLONE_UNTRACED, 'trap1'), ret(trace), label('trap1'), ret(SECCOMP_RET_TRAP)]));
+  prog.push(
+    ...when(nr('clone'), [
+      ld(offArgLo(0)),
+      jset(CLONE_NEW_MASK | CLONE_UNTRACED, 'trap1'),
+      ...(worker ? [jset(CLONE_THREAD, null, 'trap1')] : []),
+      ret(trace),
+      label('trap1'),
+      ret(SECCOMP_RET_TRAP),
+    ]),
+  );
   for (const name of ['clone3', ...(observe ? [] : UNTRACEABLE_BY_STRACE)]) prog.push(...when(nr(name), [ret(SECCOMP_RET_ERRNO | ENOSYS)]));
   // ioctl(fd, cmd): cmd is an unsigned int, so comparing the low word matches what the kernel sees.
   prog.push(...when(nr('ioctl'), [ld(offArgLo(1)), jeq(TIOCSTI, 'trap2'), jeq(TIOCLINUX, 'trap2'), ret(SECCOMP_RET_ALLOW), label('trap2'), ret(SECCOMP_RET_TRAP)]));
-  prog.push(...when(nr('personality'), [ld(offArgLo(0)), ...PERSONALITY_ALLOWED.map((k) => jeq(k, 'allow3')), ret(SECCOMP_RET_TRAP), label('allow3'), ret(SECCOMP_RET_ALLOW)]));
+  if (!worker) prog.push(...when(nr('personality'), [ld(offArgLo(0)), ...PERSONALITY_ALLOWED.map((k) => jeq(k, 'allow3')), ret(SECCOMP_RET_TRAP), label('allow3'), ret(SECCOMP_RET_ALLOW)]));
   // sendto(fd, buf, len, flags, dest_addr, addrlen): without an address there is nothing to record.
   if (observe) prog.push(...when(nr('sendto'), [ld(offArgLo(4)), jeq(0, null, 'trace4'), ld(offArgHi(4)), jeq(0, null, 'trace4'), ret(SECCOMP_RET_ALLOW), label('trace4'), ret(SECCOMP_RET_TRACE)]));
   prog.push(
-    ...membership([...numbers(a, ALLOWED_NAMES).values()], 'allow', id),
+    ...membership([...numbers(a, allowed).values()], 'allow', id),
     // Off the list: a privileged family is trapped; anything else is refused and reported.
     ...membership([...numbers(a, DENIED_NAMES).values()], 'trap', id),
     ret(observe ? SECCOMP_RET_TRACE | REFUSE_DATA : SECCOMP_RET_TRAP),

@@ -57,7 +57,8 @@ export interface SweepReport {
 export function cleanBase(base: string, report: SweepReport = { runs: [], errors: [] }): SweepReport {
   const cg = detectCgroups(process.getuid?.() === 0);
   let groupsLeft = false;
-  for (const run of existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('ns-')) : []) {
+  // ns-*: a run's folder; monty-w-*: a Monty worker's marker (lanes/monty-sandbox.ts). Each names its cgroup.
+  for (const run of existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('ns-') || n.startsWith('monty-w-')) : []) {
     for (const mount of Object.values(cg.mounts)) {
       const group = join(mount, 'airlock', run);
       if (!existsSync(group)) continue;
