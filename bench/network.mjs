@@ -51,7 +51,7 @@ function direct(url, n) {
 }
 
 const { grant } = networkGrant([`bench.airlock.test:${port}`], { allow: true, allowlist: [`bench.airlock.test:${port}`, `127.0.0.1:${port}`] });
-const LIMITS = { wallMs: 600_000, cpuMs: 600_000, memoryBytes: 512 << 20, pids: 64, outBytes: 1 << 20, tmpBytes: 4 << 20, stdoutBytes: 1 << 20, stderrBytes: 64 << 10 };
+const LIMITS = { wallMs: 600_000, cpuMs: 600_000, memoryBytes: 512 << 20, pids: 64, outBytes: 1 << 20, tmpBytes: 4 << 20, files: 10_000, stdoutBytes: 1 << 20, stderrBytes: 64 << 10 };
 async function viaProxy(url, n, extra) {
   const o = await runNs({
     argv: ['/bin/sh', '-c', curlLoop(url, n, extra)],

@@ -18,7 +18,7 @@ import { descriptor, SCOPE_DIR } from './sandbox-fixtures.mjs';
 
 const N = Number(process.env.BENCH_CPU_RUNS ?? 300);
 const P = Number(process.env.BENCH_PAR ?? 2);
-const LIMITS = { wallMs: 5000, cpuMs: 3000, memoryBytes: 256 << 20, pids: 64, outBytes: 1 << 20, tmpBytes: 4 << 20, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
+const LIMITS = { wallMs: 5000, cpuMs: 3000, memoryBytes: 256 << 20, pids: 64, outBytes: 1 << 20, tmpBytes: 4 << 20, files: 10_000, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
 const TICK_MS = 10; // /proc clock ticks are 1/100 s
 
 const scratch = mkdtempSync(join(tmpdir(), 'airlock-bench-cpu-'));

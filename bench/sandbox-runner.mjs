@@ -13,7 +13,7 @@ import { fmt, summary } from './stats.mjs';
 
 const N = Number(process.env.BENCH_N ?? 200);
 const PAR_RUNS = Number(process.env.BENCH_PAR ?? 200);
-const LIMITS = { wallMs: 5000, cpuMs: 3000, memoryBytes: 256 << 20, pids: 64, outBytes: 1 << 20, tmpBytes: 4 << 20, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
+const LIMITS = { wallMs: 5000, cpuMs: 3000, memoryBytes: 256 << 20, pids: 64, outBytes: 1 << 20, tmpBytes: 4 << 20, files: 10_000, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
 
 const caps = await doctor();
 if (caps.blockers.length) throw new Error(`this host cannot run the ns lane: ${caps.blockers.join('; ')}`);

@@ -8,10 +8,11 @@
 // (and groups) of the scope root's owner, with no_new_privs: even a race we did not foresee cannot
 // write where that owner could not (docs/promotion.md, "Threat model").
 //
-// Start: airlock-scopefs <hex absolute path> <dir|file>
+// Start: airlock-scopefs <hex absolute path> <dir|file>, or one session per connection of
+// `airlock-scopefs --serve <hex socket path>` (see server() below).
 //   dir:  the scope is the directory at the path: it is the root of every relative path below.
 //   file: the scope is one regular file: the root is its parent directory; requests name the file.
-// First line out: `ok hello <walk> <authority uid> <authority gid> <root fd> <root stat>` or
+// First line out: `ok hello <walk> <authority uid> <authority gid> <root fd> <pid> <root stat>` or
 // `err <errno> <hex>`. /proc/<pid>/fd/<root fd> reaches the root through our descriptor (a lowerdir).
 //   <walk> is openat2 (RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS|RESOLVE_NO_XDEV per component) or
 //   nofollow (openat with O_NOFOLLOW|O_DIRECTORY and an fstat device check, kernels before 5.6).
@@ -53,7 +54,11 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -650,20 +655,16 @@ static int drop_to_owner(uid_t uid, gid_t dir_gid) {
   return setuid(0) == 0 ? -1 : 0;  // must be impossible now
 }
 
-int main(int argc, char **argv) {
-  setvbuf(stdout, NULL, _IOFBF, 1 << 16);
-  umask(0);
-  struct rlimit no_core = {0, 0};
-  setrlimit(RLIMIT_CORE, &no_core);
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (argc != 3 || (strcmp(argv[2], "dir") && strcmp(argv[2], "file")) || unhex(argv[1]) < 0 || argv[1][0] != '/') {
+/** One scope session: open the root from `path` (hex), drop to its owner, answer requests on stdin/stdout. */
+static int session(char *hexpath, const char *kind) {
+  if ((strcmp(kind, "dir") && strcmp(kind, "file")) || unhex(hexpath) < 0 || hexpath[0] != '/') {
     fail(EINVAL, "usage: airlock-scopefs <hex absolute path> <dir|file>");
-    return 2;
+    return fflush(stdout), 2;
   }
-  char *path = argv[1];
+  char *path = hexpath;
   size_t len = strlen(path);
   if (len < 2 || path[len - 1] == '/' || !valid_rel(path + 1)) return fail(EINVAL, "%s is not an absolute, normalised path", path), fflush(stdout), 2;
-  int file = strcmp(argv[2], "file") == 0;
+  int file = strcmp(kind, "file") == 0;
   char *last = strrchr(path, '/');
   if (file) *last = 0;  // the root is the file's parent directory
   root_fd = open_absolute(file && last == path ? (char[]){'/', 0} : path);
@@ -676,10 +677,89 @@ int main(int argc, char **argv) {
   root_dev = st.st_dev;
   if (drop_to_owner(st.st_uid, st.st_gid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     return fail(errno, "cannot take the authority of uid %u", (unsigned)st.st_uid), fflush(stdout), 1;
-  printf("ok hello %s %u %u %d", use_openat2 ? "openat2" : "nofollow", (unsigned)geteuid(), (unsigned)getegid(), root_fd);
+  printf("ok hello %s %u %u %d %d", use_openat2 ? "openat2" : "nofollow", (unsigned)geteuid(), (unsigned)getegid(), root_fd, (int)getpid());
   put_stat(&st);
   putchar('\n');
   fflush(stdout);
   serve();
   return 0;
+}
+
+/**
+ * `--serve <hex socket path>`: one long-lived process that starts a session per connection (a
+ * fork of this small process, instead of a fork of the large Node process per scope). Only the
+ * process that started it can connect: the socket is in a folder of its own, mode 0700. Each
+ * connection's first line is `<hex path> <dir|file>`; the session answers `pid <pid>`, then as above.
+ * A session's process is reaped only when stdin says `R <pid>` (after its client closed it), so
+ * its pid cannot be another process's while the client may still use /proc/<pid>/fd/<root fd>.
+ * Stdin's end (the client process is gone) ends the server; sessions end with their connections.
+ */
+static int server(char *hexsock) {
+  if (unhex(hexsock) < 0 || hexsock[0] != '/') return fail(EINVAL, "bad socket path"), fflush(stdout), 2;
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(hexsock) >= sizeof addr.sun_path) return fail(ENAMETOOLONG, "socket path too long"), fflush(stdout), 2;
+  strcpy(addr.sun_path, hexsock);
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) < 0 || chmod(hexsock, 0600) < 0 || listen(lfd, 64) < 0) return fail(errno, "cannot listen on %s", hexsock), fflush(stdout), 1;
+  printf("ok serving\n");
+  fflush(stdout);
+  char pending[256];
+  size_t held = 0;
+  for (;;) {
+    struct pollfd fds[2] = {{0, POLLIN, 0}, {lfd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    if (fds[0].revents) {
+      // read(2), not stdio: a forked session must not inherit buffered bytes of this stream.
+      ssize_t n = read(0, pending + held, sizeof pending - 1 - held);
+      if (n <= 0) break;  // our client is gone
+      held += (size_t)n;
+      pending[held] = 0;
+      char *line = pending, *nl;
+      while ((nl = strchr(line, '\n'))) {
+        *nl = 0;
+        int pid;
+        if (sscanf(line, "R %d", &pid) == 1 && pid > 0) waitpid(pid, NULL, 0);
+        line = nl + 1;
+      }
+      held = strlen(line);
+      memmove(pending, line, held + 1);
+      if (held == sizeof pending - 1) held = 0;  // no line is this long: drop the garbage
+    }
+    if (fds[1].revents & POLLIN) {
+      int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      pid_t child = fork();
+      if (child == 0) {
+        close(lfd);
+        if (dup2(c, 0) < 0 || dup2(c, 1) < 0) _exit(1);
+        close(c);
+        clearerr(stdin);
+        char first[2 * PATH_MAX + 16];
+        if (!fgets(first, sizeof first, stdin)) _exit(1);
+        char *kind = strchr(first, ' ');
+        if (!kind) _exit(1);
+        *kind++ = 0;
+        kind[strcspn(kind, "\n")] = 0;
+        printf("pid %d\n", (int)getpid());  // before anything can fail: the client reaps us by it
+        _exit(session(first, kind));
+      }
+      close(c);
+    }
+  }
+  unlink(hexsock);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+  umask(0);
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (argc == 3 && strcmp(argv[1], "--serve") == 0) return server(argv[2]);
+  if (argc != 3) return fail(EINVAL, "usage: airlock-scopefs <hex absolute path> <dir|file> | --serve <hex socket path>"), fflush(stdout), 2;
+  return session(argv[1], argv[2]);
 }

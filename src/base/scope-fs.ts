@@ -9,9 +9,10 @@
 // again, and the scope's owner could swap any of them between two calls (docs/promotion.md).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createConnection, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
-import { constants } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 export type EntryType = 'file' | 'dir' | 'symlink' | 'fifo' | 'socket' | 'char-device' | 'block-device';
@@ -204,18 +205,80 @@ export interface OpenScopeFs {
   rootByDescriptor: string;
 }
 
-/** One agent per scope; requests are answered in order, one at a time. */
-export class ScopeFs implements OpenScopeFs {
-  private queue: Promise<unknown> = Promise.resolve();
+/**
+ * The agents' parent: one `airlock-scopefs --serve` per Node process, started on first use, that
+ * forks a session per connection (a fork of a small C process costs far less than a spawn from a
+ * large Node process: this is most of what a scope adds to a run). Its socket is in a fresh 0700
+ * folder of ours, so only this process (and root) can connect. A session's pid stays its own until
+ * we tell the server to reap it (`R <pid>`), which close() does only after killing it.
+ */
+class AgentServer {
+  private static current: Promise<AgentServer> | null = null;
 
   private constructor(
     private readonly child: ChildProcessWithoutNullStreams,
+    readonly socket: string,
+  ) {}
+
+  static get(bin: string): Promise<AgentServer> {
+    AgentServer.current ??= AgentServer.start(bin).catch((e: unknown) => {
+      AgentServer.current = null;
+      throw e;
+    });
+    return AgentServer.current;
+  }
+
+  private static async start(bin: string): Promise<AgentServer> {
+    const dir = mkdtempSync(join(tmpdir(), 'airlock-scopefs-'));
+    const socket = join(dir, 's');
+    const child = spawn(bin, ['--serve', hex(socket)], { stdio: ['pipe', 'pipe', 'pipe'], env: {} });
+    const reader = new ByteReader(() => null);
+    child.stdout.on('data', (d: Buffer) => reader.push(d));
+    child.on('error', (e) => reader.end(e.message));
+    child.on('close', (code, sig) => {
+      reader.end(`exit ${code ?? sig}`);
+      AgentServer.current = null;
+      rmSync(dir, { recursive: true, force: true });
+    });
+    child.stdin.on('error', () => undefined);
+    child.stderr.resume();
+    const first = (await reader.line()).split(' ');
+    if (first[0] !== 'ok') {
+      child.kill('SIGKILL');
+      throw errorOf(first, '');
+    }
+    child.stdout.removeAllListeners('data');
+    child.stdout.resume();
+    // The server must not keep Node alive; it ends when our end of its stdin closes (Node exits).
+    child.unref();
+    for (const s of [child.stdin, child.stdout, child.stderr]) (s as unknown as Socket).unref();
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    return new AgentServer(child, socket);
+  }
+
+  /** Lets the server reap a session we have killed. */
+  reap(pid: number): void {
+    this.child.stdin.write(`R ${pid}\n`);
+  }
+}
+
+/** One agent per scope; requests are answered in order, one at a time. */
+export class ScopeFs implements OpenScopeFs {
+  private queue: Promise<unknown> = Promise.resolve();
+  private ended = false;
+
+  private constructor(
+    private readonly conn: Socket,
+    private readonly server: AgentServer,
+    private pid: number,
     private readonly reader: ByteReader,
     readonly root: EntryStat,
     readonly authority: { uid: number; gid: number },
     readonly walk: 'openat2' | 'nofollow',
     readonly rootByDescriptor: string,
-  ) {}
+  ) {
+    conn.on('close', () => (this.ended = true));
+  }
 
   /**
    * Starts the agent on `absPath` (a directory scope, or a one-file scope whose root is its parent).
@@ -224,37 +287,49 @@ export class ScopeFs implements OpenScopeFs {
   static async open(absPath: string, kind: 'dir' | 'file'): Promise<ScopeFs> {
     const bin = scopeFsBinaryPath();
     if (!bin) throw new ScopeFsError('ENOENT', 'the scope agent (dist/native/airlock-scopefs) is not built: run `npm run build` with a C compiler (apt-get install gcc libc6-dev)', '');
-    const child = spawn(bin, [Buffer.from(absPath, 'utf8').toString('hex'), kind], { stdio: ['pipe', 'pipe', 'pipe'], env: {} });
+    const server = await AgentServer.get(bin);
+    const conn = createConnection(server.socket);
+    const session = { pid: 0 }; // known from the server's first line
     const reader = new ByteReader(() => {
-      const state = procState(child.pid);
+      const state = procState(session.pid);
       if (state !== 'T' && state !== 't') return null;
-      child.kill('SIGKILL');
+      kill(session.pid);
       return `found stopped after ${AGENT_IDLE_MS / 1000} s without an answer (signalled by the scope's owner?): killed`;
     });
-    child.stdout.on('data', (d: Buffer) => reader.push(d));
-    child.on('error', (e) => reader.end(e.message));
-    child.on('close', (code, sig) => reader.end(`exit ${code ?? sig}`));
-    child.stdin.on('error', () => undefined);
-    child.stderr.resume();
-    const hello = (await reader.line()).split(' ');
-    if (hello[0] !== 'ok') {
-      child.kill('SIGKILL');
-      throw errorOf(hello, absPath);
+    conn.on('data', (d: Buffer) => reader.push(d));
+    conn.on('error', (e) => reader.end(e.message));
+    conn.on('close', () => reader.end('its connection closed'));
+    conn.write(`${hex(absPath)} ${kind}\n`);
+    const first = (await reader.line()).split(' ');
+    const pid = Number(first[1]);
+    if (first[0] !== 'pid' || !Number.isSafeInteger(pid) || pid <= 0) {
+      conn.destroy();
+      throw new ScopeFsError('EPROTO', `the scope agent server answered ${JSON.stringify(first.join(' '))} instead of its session's pid`, '');
     }
-    // ok hello <walk> <uid> <gid> <root fd> <stat...>
-    return new ScopeFs(child, reader, parseStat(hello.slice(6)), { uid: Number(hello[3]), gid: Number(hello[4]) }, hello[2] === 'openat2' ? 'openat2' : 'nofollow', `/proc/${child.pid}/fd/${hello[5]}`);
+    session.pid = pid;
+    try {
+      // ok hello <walk> <uid> <gid> <root fd> <pid> <stat...>
+      const hello = (await reader.line()).split(' ');
+      if (hello[0] !== 'ok') throw errorOf(hello, absPath);
+      return new ScopeFs(conn, server, pid, reader, parseStat(hello.slice(7)), { uid: Number(hello[3]), gid: Number(hello[4]) }, hello[2] === 'openat2' ? 'openat2' : 'nofollow', `/proc/${pid}/fd/${hello[5]}`);
+    } catch (e) {
+      conn.destroy();
+      kill(pid);
+      server.reap(pid);
+      throw e;
+    }
   }
 
   private request<T>(line: string, body: Buffer | null, read: () => Promise<T>): Promise<T> {
     const run = async (): Promise<T> => {
-      this.child.stdin.write(line + '\n');
+      this.conn.write(line + '\n');
       if (body) {
         for (let off = 0; off < body.length; off += 1 << 20) {
           const part = body.subarray(off, off + (1 << 20));
-          this.child.stdin.write(`${part.length}\n`);
-          this.child.stdin.write(part);
+          this.conn.write(`${part.length}\n`);
+          this.conn.write(part);
         }
-        this.child.stdin.write('0\n');
+        this.conn.write('0\n');
       }
       return read();
     };
@@ -372,17 +447,30 @@ export class ScopeFs implements OpenScopeFs {
   }
 
   /**
-   * The agent has not exited, as far as Node knows. Node reaps a child and records its exit in the
-   * same step, so while this is true the agent's pid is still its own (alive or a zombie): no other
-   * process can have it, and /proc/<pid>/fd/N (rootByDescriptor) still names the agent's descriptor.
+   * The agent's connection is open, so it has not exited; and its pid stays its own (alive or a
+   * zombie) until close() has the server reap it: no other process can have it meanwhile, and
+   * /proc/<pid>/fd/N (rootByDescriptor) still names the agent's descriptor while this is true.
    */
   get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
+    return !this.ended;
   }
 
   close(): void {
-    this.child.stdin.end();
-    this.child.kill('SIGKILL');
+    if (this.pid === 0) return;
+    this.ended = true;
+    this.conn.destroy();
+    kill(this.pid);
+    this.server.reap(this.pid);
+    this.pid = 0;
+  }
+}
+
+/** SIGKILL to a session that has not been reaped yet (its pid cannot be anyone else's). */
+function kill(pid: number | undefined): void {
+  try {
+    if (pid) process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
   }
 }
 

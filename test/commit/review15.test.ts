@@ -46,7 +46,7 @@ test("the agent takes the owner's groups, not the scope root's group: a file onl
   assert.match(r.stderr, /NS_SCOPE_UNREADABLE: scope .*\/db.conf: its owner \(uid 4242\) cannot read it/);
 });
 
-test('an agent killed by its owner before the overlay is mounted: its pid taken by a process of the owner holding another directory does not become the sandbox\'s view', { skip: !root, timeout: 120_000 }, async () => {
+test('an agent killed by its owner before the overlay is mounted keeps its pid (no process of the owner holding another directory can take it), and the overlay is refused', { skip: !root, timeout: 120_000 }, async () => {
   const t = ownedDir();
   writeFileSync(join(t, 'mine.txt'), 'mine\n');
   // A directory of another user that U may only pass through: U cannot list it or read in it.
@@ -65,9 +65,10 @@ test('an agent killed by its owner before the overlay is mounted: its pid taken 
     const pid = Number(pidText);
     // The owner kills its agent (it runs with the owner's real uid)...
     assert.equal(spawnSync('setpriv', ['--reuid', String(U), '--regid', String(U), '--clear-groups', 'kill', '-KILL', String(pid)]).status, 0);
-    while (fs.running) await new Promise((r) => setTimeout(r, 5)); // Node reaps it: the pid is free
-    // ...and gets the same pid for a process of its own holding `other` at the same fd number. (An
-    // attacker cycles pids by forking, 32768 by default; the test sets ns_last_pid, as root, instead.)
+    while (fs.running) await new Promise((r) => setTimeout(r, 5)); // its connection closed
+    // ...and tries to get the same pid for a process of its own holding `other` at the same fd
+    // number. (An attacker cycles pids by forking, 32768 by default; the test sets ns_last_pid, as
+    // root, instead.) The agent server reaps a session only when the client closes it: no reuse.
     const squat = `import os, sys, time\nfd = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)\nos.dup2(fd, int(sys.argv[2]))\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n`;
     for (let k = 0; k < 50 && !squatter; k++) {
       writeFileSync('/proc/sys/kernel/ns_last_pid', String(pid - 1));
@@ -76,7 +77,7 @@ test('an agent killed by its owner before the overlay is mounted: its pid taken 
       if (got === pid) squatter = p;
       else p.kill('SIGKILL');
     }
-    assert.ok(squatter, `could not get pid ${pid} again`);
+    assert.equal(squatter, null, `pid ${pid} of the killed agent was given to the owner's process`);
     // What the runner mounts as the scope's lower dir:
     const problem = await mountScopeOverlay(mnt, { hostPath: t, kind: 'dir', fs, fileRel: '', upper, work, merged }, mounted);
     const seen = mounted.includes(merged) ? readdirSync(merged) : [];
@@ -99,8 +100,8 @@ test('an owner who SIGSTOPs its scope agent makes a promotion fail after a bound
   chownSync(t, V, V);
   const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `i=0; while [ $i -lt 300 ]; do echo $i > ${t}/f$i; i=$((i+1)); done`], effects: { filesystem: { create: [`${t}/*`], modify: [], delete: [] }, network: false, system_state_change: false } }));
   assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('\n'));
-  // The owner stops every agent of this scope as soon as it appears (its real uid is the owner's).
-  const name = t.split('/').pop() as string; // in the agent's cmdline (it decodes its argv in place)
+  // The owner stops every agent of this scope as soon as it appears (its real uid is the owner's,
+  // and only this test's scope belongs to V).
   const stopper = `import os, signal, sys, time
 seen = set()
 stopped = 0
@@ -111,11 +112,12 @@ while True:
     for e in os.scandir('/proc'):
         if not e.name.isdigit() or e.name in seen: continue
         try:
-            if open(f'/proc/{e.name}/comm').read() == 'airlock-scopefs\\n' and sys.argv[1].encode() in open(f'/proc/{e.name}/cmdline', 'rb').read():
+            uids = next(l for l in open(f'/proc/{e.name}/status') if l.startswith('Uid:')).split()[1:]
+            if open(f'/proc/{e.name}/comm').read() == 'airlock-scopefs\\n' and uids[0] == sys.argv[1]:
                 os.kill(int(e.name), signal.SIGSTOP); stopped += 1; seen.add(e.name)
         except OSError: pass
 `;
-  const s = spawn('/usr/bin/python3', ['-c', stopper, name], { uid: V, gid: V, stdio: ['ignore', 'pipe', 'inherit'] });
+  const s = spawn('/usr/bin/python3', ['-c', stopper, String(V)], { uid: V, gid: V, stdio: ['ignore', 'pipe', 'inherit'] });
   let stoppedOut = '';
   s.stdout?.on('data', (d: Buffer) => (stoppedOut += d));
   await new Promise((res) => setTimeout(res, 300));

@@ -291,9 +291,10 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const mnt = mounter(caps, ops);
   const base = await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null);
   const dir = join(base, runId);
-  // Every scope through its agent, before anything is staged: a link on the way refuses the run.
-  const openedScopes = await openScopes(scopes.map((sc) => sc.hostPath));
-  if (!openedScopes.ok) return errorObservation(runId, caps, openedScopes.problems);
+  // Every scope through its agent, while the run's tmpfs are mounted: a link on the way refuses the
+  // run before anything is staged in a scope.
+  const openingScopes = openScopes(scopes.map((sc) => sc.hostPath));
+  openingScopes.catch(() => undefined); // awaited below, or closed in `finally`: never unhandled
   // Every place the program can write is a capped tmpfs of this run (when root), in bytes and in
   // entries (nr_inodes): /out with the directory scopes' overlay upper dirs under the disk limit
   // (a one-file scope's copy is post-checked), and /tmp with /dev/shm under the /tmp limit.
@@ -325,16 +326,23 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     mkdirModeSync(inStage, 0o755);
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     const outP = (async () => {
-      for (const [fs, bytes] of [[sharedDisk, limits.outBytes], [scratch, limits.tmpBytes]] as const) {
-        if (!fs) continue;
-        mkdirModeSync(fs, 0o711);
-        await mnt.tmpfs(fs, bytes, 0, 0, 0o711, limits.files);
-        mounted.push(fs);
-      }
+      const capped = ([[sharedDisk, limits.outBytes], [scratch, limits.tmpBytes]] as const).filter((c): c is readonly [string, number] => c[0] !== null);
+      for (const [fs] of capped) mkdirModeSync(fs, 0o711);
+      const mounts = await Promise.allSettled(capped.map(([fs, bytes]) => mnt.tmpfs(fs, bytes, 0, 0, 0o711, limits.files)));
+      mounts.forEach((m, i) => m.status === 'fulfilled' && mounted.push(capped[i]![0]));
+      for (const m of mounts) if (m.status === 'rejected') throw m.reason;
       mkdirModeSync(outStage, 0o755);
       await chownTo(outStage, uid, gid).catch(() => undefined);
       if (scratch) for (const d of ['tmp', 'shm']) mkdirModeSync(join(scratch, d), 0o1777);
     })();
+    // While the mounts and the agents work. Through the tracer, bwrap itself is born in the group
+    // too: one more process than the sandbox's own.
+    if (caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + (tracer ? 1 : 0) });
+    const openedScopes = await openingScopes;
+    if (!openedScopes.ok) {
+      await outP.catch(() => undefined); // its mounts are undone below
+      return errorObservation(runId, caps, openedScopes.problems);
+    }
     const scopeDirs: StagedScope[] = openedScopes.scopes.map((s, i) => {
       // A directory's writes land in its overlay's upper dir, on the capped tmpfs; a file's copy stays
       // in staging (copying it is not the run's writing; what the run adds to it is post-checked).
@@ -362,8 +370,6 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         return null;
       }),
     );
-    // Through the tracer, bwrap itself is born in the group too: one more process than the sandbox's own.
-    if (caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + (tracer ? 1 : 0) });
     if (useStrace) writeFileSync(logFile, '', { mode: 0o600 });
     if (spec.network) {
       proxy = new NetworkProxy({ grant: spec.network.grant, caps: spec.network.caps, ...(spec.network.resolve ? { resolve: spec.network.resolve } : {}), onCap: (_cap, message) => onNetworkCap?.(message) });
@@ -715,7 +721,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   } finally {
     // Every sandbox process is dead by now (killAll above, or nothing was started): what is left is
     // bookkeeping, done after the result is returned and tracked by sandboxIdle().
-    closeScopes(openedScopes.scopes);
+    openingScopes.then((o) => o.ok && closeScopes(o.scopes), () => undefined);
     const group = cg as RunCgroup | null;
     runOver = true;
     (forwarder as Forwarder | null)?.stop();

@@ -150,20 +150,24 @@ export interface StagedScope extends OpenScope {
 /**
  * Mounts a directory scope's overlay with the agent's descriptor of the scope root as the lower dir
  * (/proc/<agent pid>/fd/N), and refuses it (unmounted again, NS_SCOPE_UNSAFE) if the agent had exited
- * by the end of the mount. That path names the agent's descriptor only while the pid is the agent's:
- * the agent runs as the scope's owner, who may kill it, and once Node has reaped it another process
- * of the owner's may get the same pid (pids wrap) and hold any directory it can open at that fd
- * number, e.g. a 0700 directory of another user it may only pass through: the overlay, mounted by
- * root, would then show the sandbox that directory's contents. Checked after the mount: an agent not
- * known to have exited then held its pid during the whole mount (ScopeFs.running).
+ * before or by the end of the mount. The agent runs as the scope's owner, who may kill it: its pid
+ * then stays a zombie of the agent server's until ScopeFs.close() (so no other process of the owner's
+ * can get that pid and hold another directory at that fd number), but its descriptor is gone.
  */
 export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'>, s: StagedScope, mounted: string[]): Promise<Problem | null> {
-  await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged);
+  const unsafe: Problem = { code: 'NS_SCOPE_UNSAFE', message: `scope ${s.hostPath}: its agent stopped before its overlay was mounted (killed?): its descriptor of the scope is gone; nothing ran`, path: s.hostPath };
+  if (!s.fs.running) return unsafe;
+  try {
+    await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged);
+  } catch (e) {
+    if (!s.fs.running) return unsafe;
+    throw e;
+  }
   mounted.push(s.merged);
   if (s.fs.running) return null;
   const err = await mnt.unmount(s.merged);
   if (err === null) mounted.splice(mounted.indexOf(s.merged), 1);
-  return { code: 'NS_SCOPE_UNSAFE', message: `scope ${s.hostPath}: its agent stopped before its overlay was mounted (killed?): what /proc/<pid>/fd/N named may no longer be the scope; nothing ran`, path: s.hostPath };
+  return unsafe;
 }
 
 /** Where a file scope's copy lives: the upper dir holds it under the file's own name. */
