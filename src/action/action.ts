@@ -73,8 +73,11 @@ export interface Action {
   inputs: ActionInput[];
   /** Absolute paths under /out that the request says it will produce (informational). */
   outputsExpected: string[];
-  /** Declared filesystem scope (absolute), seen through a copy-on-write overlay. Empty for TRs. */
-  scope: { paths: string[]; recursive: boolean };
+  /**
+   * Declared filesystem scope (absolute), seen through a copy-on-write overlay. Empty for TRs.
+   * `readOnly`: those of `paths` the program sees read-only (`airlock exec --ro`).
+   */
+  scope: { paths: string[]; recursive: boolean; readOnly?: string[] };
   effects: DeclaredEffects;
   limits: ActionLimits;
   network: { mode: 'none' | 'allowlist'; allowlist: string[] };
@@ -88,6 +91,8 @@ export interface Action {
   cooldownOnRepeat: boolean;
   /** The steps of a composite (run kind `steps`), in order. */
   children?: Action[];
+  /** Working directory inside the sandbox (default: /in for a Tool Request, else /tmp). */
+  cwd?: string;
   /** The human-readable line that says what runs (a TR's command line, a descriptor's argv...). */
   display: string;
 }

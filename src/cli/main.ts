@@ -5,7 +5,7 @@ import { registerCommitCommands } from './commands/commit.js';
 import { registerUtpCommands } from './commands/utp.js';
 
 const program = new Command();
-program.name('airlock').description('The host between AI agents and the world.').version('0.1.0');
+program.name('airlock').description('The host between AI agents and the world.').version('0.1.0').enablePositionalOptions();
 // Exit code 3 for usage errors and internal errors: 2 means "a document was invalid".
 program.exitOverride((err) => {
   process.exit(err.exitCode === 0 ? 0 : 3);
@@ -42,9 +42,53 @@ program
   .option('--inputs <dir>', 'folder holding the declared input files (default: the file\'s folder)')
   .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
   .option('--json', 'print the Sandbox Result JSON on stdout')
-  .action(async (file: string, opts: { inputs?: string; workspace?: string; json?: boolean }) => {
+  .option('--follow', 'show the program\'s stdout and stderr as they come')
+  .action(async (file: string, opts: { inputs?: string; workspace?: string; json?: boolean; follow?: boolean }) => {
     const { runCommand } = await import('./run.js');
     process.exitCode = await runCommand(file, opts);
+  });
+
+const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
+const positive = (what: string) => (v: string): number => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${what} must be a positive number`);
+  return n;
+};
+program
+  .command('exec')
+  .description('run a command once in the sandbox, no request document: its output live, then the verdict and what it changed')
+  .argument('<command...>', 'the program and its arguments (after --)')
+  .passThroughOptions()
+  .option('--ro <path>', 'a host path the program may read (read-only); repeat for more', collect)
+  .option('--rw <dir>', 'a host folder the program may change, through a copy-on-write overlay: the real folder changes only on promote; repeat for more', collect)
+  .option('--net <host[:port]>', 'a destination the program may reach (allowlist entry, within the policy\'s ceiling); repeat for more', collect)
+  .option('--in <file>', 'a file copied into /in (read-only); repeat for more', collect)
+  .option('--cwd <dir>', 'working directory inside the sandbox (default: the current folder when the sandbox shows it, else /tmp)')
+  .option('--timeout <sec>', 'wall time limit (default: the policy\'s limits.time_sec)', positive('--timeout'))
+  .option('--memory <mb>', 'memory limit (default: limits.memory_mb)', positive('--memory'))
+  .option('--cpus <n>', 'CPU cores (default: limits.cpu_cores)', positive('--cpus'))
+  .option('--pids <n>', 'processes and threads at once (default: limits.pids)', positive('--pids'))
+  .option('--disk <mb>', 'bytes the run may write to /out and its --rw folders (default: limits.out_mb)', positive('--disk'))
+  .option('--files <n>', 'files it may leave there (default: limits.files)', positive('--files'))
+  .option('--promote', 'apply a PROMOTE verdict\'s changes to the --rw folders at once')
+  .option('--quiet', 'do not show the program\'s output live (it is in the Sandbox Result)')
+  .option('--json', 'print the Sandbox Result JSON on stdout instead (no live output)')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .addHelpText(
+    'after',
+    `
+Exit status: the program's own when it ran to its end and was not blocked (128+N when killed by
+signal N); 124 killed at the time limit; 125 nothing ran (bad option, the policy refused it);
+126 the verdict is BLOCK; 127 the command is not in the sandbox; 130 interrupted (Ctrl-C).
+
+Examples:
+  airlock exec -- ls -la /usr
+  airlock exec --rw "$PWD" -- make            # then: airlock promote <sandbox id>
+  airlock exec --net pypi.org:443 -- pip download requests`,
+  )
+  .action(async (command: string[], opts: import('./exec.js').ExecOptions) => {
+    const { execCommand } = await import('./exec.js');
+    process.exitCode = await execCommand(command, opts);
   });
 
 program

@@ -12,6 +12,7 @@ import type { ToolRequest } from '../contracts/tool-request.js';
 import { writeToolResult, type ToolResultFile } from '../gates/tool-result-file.js';
 import { execute, type ExecuteOutcome } from '../host/execute.js';
 import type { RunOutcome } from '../pipeline/run.js';
+import type { RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 
 /** The person at the terminal: `airlock run` is the operator's own tool, and they are its approver. */
@@ -24,7 +25,7 @@ export const terminalUser = (): string => process.env.SUDO_USER ?? process.env.U
  */
 export type FileRunOutcome = RunOutcome & { execution?: ExecuteOutcome; toolResult?: ToolResultFile };
 
-export async function runFile(file: string, opts: { workspace: Workspace; inputsDir?: string; operator?: string }): Promise<FileRunOutcome> {
+export async function runFile(file: string, opts: { workspace: Workspace; inputsDir?: string; operator?: string; signal?: AbortSignal; onEvent?: (e: RunEvent) => void }): Promise<FileRunOutcome> {
   let bytes: Buffer;
   try {
     bytes = readFileSync(file);
@@ -50,7 +51,7 @@ export async function runFile(file: string, opts: { workspace: Workspace; inputs
   } else {
     return { kind: 'rejected', problems: [{ code: 'RUN_NOT_RUNNABLE', message: `${basename(file)} is a ${checked.kind}, not something to run` }] };
   }
-  const done = await execute(opts.workspace, { ...request, door: 'cli', approval, inputsDir });
+  const done = await execute(opts.workspace, { ...request, door: 'cli', approval, inputsDir, ...(opts.signal ? { signal: opts.signal } : {}), ...(opts.onEvent ? { onEvent: opts.onEvent } : {}) });
   if (done.kind === 'refused') return { kind: 'rejected', problems: done.problems, execution: done };
   // A Tool Request is answered with a Tool Result, as the ThreeGate gate answers it.
   const toolResult = checked.kind === 'tool-request' ? writeToolResult(request.action, done.outcome) : undefined;

@@ -1,12 +1,21 @@
-import { resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
+import { sandboxIdle } from '../sandbox/ns/runner.js';
+import { interruptible, watchRun } from './terminal.js';
 import type { Problem } from '../contracts/problem.js';
 import { runFile, type FileRunOutcome } from './run-file.js';
 import { openWorkspace } from '../workspace/workspace.js';
 
-/** `airlock run FILE`: exit 0 a result was produced, 2 rejected before running, 3 internal or sandbox error. */
-export async function runCommand(file: string, opts: { inputs?: string; workspace?: string; json?: boolean }): Promise<number> {
+/** `airlock run FILE`: exit 0 a result was produced, 2 rejected before running, 3 internal or sandbox error, 130 interrupted. */
+export async function runCommand(file: string, opts: { inputs?: string; workspace?: string; json?: boolean; follow?: boolean }): Promise<number> {
   const workspace = openWorkspace(opts.workspace);
-  const outcome = await runFile(resolve(file), { workspace, inputsDir: opts.inputs ? resolve(opts.inputs) : undefined });
+  // On a terminal: the phase and elapsed time, and with --follow the program's output as it comes.
+  const watch = watchRun({ live: opts.follow === true && !opts.json, status: !opts.json, label: basename(file) });
+  const stop = interruptible(() => watch.done());
+  const outcome = await runFile(resolve(file), { workspace, inputsDir: opts.inputs ? resolve(opts.inputs) : undefined, signal: stop.signal, onEvent: watch.onEvent }).finally(() => {
+    watch.done();
+    stop.release();
+  });
+  await sandboxIdle();
   if (outcome.kind === 'rejected') {
     for (const p of outcome.problems) process.stderr.write(`${file}:${p.line ?? 1}: ${p.code}: ${p.message}${p.path ? ` [${p.path}]` : ''}\n`);
     process.stderr.write(`${file}: REJECTED before running (${outcome.problems.length} problem${outcome.problems.length === 1 ? '' : 's'}); nothing ran\n`);
@@ -14,6 +23,10 @@ export async function runCommand(file: string, opts: { inputs?: string; workspac
   }
   if (opts.json) process.stdout.write(JSON.stringify(outcome.sandboxResult, null, 2) + '\n');
   else process.stdout.write(summarize(outcome));
+  if (outcome.execution?.kind === 'ran' && outcome.execution.record.interrupted) {
+    process.stderr.write(`${file}: interrupted: the sandbox was ended before the program; the run is recorded as interrupted\n`);
+    return 130;
+  }
   for (const p of outcome.selfCheckProblems) process.stderr.write(`airlock: internal error: our own Sandbox Result is invalid: ${p.code}: ${p.message}\n`);
   return outcome.selfCheckProblems.length > 0 || outcome.sandboxResult.execution.status === 'SANDBOX_ERROR' ? 3 : 0;
 }

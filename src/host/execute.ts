@@ -7,6 +7,7 @@ import { evaluatePolicy } from '../policy/evaluate.js';
 import { loadPolicy } from '../policy/load.js';
 import { runComposite } from '../pipeline/composite.js';
 import { runAction, type RunOutcome } from '../pipeline/run.js';
+import type { RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { sha256File, writeRunRecord, type Door, type RunRecord } from './record.js';
 
@@ -26,7 +27,10 @@ export interface ExecuteRequest {
   inputsDir: string;
   /** The request's language (a Tool Request's), for the policy's `languages` rule. */
   language?: string;
+  /** Aborting it ends the run (the sandbox is killed); the run is recorded as interrupted. */
   signal?: AbortSignal;
+  /** Progress and live output, for a person watching. */
+  onEvent?: (e: RunEvent) => void;
   /** A door's last word before anything runs (the gate's replay ledger): problems refuse the run. */
   beforeRun?: (decision: ApprovalDecision) => Problem[];
   now?: () => Date;
@@ -62,7 +66,7 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
   if (guard.length > 0) return refuse('guard', guard, decision);
 
   const startedAt = now().toISOString();
-  const ctx = { workspace: ws, inputsDir: req.inputsDir, network: { ceiling: policy.value.network }, scopeRoots: policy.value.scope_roots, ...(req.signal ? { signal: req.signal } : {}) };
+  const ctx = { workspace: ws, inputsDir: req.inputsDir, network: { ceiling: policy.value.network }, scopeRoots: policy.value.scope_roots, ...(req.signal ? { signal: req.signal } : {}), ...(req.onEvent ? { onEvent: req.onEvent } : {}) };
   const outcome = req.action.run.kind === 'steps' ? await runComposite(req.action, ctx) : await runAction(req.action, ctx);
   if (outcome.kind === 'rejected') return refuse('run', outcome.problems, decision);
 
@@ -79,6 +83,7 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
     status: sr.execution.status,
     started_at: startedAt,
     ended_at: now().toISOString(),
+    ...(req.signal?.aborted ? { interrupted: true } : {}),
   };
   writeRunRecord(outcome.runDir, record);
   audit.append({
@@ -86,7 +91,7 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
     ...ids,
     sandbox_id: outcome.sandboxId,
     actor: decision.actor,
-    detail: { door: req.door, decision_source: decision.source, lane: req.action.lane, verdict: record.verdict, status: record.status, exit_code: sr.execution.exit_code, result_sha256: record.result_sha256, policy_sha256: record.policy_sha256 },
+    detail: { door: req.door, decision_source: decision.source, lane: req.action.lane, verdict: record.verdict, status: record.status, exit_code: sr.execution.exit_code, ...(record.interrupted ? { interrupted: true } : {}), result_sha256: record.result_sha256, policy_sha256: record.policy_sha256 },
   });
   return { kind: 'ran', outcome, record, decision };
 }

@@ -27,6 +27,8 @@ export interface RunRecord {
   status: string;
   started_at: string;
   ended_at: string;
+  /** The caller ended the run (Ctrl-C, a cancel): its sandbox was killed before the program's end. */
+  interrupted?: true;
 }
 
 export const recordFile = (runDir: string): string => join(runDir, 'record.json');

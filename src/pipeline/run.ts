@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { screenContent, type Screening } from '../contracts/forbidden-content.js';
@@ -11,7 +11,7 @@ import { judge, type Judgement } from '../judge/judge.js';
 import { buildSandboxResult, renderSandboxResult } from '../report/sandbox-result.js';
 import { runInMontyLane } from '../sandbox/lanes/monty.js';
 import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
-import type { NsRunObservation } from '../sandbox/types.js';
+import type { NsRunObservation, RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { scopesFile } from '../commit/load.js';
 import type { ScopeRecord } from '../commit/scopes.js';
@@ -54,6 +54,8 @@ export interface RunContext {
   /** The policy's scope_roots; null or absent (no policy): an action with a scope is refused. */
   scopeRoots?: readonly string[] | null;
   signal?: AbortSignal;
+  /** Progress and live output (an ns run's; a Monty run reports nothing until it ends). */
+  onEvent?: (e: RunEvent) => void;
 }
 
 /**
@@ -67,9 +69,12 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
-  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}) };
+  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}) };
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
-  if (!lane.ok) return { kind: 'rejected', problems: lane.problems };
+  if (!lane.ok) {
+    rmSync(runDir, { recursive: true, force: true }); // nothing ran: no run folder
+    return { kind: 'rejected', problems: lane.problems };
+  }
   const obs = lane.observation;
   const judgement = judge(action, obs);
   // Promotion acts only on the scope roots this run acted on: their inode and owner, as opened.

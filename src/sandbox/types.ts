@@ -50,7 +50,16 @@ export interface NsInput {
 export interface NsScope {
   /** Absolute host path of a declared scope (file or directory); seen at the same path inside, through a copy-on-write overlay. */
   hostPath: string;
+  /** Seen read-only inside (the overlay or the file's copy bound read-only): the program cannot change it. */
+  readOnly?: boolean;
 }
+
+/** What a run reports while it goes: its phase, and the program's output as it comes. */
+export type RunEvent =
+  | { kind: 'phase'; phase: 'staging' | 'running' | 'observing' }
+  /** Up to the stream's capture cap; then one `dropped` event (the host still counts and hashes the rest). */
+  | { kind: 'output'; stream: 'stdout' | 'stderr'; chunk: Buffer }
+  | { kind: 'dropped'; stream: 'stdout' | 'stderr'; afterBytes: number };
 
 export interface NsRunSpec {
   /** argv[0] absolute inside the sandbox, or a bare name resolved on the read-only root's PATH. */
@@ -74,6 +83,8 @@ export interface NsRunSpec {
   signal?: AbortSignal;
   /** Network by allowlist (docs/network.md): absent = no network at all (empty namespace, no proxy). */
   network?: NsNetworkSpec;
+  /** Progress and live output, for a person watching (the observation is the same without it). */
+  onEvent?: (e: RunEvent) => void;
 }
 
 /** What the run may reach through the host proxy, and how much. */

@@ -5,7 +5,7 @@ import type { Problem } from '../../contracts/problem.js';
 import { scopeHostPath, type Action } from '../../action/action.js';
 import { doctor } from '../doctor.js';
 import { runNs } from '../ns/runner.js';
-import type { NsRunObservation, NsRunSpec } from '../types.js';
+import type { NsRunObservation, NsRunSpec, RunEvent } from '../types.js';
 import { primitiveArgv } from './primitives.js';
 import { networkGrant } from '../../network/allowlist.js';
 import { DEFAULT_NETWORK_CAPS, type NetworkCaps } from '../../network/records.js';
@@ -69,7 +69,7 @@ const NOTHING_RAN = new Set(['NS_INPUT_HASH_MISMATCH', 'NS_SCOPE_UNSAFE', 'NS_SC
  * Runs an Action in the ns lane. `inputsDir` holds the action's inputs by name, already hash-checked
  * by the caller; `outDir` receives /out.
  */
-export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string; tombstoneDir?: string; signal?: AbortSignal; network?: LaneNetworkContext }): Promise<LaneOutcome> {
+export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string; tombstoneDir?: string; signal?: AbortSignal; network?: LaneNetworkContext; onEvent?: (e: RunEvent) => void }): Promise<LaneOutcome> {
   // Network: only what the request asks for AND the policy allows; nothing when either says none.
   let network: NsRunSpec['network'];
   if (action.network.mode === 'allowlist') {
@@ -110,16 +110,18 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     }
     if (argv[0] === 'python') argv = ['python3', ...argv.slice(1)];
   }
-  const scopes = [...new Set(action.scope.paths.map(scopeHostPath))].map((hostPath) => ({ hostPath }));
+  const readOnly = new Set((action.scope.readOnly ?? []).map(scopeHostPath));
+  const scopes = [...new Set(action.scope.paths.map(scopeHostPath))].map((hostPath) => ({ hostPath, ...(readOnly.has(hostPath) ? { readOnly: true } : {}) }));
   const spec: NsRunSpec = {
     argv,
-    cwd: action.source === 'tool-request' ? '/in' : '/tmp',
+    cwd: action.cwd ?? (action.source === 'tool-request' ? '/in' : '/tmp'),
     inputs,
     outDir: ctx.outDir,
     scopes,
     ...(ctx.blobDir ? { keepScopeContent: ctx.blobDir } : {}),
     ...(ctx.tombstoneDir ? { keepScopePreimages: ctx.tombstoneDir } : {}),
     ...(ctx.signal ? { signal: ctx.signal } : {}),
+    ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}),
     ...(network ? { network } : {}),
     limits: {
       wallMs: action.limits.wallMs,

@@ -22,9 +22,17 @@ export class StreamCapture {
     }
   }
 
-  attach(stream: Readable | null): void {
+  /** `live`: each chunk as it comes, up to the cap (what is kept is what is shown), then one `dropped`. */
+  attach(stream: Readable | null, live?: (chunk: Buffer | null, afterBytes: number) => void): void {
     if (!stream) return;
-    stream.on('data', (c: Buffer) => this.push(c));
+    stream.on('data', (c: Buffer) => {
+      const before = this.kept;
+      const wasTotal = this.total;
+      this.push(c);
+      if (!live) return;
+      if (this.kept > before) live(c.subarray(0, this.kept - before), 0);
+      if (this.total > this.kept && wasTotal <= this.kept) live(null, this.kept);
+    });
     stream.on('error', () => {
       /* the pipe broke because the sandbox was killed: what we have is what it wrote */
     });

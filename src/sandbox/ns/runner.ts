@@ -266,6 +266,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const useStrace = wantTrace && tracer === null && caps.strace !== null;
   const observedBy: NsHostFacts['syscallTracer'] = tracer ? 'airlock-tracer' : useStrace ? 'strace' : null;
   const scopes = spec.scopes ?? [];
+  spec.onEvent?.({ kind: 'phase', phase: 'staging' });
   // As root, the host's overlay is mounted from the scope agent's descriptor of the scope root;
   // bwrap's --overlay-src takes a path, resolved again (following links) when bwrap starts, after the
   // agent opened it: the scope's owner could swap a component in between. bwrap's overlay only when
@@ -397,11 +398,12 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     else a.push('--size', String(limits.tmpBytes), '--tmpfs', '/tmp', '--size', String(limits.tmpBytes), '--tmpfs', '/dev/shm');
     a.push('--ro-bind', inStage, '/in');
     a.push('--bind', outStage, '/out');
-    for (const s of scopeDirs) {
-      if (s.kind === 'file') a.push('--bind', fileCopyOf(s), s.hostPath);
-      else if (useBwrapOverlay) a.push('--overlay-src', s.hostPath, '--overlay', s.upper, s.work, s.hostPath);
-      else a.push('--bind', s.merged, s.hostPath);
-    }
+    scopeDirs.forEach((s, i) => {
+      const ro = scopes[i]?.readOnly === true;
+      if (s.kind === 'file') a.push(ro ? '--ro-bind' : '--bind', fileCopyOf(s), s.hostPath);
+      else if (useBwrapOverlay) a.push('--overlay-src', s.hostPath, ...(ro ? ['--ro-overlay', s.hostPath] : ['--overlay', s.upper, s.work, s.hostPath]));
+      else a.push(ro ? '--ro-bind' : '--bind', s.merged, s.hostPath);
+    });
     // The root tmpfs bwrap builds is owned by the sandbox uid, and so is its /dev: make them read-only
     // once everything is in place (devices still work; only /dev/shm stays writable, and capped).
     a.push('--remount-ro', '/dev', '--remount-ro', '/');
@@ -457,8 +459,10 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     }
     const out = new StreamCapture(limits.stdoutBytes);
     const err = new StreamCapture(limits.stderrBytes);
-    out.attach(launch.stdout);
-    err.attach(launch.stderr);
+    const live = (stream: 'stdout' | 'stderr') =>
+      spec.onEvent && ((chunk: Buffer | null, afterBytes: number) => spec.onEvent?.(chunk ? { kind: 'output', stream, chunk } : { kind: 'dropped', stream, afterBytes }));
+    out.attach(launch.stdout, live('stdout'));
+    err.attach(launch.stderr, live('stderr'));
 
     let kill: Kill | null = null;
     let released = false;
@@ -507,6 +511,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       }
       if (kill) return;
       released = true;
+      spec.onEvent?.({ kind: 'phase', phase: 'running' });
       launch.release();
     });
     onNetworkCap = (message) => void killEverything({ status: 'RESOURCE_KILLED', limit: null, reason: message });
@@ -529,6 +534,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       : null;
 
     const end = await launch.closed;
+    spec.onEvent?.({ kind: 'phase', phase: 'observing' });
     if (end.spawnError && !setupError) setupError = end.spawnError;
     spec.signal?.removeEventListener('abort', onCancel);
     const wallMs = performance.now() - t0;
