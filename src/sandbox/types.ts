@@ -197,4 +197,14 @@ export interface NsRunObservation {
   scratch?: import('./ns/outputs.js').ScratchUse;
   /** Problems that made the run a SANDBOX_ERROR (spec invalid, host cannot sandbox...), else []. */
   problems: Problem[];
+  /** Where the host's time went, in ms (absent when the run did not get that far). */
+  timings?: RunTimings;
+}
+
+/** The runner's phases: staging (until bwrap is spawned), launch (until the program is let go), program (until every sandbox process is gone), observe (diffs, hashes, limits). */
+export interface RunTimings {
+  stagingMs: number;
+  launchMs: number;
+  programMs: number;
+  observeMs: number;
 }

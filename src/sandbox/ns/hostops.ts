@@ -164,12 +164,18 @@ export class HostOps {
   }
 }
 
-let ops: HostOps | null | undefined;
+const helpers = new Map<string, HostOps | null>();
 
-/** The process-wide helper, or null when perl or the syscall table is missing (the runner then execs binaries). */
-export function hostOps(perl: string | null): HostOps | null {
-  if (ops !== undefined) return ops;
+/**
+ * The process-wide helper, or null when perl or the syscall table is missing (the runner then execs
+ * binaries). `role` 'cleanup' is a second helper for the unmounts after runs: an unmount waits for
+ * the kernel (RCU grace periods, milliseconds), and the next run's mounts must not queue behind it.
+ */
+export function hostOps(perl: string | null, role: 'setup' | 'cleanup' = 'setup'): HostOps | null {
+  const known = helpers.get(role);
+  if (known !== undefined) return known;
   const nums = SYSCALLS[arch];
-  ops = perl && nums ? new HostOps(perl, nums) : null;
-  return ops;
+  const made = perl && nums ? new HostOps(perl, nums) : null;
+  helpers.set(role, made);
+  return made;
 }

@@ -266,6 +266,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const useStrace = wantTrace && tracer === null && caps.strace !== null;
   const observedBy: NsHostFacts['syscallTracer'] = tracer ? 'airlock-tracer' : useStrace ? 'strace' : null;
   const scopes = spec.scopes ?? [];
+  const tStart = performance.now();
+  let tReleased = 0;
   spec.onEvent?.({ kind: 'phase', phase: 'staging' });
   // As root, the host's overlay is mounted from the scope agent's descriptor of the scope root;
   // bwrap's --overlay-src takes a path, resolved again (following links) when bwrap starts, after the
@@ -511,6 +513,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       }
       if (kill) return;
       released = true;
+      tReleased = performance.now();
       spec.onEvent?.({ kind: 'phase', phase: 'running' });
       launch.release();
     });
@@ -534,6 +537,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       : null;
 
     const end = await launch.closed;
+    const tEnded = performance.now();
     spec.onEvent?.({ kind: 'phase', phase: 'observing' });
     if (end.spawnError && !setupError) setupError = end.spawnError;
     spec.signal?.removeEventListener('abort', onCancel);
@@ -721,6 +725,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       ...(scratchUse ? { scratch: scratchUse } : {}),
       inputs,
       host: hostFacts(caps, spec, cg, observedBy),
+      timings: { stagingMs: t0 - tStart, launchMs: (tReleased || tEnded) - t0, programMs: tReleased ? tEnded - tReleased : 0, observeMs: performance.now() - tEnded },
       ...(network ? { network } : {}),
       problems: status === 'SANDBOX_ERROR' ? [{ code: tracerRefused ? 'NS_TRACER_REFUSED' : 'NS_SANDBOX_FAILED', message: reason }] : [],
     };
@@ -735,8 +740,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     background(async () => {
       if (px) await px.close();
       if (group) cleanupErrors.push(...(await group.destroy()));
+      const unmounter = mounter(caps, hostOps(caps.perlBinary, 'cleanup'));
       for (const m of mounted.reverse()) {
-        const e = await mnt.unmount(m);
+        const e = await unmounter.unmount(m);
         if (e) cleanupErrors.push(e);
       }
       if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
