@@ -12,8 +12,8 @@ import { createServer } from 'node:http';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { networkGrant } from '../dist/src/network/allowlist.js';
-import { mapResolver } from '../dist/src/network/resolver.js';
+import { networkGrant } from '../dist/src/base/allowlist.js';
+import { mapResolver } from '../dist/src/sandbox/egress/resolver.js';
 import { runNs, sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
 import { fmt, summary } from './stats.mjs';
 

@@ -1,4 +1,4 @@
-import { literalPrefix, pathSegments } from '../contracts/action-descriptor.js';
+import { literalPrefix, pathSegments } from '../base/globs.js';
 
 /**
  * The one internal model every front door (TR-*.md, Action Descriptor JSON, UTP command) is

@@ -1,5 +1,5 @@
 import type { ActionDescriptor } from '../contracts/action-descriptor.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import { DEFAULT_LIMITS, type Action, type ActionRun } from './action.js';
 
 const MIB = 1024 * 1024;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { isAbsolute, normalize } from 'node:path';
-import type { Problem } from '../contracts/problem.js';
-import { parseAllowEntry } from '../network/allowlist.js';
+import type { Problem } from '../base/problem.js';
+import { parseAllowEntry } from '../base/allowlist.js';
 import { NO_PRECONDITIONS, type Action, type ActionInput, type ActionLimits } from './action.js';
 
 /**

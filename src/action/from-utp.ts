@@ -2,7 +2,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JsonObject } from '../contracts/utp.js';
-import type { ToolRecord } from '../store/types.js';
 import { DEFAULT_TOOL_LIMITS, type ToolOptions } from '../utp/tools.js';
 import { DEFAULT_LIMITS, NO_PRECONDITIONS, type Action, type ActionLimits } from './action.js';
 
@@ -28,7 +27,7 @@ export function limitsFor(opts: ToolOptions, args: JsonObject): ActionLimits {
   };
 }
 
-export function toolAction(tool: Pick<ToolRecord, 'tool_name'>, run: Action['run'], lane: Action['lane'], limits: ActionLimits, display: string, opts: ToolOptions): Action {
+export function toolAction(tool: { tool_name: string }, run: Action['run'], lane: Action['lane'], limits: ActionLimits, display: string, opts: ToolOptions): Action {
   const fx = opts.effects;
   const network = fx?.network ?? [];
   return {
@@ -82,7 +81,7 @@ export function fillTemplate(template: string[], args: JsonObject): { argv: stri
  * A python Action in `lane`. In ns, the code is /in/main.py run by python3; in Monty it runs as is.
  * With `args` (a tool's own program), the call's arguments are /in/arguments.json in both lanes.
  */
-export function pythonAction(tool: Pick<ToolRecord, 'tool_name'>, lane: Action['lane'], code: string, args: JsonObject | undefined, limits: ActionLimits, inputsDir: string, opts: ToolOptions): Action {
+export function pythonAction(tool: { tool_name: string }, lane: Action['lane'], code: string, args: JsonObject | undefined, limits: ActionLimits, inputsDir: string, opts: ToolOptions): Action {
   mkdirSync(inputsDir, { recursive: true, mode: 0o700 });
   const inputs: Action['inputs'] = [];
   const stage = (name: string, text: string) => {

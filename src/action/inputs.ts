@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 
 /** Every declared input is a regular file in `dir` whose sha256 is the declared one. */
 export function checkInputs(inputs: { name: string; sha256: string }[], dir: string): Problem[] {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Action } from '../action/action.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { Policy } from '../policy/policy.js';
 import { verifyApproval } from './signature.js';
 

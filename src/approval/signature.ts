@@ -1,6 +1,6 @@
 import { createHash, sign, verify, type KeyObject } from 'node:crypto';
 import * as z from 'zod';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { Policy } from '../policy/policy.js';
 import { decodePublicKey } from './keys.js';
 

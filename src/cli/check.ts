@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { detectKind, unknownKindProblem } from '../contracts/detect.js';
-import type { Contract, DocumentKind, Problem } from '../contracts/problem.js';
+import type { Contract, DocumentKind } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import { decodeDocument } from '../contracts/text.js';
 
 /**

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import type { ActionInput, ActionLimits } from '../action/action.js';
 import { actionFromArgv } from '../action/from-argv.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
 import { execute } from '../host/execute.js';
 import { loadPolicy } from '../policy/load.js';

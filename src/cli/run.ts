@@ -1,7 +1,7 @@
 import { basename, resolve } from 'node:path';
 import { sandboxIdle } from '../sandbox/ns/runner.js';
 import { interruptible, watchRun } from './terminal.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import { runFile, type FileRunOutcome } from './run-file.js';
 import { openWorkspace } from '../workspace/workspace.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import * as z from 'zod';
 import { decodePublicKey } from '../approval/keys.js';
 import { writeFileAtomic } from '../audit/files.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { Policy } from '../policy/policy.js';
 import type { LoadedRun } from './load.js';
 

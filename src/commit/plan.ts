@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import type { DiffEntry } from '../contracts/sandbox-result.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { currentState, hashFileNoFollow, keepInStore, type CurrentState } from './fsops.js';
 import type { LoadedRun } from './load.js';

@@ -1,7 +1,7 @@
 import { lstatSync, readFileSync } from 'node:fs';
 import type { Action } from '../action/action.js';
 import { actionsOf } from '../action/declaration.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 
 /**
  * Preconditions are checked again at promotion, on the real host (the sandbox saw none of them).

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { openAuditLog } from '../audit/index.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { removeStaging, step } from './apply.js';
 import { loadRun } from './load.js';

@@ -1,6 +1,6 @@
 import { basename, dirname } from 'node:path';
 import { ScopeFs, ScopeFsError } from '../base/scope-fs.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 
 /**
  * The scopes a promotion, rollback or recovery acts in, each through its own scope agent (one

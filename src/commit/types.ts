@@ -1,4 +1,4 @@
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { ScopeRecord } from './scopes.js';
 
 /**

@@ -1,5 +1,6 @@
 import { parseJsonDocument } from './json-doc.js';
-import type { DocumentKind, Problem } from './problem.js';
+import type { DocumentKind } from './problem.js';
+import type { Problem } from '../base/problem.js';
 
 /**
  * Which kind of document a file is, decided from its name and first bytes without loading any

@@ -25,7 +25,7 @@
 import { decodeAll } from './content/decode.js';
 import { CONTROL_KIND, decodeReversed, decodeTags, findInvisible } from './content/invisible.js';
 import { ESCAPED_ANSI, NOT_PLAIN, normalisedView } from './content/normalise.js';
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 import { findSecrets } from './secrets.js';
 
 export type ForbiddenCategory = 'secret' | 'exec_payload' | 'policy_claim' | 'instruction' | 'hidden_char' | 'terminal_control';

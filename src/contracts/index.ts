@@ -2,14 +2,16 @@ import { actionDescriptorContract } from './action-descriptor.js';
 import { detectKind, unknownKindProblem } from './detect.js';
 import { jsonRules } from './json-doc.js';
 import { markdownRules } from './markdown.js';
-import type { Contract, DocumentKind, Problem, Rule } from './problem.js';
+import type { Contract, DocumentKind, Rule } from './problem.js';
+import type { Problem } from '../base/problem.js';
 import { sandboxResultContract } from './sandbox-result.js';
 import { normalizeText, textRules } from './text.js';
 import { toolRequestContract } from './tool-request.js';
 import { toolResultContract } from './tool-result.js';
 import { utpContract } from './utp.js';
 
-export type { Contract, DocumentKind, Problem, Result, Rule } from './problem.js';
+export type { Contract, DocumentKind, Rule } from './problem.js';
+export type { Problem, Result } from '../base/problem.js';
 
 export const contracts: readonly Contract<unknown>[] = [
   toolRequestContract as Contract<unknown>,

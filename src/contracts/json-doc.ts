@@ -1,4 +1,4 @@
-import type { Problem, Result } from './problem.js';
+import type { Problem, Result } from '../base/problem.js';
 import { MAX_DOCUMENT_BYTES, normalizeText } from './text.js';
 
 /**

@@ -1,5 +1,5 @@
 import { Composer, isAlias, isMap, isScalar, isSeq, LineCounter, Parser, visit, type CST, type Node } from 'yaml';
-import type { Problem, Result } from './problem.js';
+import type { Problem, Result } from '../base/problem.js';
 import { yamlOffsetOf } from './yaml-lines.js';
 import { parseYamlSubset } from './yaml-subset.js';
 

@@ -1,7 +1,9 @@
 import * as z from 'zod';
-import { deletionDeclared, detectJsonKind, globWithin, literalPrefix, pathMatches, pathSegments, validTimestamp, type ActionDescriptor, type PathCover } from './action-descriptor.js';
+import { detectJsonKind, validTimestamp, type ActionDescriptor } from './action-descriptor.js';
+import { deletionDeclared, globWithin, literalPrefix, pathMatches, pathSegments, type PathCover } from '../base/globs.js';
 import { formatPath, parseJsonDocument, schemaProblems, type JsonPath, type SchemaIssue } from './json-doc.js';
-import type { Contract, Problem, Result, Rule } from './problem.js';
+import type { Contract, Rule } from './problem.js';
+import type { Problem, Result } from '../base/problem.js';
 
 /**
  * Sandbox Result v1 (/work/shared/specs/sandbox-result.schema.md, docs/sandbox-result.md): what

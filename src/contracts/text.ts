@@ -1,4 +1,4 @@
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 
 /** Documents larger than this are refused before any parsing (a hostile file cannot exhaust us). */
 export const MAX_DOCUMENT_BYTES = 1024 * 1024;

@@ -1,4 +1,4 @@
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 import { shellWords, type ShellOperatorKind } from './shell-words.js';
 import { findInstall } from './tool-request-content.js';
 import { trProblem, type ToolRequestCode } from './tool-request-rules.js';

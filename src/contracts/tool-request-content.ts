@@ -1,4 +1,4 @@
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 import { findSecrets } from './secrets.js';
 import { trProblem } from './tool-request-rules.js';
 

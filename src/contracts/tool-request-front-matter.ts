@@ -1,4 +1,4 @@
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 import { hasErrorsSince, trProblem, type ToolRequestCode } from './tool-request-rules.js';
 import {
   BACKENDS,

@@ -1,4 +1,5 @@
-import { warningCodes, type Problem } from './problem.js';
+import { warningCodes } from './problem.js';
+import { type Problem } from '../base/problem.js';
 
 /**
  * Every code the Tool Request contract can emit (besides the shared DOC_* and FM_* codes), with the

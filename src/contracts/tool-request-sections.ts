@@ -1,5 +1,5 @@
 import type { BodyLine, Section } from './markdown.js';
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 import { hasErrorsSince, trProblem } from './tool-request-rules.js';
 import { DATA_SENSITIVITIES, RISK_LEVELS, type Backend, type DataSensitivity, type NetworkMode, type RiskAssessment, type RiskLevel, type ToolInput, type ToolOutput } from './tool-request-schema.js';
 

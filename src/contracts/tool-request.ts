@@ -1,6 +1,7 @@
 import { detectKind } from './detect.js';
 import { parseFrontMatterDocument, sectionBody, type BodyLine } from './markdown.js';
-import { settle, type Contract, type Problem, type Result } from './problem.js';
+import { settle, type Contract } from './problem.js';
+import { type Problem, type Result } from '../base/problem.js';
 import { renderFrontMatterDocument } from './render.js';
 import { normalizeText } from './text.js';
 import { checkCommand } from './tool-request-command.js';

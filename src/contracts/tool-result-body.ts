@@ -1,4 +1,4 @@
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 import { MAX_STREAM_LINES, REQUIRED_LIMITS, SECTION_TITLES, SHA256_RE, type StreamExcerpt, type ToolResult } from './tool-result-schema.js';
 
 /**

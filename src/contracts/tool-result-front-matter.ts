@@ -1,4 +1,4 @@
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 import { TOOL_RESULT_WARNINGS, type ToolResultCode } from './tool-result-rules.js';
 import { REQUEST_ID_RE, RESULT_ID_RE, SIGNALS, TIMESTAMP_RE, toolResultFrontMatterSchema, type FrontMatter } from './tool-result-schema.js';
 

@@ -2,7 +2,8 @@ import { detectKind } from './detect.js';
 import { escapeInvisible } from './content/invisible.js';
 import { findForbiddenContent, forbiddenMessage } from './forbidden-content.js';
 import { parseFrontMatterDocument } from './markdown.js';
-import { settle, type Contract, type Problem, type Result } from './problem.js';
+import { settle, type Contract } from './problem.js';
+import { type Problem, type Result } from '../base/problem.js';
 import { renderFrontMatterDocument } from './render.js';
 import { normalizeText } from './text.js';
 import {

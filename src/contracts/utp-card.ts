@@ -1,5 +1,5 @@
 import type { JsonPath } from './json-doc.js';
-import type { Problem, Result } from './problem.js';
+import type { Problem, Result } from '../base/problem.js';
 import {
   AFTER_EXECUTION,
   checkEnum,

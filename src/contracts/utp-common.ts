@@ -1,5 +1,5 @@
 import { formatPath, MAX_JSON_DEPTH, type JsonPath } from './json-doc.js';
-import type { Problem } from './problem.js';
+import type { Problem } from '../base/problem.js';
 
 /**
  * Shared field rules of every UTP payload: identifiers, turn_epoch, after_execution, status, and

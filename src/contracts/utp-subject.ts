@@ -1,4 +1,4 @@
-import type { Problem, Result } from './problem.js';
+import type { Problem, Result } from '../base/problem.js';
 
 /**
  * The UTP subject grammar (spec section 4.1/4.2) over NATS subjects.

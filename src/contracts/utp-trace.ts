@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Result } from './problem.js';
+import type { Result } from '../base/problem.js';
 
 /**
  * W3C Trace Context `traceparent` (https://www.w3.org/TR/trace-context/#traceparent-header):

@@ -1,5 +1,6 @@
 import { detectKind, readJsonOnce } from './detect.js';
-import type { Contract, Result, Rule } from './problem.js';
+import type { Contract, Rule } from './problem.js';
+import type { Result } from '../base/problem.js';
 import { CALL_CONTENT_KEYS, CARD_KEYS, cardRules, METADATA_KEYS, readCard, RESULT_CONTENT_KEYS, type UtpCard } from './utp-card.js';
 import {
   callbackPayload,

@@ -1,6 +1,6 @@
 import { copyFileSync, existsSync, readFileSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import { normalizeText } from '../contracts/text.js';
 import { toolRequestContract, type ToolRequest } from '../contracts/tool-request.js';
 import { loadOperatorKey } from '../approval/keys.js';

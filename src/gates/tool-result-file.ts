@@ -1,10 +1,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Action } from '../action/action.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import { toolResultContract } from '../contracts/tool-result.js';
 import type { RunOutcome } from '../pipeline/run.js';
-import { buildToolResult } from '../report/tool-result.js';
+import { buildToolResult } from './tool-result-render.js';
 
 export interface ToolResultFile {
   file: string;

@@ -2,7 +2,7 @@ import type { Action } from '../action/action.js';
 import { actionsOf } from '../action/declaration.js';
 import { decideApproval, type ApprovalDecision, type ApprovalEvidence } from '../approval/decide.js';
 import { openAuditLog } from '../audit/index.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import { evaluatePolicy } from '../policy/evaluate.js';
 import { loadPolicy } from '../policy/load.js';
 import { runComposite } from '../pipeline/composite.js';

@@ -1,8 +1,8 @@
-import { deletionDeclared, globWithin, pathMatches } from '../contracts/action-descriptor.js';
+import { deletionDeclared, globWithin, pathMatches } from '../base/globs.js';
 import type { Action } from '../action/action.js';
-import { PROXY_HOST, PROXY_PORT } from '../network/forwarder.js';
-import { refusedLines, type NetworkObservation } from '../network/records.js';
-import type { FsChange, NsRunObservation, ObservedSideEffects } from '../sandbox/types.js';
+import { PROXY_HOST, PROXY_PORT } from '../sandbox/egress/forwarder.js';
+import { refusedLines, type NetworkObservation } from '../sandbox/egress/records.js';
+import type { FsChange, Observation, ObservedSideEffects } from '../sandbox/types.js';
 
 export type Verdict = 'PROMOTE' | 'REQUIRE_CONFIRMATION' | 'BLOCK' | 'FORCE_ROLLBACK';
 
@@ -90,7 +90,7 @@ function withinScope(action: Action, c: FsChange): boolean {
  * Every hard failure of §13 is a BLOCK; any false compliance forbids PROMOTE; the host policy may
  * still tighten the verdict afterwards.
  */
-export function judge(action: Action, obs: NsRunObservation): Judgement {
+export function judge(action: Action, obs: Observation): Judgement {
   const hard: string[] = [];
   const soft: string[] = [];
   const unexpected: string[] = [];

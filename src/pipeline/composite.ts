@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import { validateSandboxResultAgainst, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
 import type { Action } from '../action/action.js';
 import { declarationOf } from '../action/declaration.js';

@@ -2,7 +2,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { screenContent, type Screening } from '../contracts/forbidden-content.js';
-import type { Problem } from '../contracts/index.js';
+import type { Problem } from '../base/problem.js';
 import { validateSandboxResultAgainst, type SandboxResult } from '../contracts/sandbox-result.js';
 import type { Action } from '../action/action.js';
 import { declarationOf } from '../action/declaration.js';
@@ -11,7 +11,7 @@ import { judge, type Judgement } from '../judge/judge.js';
 import { buildSandboxResult, renderSandboxResult } from '../report/sandbox-result.js';
 import { runInMontyLane } from '../sandbox/lanes/monty.js';
 import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
-import type { NsRunObservation, RunEvent } from '../sandbox/types.js';
+import type { Observation, RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { scopesFile } from '../commit/load.js';
 import type { ScopeRecord } from '../commit/scopes.js';
@@ -33,7 +33,7 @@ export type RunOutcome =
       sandboxResult: SandboxResult;
       sandboxResultFile: string;
       judgement: Judgement;
-      observation: NsRunObservation;
+      observation: Observation;
       /**
        * What the run's untrusted output (the streams as kept, in full, and the paths it changed)
        * gave the result screen. Every door hands nothing on while it has problems (docs/forbidden-content.md).
@@ -106,7 +106,7 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
  * of them, not only the excerpt a result shows: the rest is stored as an artifact) and every path
  * the run changed (a file name is program output too).
  */
-export function screenRun(obs: NsRunObservation, sr: SandboxResult): Screening {
+export function screenRun(obs: Observation, sr: SandboxResult): Screening {
   const d = sr.filesystem_diff;
   const paths = [...d.added, ...d.modified, ...d.deleted].map((e) => e.path);
   return screenContent([

@@ -1,6 +1,6 @@
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { Action } from '../action/action.js';
-import { uncoveredEntries } from '../network/allowlist.js';
+import { uncoveredEntries } from '../base/allowlist.js';
 import type { Policy } from './policy.js';
 
 export const policyDecisionRules = [

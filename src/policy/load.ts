@@ -1,5 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
-import type { Problem, Result } from '../contracts/problem.js';
+import type { Problem, Result } from '../base/problem.js';
 import { parsePolicy, type Policy } from './policy.js';
 
 export const policyLoadRules = [

@@ -1,6 +1,6 @@
 import { LineCounter, parseDocument } from 'yaml';
 import * as z from 'zod';
-import type { Problem, Result } from '../contracts/problem.js';
+import type { Problem, Result } from '../base/problem.js';
 import { yamlOffsetOf } from '../contracts/yaml-lines.js';
 
 /**

@@ -1,6 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { scopeHostPath, type Action } from '../action/action.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 
 export const scopeRules = [
   { code: 'POLICY_SCOPE_ROOT', spec: 'Issue 15: an action may act only under the folders policy.yaml lists in scope_roots (an allowlist; empty by default, so a fresh workspace allows no scope at all).', fix: 'Scope the action to a folder under one of the roots, or have the operator add a root to scope_roots in policy.yaml.' },

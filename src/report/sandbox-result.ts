@@ -1,8 +1,8 @@
-import type { Result } from '../contracts/problem.js';
+import type { Result } from '../base/problem.js';
 import { SANDBOX_RESULT_MAX_BYTES, sandboxResultContract, validateSandboxResult, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
 import type { Action } from '../action/action.js';
 import { networkAttempts, type Judgement } from '../judge/judge.js';
-import type { FsChange, NsRunObservation } from '../sandbox/types.js';
+import type { FsChange, Observation } from '../sandbox/types.js';
 
 const TYPE: Record<FsChange['type'], DiffEntry['type']> = {
   file: 'file',
@@ -70,7 +70,7 @@ function entry(c: FsChange, tombstone: (sha: string) => string): DiffEntry {
 export function buildSandboxResult(args: {
   action: Action;
   sandboxId: string;
-  obs: NsRunObservation;
+  obs: Observation;
   judgement: Judgement;
   tombstone?: (sha256: string) => string;
 }): SandboxResult {
@@ -146,7 +146,7 @@ export function buildSandboxResult(args: {
   }
   uniquePaths(diff);
 
-  const stream = (s: NsRunObservation['stdout']) => {
+  const stream = (s: Observation['stdout']) => {
     const shown = s.bytes.subarray(0, SANDBOX_RESULT_STREAM_BYTES);
     return { text: shown.toString('utf8'), total_bytes: s.totalBytes, captured_bytes: shown.length, truncated: shown.length < s.totalBytes, sha256: s.sha256 };
   };

@@ -2,18 +2,18 @@
 // Everything here comes from the host side (cgroup files, the strace log written by a root-owned
 // tracer, the host's own pipes and timers, the fs diff of host-side staging dirs): nothing the
 // sandboxed program can write is read as evidence.
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { FsChange, ObservedSideEffects } from './observe/types.js';
-import type { NetworkGrant } from '../network/allowlist.js';
-import type { NetworkCaps, NetworkObservation } from '../network/records.js';
-import type { Resolver } from '../network/resolver.js';
+import type { NetworkGrant } from '../base/allowlist.js';
+import type { NetworkCaps, NetworkObservation } from './egress/records.js';
+import type { Resolver } from './egress/resolver.js';
 
 export type { FsChange, ObservedSideEffects } from './observe/types.js';
 
-export type NsStatus = 'SUCCESS' | 'FAILURE' | 'TIMEOUT' | 'RESOURCE_KILLED' | 'POLICY_ABORTED' | 'SANDBOX_ERROR';
+export type RunStatus = 'SUCCESS' | 'FAILURE' | 'TIMEOUT' | 'RESOURCE_KILLED' | 'POLICY_ABORTED' | 'SANDBOX_ERROR';
 
 /** Every limit a run can carry. All are required: the caller (policy) decides the numbers. */
-export interface NsLimits {
+export interface Limits {
   /** Wall-clock time from spawn to kill, enforced by a host timer. */
   wallMs: number;
   /** CPU time of all the sandbox's processes together (cgroup accounting) and of each (RLIMIT_CPU). */
@@ -36,7 +36,7 @@ export interface NsLimits {
   stderrBytes: number;
 }
 
-export type LimitName = keyof NsLimits;
+export type LimitName = keyof Limits;
 
 export interface NsInput {
   /** Host path of a file the caller has already hash-checked. */
@@ -72,7 +72,7 @@ export interface NsRunSpec {
   /** Host directory that receives a copy of /out when the run ends (created if missing; must be empty). */
   outDir: string;
   scopes?: NsScope[];
-  limits: NsLimits;
+  limits: Limits;
   /** Observe syscalls (default: true): with the host tracer when built and root, else strace when installed. */
   traceSyscalls?: boolean;
   /** Keep the new content of added/modified scope files here, by sha256 (what promotion applies). */
@@ -115,14 +115,14 @@ export type ResourceField =
   | 'networkBytesOut'
   | 'wallMs';
 
-export type NsResources = Record<ResourceField, number | null> & {
+export type Resources = Record<ResourceField, number | null> & {
   /** Why each null figure could not be measured. */
   unmeasured: Partial<Record<ResourceField, string>>;
   /** How a measured figure was obtained when it is not obvious (e.g. network 0 by construction). */
   basis: Partial<Record<ResourceField, string>>;
 };
 
-export interface NsExit {
+export interface RunExit {
   code: number | null;
   signal: string | null;
   /** 'tracer' / 'strace': the syscall tracer saw the program's end; 'bwrap-exit-code': inferred from bwrap's 128+N convention. */
@@ -152,7 +152,7 @@ export interface LimitEnforcement {
   reportedOnlyReason?: string;
 }
 
-export interface NsHostFacts {
+export interface HostFacts {
   bwrapVersion: string;
   cgroupVersion: 1 | 2 | null;
   /** Host uid bwrap (hence the whole sandbox) ran as. */
@@ -166,20 +166,20 @@ export interface NsHostFacts {
   limits: LimitEnforcement[];
 }
 
-export interface NsRunObservation {
+export interface Observation {
   runId: string;
   startedAt: string;
   endedAt: string;
   wallMs: number;
-  exit: NsExit;
-  status: NsStatus;
+  exit: RunExit;
+  status: RunStatus;
   /** Why the status is what it is (e.g. "wall time 300 ms exceeded", "memory limit: OOM kill"). */
   reason: string;
   /** Limits the run went over (a non-empty list is non-compliance whatever the status). */
   limitsExceeded: LimitName[];
   stdout: CapturedStream;
   stderr: CapturedStream;
-  resources: NsResources;
+  resources: Resources;
   sideEffects: ObservedSideEffects | null;
   sideEffectsUnavailable?: string;
   fs: {
@@ -190,7 +190,7 @@ export interface NsRunObservation {
   };
   /** sha256 of each input as bound at /in (measured by the runner just before the run). */
   inputs: { name: string; sha256: string; bytes: number }[];
-  host: NsHostFacts;
+  host: HostFacts;
   /** Present when the run had the network: every request to the host proxy, allowed or refused. */
   network?: NetworkObservation;
   /** What the run left in /tmp and /dev/shm (discarded with the run; /dev/shm's use is reported). */

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { headers as natsHeaders, type NatsConnection, type Subscription } from 'nats';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import {
   buildWakeupSubject,
   checkCallbackAgainstResultCard,

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Action } from '../action/action.js';
 import { fillTemplate, limitsFor, pythonAction, toolAction } from '../action/from-utp.js';
 import { jsonParts, screenContent, type Screening } from '../contracts/forbidden-content.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
 import { loadPolicy } from '../policy/load.js';
 import type { ApprovalEvidence } from '../approval/decide.js';

@@ -1,5 +1,5 @@
 import { parseJsonDocument } from '../contracts/json-doc.js';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import {
   AFTER_EXECUTION,
   ID_PATTERN,

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AckPolicy, DeliverPolicy, headers as natsHeaders, nanos, RetentionPolicy, StorageType, type JsMsg, type JetStreamManager, type NatsConnection } from 'nats';
-import type { Problem } from '../contracts/problem.js';
+import type { Problem } from '../base/problem.js';
 import {
   buildWakeupSubject,
   callbackPayload,

@@ -1,6 +1,7 @@
 import * as z from 'zod';
-import type { Problem, Result } from '../contracts/problem.js';
-import { checkAbsolutePath, globWithin, hostAccess, literalPrefix, pathSegments } from '../contracts/action-descriptor.js';
+import type { Problem, Result } from '../base/problem.js';
+import { hostAccess } from '../contracts/action-descriptor.js';
+import { checkAbsolutePath, globWithin, literalPrefix, pathSegments } from '../base/globs.js';
 import { ID_PATTERN, MAX_ID_LENGTH, parseSubject } from '../contracts/utp.js';
 import type { ToolRecord } from '../store/types.js';
 

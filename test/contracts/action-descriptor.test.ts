@@ -3,13 +3,8 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { z } from 'zod';
-import {
-  actionDescriptorContract as contract,
-  globWithin,
-  pathMatches,
-  validateActionDescriptor,
-  type ActionDescriptor,
-} from '../../src/contracts/action-descriptor.js';
+import { actionDescriptorContract as contract, validateActionDescriptor, type ActionDescriptor } from '../../src/contracts/action-descriptor.js';
+import { globWithin, pathMatches } from '../../src/base/globs.js';
 import { checkText } from '../../src/contracts/index.js';
 import { repoPath } from '../helpers/paths.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Result } from '../../src/contracts/problem.js';
+import type { Result } from '../../src/base/problem.js';
 import { mergeIdentity, recoverIdentity } from '../../src/contracts/utp-identity.js';
 import { childTraceparent, parseTraceparent } from '../../src/contracts/utp-trace.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Result } from '../../src/contracts/problem.js';
+import type { Result } from '../../src/base/problem.js';
 import {
   checkCallbackAgainstResultCard,
   checkCommandAgainstCallCard,

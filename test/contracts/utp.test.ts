@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { z } from 'zod';
 import { checkText } from '../../src/contracts/index.js';
 import { jsonRules } from '../../src/contracts/json-doc.js';
-import type { Result } from '../../src/contracts/problem.js';
+import type { Result } from '../../src/base/problem.js';
 import { textRules } from '../../src/contracts/text.js';
 import { parseCallback, parseCard, parseToolCommand, utpContract, type UtpDocument } from '../../src/contracts/utp.js';
 import { repoPath } from '../helpers/paths.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Action } from '../../src/action/action.js';
 import { judge } from '../../src/judge/judge.js';
-import type { NsRunObservation } from '../../src/sandbox/types.js';
+import type { Observation } from '../../src/sandbox/types.js';
 
 // The judge's rules on hand-made observations (pure logic; the real runs are in test/pipeline and
 // test/sandbox): any false compliance forbids PROMOTE, every section-13 hard failure is a BLOCK.
@@ -31,7 +31,7 @@ const action = (over: Partial<Action> = {}): Action => ({
 
 const stream = { bytes: Buffer.alloc(0), totalBytes: 0, sha256: 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855', truncated: false };
 
-const clean = (over: Partial<NsRunObservation> = {}): NsRunObservation =>
+const clean = (over: Partial<Observation> = {}): Observation =>
   ({
     runId: 'ns-1',
     startedAt: '2026-11-24T00:00:00.000Z',
@@ -50,7 +50,7 @@ const clean = (over: Partial<NsRunObservation> = {}): NsRunObservation =>
     host: { bwrapVersion: '0.8.0', cgroupVersion: 1, hostUid: 65534, sandboxUid: 65534, seccomp: true, syscallTracer: 'airlock-tracer', outMechanism: 'tmpfs-size', limits: [{ limit: 'wallMs', enforcedBy: 'host timer' }] },
     problems: [],
     ...over,
-  }) as NsRunObservation;
+  }) as Observation;
 
 const falses = (j: ReturnType<typeof judge>) => Object.entries(j.compliance).filter(([, v]) => !v).map(([k]) => k);
 

@@ -2,9 +2,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { canonicalIp, classifyAddress } from '../../src/network/address.js';
-import { decide, intersectAllowlists, networkGrant, parseAllowEntry, parseAllowlist, type NetworkGrant } from '../../src/network/allowlist.js';
-import { mapResolver } from '../../src/network/resolver.js';
+import { canonicalIp, classifyAddress } from '../../src/base/address.js';
+import { intersectAllowlists, networkGrant, parseAllowEntry, parseAllowlist, type NetworkGrant } from '../../src/base/allowlist.js';
+import { decide } from '../../src/sandbox/egress/decide.js';
+import { mapResolver } from '../../src/sandbox/egress/resolver.js';
 
 const rule = (e: string) => {
   const r = parseAllowEntry(e);

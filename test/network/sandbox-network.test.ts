@@ -17,10 +17,10 @@ import { descriptor } from '../helpers/descriptors.js';
 import { sandboxResultContract } from '../../src/contracts/sandbox-result.js';
 import { toolResultContract } from '../../src/contracts/tool-result.js';
 import { judge } from '../../src/judge/judge.js';
-import type { NetworkCaps } from '../../src/network/records.js';
-import { mapResolver } from '../../src/network/resolver.js';
+import type { NetworkCaps } from '../../src/sandbox/egress/records.js';
+import { mapResolver } from '../../src/sandbox/egress/resolver.js';
 import { buildSandboxResult } from '../../src/report/sandbox-result.js';
-import { buildToolResult } from '../../src/report/tool-result.js';
+import { buildToolResult } from '../../src/gates/tool-result-render.js';
 import { runInNsLane, type LaneNetworkContext } from '../../src/sandbox/lanes/ns.js';
 import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 

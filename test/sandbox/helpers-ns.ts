@@ -3,19 +3,19 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runNs } from '../../src/sandbox/ns/runner.js';
-import type { NsLimits, NsRunObservation, NsRunSpec } from '../../src/sandbox/types.js';
+import type { Limits, Observation, NsRunSpec } from '../../src/sandbox/types.js';
 
-export const LIMITS: NsLimits = { wallMs: 5000, cpuMs: 3000, memoryBytes: 256 << 20, pids: 64, outBytes: 1 << 20, files: 10_000, tmpBytes: 4 << 20, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
+export const LIMITS: Limits = { wallMs: 5000, cpuMs: 3000, memoryBytes: 256 << 20, pids: 64, outBytes: 1 << 20, files: 10_000, tmpBytes: 4 << 20, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
 
 export function freshOut(): string {
   return join(mkdtempSync(join(tmpdir(), 'airlock-ns-test-')), 'out');
 }
 
-export function run(argv: string[], more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<NsLimits> } = {}): Promise<NsRunObservation> {
+export function run(argv: string[], more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<Limits> } = {}): Promise<Observation> {
   const { limits, ...rest } = more;
   return runNs({ argv, outDir: freshOut(), ...rest, limits: { ...LIMITS, ...limits } });
 }
 
-export const py = (code: string, more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<NsLimits> } = {}): Promise<NsRunObservation> => run(['python3', '-c', code], more);
+export const py = (code: string, more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<Limits> } = {}): Promise<Observation> => run(['python3', '-c', code], more);
 
-export const text = (o: NsRunObservation): string => `status=${o.status} reason=${o.reason} exit=${JSON.stringify(o.exit)} stdout=${o.stdout.bytes.toString().slice(0, 300)} stderr=${o.stderr.bytes.toString().slice(0, 600)}`;
+export const text = (o: Observation): string => `status=${o.status} reason=${o.reason} exit=${JSON.stringify(o.exit)} stdout=${o.stdout.bytes.toString().slice(0, 300)} stderr=${o.stderr.bytes.toString().slice(0, 600)}`;

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 
 /**
  * `airlock promote | confirm | rollback | recover | history` (docs/promotion.md). Registration is

@@ -7,10 +7,10 @@
 import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 import type { Action } from '../../action/action.js';
 import { StreamCapture } from '../ns/capture.js';
-import type { CapturedStream, LimitName, NsStatus } from '../types.js';
+import type { CapturedStream, LimitName, RunStatus } from '../types.js';
 import { encodeFrame, FROM_WORKER, MAX_PAYLOAD, parseEndMessage, TO_WORKER, type Frame, type MontyEndMessage, type MontyJob } from './monty-protocol.js';
 import { OutReceiver } from './monty-out.js';
 import type { Broken, MontyPool, MontyWorker, WorkerFacts } from './monty-pool.js';
@@ -24,7 +24,7 @@ const TICK_MS = 10;
 const KEPT_MEMORY_RETIRE = 64 << 20;
 
 export interface Kill {
-  status: NsStatus;
+  status: RunStatus;
   /** null: not a limit (a caller's cancel, a forbidden syscall). */
   limit: LimitName | null;
   reason: string;

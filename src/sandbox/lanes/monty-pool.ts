@@ -5,7 +5,7 @@
 // is its own sandboxed process (monty-sandbox.ts). Idle workers do not keep the process alive (their
 // handles are unref'd), and close() ends them all.
 import { availableParallelism } from 'node:os';
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 import { FROM_WORKER, FrameReader, type Frame } from './monty-protocol.js';
 import { startWorkerProcess, type WorkerProcess, type WorkerSpec } from './monty-sandbox.js';
 

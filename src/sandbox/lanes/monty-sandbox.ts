@@ -18,7 +18,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
 import { doctor, type HostCapabilities } from '../doctor.js';
 import { hostOps } from '../ns/hostops.js';

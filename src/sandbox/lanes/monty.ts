@@ -17,11 +17,11 @@ import { constants as osConstants } from 'node:os';
 import { existsSync, lstatSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 import type { Action } from '../../action/action.js';
 import { StreamCapture } from '../ns/capture.js';
 import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snapshotTree } from '../observe/fs-diff.js';
-import type { FsChange, LimitEnforcement, LimitName, NsExit, NsHostFacts, NsResources, NsRunObservation, NsStatus } from '../types.js';
+import type { FsChange, LimitEnforcement, LimitName, RunExit, HostFacts, Resources, Observation, RunStatus } from '../types.js';
 import type { LaneOutcome } from './ns.js';
 import { execOnPool, POLL_MS, type ExecOutcome } from './monty-exec.js';
 import { configureMontyPools, montyPool } from './monty-pool.js';
@@ -83,7 +83,7 @@ export interface MontyFacts {
   sideEffectsBasis: string;
 }
 
-export type MontyRunObservation = NsRunObservation & { monty: MontyFacts };
+export type MontyRunObservation = Observation & { monty: MontyFacts };
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'files', 'stdoutBytes', 'stderrBytes'];
@@ -91,8 +91,8 @@ const SCRIPT_NAME = 'main.py';
 const DEFAULT_RECURSION = 1000;
 const MAX_RECURSION = 10_000;
 // Values the shared host-facts and exit types do not list yet (reported to the maintainer of types.ts).
-const OUT_MECHANISM = 'monty-mount-write-cap' as unknown as NsHostFacts['outMechanism'];
-const EXIT_SOURCE = 'monty-worker' as unknown as NsExit['source'];
+const OUT_MECHANISM = 'monty-mount-write-cap' as unknown as HostFacts['outMechanism'];
+const EXIT_SOURCE = 'monty-worker' as unknown as RunExit['source'];
 const SIDE_EFFECTS_BASIS =
   'Monty has no filesystem (beyond the /in and /out mounts), environment, network, subprocess or signal API, and no ctypes or ' +
   'foreign code: the program cannot ask for a system call, so there is nothing to trace and the lists are empty by construction. ' +
@@ -135,7 +135,7 @@ function limitEnforcement(memoryBackstop: number | null, sandbox: MontySandboxFa
   return LIMIT_NAMES.map((limit) => ({ limit, enforcedBy: by[limit] }));
 }
 
-function hostFacts(memoryBackstop: number | null, sandbox: MontySandboxFacts | null): NsHostFacts {
+function hostFacts(memoryBackstop: number | null, sandbox: MontySandboxFacts | null): HostFacts {
   return {
     bwrapVersion: sandbox ? sandbox.bwrapVersion : 'none (unsandboxed Monty worker)',
     cgroupVersion: sandbox?.cgroup?.version ?? null,
@@ -148,17 +148,17 @@ function hostFacts(memoryBackstop: number | null, sandbox: MontySandboxFacts | n
   };
 }
 
-function nullResources(reason: string): NsResources {
-  const r: NsResources = { cpuUserMs: null, cpuSystemMs: null, peakMemoryBytes: null, diskWriteBytes: null, networkBytesIn: null, networkBytesOut: null, wallMs: null, unmeasured: {}, basis: {} };
+function nullResources(reason: string): Resources {
+  const r: Resources = { cpuUserMs: null, cpuSystemMs: null, peakMemoryBytes: null, diskWriteBytes: null, networkBytesIn: null, networkBytesOut: null, wallMs: null, unmeasured: {}, basis: {} };
   for (const k of ['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes', 'diskWriteBytes', 'networkBytesIn', 'networkBytesOut', 'wallMs'] as const) r.unmeasured[k] = reason;
   return r;
 }
 
-function emptySideEffects(pid: number | null): NsRunObservation['sideEffects'] {
+function emptySideEffects(pid: number | null): Observation['sideEffects'] {
   return { bwrapPid: null, programPid: pid, processesSpawned: { count: 0, threads: 0, executables: [], outlivedProgram: 0 }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 };
 }
 
-function errorObservation(runId: string, problems: Problem[], started: Date, status: NsStatus = 'SANDBOX_ERROR'): MontyRunObservation {
+function errorObservation(runId: string, problems: Problem[], started: Date, status: RunStatus = 'SANDBOX_ERROR'): MontyRunObservation {
   const now = new Date();
   const empty = new StreamCapture(0).result();
   return {
@@ -214,7 +214,7 @@ function checkLimits(action: Action, opts: MontyLaneOptions): Problem[] {
 }
 
 /** How the program ended, from Monty's error; a forged one only makes the result worse. */
-function classify(end: MontyEndMessage, limits: Action['limits']): { status: NsStatus; limit: LimitName | null; reason: string } {
+function classify(end: MontyEndMessage, limits: Action['limits']): { status: RunStatus; limit: LimitName | null; reason: string } {
   if (end.ok) return { status: 'SUCCESS', limit: null, reason: 'the program completed' };
   const what = `${end.typeName}: ${end.message}`.slice(0, 300);
   if (end.kind === 'runtime' && end.typeName === 'TimeoutError' && /^time limit exceeded/.test(end.message)) return { status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: Monty stopped the program (${what})` };
@@ -287,7 +287,7 @@ async function runMonty(action: Action, code: string, ctx: MontyLaneContext, opt
 }
 
 /** How the run ended, from what the host saw (its kills first, then the worker's protocol, its end message, its death). */
-function statusOf(x: ExecOutcome, limits: Action['limits']): { status: NsStatus; reason: string; limit: LimitName | null; exitCode: number | null } {
+function statusOf(x: ExecOutcome, limits: Action['limits']): { status: RunStatus; reason: string; limit: LimitName | null; exitCode: number | null } {
   const sig = x.workerExit ? signalOf(x.workerExit) : null;
   const died = sig ?? `exit ${x.workerExit?.code ?? '?'}`;
   if (x.kill) return { status: x.kill.status, reason: x.kill.reason, limit: x.kill.limit, exitCode: null };
@@ -330,7 +330,7 @@ async function observe(runId: string, x: ExecOutcome, limits: Action['limits'], 
 
   const sandbox = x.worker?.sandbox ?? null;
   const noNetwork = sandbox ? 'Monty has no network API, and the worker has an empty network namespace and no socket call: 0 by construction' : 'Monty has no network API: 0 by construction';
-  const resources: NsResources = {
+  const resources: Resources = {
     cpuUserMs: x.cpu?.userMs ?? null,
     cpuSystemMs: x.cpu?.systemMs ?? null,
     peakMemoryBytes: x.peakMemoryBytes,

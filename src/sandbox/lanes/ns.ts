@@ -1,17 +1,17 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 import { scopeHostPath, type Action } from '../../action/action.js';
 import { doctor } from '../doctor.js';
 import { runNs } from '../ns/runner.js';
-import type { NsRunObservation, NsRunSpec, RunEvent } from '../types.js';
+import type { Observation, NsRunSpec, RunEvent } from '../types.js';
 import { primitiveArgv } from './primitives.js';
-import { networkGrant } from '../../network/allowlist.js';
-import { DEFAULT_NETWORK_CAPS, type NetworkCaps } from '../../network/records.js';
-import type { Resolver } from '../../network/resolver.js';
+import { networkGrant } from '../../base/allowlist.js';
+import { DEFAULT_NETWORK_CAPS, type NetworkCaps } from '../egress/records.js';
+import type { Resolver } from '../egress/resolver.js';
 
-export type LaneOutcome = { ok: true; observation: NsRunObservation; argv: string[] } | { ok: false; problems: Problem[] };
+export type LaneOutcome = { ok: true; observation: Observation; argv: string[] } | { ok: false; problems: Problem[] };
 
 export const nsLaneRules = [
   {

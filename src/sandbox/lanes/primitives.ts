@@ -1,6 +1,6 @@
 import { readdirSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
-import { literalPrefix, pathMatches, pathSegments } from '../../contracts/action-descriptor.js';
+import { literalPrefix, pathMatches, pathSegments } from '../../base/globs.js';
 import type { FilePrimitive } from '../../action/action.js';
 
 /**

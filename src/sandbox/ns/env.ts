@@ -1,6 +1,6 @@
 // The sandbox environment: empty apart from a short allowlist the runner controls, plus caller
 // variables that pass SAFE_ENV rules. The host's own environment never reaches the sandbox.
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 
 /** Variables the runner always sets (callers cannot override them). */
 export const BASE_ENV_NAMES = ['PATH', 'HOME', 'TMPDIR', 'LANG', 'PWD', 'PYTHONDONTWRITEBYTECODE'] as const;

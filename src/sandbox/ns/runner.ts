@@ -17,7 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
 import { doctor, type HostCapabilities } from '../doctor.js';
 import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snapshotTree } from '../observe/fs-diff.js';
@@ -26,16 +26,16 @@ import { parseStraceLog, straceArgv } from '../observe/strace.js';
 import { sideEffectsFromTrace } from '../observe/trace-events.js';
 import { syscallTracer } from '../observe/tracer.js';
 import { resolveOnRoot, rootPlan, SANDBOX_GID, SANDBOX_UID } from '../rootfs.js';
-import type { FsChange, LimitEnforcement, LimitName, NsExit, NsHostFacts, NsLimits, NsResources, NsRunObservation, NsRunSpec, NsStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
+import type { FsChange, LimitEnforcement, LimitName, RunExit, HostFacts, Limits, Resources, Observation, NsRunSpec, RunStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
 import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
 import { buildSeccompFilter } from './seccomp.js';
 import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
-import { describeGrant } from '../../network/allowlist.js';
-import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../../network/forwarder.js';
-import { NetworkProxy } from '../../network/proxy.js';
-import type { NetworkObservation } from '../../network/records.js';
+import { describeGrant } from '../../base/allowlist.js';
+import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../egress/forwarder.js';
+import { NetworkProxy } from '../egress/proxy.js';
+import type { NetworkObservation } from '../egress/records.js';
 import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, observeScratch, tmpfsFull } from './outputs.js';
 import { chownTo, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
@@ -143,7 +143,7 @@ function checkNetworkSpec(spec: NsRunSpec): Problem[] {
   return p;
 }
 
-function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, syscallTracer: NsHostFacts['syscallTracer']): NsRunObservation['host'] {
+function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, syscallTracer: HostFacts['syscallTracer']): Observation['host'] {
   const limits: LimitEnforcement[] = LIMIT_NAMES.map((limit) => {
     switch (limit) {
       case 'wallMs':
@@ -184,13 +184,13 @@ function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup
   };
 }
 
-function nullResources(reason: string): NsResources {
-  const r: NsResources = { cpuUserMs: null, cpuSystemMs: null, peakMemoryBytes: null, diskWriteBytes: null, networkBytesIn: null, networkBytesOut: null, wallMs: null, unmeasured: {}, basis: {} };
+function nullResources(reason: string): Resources {
+  const r: Resources = { cpuUserMs: null, cpuSystemMs: null, peakMemoryBytes: null, diskWriteBytes: null, networkBytesIn: null, networkBytesOut: null, wallMs: null, unmeasured: {}, basis: {} };
   for (const k of ['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes', 'diskWriteBytes', 'networkBytesIn', 'networkBytesOut', 'wallMs'] as const) r.unmeasured[k] = reason;
   return r;
 }
 
-function errorObservation(runId: string, caps: HostCapabilities | null, problems: Problem[], started = new Date()): NsRunObservation {
+function errorObservation(runId: string, caps: HostCapabilities | null, problems: Problem[], started = new Date()): Observation {
   const now = new Date();
   return {
     runId,
@@ -225,13 +225,13 @@ export function programEndFromStrace(log: string, programPid: number | null): { 
 const SIGNALS: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 4: 'SIGILL', 5: 'SIGTRAP', 6: 'SIGABRT', 7: 'SIGBUS', 8: 'SIGFPE', 9: 'SIGKILL', 10: 'SIGUSR1', 11: 'SIGSEGV', 12: 'SIGUSR2', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM', 24: 'SIGXCPU', 25: 'SIGXFSZ', 31: 'SIGSYS' };
 
 interface Kill {
-  status: NsStatus;
+  status: RunStatus;
   limit: LimitName | null;
   reason: string;
 }
 
 /** Run one program in the ns sandbox and observe it. Never throws: failures are SANDBOX_ERROR observations. */
-export async function runNs(spec: NsRunSpec): Promise<NsRunObservation> {
+export async function runNs(spec: NsRunSpec): Promise<Observation> {
   const runId = `ns-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
   let caps: HostCapabilities;
   try {
@@ -254,9 +254,9 @@ export async function runNs(spec: NsRunSpec): Promise<NsRunObservation> {
   }
 }
 
-async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): Promise<NsRunObservation> {
+async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): Promise<Observation> {
   const bwrap = caps.bwrap!;
-  const limits: NsLimits = spec.limits;
+  const limits: Limits = spec.limits;
   const asRoot = caps.isRoot && caps.sandboxHostUser !== null;
   const uid = asRoot ? caps.sandboxHostUser!.uid : (process.getuid?.() ?? 0);
   const gid = asRoot ? caps.sandboxHostUser!.gid : (process.getgid?.() ?? 0);
@@ -264,7 +264,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const wantTrace = spec.traceSyscalls ?? true;
   const tracer = wantTrace && asRoot ? syscallTracer() : null;
   const useStrace = wantTrace && tracer === null && caps.strace !== null;
-  const observedBy: NsHostFacts['syscallTracer'] = tracer ? 'airlock-tracer' : useStrace ? 'strace' : null;
+  const observedBy: HostFacts['syscallTracer'] = tracer ? 'airlock-tracer' : useStrace ? 'strace' : null;
   const scopes = spec.scopes ?? [];
   const tStart = performance.now();
   let tReleased = 0;
@@ -592,7 +592,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
 
     // ---- exit ----
     const stderrRes = err.result();
-    let exit: NsExit = { code: end.code, signal: end.signal, source: 'bwrap-exit-code' };
+    let exit: RunExit = { code: end.code, signal: end.signal, source: 'bwrap-exit-code' };
     const fromStrace = useStrace ? programEndFromStrace(straceLog, sideEffects?.programPid ?? null) : null;
     if (fromStrace) exit = { ...fromStrace, source: 'strace' };
     else if (fromTracer) exit = { ...fromTracer, source: 'tracer' };
@@ -647,7 +647,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     if (outBytesUsed + scopeBytes > limits.outBytes) limitsExceeded.add('outBytes');
 
     // ---- resources ----
-    const resources: NsResources = {
+    const resources: Resources = {
       cpuUserMs: usage?.cpuUserMs ?? null,
       cpuSystemMs: usage?.cpuSystemMs ?? null,
       peakMemoryBytes: usage?.peakMemoryBytes ?? null,
@@ -676,7 +676,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     }
 
     // ---- status ----
-    let status: NsStatus;
+    let status: RunStatus;
     let reason: string;
     const k = kill as Kill | null;
     if (setupError && (!k || k.status === 'SANDBOX_ERROR')) {

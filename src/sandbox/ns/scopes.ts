@@ -8,7 +8,7 @@ import { chmodSync, chownSync, closeSync, constants, existsSync, openSync, readF
 import { basename, dirname, join } from 'node:path';
 import { putInStore, putStreamInStore } from '../../base/content-store.js';
 import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
-import type { Problem } from '../../contracts/problem.js';
+import type { Problem } from '../../base/problem.js';
 import { diffFileCopy, diffOverlayUpper, DiffBudgetExceeded, type DiffBudget, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
 import type { FsChange, ScopeObservation } from '../types.js';
 import type { Mounter } from './staging.js';

@@ -10,7 +10,8 @@ import { chmodSync, chownSync, rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
 import type { Duplex, Readable, Writable } from 'node:stream';
-import { decide, type Decision, type NetworkGrant, type RefusalCode } from './allowlist.js';
+import { type NetworkGrant } from '../../base/allowlist.js';
+import { decide, type Decision, type RefusalCode } from './decide.js';
 import { DEFAULT_IDLE_MS, DEFAULT_NETWORK_CAPS, DEFAULT_OPEN_CONNECTIONS, type ConnectionRecord, type NetworkCapName, type NetworkCaps, type NetworkObservation } from './records.js';
 import { systemResolver, type Resolver } from './resolver.js';
 

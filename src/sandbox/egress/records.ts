@@ -1,6 +1,6 @@
 // What the host records about every connection the sandbox asked its proxy for, allowed or refused.
 // The Sandbox Result's network figures and the Tool Result's network fields come from here.
-import type { RefusalCode } from './allowlist.js';
+import type { RefusalCode } from './decide.js';
 
 export interface NetworkCaps {
   /** Bytes the run may send to its destinations, all connections together. */

@@ -1,9 +1,9 @@
 import { captureStream, DESTINATION_RE, SIGNALS, utcStamp, standardSafetyNotes, type SignalName, type ToolResult, type ToolResultArtifact } from '../contracts/tool-result.js';
 import type { Action } from '../action/action.js';
 import type { Judgement } from '../judge/judge.js';
-import { contactedDestinations } from '../network/records.js';
-import type { NsRunObservation } from '../sandbox/types.js';
-import { sha256Hex } from './hash.js';
+import { contactedDestinations } from '../sandbox/egress/records.js';
+import type { Observation } from '../sandbox/types.js';
+import { sha256Hex } from '../base/hash.js';
 
 /** A file the host keeps for the result: a /out output or a full stream. */
 export interface StoredArtifact extends ToolResultArtifact {
@@ -32,7 +32,7 @@ function uniqueName(base: string, taken: Set<string>): string {
 export function buildToolResult(args: {
   action: Action;
   argv: string[];
-  obs: NsRunObservation;
+  obs: Observation;
   judgement: Judgement;
   backend: string;
   now?: Date;
