@@ -1,6 +1,6 @@
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { isSeq, parseDocument } from 'yaml';
 import { generateOperatorKey, keyDir } from '../approval/keys.js';
@@ -122,7 +122,6 @@ export async function approveCommand(file: string, opts: { operator: string; wor
     printProblems(file, done.problems);
     return 2;
   }
-  openAuditLog(ws.auditFile).append({ type: 'approved', request_id: prepared.value.request.frontMatter.request_id, actor: opts.operator, detail: { file: basename(done.dest) } });
   process.stdout.write(`approved and signed by ${opts.operator}: ${done.dest}\n`);
   return 0;
 }

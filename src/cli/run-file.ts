@@ -11,6 +11,7 @@ import { decodeDocument } from '../contracts/text.js';
 import type { ToolRequest } from '../contracts/tool-request.js';
 import { writeToolResult, type ToolResultFile } from '../gates/tool-result-file.js';
 import { execute, type ExecuteOutcome } from '../host/execute.js';
+import type { Door } from '../host/record.js';
 import type { RunOutcome } from '../pipeline/run.js';
 import type { RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
@@ -25,7 +26,19 @@ export const terminalUser = (): string => process.env.SUDO_USER ?? process.env.U
  */
 export type FileRunOutcome = RunOutcome & { execution?: ExecuteOutcome; toolResult?: ToolResultFile };
 
-export async function runFile(file: string, opts: { workspace: Workspace; inputsDir?: string; operator?: string; signal?: AbortSignal; onEvent?: (e: RunEvent) => void }): Promise<FileRunOutcome> {
+export interface RunFileOptions {
+  workspace: Workspace;
+  /** Where the inputs are (default: the file's folder). */
+  inputsDir?: string;
+  /** The approver (default: the user running this process). */
+  operator?: string;
+  /** The door recorded in the run record and the audit log (default `cli`; the library says `library`). */
+  door?: Door;
+  signal?: AbortSignal;
+  onEvent?: (e: RunEvent) => void;
+}
+
+export async function runFile(file: string, opts: RunFileOptions): Promise<FileRunOutcome> {
   let bytes: Buffer;
   try {
     bytes = readFileSync(file);
@@ -51,7 +64,7 @@ export async function runFile(file: string, opts: { workspace: Workspace; inputs
   } else {
     return { kind: 'rejected', problems: [{ code: 'RUN_NOT_RUNNABLE', message: `${basename(file)} is a ${checked.kind}, not something to run` }] };
   }
-  const done = await execute(opts.workspace, { ...request, door: 'cli', approval, inputsDir, ...(opts.signal ? { signal: opts.signal } : {}), ...(opts.onEvent ? { onEvent: opts.onEvent } : {}) });
+  const done = await execute(opts.workspace, { ...request, door: opts.door ?? 'cli', approval, inputsDir, ...(opts.signal ? { signal: opts.signal } : {}), ...(opts.onEvent ? { onEvent: opts.onEvent } : {}) });
   if (done.kind === 'refused') return { kind: 'rejected', problems: done.problems, execution: done };
   // A Tool Request is answered with a Tool Result, as the ThreeGate gate answers it.
   const toolResult = checked.kind === 'tool-request' ? writeToolResult(request.action, done.outcome) : undefined;

@@ -6,6 +6,7 @@ import { toolRequestContract, type ToolRequest } from '../contracts/tool-request
 import { loadOperatorKey } from '../approval/keys.js';
 import { signApproval } from '../approval/signature.js';
 import { checkInputs } from '../action/inputs.js';
+import { openAuditLog } from '../audit/index.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { writeAtomic } from './files.js';
 
@@ -72,7 +73,8 @@ export function approvalSummary(r: ToolRequest): string {
 
 /**
  * Signs a prepared request, stores its inputs in the content-addressed input store and moves it
- * into requests_in/ (the .sig first, then the request, each atomically).
+ * into requests_in/ (the .sig first, then the request, each atomically), and records the approval
+ * in the audit log. `airlock approve` (after asking) and the library's `approve` both end here.
  */
 export function commitApproval(args: { file: string; prepared: PreparedApproval; operator: string; keyDir: string; ws: Workspace; now: Date }): { ok: true; dest: string } | { ok: false; problems: Problem[] } {
   const key = loadOperatorKey(args.operator, args.keyDir);
@@ -87,5 +89,6 @@ export function commitApproval(args: { file: string; prepared: PreparedApproval;
   writeAtomic(`${dest}.sig`, JSON.stringify(approval, null, 2) + '\n');
   writeAtomic(dest, bytes);
   if (args.file !== dest) unlinkSync(args.file);
+  openAuditLog(args.ws.auditFile).append({ type: 'approved', request_id: args.prepared.request.frontMatter.request_id, actor: args.operator, detail: { file: basename(dest) } });
   return { ok: true, dest };
 }
