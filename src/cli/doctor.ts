@@ -59,7 +59,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `interpreters     ${c.interpreters.map((i) => `${i.name} ${i.version}`).join(', ') || 'none'}`,
     `staging folder   ${staging ? `NOT USABLE: ${staging}` : `${tmpdir()} (TMPDIR): the sandbox's host user can reach it`}`,
     'limits (what enforces each; an rlimit bounds each process, not the sandbox as a whole, and does not count for memory or processes):',
-    ...c.limits.map((l) => `  ${LIMIT_LABELS[l.limit].padEnd(12)} ${(MECHANISM[l.mechanism] + (l.enforced ? '' : l.mechanism === 'rlimit' ? ', NOT COUNTED AS ENFORCED' : '')).padEnd(32)} ${l.how}`),
+    ...c.limits.map((l) => `  ${LIMIT_LABELS[l.limit].padEnd(12)} ${(MECHANISM[l.mechanism] + (l.enforced ? '' : l.mechanism === 'rlimit' ? ', NOT COUNTED AS ENFORCED' : '')).padEnd(38)} ${l.how}`),
   ];
   const blockers = staging ? [...c.blockers, 'the staging folder (TMPDIR) is not reachable by the sandbox\'s host user: see "staging folder" above'] : c.blockers;
   const blocked = c.outlook.blockedBecause;

@@ -240,7 +240,8 @@ export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' 
   const delegated = cg.delegation?.kind === 'delegated';
   const cgMech: LimitMechanism = delegated ? 'cgroup-delegated' : 'cgroup';
   const cgName = `cgroup v${cg.version}${delegated ? ' (delegated to this user)' : ''}`;
-  const noCgroup = cg.fix ? `no usable cgroup (${cg.detail}; fix: ${cg.fix})` : `no usable cgroup (${cg.detail})`;
+  // The cgroup's detail and fix are said once (doctor's cgroups line and last line), not per limit.
+  const noCgroup = cg.usable ? 'no usable cgroup' : `no usable cgroup${cg.fix ? ' (nothing delegated to this user)' : ''}`;
   const backstop = (limit: 'memoryBytes' | 'pids', controller: string): LimitPlan =>
     rl
       ? { limit, enforced: false, mechanism: 'rlimit', how: `${noCgroup.replace('no usable cgroup', `no ${controller} cgroup`)}: only ${RLIMIT_BACKSTOP[limit]} as a backstop, weaker than a cgroup, so not counted as enforced` }

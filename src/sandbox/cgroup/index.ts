@@ -91,8 +91,9 @@ function detectDelegated(v1: Record<string, string>, v2: string[]): CgroupInfo {
   const user = currentUserName();
   const uid = process.getuid?.() ?? -1;
   for (const m of v2) {
-    const ctrls = (readOr(join(m, 'cgroup.controllers')) ?? '').trim();
-    if (ctrls) return delegatedV2(m, user, uid, readOr('/proc/self/cgroup') ?? '');
+    // As for root: a hybrid host's v2 hierarchy without memory, pids or cpu does not count.
+    const ctrls = (readOr(join(m, 'cgroup.controllers')) ?? '').trim().split(/\s+/);
+    if (ctrls.some((c) => c === 'memory' || c === 'pids' || c === 'cpu')) return delegatedV2(m, user, uid, readOr('/proc/self/cgroup') ?? '');
   }
   if (Object.keys(v1).length > 0) return delegatedV1(v1, user, uid);
   return { version: null, controllers: [], mounts: {}, swapAccounting: false, usable: false, bases: {}, delegation: null, detail: 'no cgroup hierarchy is mounted' };

@@ -45,7 +45,7 @@ export function lookupUser(name: string): HostUser | Problem {
 
 function hierarchies(): { version: 1 | 2; dirs: Record<string, string> } | null {
   const { v1, v2 } = parseCgroupMounts(readOr('/proc/self/mountinfo') ?? '');
-  for (const m of v2) if ((readOr(join(m, 'cgroup.controllers')) ?? '').trim()) return { version: 2, dirs: { unified: m } };
+  for (const m of v2) if ((readOr(join(m, 'cgroup.controllers')) ?? '').split(/\s+/).some((c) => c === 'memory' || c === 'pids' || c === 'cpu')) return { version: 2, dirs: { unified: m } };
   const dirs: Record<string, string> = {};
   for (const c of V1_DELEGATED) if (v1[c]) dirs[c] = v1[c];
   return Object.keys(dirs).length ? { version: 1, dirs } : null;
