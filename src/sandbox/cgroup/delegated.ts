@@ -25,11 +25,12 @@ export const delegateCommand = (user: string): string => `airlock setup --delega
 /** v2: the leaf the delegated subtree's own processes (this one) move into, so that its children can get controllers. */
 export const HOST_LEAF = 'airlock-host';
 
-function ownedWritable(dir: string, uid: number): boolean {
+/** `path` (a folder, or with `file` a file) is owned by uid and writable by us. */
+function ownedWritable(path: string, uid: number, file = false): boolean {
   try {
-    const st = statSync(dir);
-    if (!st.isDirectory() || st.uid !== uid) return false;
-    accessSync(dir, constants.W_OK);
+    const st = statSync(path);
+    if ((file ? !st.isFile() : !st.isDirectory()) || st.uid !== uid) return false;
+    accessSync(path, constants.W_OK);
     return true;
   } catch {
     return false;
@@ -91,7 +92,7 @@ export function delegatedV2(unified: string, user: string, uid: number, procSelf
     // Walk down from the root: the first folder we own on our own path is the delegated subtree.
     for (let i = 1; i <= parts.length; i++) {
       const dir = join(unified, ...parts.slice(0, i));
-      if (ownedWritable(dir, uid) && ownedWritable(join(dir, 'cgroup.procs'), uid)) {
+      if (ownedWritable(dir, uid) && ownedWritable(join(dir, 'cgroup.procs'), uid, true)) {
         base = dir;
         break;
       }
