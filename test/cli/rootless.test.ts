@@ -62,6 +62,11 @@ test('rootless: before delegation every run is BLOCKed and doctor says why and h
     assert.match(reasons, new RegExp(`peakMemoryBytes \\(.*fix: as root: airlock setup --delegate ${user}\\)`));
     assert.equal(sr.resources.peak_memory_bytes, null);
 
+    // Meanwhile the backstop: RLIMIT_NPROC on the sandbox's user namespace stops a fork spree at --pids.
+    const forks = asUser(user, home, [bin, 'exec', '--workspace', join(home, 'ws'), '--pids', '8', '--timeout', '30', '--', 'sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 3 & done; wait']);
+    assert.equal(forks.code, 126, forks.stderr);
+    assert.match(forks.stderr, /Cannot fork/);
+
     // `airlock demo` quarantines what it expected to pass: it must not exit 0.
     const demo = asUser(user, home, [bin, 'demo', '--workspace', join(home, 'demo1')]);
     assert.equal(demo.code, 1, demo.stdout + demo.stderr);
