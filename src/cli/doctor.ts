@@ -1,14 +1,40 @@
-import { doctor } from '../sandbox/doctor.js';
+import { doctor, type LimitMechanism } from '../sandbox/doctor.js';
+import type { LimitName } from '../sandbox/types.js';
 import { tmpdir } from 'node:os';
 import { untraversable } from '../sandbox/ns/staging.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 
-/** `airlock doctor`: what this host can enforce, and which limits will only be reported. Exit 1 when the ns lane cannot run. */
+/** A person's name for each limit, and the order doctor lists them in. */
+const LIMIT_LABELS: Record<LimitName, string> = {
+  memoryBytes: 'memory',
+  pids: 'processes',
+  cpuMs: 'CPU time',
+  outBytes: 'disk (/out)',
+  tmpBytes: 'disk (/tmp)',
+  files: 'files',
+  wallMs: 'wall time',
+  stdoutBytes: 'stdout',
+  stderrBytes: 'stderr',
+};
+const MECHANISM: Record<LimitMechanism, string> = {
+  cgroup: 'enforced by a cgroup',
+  'cgroup-delegated': 'enforced by a delegated cgroup',
+  rlimit: 'rlimit only',
+  tmpfs: 'enforced by a capped tmpfs',
+  host: 'enforced by the host',
+  none: 'NOT ENFORCED',
+};
+
+/**
+ * `airlock doctor`: what this host can enforce, per limit and how, and (last line) what every run
+ * will get: runnable, or BLOCKed and why, with the fix. Exit 0 when runs can pass, 1 when the ns
+ * lane cannot run or every run would be BLOCKed.
+ */
 export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
   const c = await doctor(true);
   if (opts.json) {
     process.stdout.write(JSON.stringify(c, null, 2) + '\n');
-    return c.blockers.length > 0 ? 1 : 0;
+    return c.blockers.length > 0 || c.outlook.blockedBecause.length > 0 ? 1 : 0;
   }
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
   // Runs stage below TMPDIR, and bwrap (as the sandbox's host user) must reach it.
@@ -24,7 +50,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `user namespaces  ${yes(c.userNamespaces.available)} (${c.userNamespaces.detail})`,
     `bubblewrap       ${c.bwrap ? `${c.bwrap.version} at ${c.bwrap.path}; --disable-userns ${yes(c.bwrap.supports.disableUserns)}, --overlay ${yes(c.bwrap.supports.overlay)}, --size ${yes(c.bwrap.supports.size)}` : 'NOT FOUND (apt-get install bubblewrap)'}`,
     `sandbox uid      ${c.sandboxHostUser ? `host ${c.sandboxHostUser.name} (${c.sandboxHostUser.uid}); uid 65534 inside` : 'the caller\'s own uid (not root)'}`,
-    `cgroups          ${c.cgroup.version ? `v${c.cgroup.version}` : 'none usable'}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}`,
+    `cgroups          ${c.cgroup.usable ? `v${c.cgroup.version}${c.cgroup.delegation?.kind === 'delegated' ? ', delegated to this user' : ''}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}` : 'NOT USABLE'} (${c.cgroup.detail})${c.cgroup.fix ? `\n                 fix: ${c.cgroup.fix}` : ''}`,
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
     `overlayfs        ${yes(c.overlayfs)} (declared scopes are seen through a copy-on-write overlay)`,
     `syscall tracer   ${tracerLine}`,
@@ -32,12 +58,17 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `tmpfs caps       /out ${yes(c.tmpfsSizeCaps.hostOut)}, /tmp ${yes(c.tmpfsSizeCaps.sandboxTmp)} (${c.tmpfsSizeCaps.detail})`,
     `interpreters     ${c.interpreters.map((i) => `${i.name} ${i.version}`).join(', ') || 'none'}`,
     `staging folder   ${staging ? `NOT USABLE: ${staging}` : `${tmpdir()} (TMPDIR): the sandbox's host user can reach it`}`,
-    'limits:',
-    ...c.limits.map((l) => `  ${l.limit.padEnd(12)} ${l.enforced ? 'enforced' : 'REPORTED ONLY'}: ${l.how}`),
+    'limits (what enforces each; an rlimit bounds each process, not the sandbox as a whole, and does not count for memory or processes):',
+    ...c.limits.map((l) => `  ${LIMIT_LABELS[l.limit].padEnd(12)} ${(MECHANISM[l.mechanism] + (l.enforced ? '' : l.mechanism === 'rlimit' ? ', NOT COUNTED AS ENFORCED' : '')).padEnd(38)} ${l.how}`),
   ];
   const blockers = staging ? [...c.blockers, 'the staging folder (TMPDIR) is not reachable by the sandbox\'s host user: see "staging folder" above'] : c.blockers;
+  const blocked = c.outlook.blockedBecause;
   if (blockers.length > 0) lines.push('the ns lane cannot run here:', ...blockers.map((b) => `  - ${b}`));
-  else lines.push('the ns lane can run here.');
+  else if (blocked.length > 0) {
+    lines.push(
+      `every ns run will be BLOCKed here: ${blocked.join('; ')}.${c.outlook.fix ? ` Fix: ${c.outlook.fix}` : ''}`,
+    );
+  } else lines.push(`the ns lane can run here, and runs can be PROMOTEd (limits enforced${c.cgroup.delegation?.kind === 'delegated' ? ' through the cgroup delegated to this user' : ''}).`);
   process.stdout.write(lines.join('\n') + '\n');
-  return blockers.length > 0 ? 1 : 0;
+  return blockers.length > 0 || blocked.length > 0 ? 1 : 0;
 }

@@ -168,7 +168,8 @@ export async function demoCommand(opts: { workspace?: string }): Promise<number>
   if (keygenCommand({ operator: 'demo', workspace: root, keyDir: keys }) !== 0) return 3;
   const ws = openWorkspace(root);
   for (const f of readdirSync(examples)) copyFileSync(join(examples, f), join(ws.drafts, f));
-  for (const f of readdirSync(ws.drafts).filter((n) => n.startsWith('TR-') && n.endsWith('.md')).sort()) {
+  const bundled = readdirSync(ws.drafts).filter((n) => n.startsWith('TR-') && n.endsWith('.md')).sort();
+  for (const f of bundled) {
     process.stdout.write(`== approve drafts/${f}\n`);
     if ((await approveCommand(join(ws.drafts, f), { operator: 'demo', workspace: root, keyDir: keys, yes: true })) !== 0) return 3;
   }
@@ -177,5 +178,18 @@ export async function demoCommand(opts: { workspace?: string }): Promise<number>
   process.stdout.write('== where each result went (airlock status)\n');
   statusCommand({ workspace: root });
   process.stdout.write(`read a result:  cat ${ws.inbound}/TS-*.md\naudit log:      airlock audit verify --workspace ${root}\n`);
+  // Every bundled request is one that should pass: a demo that quarantined any of them failed.
+  const expected = bundled.length;
+  const inbound = readdirSync(ws.inbound);
+  const passed = bundled.filter((f) => inbound.some((n) => n.startsWith('TS-') && n.endsWith(`-${f}`))).length;
+  if (passed < expected) {
+    const held = readdirSync(ws.quarantine).filter((n) => n.endsWith('.md'));
+    process.stderr.write(
+      `airlock demo: FAILED: ${expected - passed} of ${expected} bundled requests, all expected to pass, did not reach inbound/` +
+        `${held.length ? ` (quarantined: ${held.join(', ')}; the reasons are beside them in ${ws.quarantine})` : ''}.\n` +
+        'Run `airlock doctor`: its last line says whether runs can pass on this host and how to fix it.\n',
+    );
+    return 1;
+  }
   return 0;
 }

@@ -100,6 +100,18 @@ program
     process.exitCode = await doctorCommand(opts);
   });
 
+program
+  .command('setup')
+  .description('host set-up as root: delegate a cgroup subtree so that USER\'s runs have their limits enforced without root')
+  .option('--delegate <user>', 'create the subtree for USER (cgroup v1: memory, pids, cpuacct, freezer; v2: one delegated folder)')
+  .option('--undelegate <user>', 'remove USER\'s subtree (their leftover run groups are killed first)')
+  .option('--json', 'machine-readable')
+  .addHelpText('after', '\nExample (as root, once):\n  airlock setup --delegate alice     # then, as alice: airlock doctor')
+  .action(async (opts: import('./setup.js').SetupOptions) => {
+    const { setupCommand } = await import('./setup.js');
+    process.exitCode = await setupCommand(opts);
+  });
+
 registerAuditCommands(program);
 registerUtpCommands(program);
 registerCommitCommands(program);

@@ -148,7 +148,11 @@ export function judge(action: Action, obs: Observation): Judgement {
   const r = obs.resources;
   const unmeasured = (['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes', 'diskWriteBytes', 'wallMs'] as const).filter((k) => r[k] === null);
   let resourcesOk = unmeasured.length === 0 && obs.limitsExceeded.length === 0 && obs.status !== 'TIMEOUT' && obs.status !== 'RESOURCE_KILLED';
-  if (unmeasured.length > 0 && obs.status !== 'SANDBOX_ERROR') hard.push(`resource use could not be measured: ${unmeasured.join(', ')}`);
+  if (unmeasured.length > 0 && obs.status !== 'SANDBOX_ERROR') {
+    // The host's own reasons (e.g. no cgroup delegated to this user, and the command that fixes it).
+    const why = [...new Set(unmeasured.map((k) => r.unmeasured[k]).filter((w): w is string => typeof w === 'string'))];
+    hard.push(`resource use could not be measured: ${unmeasured.join(', ')}${why.length ? ` (${why.join('; ')})` : ''}`);
+  }
   else if (!resourcesOk && obs.status !== 'SANDBOX_ERROR') {
     const which = obs.limitsExceeded.length > 0 ? obs.limitsExceeded.join(', ') : obs.status === 'TIMEOUT' ? 'wallMs' : 'a resource limit';
     hard.push(`resource limits exceeded (${which}): ${obs.reason}`);

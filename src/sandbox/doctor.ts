@@ -6,6 +6,7 @@ import { accessSync, constants, existsSync, readFileSync, realpathSync, statSync
 import { dirname, join } from 'node:path';
 import { detectCgroups, type CgroupInfo } from './cgroup/index.js';
 import type { LimitName } from './types.js';
+import { tracerBinaryPath } from './observe/tracer.js';
 
 export interface BwrapInfo {
   path: string;
@@ -32,11 +33,26 @@ export interface InterpreterInfo {
   version: string;
 }
 
+/** What enforces a limit: the kernel through a cgroup (root's, or a subtree delegated to this user),
+ *  a per-process rlimit (weaker: it bounds each process, not the sandbox as a whole), the host itself
+ *  (timer, capture cap, post-check), a capped tmpfs, or nothing. */
+export type LimitMechanism = 'cgroup' | 'cgroup-delegated' | 'rlimit' | 'tmpfs' | 'host' | 'none';
+
 export interface LimitPlan {
   limit: LimitName;
+  /** The judge counts the limit as enforced (a backstop rlimit on memory or pids does not count). */
   enforced: boolean;
+  mechanism: LimitMechanism;
   /** How (enforced) or why not (only reported). */
   how: string;
+}
+
+/** What every `ns` run on this host will get from the judge, predicted from the probe. */
+export interface RunOutlook {
+  /** Why every run will be BLOCKed (empty: runs can be PROMOTEd). */
+  blockedBecause: string[];
+  /** The command that lifts it, when there is one. */
+  fix?: string;
 }
 
 export interface HostCapabilities {
@@ -62,6 +78,8 @@ export interface HostCapabilities {
   limits: LimitPlan[];
   /** Host features the ns lane cannot work without that are missing (empty: the lane works). */
   blockers: string[];
+  /** The lane works, but would the judge accept a run? (`airlock doctor`'s last line.) */
+  outlook: RunOutlook;
 }
 
 const SAFE_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', LC_ALL: 'C' };
@@ -205,6 +223,12 @@ async function probeInterpreters(): Promise<InterpreterInfo[]> {
   return out;
 }
 
+/** The rlimits the runner sets without a cgroup: only as a backstop (see LimitPlan.enforced). */
+export const RLIMIT_BACKSTOP = {
+  memoryBytes: 'RLIMIT_AS per process (address space, not memory used; node, Go and the JVM reserve more than they use and can fail to start under it)',
+  pids: 'RLIMIT_NPROC on the sandbox\'s user namespace (processes and threads; no memory or CPU accounting comes with it)',
+} as const;
+
 export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' | 'prlimitBinary'> & { perlBinary?: string | null }): LimitPlan[] {
   const cg = c.cgroup;
   // rlimits are set by the perl helper (prlimit64 on bwrap's init) or by an exec of prlimit.
@@ -213,33 +237,65 @@ export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' 
   const pids = cg.usable && cg.controllers.includes('pids');
   // v2 always has cpu.stat usage; v1 needs the cpuacct controller.
   const cpuAcct = cg.usable && (cg.version === 2 || cg.controllers.includes('cpuacct'));
+  const delegated = cg.delegation?.kind === 'delegated';
+  const cgMech: LimitMechanism = delegated ? 'cgroup-delegated' : 'cgroup';
+  const cgName = `cgroup v${cg.version}${delegated ? ' (delegated to this user)' : ''}`;
+  // The cgroup's detail and fix are said once (doctor's cgroups line and last line), not per limit.
+  const noCgroup = cg.usable ? 'no usable cgroup' : `no usable cgroup${cg.fix ? ' (nothing delegated to this user)' : ''}`;
+  const backstop = (limit: 'memoryBytes' | 'pids', controller: string): LimitPlan =>
+    rl
+      ? { limit, enforced: false, mechanism: 'rlimit', how: `${noCgroup.replace('no usable cgroup', `no ${controller} cgroup`)}: only ${RLIMIT_BACKSTOP[limit]} as a backstop, weaker than a cgroup, so not counted as enforced` }
+      : { limit, enforced: false, mechanism: 'none', how: `${noCgroup.replace('no usable cgroup', `no ${controller} cgroup`)} and no prlimit: only reported` };
   return [
-    { limit: 'wallMs', enforced: true, how: 'host timer, then the whole cgroup / pid namespace is killed' },
-    {
-      limit: 'cpuMs',
-      enforced: cpuAcct || rl,
-      how: [cpuAcct ? 'host polls cgroup CPU usage of all processes and kills over the limit' : null, rl ? 'RLIMIT_CPU per process (prlimit)' : null].filter(Boolean).join('; ') || 'no cgroup cpu accounting and no prlimit: only reported',
-    },
-    { limit: 'memoryBytes', enforced: mem, how: mem ? `cgroup v${cg.version} memory limit (swap ${cg.swapAccounting ? 'included' : 'not accounted'})` : 'no usable memory cgroup controller: only reported (and peak memory is unmeasured)' },
-    { limit: 'pids', enforced: pids, how: pids ? `cgroup v${cg.version} pids.max` : 'no usable pids cgroup controller: only reported' },
-    {
-      limit: 'outBytes',
-      enforced: c.tmpfsSizeCaps.hostOut || rl,
-      how: c.tmpfsSizeCaps.hostOut ? 'size-capped tmpfs mounted by root on the host staging dir' : rl ? 'RLIMIT_FSIZE per file + post-check of the total (a total over the cap is caught after the run, not prevented)' : 'only reported',
-    },
+    { limit: 'wallMs', enforced: true, mechanism: 'host', how: `host timer, then the whole ${cg.usable ? 'cgroup' : 'pid namespace'} is killed` },
+    cpuAcct
+      ? { limit: 'cpuMs', enforced: true, mechanism: cgMech, how: `host polls ${cgName} CPU usage of all processes and kills over the limit${rl ? '; RLIMIT_CPU per process too' : ''}` }
+      : rl
+        ? { limit: 'cpuMs', enforced: true, mechanism: 'rlimit', how: `RLIMIT_CPU per process only (weaker than a cgroup: each process gets the whole budget; CPU time is unmeasured): ${noCgroup}` }
+        : { limit: 'cpuMs', enforced: false, mechanism: 'none', how: 'no cgroup cpu accounting and no prlimit: only reported' },
+    mem ? { limit: 'memoryBytes', enforced: true, mechanism: cgMech, how: `${cgName} memory limit (swap ${cg.swapAccounting ? 'included' : 'not accounted'}); peak memory measured` } : backstop('memoryBytes', 'memory'),
+    pids ? { limit: 'pids', enforced: true, mechanism: cgMech, how: `${cgName} pids limit` } : backstop('pids', 'pids'),
+    c.tmpfsSizeCaps.hostOut
+      ? { limit: 'outBytes', enforced: true, mechanism: 'tmpfs', how: 'size-capped tmpfs mounted by root on the host staging dir' }
+      : rl
+        ? { limit: 'outBytes', enforced: true, mechanism: 'rlimit', how: 'RLIMIT_FSIZE per file + post-check of the total (a total over the cap is caught after the run, not prevented)' }
+        : { limit: 'outBytes', enforced: true, mechanism: 'host', how: 'post-check of the total only (not prevented)' },
     {
       limit: 'tmpBytes',
       enforced: c.tmpfsSizeCaps.hostOut || c.tmpfsSizeCaps.sandboxTmp,
+      mechanism: c.tmpfsSizeCaps.hostOut || c.tmpfsSizeCaps.sandboxTmp ? 'tmpfs' : 'none',
       how: c.tmpfsSizeCaps.hostOut ? 'one size-capped tmpfs for /tmp and /dev/shm, mounted by root on the host staging dir' : c.tmpfsSizeCaps.sandboxTmp ? 'bwrap --size on the /tmp and /dev/shm tmpfs' : 'bwrap has no --size: only reported',
     },
     {
       limit: 'files',
       enforced: true,
+      mechanism: c.tmpfsSizeCaps.hostOut ? 'tmpfs' : 'host',
       how: c.tmpfsSizeCaps.hostOut ? 'nr_inodes of the run\'s tmpfs mounts (/out with the scopes, /tmp with /dev/shm); the host diff stops past it' : 'post-check: the host diff stops past the cap (not prevented)',
     },
-    { limit: 'stdoutBytes', enforced: true, how: 'host keeps the first N bytes, counts and hashes the rest' },
-    { limit: 'stderrBytes', enforced: true, how: 'host keeps the first N bytes, counts and hashes the rest' },
+    { limit: 'stdoutBytes', enforced: true, mechanism: 'host', how: 'host keeps the first N bytes, counts and hashes the rest' },
+    { limit: 'stderrBytes', enforced: true, mechanism: 'host', how: 'host keeps the first N bytes, counts and hashes the rest' },
   ];
+}
+
+/**
+ * What the judge will say of every run here, from the same facts it judges by (judge.ts): a limit
+ * only reported, a resource figure unmeasured (CPU and peak memory come from the cgroup), or side
+ * effects unobserved BLOCK a run whatever the program does.
+ */
+export function runOutlook(c: Pick<HostCapabilities, 'cgroup' | 'limits' | 'isRoot' | 'strace' | 'blockers'>, tracerBuilt: boolean): RunOutlook {
+  if (c.blockers.length > 0) return { blockedBecause: [...c.blockers] };
+  const why: string[] = [];
+  const notEnforced = c.limits.filter((l) => !l.enforced).map((l) => l.limit);
+  if (notEnforced.length) why.push(`limits not enforced: ${notEnforced.join(', ')}`);
+  const cg = c.cgroup;
+  const unmeasured = [
+    ...(!cg.usable || !(cg.version === 2 || cg.controllers.includes('cpuacct')) ? ['CPU time'] : []),
+    ...(!cg.usable || !cg.controllers.includes('memory') ? ['peak memory'] : []),
+  ];
+  if (unmeasured.length) why.push(`not measurable without a cgroup: ${unmeasured.join(', ')}`);
+  if (!(c.isRoot && tracerBuilt) && c.strace === null) why.push('side effects cannot be observed (no syscall tracer usable and no strace: apt-get install strace)');
+  const fix = cg.fix && (notEnforced.length || unmeasured.length) ? cg.fix : undefined;
+  return { blockedBecause: why, ...(fix ? { fix } : {}) };
 }
 
 async function probe(): Promise<HostCapabilities> {
@@ -296,8 +352,10 @@ async function probe(): Promise<HostCapabilities> {
     interpreters,
     limits: [],
     blockers,
+    outlook: { blockedBecause: [] },
   };
   caps.limits = planLimits(caps);
+  caps.outlook = runOutlook(caps, tracerBinaryPath() !== null && process.env.AIRLOCK_SYSCALL_TRACER !== 'strace');
   return caps;
 }
 

@@ -13,9 +13,11 @@ const v1: CgroupInfo = {
   mounts: { memory: '/sys/fs/cgroup/memory', pids: '/sys/fs/cgroup/pids', cpuacct: '/sys/fs/cgroup/cpu,cpuacct', freezer: '/sys/fs/cgroup/freezer' },
   swapAccounting: false,
   usable: true,
+  bases: {},
+  delegation: { kind: 'root' },
   detail: '',
 };
-const v2: CgroupInfo = { version: 2, controllers: ['memory', 'pids', 'cpu'], mounts: { unified: '/sys/fs/cgroup' }, swapAccounting: true, usable: true, detail: '' };
+const v2: CgroupInfo = { version: 2, controllers: ['memory', 'pids', 'cpu'], mounts: { unified: '/sys/fs/cgroup' }, swapAccounting: true, usable: true, bases: {}, delegation: { kind: 'root' }, detail: '' };
 
 test('favordynmods on any cgroup mount turns the head start off', () => {
   const plain = '35 25 0:30 / /sys/fs/cgroup/memory rw,relatime shared:14 - cgroup cgroup rw,memory\n37 25 0:32 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw';

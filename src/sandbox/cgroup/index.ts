@@ -1,6 +1,8 @@
 // cgroup detection and the per-run group (v2 preferred, v1 fallback).
 import { accessSync, constants, existsSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
+import { delegatedV1, delegatedV2 } from './delegated.js';
 import type { CgroupController, CgroupInfo, CgroupLimits, RunCgroup } from './types.js';
 import { primeAttach } from './prime.js';
 import { readOr } from './util.js';
@@ -37,8 +39,18 @@ const writable = (p: string): boolean => {
   }
 };
 
+/** This process's user name (the delegated folders are named after it). */
+export function currentUserName(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return `uid${process.getuid?.() ?? -1}`;
+  }
+}
+
 export function detectCgroups(isRoot: boolean): CgroupInfo {
   const { v1, v2 } = parseCgroupMounts(readOr('/proc/self/mountinfo') ?? '');
+  if (!isRoot) return detectDelegated(v1, v2);
   // v2 counts only when it carries controllers (a hybrid host's empty `unified` does not).
   for (const m of v2) {
     const ctrls = (readOr(join(m, 'cgroup.controllers')) ?? '').trim().split(/\s+/).filter(Boolean);
@@ -51,6 +63,8 @@ export function detectCgroups(isRoot: boolean): CgroupInfo {
       mounts: { unified: m },
       swapAccounting: existsSync(join(m, 'airlock', 'memory.swap.max')) || ctrls.includes('memory'),
       usable,
+      bases: { unified: join(m, 'airlock') },
+      delegation: usable ? { kind: 'root' } : null,
       detail: usable ? `cgroup v2 at ${m} (${controllers.join(', ')})` : `cgroup v2 at ${m} but not writable (not root)`,
     };
   }
@@ -64,10 +78,25 @@ export function detectCgroups(isRoot: boolean): CgroupInfo {
       mounts: v1,
       swapAccounting: mem !== undefined && existsSync(join(mem, 'memory.memsw.limit_in_bytes')),
       usable,
+      bases: Object.fromEntries(controllers.map((c) => [c, join(v1[c] as string, 'airlock')])),
+      delegation: usable ? { kind: 'root' } : null,
       detail: usable ? `cgroup v1 (${controllers.join(', ')})${v2.length ? '; the hybrid v2 hierarchy has no controllers' : ''}` : 'cgroup v1 but not writable (not root)',
     };
   }
-  return { version: null, controllers: [], mounts: {}, swapAccounting: false, usable: false, detail: 'no cgroup hierarchy is mounted' };
+  return { version: null, controllers: [], mounts: {}, swapAccounting: false, usable: false, bases: {}, delegation: null, detail: 'no cgroup hierarchy is mounted' };
+}
+
+/** Not root: only a subtree delegated to this user can be used (delegated.ts). */
+function detectDelegated(v1: Record<string, string>, v2: string[]): CgroupInfo {
+  const user = currentUserName();
+  const uid = process.getuid?.() ?? -1;
+  for (const m of v2) {
+    // As for root: a hybrid host's v2 hierarchy without memory, pids or cpu does not count.
+    const ctrls = (readOr(join(m, 'cgroup.controllers')) ?? '').trim().split(/\s+/);
+    if (ctrls.some((c) => c === 'memory' || c === 'pids' || c === 'cpu')) return delegatedV2(m, user, uid, readOr('/proc/self/cgroup') ?? '');
+  }
+  if (Object.keys(v1).length > 0) return delegatedV1(v1, user, uid);
+  return { version: null, controllers: [], mounts: {}, swapAccounting: false, usable: false, bases: {}, delegation: null, detail: 'no cgroup hierarchy is mounted' };
 }
 
 /** Create this run's group with its limits. Throws on failure (the runner turns it into a SANDBOX_ERROR). */

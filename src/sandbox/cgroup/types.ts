@@ -12,9 +12,18 @@ export interface CgroupInfo {
   mounts: Record<string, string>;
   /** v1 memory.memsw.* present (swap accounted), v2 memory.swap.max present. */
   swapAccounting: boolean;
-  /** We can create a group (root, writable hierarchy). */
+  /** We can create a group (root, or a subtree delegated to this user). */
   usable: boolean;
+  /**
+   * Parent directory of every run's group: one per v1 controller (keyed by controller), or
+   * { unified } on v2. Root: <mount>/airlock; a user: the subtree delegated to them (delegation.ts).
+   */
+  bases: Record<string, string>;
+  /** Who made the hierarchy ours: root itself, or a delegation to this user (how). null: not usable. */
+  delegation: { kind: 'root' } | { kind: 'delegated'; user: string; via: string } | null;
   detail: string;
+  /** What makes it usable when it is not (e.g. the delegation command to run as root). */
+  fix?: string;
 }
 
 export interface CgroupLimits {

@@ -8,9 +8,9 @@ import { pidsIn, readKeyed, readNumber, readOr, removeGroup, sleep, write } from
 export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
   const dirs: Record<string, string> = {};
   for (const c of ['memory', 'pids', 'cpuacct', 'freezer'] as const) {
-    const mount = info.mounts[c];
-    if (!mount || !info.controllers.includes(c)) continue;
-    const dir = join(mount, 'airlock', runName);
+    const base = info.bases[c];
+    if (!base || !info.controllers.includes(c)) continue;
+    const dir = join(base, runName);
     mkdirSync(dir, { recursive: true, mode: 0o755 });
     dirs[c] = dir;
   }

@@ -3,18 +3,48 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CgroupInfo, CgroupLimits, CgroupUsage, RunCgroup } from './types.js';
 import { pidsIn, readKeyed, readNumber, readOr, removeGroup, sleep, write } from './util.js';
+import { HOST_LEAF } from './delegated.js';
+
+const prepared = new Set<string>();
+
+/**
+ * A delegated v2 subtree holds this process (the kernel's rule for moves, delegated.ts), and a group
+ * with processes of its own cannot give controllers to its children ("no internal processes"): move
+ * them into a leaf of their own once, then enable the controllers for the run groups beside it.
+ */
+function prepareDelegated(base: string, enable: string): void {
+  if (prepared.has(base)) return;
+  const leaf = join(base, HOST_LEAF);
+  const own = pidsIn(base);
+  if (own.length > 0) {
+    if (!existsSync(leaf)) mkdirSync(leaf, { mode: 0o755 });
+    for (const p of own) {
+      try {
+        write(join(leaf, 'cgroup.procs'), String(p));
+      } catch (e) {
+        // A process that ended meanwhile is fine; anything else leaves the subtree unusable.
+        if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+      }
+    }
+  }
+  if (enable) write(join(base, 'cgroup.subtree_control'), enable);
+  prepared.add(base);
+}
 
 export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
   const mount = info.mounts.unified;
-  if (!mount) throw new Error('createV2 without a unified mount');
-  const parent = join(mount, 'airlock');
+  const parent = info.bases.unified;
+  if (!mount || !parent) throw new Error('createV2 without a unified mount');
   const wanted = info.controllers.filter((c) => c === 'memory' || c === 'pids' || c === 'cpu');
-  if (!existsSync(parent)) mkdirSync(parent, { mode: 0o755 });
-  // Controllers must be enabled top-down: at the hierarchy root, then in airlock/.
   const enable = wanted.map((c) => `+${c}`).join(' ');
-  if (enable) {
-    write(join(mount, 'cgroup.subtree_control'), enable);
-    write(join(parent, 'cgroup.subtree_control'), enable);
+  if (info.delegation?.kind === 'delegated') prepareDelegated(parent, enable);
+  else {
+    if (!existsSync(parent)) mkdirSync(parent, { mode: 0o755 });
+    // Controllers must be enabled top-down: at the hierarchy root, then in airlock/.
+    if (enable) {
+      write(join(mount, 'cgroup.subtree_control'), enable);
+      write(join(parent, 'cgroup.subtree_control'), enable);
+    }
   }
   const dir = join(parent, runName);
   mkdirSync(dir, { mode: 0o755 });

@@ -12,8 +12,8 @@ const SYSCALLS: Record<string, [number, number, number]> = { x64: [165, 166, 302
 
 // Requests: `<id> <op> <hex field>...\n`; answers: `<id> <errno> <hex message>\n` (errno 0 = done).
 // M target size uid gid mode inodes|-: tmpfs; O lower upper work merged: overlay; U target: umount (lazy on EBUSY);
-// L pid cpuSoft cpuHard fsize|- uid gid: RLIMIT_CPU, RLIMIT_CORE=0 and optionally RLIMIT_FSIZE on pid
-// (whose real/effective/saved ids are uid/gid).
+// L pid cpuSoft cpuHard fsize|- uid gid [as|- nproc|-]: RLIMIT_CPU, RLIMIT_CORE=0 and optionally
+// RLIMIT_FSIZE, RLIMIT_AS and RLIMIT_NPROC on pid (whose real/effective/saved ids are uid/gid).
 const PERL = String.raw`
 use strict; use warnings;
 my ($MOUNT, $UMOUNT2, $PRLIMIT) = map { 0 + $_ } @ARGV;
@@ -52,6 +52,8 @@ while (my $line = <STDIN>) {
       $r = rl($pid, 0, n($a[1]), n($a[2]));
       $r = rl($pid, 4, 0, 0) if $r == 0;
       $r = rl($pid, 1, n($a[3]), n($a[3])) if $r == 0 && h($a[3]) ne '-';
+      $r = rl($pid, 9, n($a[6]), n($a[6])) if $r == 0 && defined $a[6] && h($a[6]) ne '-';
+      $r = rl($pid, 6, n($a[7]), n($a[7])) if $r == 0 && defined $a[7] && h($a[7]) ne '-';
       my $e = 0 + $!;
       $< = $ru; $( = $rg;
       exit 70 if $< != $ru || (split / /, $()[0] != $rg;  # never keep running with the wrong ids
@@ -151,10 +153,12 @@ export class HostOps {
 
   /**
    * RLIMIT_CPU soft:hard seconds, RLIMIT_CORE 0 and (optionally) RLIMIT_FSIZE on `pid`, a process running
-   * as uid:gid (its future children inherit them). Limits are only lowered.
+   * as uid:gid (its future children inherit them). Limits are only lowered. `backstop`: RLIMIT_AS and
+   * RLIMIT_NPROC where no cgroup limits memory and processes (set on bwrap's init after it made its
+   * user namespace, RLIMIT_NPROC counts the processes of that namespace only).
    */
-  setRlimits(pid: number, uid: number, gid: number, cpuSoft: number, cpuHard: number, fsize: number | null): Promise<string | null> {
-    return this.request('L', [pid, cpuSoft, cpuHard, fsize ?? '-', uid, gid]);
+  setRlimits(pid: number, uid: number, gid: number, cpuSoft: number, cpuHard: number, fsize: number | null, backstop: { asBytes: number | null; nproc: number | null } = { asBytes: null, nproc: null }): Promise<string | null> {
+    return this.request('L', [pid, cpuSoft, cpuHard, fsize ?? '-', uid, gid, backstop.asBytes ?? '-', backstop.nproc ?? '-']);
   }
 
   /** Stop the helper (tests; the process otherwise ends it by closing stdin at exit). */

@@ -19,7 +19,7 @@ import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, writeFileSy
 import { isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../base/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
-import { doctor, type HostCapabilities } from '../doctor.js';
+import { doctor, RLIMIT_BACKSTOP, type HostCapabilities } from '../doctor.js';
 import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snapshotTree } from '../observe/fs-diff.js';
 import { refusedFileAccess } from '../observe/file-access.js';
 import { parseStraceLog, straceArgv } from '../observe/strace.js';
@@ -143,19 +143,23 @@ function checkNetworkSpec(spec: NsRunSpec): Problem[] {
   return p;
 }
 
-function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, syscallTracer: HostFacts['syscallTracer']): Observation['host'] {
+function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, syscallTracer: HostFacts['syscallTracer'], backstops: ('memoryBytes' | 'pids')[] = []): Observation['host'] {
+  const cgName = `cgroup v${cg?.version}${caps.cgroup.delegation?.kind === 'delegated' ? ' (delegated to this user)' : ''}`;
+  // Without the cgroup controller, say so, what lifts it, and which rlimit stood in (weaker: per process).
+  const noGroup = (controller: string, rlimit: string | null): string =>
+    [`no ${controller} cgroup controller${caps.cgroup.fix ? ` (${caps.cgroup.detail}; fix: ${caps.cgroup.fix})` : ''}`, rlimit ? `only ${rlimit} was set, as a backstop weaker than a cgroup` : null].filter(Boolean).join('; ');
   const limits: LimitEnforcement[] = LIMIT_NAMES.map((limit) => {
     switch (limit) {
       case 'wallMs':
         return { limit, enforcedBy: 'host timer + kill of the cgroup / pid namespace' };
       case 'cpuMs': {
-        const by = [cg?.enforces.cpuAccounting ? `cgroup v${cg.version} CPU accounting polled every ${POLL_MS} ms` : null, caps.prlimitBinary || caps.perlBinary ? 'RLIMIT_CPU (whole seconds, per process)' : null].filter(Boolean).join(' + ');
+        const by = [cg?.enforces.cpuAccounting ? `${cgName} CPU accounting polled every ${POLL_MS} ms` : null, caps.prlimitBinary || caps.perlBinary ? 'RLIMIT_CPU (whole seconds, per process)' : null].filter(Boolean).join(' + ');
         return by ? { limit, enforcedBy: by } : { limit, enforcedBy: null, reportedOnlyReason: 'no cgroup CPU accounting and no prlimit' };
       }
       case 'memoryBytes':
-        return cg?.enforces.memory ? { limit, enforcedBy: `cgroup v${cg.version} memory limit` } : { limit, enforcedBy: null, reportedOnlyReason: 'no memory cgroup controller' };
+        return cg?.enforces.memory ? { limit, enforcedBy: `${cgName} memory limit` } : { limit, enforcedBy: null, reportedOnlyReason: noGroup('memory', backstops.includes('memoryBytes') ? RLIMIT_BACKSTOP.memoryBytes : null) };
       case 'pids':
-        return cg?.enforces.pids ? { limit, enforcedBy: `cgroup v${cg.version} pids.max` } : { limit, enforcedBy: null, reportedOnlyReason: 'no pids cgroup controller' };
+        return cg?.enforces.pids ? { limit, enforcedBy: `${cgName} pids limit` } : { limit, enforcedBy: null, reportedOnlyReason: noGroup('pids', backstops.includes('pids') ? RLIMIT_BACKSTOP.pids : null) };
       case 'outBytes':
         return caps.tmpfsSizeCaps.hostOut
           ? { limit, enforcedBy: 'size-capped tmpfs holding /out and the scope overlays\' upper dirs (one-file scopes: post-check of the total)' }
@@ -419,6 +423,12 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // strace), so its exec stays out of the strace log.
     const cpuS = Math.ceil(limits.cpuMs / 1000);
     const fsize = caps.tmpfsSizeCaps.hostOut ? null : limits.outBytes;
+    // No cgroup for memory or processes (a user nothing was delegated to): rlimits as a backstop, so
+    // that a hog cannot take the host down; weaker than a cgroup, they do not count as enforcement.
+    // RLIMIT_NPROC only through the helper, on bwrap's init inside its user namespace: set before bwrap
+    // made it (prlimit exec'd first), it would count every process of the user on the host.
+    const backstop = { asBytes: cg?.enforces.memory ? null : limits.memoryBytes, nproc: cg?.enforces.pids || !ops ? null : limits.pids };
+    const backstops = [...(backstop.asBytes !== null && !tracer && (ops || caps.prlimitBinary) ? (['memoryBytes'] as const) : []), ...(backstop.nproc !== null && !tracer ? (['pids'] as const) : [])];
     const started = new Date();
     const t0 = performance.now();
     let launch: SandboxLaunch;
@@ -434,7 +444,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       });
     } else {
       const cmd: string[] = [];
-      if (!ops && caps.prlimitBinary) cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(fsize === null ? [] : [`--fsize=${fsize}`]), '--');
+      if (!ops && caps.prlimitBinary) cmd.push(caps.prlimitBinary, `--cpu=${cpuS}:${cpuS + 1}`, '--core=0', ...(fsize === null ? [] : [`--fsize=${fsize}`]), ...(backstop.asBytes === null ? [] : [`--as=${backstop.asBytes}`]), '--');
       if (useStrace) {
         const sv = straceArgv(logFile);
         sv[0] = caps.strace!.path;
@@ -454,7 +464,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
           } catch (e) {
             return `cannot move the sandbox into its cgroup: ${(e as Error).message}`;
           }
-          const rlErr = ops ? await ops.setRlimits(pid, uid, gid, cpuS, cpuS + 1, fsize) : null;
+          const rlErr = ops ? await ops.setRlimits(pid, uid, gid, cpuS, cpuS + 1, fsize, backstop) : null;
           return rlErr === null ? null : `cannot set the sandbox's rlimits: ${rlErr}`;
         },
       });
@@ -647,6 +657,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     if (outBytesUsed + scopeBytes > limits.outBytes) limitsExceeded.add('outBytes');
 
     // ---- resources ----
+    const noCgroupWhy = `no usable cgroup for this run (${caps.cgroup.detail})${caps.cgroup.fix ? `; fix: ${caps.cgroup.fix}` : ''}`;
     const resources: Resources = {
       cpuUserMs: usage?.cpuUserMs ?? null,
       cpuSystemMs: usage?.cpuSystemMs ?? null,
@@ -655,7 +666,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       networkBytesIn: network ? network.bytesIn : 0,
       networkBytesOut: network ? network.bytesOut : 0,
       wallMs,
-      unmeasured: usage ? { ...usage.unmeasured } : { cpuUserMs: 'no usable cgroup on this host', cpuSystemMs: 'no usable cgroup on this host', peakMemoryBytes: 'no usable cgroup on this host' },
+      unmeasured: usage ? { ...usage.unmeasured } : { cpuUserMs: noCgroupWhy, cpuSystemMs: noCgroupWhy, peakMemoryBytes: noCgroupWhy },
       basis: {
         diskWriteBytes: 'bytes of regular files left in /out and in the scope overlays at the end; /tmp writes and data deleted before the end are not counted',
         networkBytesIn: network
@@ -724,7 +735,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: scopeObs },
       ...(scratchUse ? { scratch: scratchUse } : {}),
       inputs,
-      host: hostFacts(caps, spec, cg, observedBy),
+      host: hostFacts(caps, spec, cg, observedBy, [...backstops]),
       timings: { stagingMs: t0 - tStart, launchMs: (tReleased || tEnded) - t0, programMs: tReleased ? tEnded - tReleased : 0, observeMs: performance.now() - tEnded },
       ...(network ? { network } : {}),
       problems: status === 'SANDBOX_ERROR' ? [{ code: tracerRefused ? 'NS_TRACER_REFUSED' : 'NS_SANDBOX_FAILED', message: reason }] : [],

@@ -59,8 +59,9 @@ export function cleanBase(base: string, report: SweepReport = { runs: [], errors
   let groupsLeft = false;
   // ns-*: a run's folder; monty-w-*: a Monty worker's marker (lanes/monty-sandbox.ts). Each names its cgroup.
   for (const run of existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('ns-') || n.startsWith('monty-w-')) : []) {
-    for (const mount of Object.values(cg.mounts)) {
-      const group = join(mount, 'airlock', run);
+    // Root's runs live under <mount>/airlock, a user's under their delegated subtree (cg.bases).
+    for (const parent of new Set(Object.values(cg.bases))) {
+      const group = join(parent, run);
       if (!existsSync(group)) continue;
       const err = killAndRemoveGroup(group);
       if (err) {
