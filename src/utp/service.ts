@@ -259,7 +259,9 @@ export class UtpService {
 
   private async pull(): Promise<void> {
     const js = this.o.nats.jetstream();
-    const consumer = await js.consumers.get(this.stream, this.durable);
+    // Looked up inside the loop: a lookup that fails (a busy host, a NATS restart) is retried like a
+    // failed fetch, never the end of the loop (a worker that stops pulling would be deaf for good).
+    let consumer: Awaited<ReturnType<typeof js.consumers.get>> | undefined;
     while (!this.stopping) {
       const free = this.o.concurrency - this.inFlight;
       if (free <= 0) {
@@ -267,6 +269,7 @@ export class UtpService {
         continue;
       }
       try {
+        consumer ??= await js.consumers.get(this.stream, this.durable);
         const batch = await consumer.fetch({ max_messages: free, expires: 1000 });
         for await (const m of batch) {
           this.inFlight++;
