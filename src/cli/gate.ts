@@ -114,7 +114,7 @@ export async function approveCommand(file: string, opts: { operator: string; wor
     rl.close();
     if (!/^y(es)?$/i.test(answer.trim())) {
       process.stdout.write('not approved\n');
-      return 1;
+      return 2;
     }
   }
   const done = commitApproval({ file: resolve(file), prepared: prepared.value, operator: opts.operator, keyDir: keyDir(opts.keyDir), ws, now });

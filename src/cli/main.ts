@@ -92,6 +92,28 @@ Examples:
   });
 
 program
+  .command('show')
+  .description('a past run: verdict, reasons, resources, and what it changed, with text diffs (like git show)')
+  .argument('<sandbox_id>', 'the run (sbx-...; `airlock runs` lists them)')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--json', 'the run record, the Sandbox Result and the changes with their diffs, as JSON')
+  .action(async (sandboxId: string, opts: { workspace?: string; json?: boolean }) => {
+    const { showCommand } = await import('./show.js');
+    process.exitCode = showCommand(sandboxId, opts);
+  });
+
+program
+  .command('runs')
+  .description('recent runs, newest first, one line each: time, sandbox id, door, verdict, command')
+  .option('--limit <n>', 'how many (default 20)', positive('--limit'))
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--json', 'machine-readable')
+  .action(async (opts: { workspace?: string; json?: boolean; limit?: number }) => {
+    const { runsCommand } = await import('./show.js');
+    process.exitCode = runsCommand(opts);
+  });
+
+program
   .command('doctor')
   .description('print what this host can enforce for the sandbox, and which limits will only be reported')
   .option('--json', 'print the capabilities as JSON')
