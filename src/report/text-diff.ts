@@ -59,11 +59,17 @@ function editScript(a: string[], b: string[], maxEdits: number): Op[] | null {
     const pk = down ? k + 1 : k - 1;
     const px = vd[off + pk] as number;
     const py = px - pk;
-    while (x > px + (down ? 0 : 1) && y > py + (down ? 1 : 0)) ops.push({ kind: ' ', line: a[--x] as string }), y--;
+    while (x > px + (down ? 0 : 1) && y > py + (down ? 1 : 0)) {
+      ops.push({ kind: ' ', line: a[--x] as string });
+      y--;
+    }
     if (down) ops.push({ kind: '+', line: b[--y] as string });
     else ops.push({ kind: '-', line: a[--x] as string });
   }
-  while (x > 0 && y > 0) ops.push({ kind: ' ', line: a[--x] as string }), y--;
+  while (x > 0 && y > 0) {
+    ops.push({ kind: ' ', line: a[--x] as string });
+    y--;
+  }
   return ops.reverse();
 }
 
