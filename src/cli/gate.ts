@@ -45,7 +45,7 @@ export function policyCheckCommand(opts: { workspace?: string; file?: string; js
     text = readFileSync(file, 'utf8');
   } catch (e) {
     process.stderr.write(`${file}: cannot read (${(e as NodeJS.ErrnoException).code ?? e})\n`);
-    return 3;
+    return 2;
   }
   const r = parsePolicy(text);
   if (opts.json) process.stdout.write(JSON.stringify({ file, valid: r.ok, problems: r.ok ? [] : r.problems }, null, 2) + '\n');

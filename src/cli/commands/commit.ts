@@ -167,12 +167,15 @@ export function registerCommitCommands(program: Command): void {
       const [{ workspaceRoot, workspacePaths }, { history }] = await Promise.all([import('../../workspace/workspace.js'), import('../../commit/history.js')]);
       if (!existsSync(workspaceRoot(opts.workspace))) {
         process.stderr.write(`airlock: no workspace at ${workspaceRoot(opts.workspace)}; pass --workspace DIR\n`);
-        process.exitCode = 3;
+        process.exitCode = 2;
         return;
       }
       const lines = history(workspacePaths(opts.workspace), actionId);
       if (opts.json) process.stdout.write(JSON.stringify({ action_id: actionId, events: lines }, null, 2) + '\n');
-      else if (lines.length === 0) process.stdout.write(`no audit records for action ${safe(actionId)}\n`);
-      else for (const l of lines) process.stdout.write(`${l.ts}  #${l.seq}  ${l.sandbox_id ?? '-'}  ${safe(l.actor ?? '-')}: ${safe(l.text)}\n`);
+      // An id the audit log never saw is bad input (a typo, another workspace), not an empty story.
+      if (lines.length === 0) {
+        process.stderr.write(`airlock history: no audit records for action ${safe(actionId)} in ${workspaceRoot(opts.workspace)} (\`airlock runs\` lists recent runs; \`airlock show SANDBOX_ID\` names a run's action)\n`);
+        process.exitCode = 2;
+      } else if (!opts.json) for (const l of lines) process.stdout.write(`${l.ts}  #${l.seq}  ${l.sandbox_id ?? '-'}  ${safe(l.actor ?? '-')}: ${safe(l.text)}\n`);
     });
 }
