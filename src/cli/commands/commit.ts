@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import type { Problem } from '../../contracts/problem.js';
 
@@ -82,7 +83,6 @@ export function registerCommitCommands(program: Command): void {
             process.exitCode = 2;
             return;
           }
-          const { createInterface } = await import('node:readline/promises');
           const rl = createInterface({ input: process.stdin, output: opts.json ? process.stderr : process.stdout });
           const answer = await rl.question(`Confirm this diff and sign it as ${opts.operator}? [y/N] `);
           rl.close();
