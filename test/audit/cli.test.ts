@@ -77,7 +77,7 @@ test('audit verify --repair moves a partial last line to a quarantine file and e
   assert.ok(readdirSync(dirname(file)).some((n) => n.startsWith('audit.partial-')));
 });
 
-test('audit show: filters, text output is terminal-safe, --json is the records; a bad --since is a usage error (3)', () => {
+test('audit show: filters, text output is terminal-safe, --json is the records; a bad --since is a usage error (2)', () => {
   const { ws } = workspace();
   const all = airlockAudit(['show', '--workspace', ws]);
   assert.equal(all.code, 0);
