@@ -10,6 +10,10 @@ import type { NetworkAttempt } from './types.js';
 /** Calls that would carry data to a unix socket path. */
 const OUTBOUND = new Set(['connect', 'sendto', 'sendmsg']);
 
+/** Sockets glibc itself asks on every user, group or host lookup (nscd): its probe, not the program's
+ *  intent, even on a host that runs nscd (the sandbox never holds the socket: ENOENT there). */
+const LIBC_PROBE_SOCKETS = new Set(['/var/run/nscd/socket', '/run/nscd/socket']);
+
 /** Does the host itself have anything at this path? (The sandbox's view is a subset of the host's.) */
 export function hostHasPath(p: string): boolean {
   try {
@@ -28,10 +32,11 @@ const loopback = (a: string): boolean => {
 
 /**
  * Why an attempt is a harmless probe, or null when it is an attempt to report:
- * - a unix-socket connect/send that failed with ENOENT to an absolute path that exists neither in the
- *   sandbox (ENOENT says so) nor on the host: glibc asking nscd (`/var/run/nscd/socket`) on a host
- *   without nscd. Nothing was there to reach. A path that exists on the host (a real service's
- *   socket, hidden from the sandbox) stays an attempt, and so does every abstract or relative path.
+ * - a unix-socket connect/send that failed with ENOENT (nothing at that path in the sandbox) to
+ *   glibc's own nscd socket, which libc asks on every user lookup (`id`, `ls -la`), or to any other
+ *   absolute path that the host lacks too: nothing was there to reach. Any other path that exists
+ *   on the host (a real service's socket, hidden from the sandbox) stays an attempt, and so does
+ *   every abstract or relative path and every connect that found something (ECONNREFUSED, ok).
  * - a bind to a loopback address with port 0 (an ephemeral port): a runtime asking whether IPv6 or
  *   loopback works (urllib3 at import, under `pip`). It only names the sandbox's own empty network
  *   namespace; nothing is connected or listened to. A connect, a send or a bind to a fixed port stays.
@@ -39,6 +44,7 @@ const loopback = (a: string): boolean => {
 export function probeReason(n: NetworkAttempt, exists: (p: string) => boolean = hostHasPath): string | null {
   if (n.family === 'unix' && OUTBOUND.has(n.syscall) && n.result === 'ENOENT' && n.path !== null && n.path.startsWith('/')) {
     const p = posix.normalize(n.path);
+    if (LIBC_PROBE_SOCKETS.has(p)) return `glibc's nscd probe (${p}), absent from the sandbox`;
     return exists(p) ? null : `unix ${n.syscall} to ${p}, which exists nowhere`;
   }
   if (n.syscall === 'bind' && (n.family === 'inet' || n.family === 'inet6') && n.port === 0 && n.address !== null && loopback(n.address)) {
