@@ -49,6 +49,9 @@ export interface DeclaredEffects {
   create: string[];
   modify: string[];
   delete: string[];
+  /** Folders in which any change (added, modified, deleted; dot-names included, unlike a `**` glob)
+   *  is declared: `airlock exec --rw DIR`, where the person states "this folder may change". */
+  anyChangeIn?: string[];
   network: boolean;
   systemStateChange: boolean;
 }

@@ -56,7 +56,7 @@ export function actionFromArgv(r: ArgvRequest): Action | { problems: Problem[] }
     inputs: r.inputs,
     outputsExpected: [],
     scope: { paths: [...r.writable, ...r.readOnly], recursive: true, readOnly: r.readOnly },
-    effects: { create: changes, modify: changes, delete: changes, network, systemStateChange: false },
+    effects: { create: changes, modify: changes, delete: changes, anyChangeIn: r.writable, network, systemStateChange: false },
     limits: r.limits,
     network: network ? { mode: 'allowlist', allowlist: r.net } : { mode: 'none', allowlist: [] },
     // Changing host folders or reaching the network is more than pure computation.

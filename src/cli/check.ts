@@ -21,7 +21,7 @@ export interface FileReport {
   file: string;
   kind: DocumentKind | null;
   valid: boolean;
-  /** Set when the file could not be read at all (exit 3). */
+  /** Set when the file could not be read at all (bad input: exit 2, as for `airlock run`). */
   readError?: string;
   problems: Problem[];
   /** Reported, never a failure: the document departs from Airlock's own stricter form. */
@@ -56,10 +56,9 @@ export function formatReport(r: FileReport): string {
   return lines.join('\n') + '\n';
 }
 
-/** Exit code of `airlock check`: 0 all valid (warnings do not count), 2 any invalid, 3 any unreadable. */
+/** Exit code of `airlock check`: 0 all valid (warnings do not count), 2 any invalid or unreadable (bad input, as for `airlock run`). */
 export function checkExitCode(reports: FileReport[]): number {
-  if (reports.some((r) => r.readError)) return 3;
-  return reports.every((r) => r.valid) ? 0 : 2;
+  return reports.every((r) => r.valid && !r.readError) ? 0 : 2;
 }
 
 export async function explain(code: string): Promise<string | undefined> {

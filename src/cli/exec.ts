@@ -11,7 +11,7 @@ import type { ActionInput, ActionLimits } from '../action/action.js';
 import { actionFromArgv } from '../action/from-argv.js';
 import type { Problem } from '../base/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
-import { execute } from '../host/execute.js';
+import { execute, type ExecuteOutcome, type ExecuteRequest } from '../host/execute.js';
 import { loadPolicy } from '../policy/load.js';
 import type { Policy } from '../policy/policy.js';
 import { sandboxIdle } from '../sandbox/ns/runner.js';
@@ -83,9 +83,8 @@ function stageInputs(files: string[]): { dir: string; inputs: ActionInput[] } | 
 }
 
 /** The sandbox's working directory: --cwd, else where the person is when the sandbox shows it, else /tmp. */
-function cwdFor(o: ExecOptions, shown: string[]): string | undefined {
+function cwdFor(o: ExecOptions, shown: string[], here: string): string | undefined {
   if (o.cwd) return o.cwd;
-  const here = process.cwd();
   return shown.some((p) => here === p || here.startsWith(`${p}/`)) ? here : undefined;
 }
 
@@ -96,47 +95,60 @@ function refuse(problems: Problem[], json: boolean | undefined): number {
   return EXEC_EXIT.refused;
 }
 
-export async function execCommand(argv: string[], o: ExecOptions): Promise<number> {
-  const ws = openWorkspace(o.workspace);
+/** What `airlock exec` ran, or why nothing ran. */
+export type ExecOutcome = { kind: 'refused'; problems: Problem[] } | Extract<ExecuteOutcome, { kind: 'ran' }>;
+
+/**
+ * `airlock exec`'s own path without the terminal: the Action from the command line, then the host
+ * core with the person at the terminal as approver. `cwd` stands for the folder the person is in.
+ */
+export async function execArgv(ws: Workspace, argv: string[], o: ExecOptions, how: Pick<ExecuteRequest, 'signal' | 'onEvent'> & { cwd?: string } = {}): Promise<ExecOutcome> {
   const policy = loadPolicy(ws.policyFile);
-  if (!policy.ok) return refuse(policy.problems, o.json);
+  if (!policy.ok) return { kind: 'refused', problems: policy.problems };
   const readOnly = (o.ro ?? []).map((p) => resolve(p));
   const writable = (o.rw ?? []).map((p) => resolve(p));
   const notDirs = writable.filter((d) => !isDir(d)).map((d): Problem => ({ code: 'EXEC_PATH', message: `--rw ${d}: not a folder (a writable place is a folder, seen through a copy-on-write overlay)`, path: '--rw' }));
-  if (notDirs.length > 0) return refuse(notDirs, o.json);
+  if (notDirs.length > 0) return { kind: 'refused', problems: notDirs };
   const staged = stageInputs(o.in ?? []);
-  if ('problems' in staged) return refuse(staged.problems, o.json);
+  if ('problems' in staged) return { kind: 'refused', problems: staged.problems };
   try {
-    const cwd = cwdFor(o, [...readOnly, ...writable]);
+    const cwd = cwdFor(o, [...readOnly, ...writable], how.cwd ?? process.cwd());
     const action = actionFromArgv({ argv, readOnly, writable, net: o.net ?? [], inputs: staged.inputs, limits: limitsFrom(policy.value, o), ...(cwd ? { cwd } : {}) });
-    if ('problems' in action) return refuse(action.problems, o.json);
-    const watch = watchRun({ live: !o.json && !o.quiet, status: !o.json, label: basename(argv[0] ?? '') });
-    const stop = interruptible(() => watch.done());
-    const done = await execute(ws, { action, door: 'cli', approval: { kind: 'operator', operator: terminalUser(), how: 'terminal' }, inputsDir: staged.dir, signal: stop.signal, onEvent: watch.onEvent }).finally(() => {
-      watch.done();
-      stop.release();
-    });
+    if ('problems' in action) return { kind: 'refused', problems: action.problems };
+    const done = await execute(ws, { action, door: 'cli', approval: { kind: 'operator', operator: terminalUser(), how: 'terminal' }, inputsDir: staged.dir, ...(how.signal ? { signal: how.signal } : {}), ...(how.onEvent ? { onEvent: how.onEvent } : {}) });
     await sandboxIdle();
-    if (done.kind === 'refused') {
-      const notFound = done.problems.some((p) => p.code === 'LANE_RUNTIME_MISSING');
-      refuse(done.problems, o.json);
-      return notFound ? EXEC_EXIT.notFound : EXEC_EXIT.refused;
-    }
-    const sr = done.outcome.sandboxResult;
-    if (o.json) process.stdout.write(JSON.stringify(sr, null, 2) + '\n');
-    else process.stderr.write(summary(sr, done.outcome.sandboxResultFile, writable.length > 0 && !o.promote));
-    if (done.record.interrupted) {
-      if (!o.json) process.stderr.write('airlock: interrupted: the sandbox was ended before the program; nothing was applied\n');
-      return EXEC_EXIT.interrupted;
-    }
-    if (o.promote && sr.verdict.recommended_action === 'PROMOTE' && hasChanges(sr)) {
-      const code = await promoteNow(ws, sr.sandbox_id, o.json);
-      if (code !== 0) return code;
-    }
-    return exitStatus(sr);
+    return done;
   } finally {
     rmSync(staged.dir, { recursive: true, force: true });
   }
+}
+
+export async function execCommand(argv: string[], o: ExecOptions): Promise<number> {
+  const ws = openWorkspace(o.workspace);
+  const watch = watchRun({ live: !o.json && !o.quiet, status: !o.json, label: basename(argv[0] ?? '') });
+  const stop = interruptible(() => watch.done());
+  const done = await execArgv(ws, argv, o, { signal: stop.signal, onEvent: watch.onEvent }).finally(() => {
+    watch.done();
+    stop.release();
+  });
+  if (done.kind === 'refused') {
+    const notFound = done.problems.some((p) => p.code === 'LANE_RUNTIME_MISSING');
+    refuse(done.problems, o.json);
+    return notFound ? EXEC_EXIT.notFound : EXEC_EXIT.refused;
+  }
+  const sr = done.outcome.sandboxResult;
+  const promotable = (o.rw ?? []).length > 0 && !o.promote;
+  if (o.json) process.stdout.write(JSON.stringify(sr, null, 2) + '\n');
+  else process.stderr.write(summary(sr, done.outcome.sandboxResultFile, promotable));
+  if (done.record.interrupted) {
+    if (!o.json) process.stderr.write('airlock: interrupted: the sandbox was ended before the program; nothing was applied\n');
+    return EXEC_EXIT.interrupted;
+  }
+  if (o.promote && sr.verdict.recommended_action === 'PROMOTE' && hasChanges(sr)) {
+    const code = await promoteNow(ws, sr.sandbox_id, o.json);
+    if (code !== 0) return code;
+  }
+  return exitStatus(sr);
 }
 
 const isDir = (p: string): boolean => {

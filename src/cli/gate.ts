@@ -45,7 +45,7 @@ export function policyCheckCommand(opts: { workspace?: string; file?: string; js
     text = readFileSync(file, 'utf8');
   } catch (e) {
     process.stderr.write(`${file}: cannot read (${(e as NodeJS.ErrnoException).code ?? e})\n`);
-    return 3;
+    return 2;
   }
   const r = parsePolicy(text);
   if (opts.json) process.stdout.write(JSON.stringify({ file, valid: r.ok, problems: r.ok ? [] : r.problems }, null, 2) + '\n');
@@ -114,7 +114,7 @@ export async function approveCommand(file: string, opts: { operator: string; wor
     rl.close();
     if (!/^y(es)?$/i.test(answer.trim())) {
       process.stdout.write('not approved\n');
-      return 1;
+      return 2;
     }
   }
   const done = commitApproval({ file: resolve(file), prepared: prepared.value, operator: opts.operator, keyDir: keyDir(opts.keyDir), ws, now });

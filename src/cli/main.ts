@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { checkExitCode, checkFile, explain, formatReport } from './check.js';
 import { registerAuditCommands } from './commands/audit.js';
 import { registerCommitCommands } from './commands/commit.js';
@@ -6,10 +6,24 @@ import { registerUtpCommands } from './commands/utp.js';
 
 const program = new Command();
 program.name('airlock').description('The host between AI agents and the world.').version('0.1.0').enablePositionalOptions();
-// Exit code 3 for usage errors and internal errors: 2 means "a document was invalid".
+/** One meaning per exit status across commands (`airlock exec` keeps its own, documented in its help). */
+const EXIT = { ok: 0, rejected: 2, internal: 3 } as const;
+// A usage error (unknown option, missing argument, bad value) is bad input: 2, never "internal error".
 program.exitOverride((err) => {
-  process.exit(err.exitCode === 0 ? 0 : 3);
+  process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.rejected);
 });
+program.addHelpText(
+  'after',
+  `
+Exit status, for every command but exec:
+  0  done (a run that produced a result, whatever its verdict; a valid document)
+  2  rejected or bad input: an invalid or unreadable document, a usage error, a request the
+     policy or the approval refused, an unknown sandbox or action id, a person's "no"
+  3  internal or sandbox error (a bug, the sandbox could not run, the audit log refused a write)
+  130 interrupted (Ctrl-C)
+airlock exec returns the program's own status, or 124 time limit, 125 nothing ran, 126 BLOCK,
+127 command not found, 130 interrupted (airlock exec --help).`,
+);
 
 program
   .command('check')
@@ -22,13 +36,17 @@ program
       const text = await explain(opts.explain);
       if (!text) {
         process.stderr.write(`unknown rule code ${opts.explain}; see docs/contracts.md for the list\n`);
-        process.exitCode = 3;
+        process.exitCode = EXIT.rejected;
         return;
       }
       process.stdout.write(text);
       return;
     }
-    if (files.length === 0) throw new InvalidArgumentError('give at least one file to check');
+    if (files.length === 0) {
+      process.stderr.write('airlock check: give at least one file to check (airlock check FILE..., or --explain CODE)\n');
+      process.exitCode = EXIT.rejected;
+      return;
+    }
     const reports = await Promise.all(files.map(checkFile));
     if (opts.json) process.stdout.write(JSON.stringify({ valid: reports.every((r) => r.valid), files: reports }, null, 2) + '\n');
     else for (const r of reports) process.stdout.write(formatReport(r));
@@ -57,6 +75,8 @@ const positive = (what: string) => (v: string): number => {
 program
   .command('exec')
   .description('run a command once in the sandbox, no request document: its output live, then the verdict and what it changed')
+  // A bad option means nothing ran: exec's own 125, so a program's 2 is never mistaken for it.
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 125))
   .argument('<command...>', 'the program and its arguments (after --)')
   .passThroughOptions()
   .option('--ro <path>', 'a host path the program may read (read-only); repeat for more', collect)
@@ -89,6 +109,28 @@ Examples:
   .action(async (command: string[], opts: import('./exec.js').ExecOptions) => {
     const { execCommand } = await import('./exec.js');
     process.exitCode = await execCommand(command, opts);
+  });
+
+program
+  .command('show')
+  .description('a past run: verdict, reasons, resources, and what it changed, with text diffs (like git show)')
+  .argument('<sandbox_id>', 'the run (sbx-...; `airlock runs` lists them)')
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--json', 'the run record, the Sandbox Result and the changes with their diffs, as JSON')
+  .action(async (sandboxId: string, opts: { workspace?: string; json?: boolean }) => {
+    const { showCommand } = await import('./show.js');
+    process.exitCode = showCommand(sandboxId, opts);
+  });
+
+program
+  .command('runs')
+  .description('recent runs, newest first, one line each: time, sandbox id, door, verdict, command')
+  .option('--limit <n>', 'how many (default 20)', positive('--limit'))
+  .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
+  .option('--json', 'machine-readable')
+  .action(async (opts: { workspace?: string; json?: boolean; limit?: number }) => {
+    const { runsCommand } = await import('./show.js');
+    process.exitCode = runsCommand(opts);
   });
 
 program
@@ -153,7 +195,7 @@ program
   .description('the gate service: run approved requests from requests_in/ once each (results to inbound/ or quarantine/); with --nats, the UTP tool service')
   .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
   .option('--once', 'process what is waiting, then exit (folder gate)')
-  .option('--log-format <format>', 'text (default) or json (folder gate)', 'text')
+  .addOption(new Option('--log-format <format>', 'text for people, or json: one object per line, the same shape as the UTP service\'s log').choices(['text', 'json']).default('text'))
   .option('--nats <url>', 'serve registered UTP tools over NATS JetStream (e.g. nats://127.0.0.1:4222)')
   .option('--db <db>', 'UTP store: postgres://user@host/db[?schema=name], or a SQLite file (default <workspace>/airlock.db)')
   .option('--stream <name>', 'JetStream stream (UTP)', 'AIRLOCK_UTP')
@@ -200,5 +242,5 @@ program
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`airlock: internal error: ${(e as Error).stack ?? e}\n`);
-  process.exitCode = 3;
+  process.exitCode = EXIT.internal;
 });

@@ -17,6 +17,8 @@ export async function runCommand(file: string, opts: { inputs?: string; workspac
   });
   await sandboxIdle();
   if (outcome.kind === 'rejected') {
+    // --json: a document on stdout in every case (the problems are also on stderr for a person).
+    if (opts.json) process.stdout.write(JSON.stringify({ rejected: true, file, problems: outcome.problems }, null, 2) + '\n');
     for (const p of outcome.problems) process.stderr.write(`${file}:${p.line ?? 1}: ${p.code}: ${p.message}${p.path ? ` [${p.path}]` : ''}\n`);
     process.stderr.write(`${file}: REJECTED before running (${outcome.problems.length} problem${outcome.problems.length === 1 ? '' : 's'}); nothing ran\n`);
     return 2;

@@ -10,13 +10,14 @@ import { fail, type CommitResult } from './types.js';
  * REQUIRE_CONFIRMATION run. The key must be one the policy lists for that operator, so a
  * confirmation is only ever made by someone promotion will trust.
  */
-export function confirm(ws: Workspace, sandboxId: string, opts: { operator: string; keyDir?: string; now?: () => Date }): CommitResult<{ confirmation: Confirmation; file: string; summary: { added: number; modified: number; deleted: number } }> {
+export function confirm(ws: Workspace, sandboxId: string, opts: { operator: string; keyDir?: string; now?: () => Date; /** The diff the person was shown: anything else is not signed. */ expectDiffSha256?: string }): CommitResult<{ confirmation: Confirmation; file: string; summary: { added: number; modified: number; deleted: number } }> {
   const now = (opts.now ?? (() => new Date()))();
   const loaded = loadRun(ws, sandboxId);
   if (!loaded.ok) return loaded;
   const run = loaded.run;
   const verdict = run.result.verdict.recommended_action;
   if (verdict !== 'REQUIRE_CONFIRMATION') return fail('CONFIRM_VERDICT', `the verdict of ${sandboxId} is ${verdict}: only REQUIRE_CONFIRMATION is confirmed by a person`);
+  if (opts.expectDiffSha256 !== undefined && opts.expectDiffSha256 !== run.diffSha256) return fail('CONFIRM_CHANGED', `the diff of ${sandboxId} changed since it was shown (sha256 ${run.diffSha256}, shown ${opts.expectDiffSha256}): nothing signed; run confirm again`);
   if (run.cross.length > 0) return { ok: false, problems: run.cross.map((p) => ({ ...p, code: 'COMMIT_RESULT_INVALID', message: `the result contradicts its descriptor: ${p.code}: ${p.message}` })) };
   const pol = loadPolicy(ws);
   if (!pol.ok) return pol;

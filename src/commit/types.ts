@@ -36,6 +36,7 @@ export const commitRules = [
   { code: 'PROMOTE_COOLDOWN', spec: 'confirmation.cooldown_on_repeat: after a rollback the same declaration cannot be promoted again before the cooldown has passed.', fix: 'Wait until the time given, then run and promote again.' },
   { code: 'PROMOTE_APPLY_FAILED', spec: 'Applying is all-or-nothing: an error halfway undoes what was done (the old state stays).', fix: 'Read the error (permissions, space), fix it and promote again.' },
   { code: 'CONFIRM_VERDICT', spec: 'Only a REQUIRE_CONFIRMATION verdict can be confirmed by a person.', fix: 'PROMOTE needs no confirmation; BLOCK and FORCE_ROLLBACK cannot be confirmed.' },
+  { code: 'CONFIRM_CHANGED', spec: 'A person signs the diff they were shown: when the run\'s diff changed between showing and signing, nothing is signed.', fix: 'Run `airlock confirm` again and read the diff it shows.' },
   { code: 'CONFIRM_KEY', spec: 'A confirmation is signed with the operator\'s Ed25519 key (same keys as approval).', fix: 'Run `airlock keygen --operator NAME` or pass --key-dir.' },
   { code: 'CONFIRM_INVALID', spec: 'A confirmation is an Ed25519 signature by a key the policy lists, over the sandbox id, action id and the diff\'s sha256.', fix: 'Confirm again with `airlock confirm`; the stored confirmation is damaged, forged or for another diff.' },
   { code: 'CONFIRM_EXPIRED', spec: 'A confirmation expires after the policy\'s approval.expiry_hours.', fix: 'Confirm again.' },

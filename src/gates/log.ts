@@ -1,4 +1,4 @@
-import pino from 'pino';
+import { jsonLog } from '../base/json-log.js';
 
 /** Progress and decisions of the gate service: a line per event for people, or JSON for machines. */
 export interface GateLog {
@@ -8,10 +8,11 @@ export interface GateLog {
 
 export function gateLog(format: 'text' | 'json'): GateLog {
   if (format === 'json') {
-    const logger = pino({ base: { service: 'airlock-gate' }, timestamp: pino.stdTimeFunctions.isoTime });
+    // The same shape as the UTP service's log (src/base/json-log.ts); the person's line is `msg`.
+    const log = jsonLog('airlock-gate');
     return {
-      info: (event, fields) => logger.info({ event, ...fields }),
-      warn: (event, fields) => logger.warn({ event, ...fields }),
+      info: (event, fields, line) => log.write('info', event, fields, line),
+      warn: (event, fields, line) => log.write('warn', event, fields, line),
     };
   }
   return {

@@ -26,6 +26,13 @@ import { executeTool, type Execution } from './execute.js';
 import { decodeCommand, type CallContext } from './intake.js';
 import { cancelSubject, checkArguments, checkToolRecord, DEFAULT_APPROVAL_TIMEOUT_MS, type ToolOptions } from './tools.js';
 import { sweepOrphans } from '../sandbox/ns/sweep.js';
+import { jsonLog, type LogLevel } from '../base/json-log.js';
+
+/** The service's events in the one JSON shape every Airlock service logs (the gate's too); pino sets the time. */
+function serviceLogSink(): (e: Record<string, unknown>) => void {
+  const log = jsonLog('airlock-utp');
+  return ({ ts: _ts, level, event, ...fields }) => log.write((level as LogLevel) ?? 'info', String(event), fields);
+}
 
 /**
  * Airlock as a UTP tool service (issue 6; docs/utp-service.md). Every worker — in this process or
@@ -78,6 +85,7 @@ export interface ServiceOptions {
   /** How often the registry is re-read (new tools, new subjects on the stream). */
   refreshMs?: number;
   approvalPollMs?: number;
+  /** Where events go (`{ ts, level, event, worker, ...fields }`); default: the services' JSON log on stdout (src/base/json-log.ts). */
   log?: (event: Record<string, unknown>) => void;
   /** Called right before a tool runs (after every check and approval): audits and tests count runs with it. */
   onRun?: (call: { agent_turn_id: string; tool_call_id: string; tool_name: string }) => void;
@@ -141,7 +149,7 @@ export class UtpService {
       wakeupRetryMs: opts.wakeupRetryMs ?? 10_000,
       refreshMs: opts.refreshMs ?? 5_000,
       approvalPollMs: opts.approvalPollMs ?? 250,
-      log: opts.log ?? ((e) => process.stderr.write(JSON.stringify(e) + '\n')),
+      log: opts.log ?? serviceLogSink(),
     };
   }
 

@@ -51,7 +51,7 @@ test('audit verify: exit 2 naming line, seq and code when edited; --json carries
   assert.deepEqual((JSON.parse(j.stdout) as VerifyReport).problems.map((p) => [p.code, p.line, p.seq]), [['AUDIT_EDITED', 2, 2]]);
 });
 
-test('audit verify: exit 3 when the log is unreadable or the workspace does not exist; empty workspace is exit 0', () => {
+test('audit verify: exit 3 when the log is unreadable, 2 when the workspace does not exist; empty workspace is exit 0', () => {
   const { ws, file } = workspace();
   rmSync(file);
   mkdirSync(file);
@@ -59,7 +59,7 @@ test('audit verify: exit 3 when the log is unreadable or the workspace does not 
   assert.equal(r.code, 3);
   assert.match(r.stdout, /AUDIT_UNREADABLE/);
   const none = airlockAudit(['verify', '--workspace', join(ws, 'nope')]);
-  assert.equal(none.code, 3);
+  assert.equal(none.code, 2);
   assert.match(none.stderr, /no workspace at/);
   const empty = mkdtempSync(join(tmpdir(), 'airlock-ws-'));
   const e = airlockAudit(['verify', '--workspace', empty]);
@@ -77,7 +77,7 @@ test('audit verify --repair moves a partial last line to a quarantine file and e
   assert.ok(readdirSync(dirname(file)).some((n) => n.startsWith('audit.partial-')));
 });
 
-test('audit show: filters, text output is terminal-safe, --json is the records; a bad --since is a usage error (3)', () => {
+test('audit show: filters, text output is terminal-safe, --json is the records; a bad --since is a usage error (2)', () => {
   const { ws } = workspace();
   const all = airlockAudit(['show', '--workspace', ws]);
   assert.equal(all.code, 0);
@@ -96,6 +96,6 @@ test('audit show: filters, text output is terminal-safe, --json is the records; 
   assert.match(typed.stdout, /^#2 2026-02-09T10:02:00\.000Z approved request=TR-1 actor="alice"\n$/);
   assert.match(airlockAudit(['show', '--workspace', ws, '--request', 'none']).stdout, /no matching records/);
   const bad = airlockAudit(['show', '--workspace', ws, '--since', 'yesterday']);
-  assert.equal(bad.code, 3);
+  assert.equal(bad.code, 2);
   assert.match(bad.stderr, /ISO date/);
 });

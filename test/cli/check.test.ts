@@ -48,8 +48,8 @@ test('airlock check --explain says whether a rule is a warning, where it comes f
   assert.match(e.stdout, /Protects: .+/);
 });
 
-test('airlock check: an unreadable file exits 3; --json gives a machine-readable report', () => {
-  assert.equal(airlock(['check', '/nonexistent/TR-x.md']).code, 3);
+test('airlock check: an unreadable file exits 2 (bad input, as for airlock run); --json gives a machine-readable report', () => {
+  assert.equal(airlock(['check', '/nonexistent/TR-x.md']).code, 2);
   const r = airlock(['check', '--json', repoPath('test/fixtures/invalid/DOC_UNKNOWN_KIND/notes.json')]);
   assert.equal(r.code, 2);
   const report = JSON.parse(r.stdout) as { valid: boolean; files: { problems: { code: string }[] }[] };
@@ -57,11 +57,11 @@ test('airlock check: an unreadable file exits 3; --json gives a machine-readable
   assert.equal(report.files[0]?.problems[0]?.code, 'DOC_UNKNOWN_KIND');
 });
 
-test('airlock check --explain prints the rule and the fix; an unknown code exits 3', () => {
+test('airlock check --explain prints the rule and the fix; an unknown code exits 2', () => {
   const r = airlock(['check', '--explain', 'TR_COMMAND_PIPE']);
   assert.equal(r.code, 0);
   assert.match(r.stdout, /^TR_COMMAND_PIPE \(tool-request\)\n {2}Rule: .+\n {2}Fix: {2}.+/);
-  assert.equal(airlock(['check', '--explain', 'NOPE_NOT_A_CODE']).code, 3);
+  assert.equal(airlock(['check', '--explain', 'NOPE_NOT_A_CODE']).code, 2);
 });
 
 test('the CLI bundle has no dynamic import() left: it runs from a code-cached vm.Script, where Node 20 cannot resolve one', () => {

@@ -81,10 +81,10 @@ test('REQUIRE_CONFIRMATION promotes only after an operator signs this exact diff
   const p = cli(['promote', r.sandboxId, '--workspace', ws.root]);
   assert.equal(p.code, 2);
   assert.match(p.stderr, /PROMOTE_NEEDS_CONFIRMATION/);
-  const unknown = cli(['confirm', r.sandboxId, '--operator', 'mallory', '--key-dir', keys, '--workspace', ws.root]);
+  const unknown = cli(['confirm', r.sandboxId, '--operator', 'mallory', '--key-dir', keys, '--workspace', ws.root, '--yes']);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /CONFIRM_KEY/);
-  const c = cli(['confirm', r.sandboxId, '--operator', 'alice', '--key-dir', keys, '--workspace', ws.root]);
+  const c = cli(['confirm', r.sandboxId, '--operator', 'alice', '--key-dir', keys, '--workspace', ws.root, '--yes']);
   assert.equal(c.code, 0, c.stderr);
   // A confirmation is bound to its diff: tampering with the stored one invalidates it.
   const cf = join(ws.runs, r.sandboxId, 'confirmation.json');

@@ -50,7 +50,7 @@ async function logFile(workspace: string | undefined): Promise<{ root: string; f
 
 async function verifyAction(opts: VerifyOpts): Promise<number> {
   const where = await logFile(opts.workspace);
-  if (!where) return 3;
+  if (!where) return 2; // bad input: no such workspace
   const { openAuditLog, AuditError } = await import('../../audit/index.js');
   const log = openAuditLog(where.file);
   const out: string[] = [];
@@ -93,7 +93,7 @@ async function verifyAction(opts: VerifyOpts): Promise<number> {
 
 async function showAction(opts: ShowOpts): Promise<number> {
   const where = await logFile(opts.workspace);
-  if (!where) return 3;
+  if (!where) return 2; // bad input: no such workspace
   const { openAuditLog } = await import('../../audit/index.js');
   let records;
   try {

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import type { Problem } from '../../base/problem.js';
 
@@ -59,15 +60,40 @@ export function registerCommitCommands(program: Command): void {
 
   program
     .command('confirm')
-    .description('as an operator, sign the exact diff of a REQUIRE_CONFIRMATION run so it can be promoted')
+    .description('as an operator, read the exact diff of a REQUIRE_CONFIRMATION run, then sign it so it can be promoted (asks y/N)')
     .argument('<sandbox_id>', 'the run to confirm')
     .requiredOption('--operator <name>', 'the confirming operator (listed in the policy)')
     .option('--key-dir <dir>', 'where the operator\'s private key is (default: $AIRLOCK_KEYS or ~/.config/airlock/keys)')
+    .option('--yes', 'sign without asking (for scripts)')
     .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
-    .option('--json', 'machine-readable outcome')
-    .action(async (sandboxId: string, opts: Common & { operator: string; keyDir?: string }) => {
-      const { confirm } = await import('../../commit/confirm.js');
-      const out = confirm(await ws(opts), sandboxId, { operator: opts.operator, keyDir: opts.keyDir });
+    .option('--json', 'machine-readable outcome (the diff and the question go to stderr)')
+    .action(async (sandboxId: string, opts: Common & { operator: string; keyDir?: string; yes?: boolean }) => {
+      const [{ confirm }, { readRun }, { changesOf, formatShow }, { diffHash }] = await Promise.all([import('../../commit/confirm.js'), import('../../host/runs.js'), import('../show.js'), import('../../commit/load.js')]);
+      const w = await ws(opts);
+      // Show what would be signed, then ask; a run that cannot be confirmed is refused without asking.
+      const shown = readRun(w, sandboxId);
+      let expectDiffSha256: string | undefined;
+      if (shown.ok && shown.run.result.verdict.recommended_action === 'REQUIRE_CONFIRMATION') {
+        const say = (t: string) => (opts.json ? process.stderr : process.stdout).write(t);
+        say(formatShow(shown.run, changesOf(w, shown.run)));
+        expectDiffSha256 = diffHash(shown.run.result);
+        if (!opts.yes) {
+          if (!process.stdin.isTTY) {
+            process.stderr.write('airlock confirm: not confirmed: no terminal to ask on; read the diff above (or `airlock show`), then pass --yes to confirm from a script\n');
+            process.exitCode = 2;
+            return;
+          }
+          const rl = createInterface({ input: process.stdin, output: opts.json ? process.stderr : process.stdout });
+          const answer = await rl.question(`Confirm this diff and sign it as ${opts.operator}? [y/N] `);
+          rl.close();
+          if (!/^y(es)?$/i.test(answer.trim())) {
+            say('not confirmed: nothing signed\n');
+            process.exitCode = 2;
+            return;
+          }
+        }
+      }
+      const out = confirm(w, sandboxId, { operator: opts.operator, keyDir: opts.keyDir, ...(expectDiffSha256 ? { expectDiffSha256 } : {}) });
       if (!out.ok) return void (process.exitCode = refuse('confirm', out.problems, opts.json));
       if (opts.json) process.stdout.write(JSON.stringify({ ok: true, file: out.file, confirmation: out.confirmation }, null, 2) + '\n');
       else process.stdout.write(`confirmed ${sandboxId} as ${opts.operator}: ${out.summary.added} added, ${out.summary.modified} modified, ${out.summary.deleted} deleted; diff sha256 ${out.confirmation.diff_sha256}\nnow: airlock promote ${sandboxId}\n`);
@@ -141,12 +167,15 @@ export function registerCommitCommands(program: Command): void {
       const [{ workspaceRoot, workspacePaths }, { history }] = await Promise.all([import('../../workspace/workspace.js'), import('../../commit/history.js')]);
       if (!existsSync(workspaceRoot(opts.workspace))) {
         process.stderr.write(`airlock: no workspace at ${workspaceRoot(opts.workspace)}; pass --workspace DIR\n`);
-        process.exitCode = 3;
+        process.exitCode = 2;
         return;
       }
       const lines = history(workspacePaths(opts.workspace), actionId);
       if (opts.json) process.stdout.write(JSON.stringify({ action_id: actionId, events: lines }, null, 2) + '\n');
-      else if (lines.length === 0) process.stdout.write(`no audit records for action ${safe(actionId)}\n`);
-      else for (const l of lines) process.stdout.write(`${l.ts}  #${l.seq}  ${l.sandbox_id ?? '-'}  ${safe(l.actor ?? '-')}: ${safe(l.text)}\n`);
+      // An id the audit log never saw is bad input (a typo, another workspace), not an empty story.
+      if (lines.length === 0) {
+        process.stderr.write(`airlock history: no audit records for action ${safe(actionId)} in ${workspaceRoot(opts.workspace)} (\`airlock runs\` lists recent runs; \`airlock show SANDBOX_ID\` names a run's action)\n`);
+        process.exitCode = 2;
+      } else if (!opts.json) for (const l of lines) process.stdout.write(`${l.ts}  #${l.seq}  ${l.sandbox_id ?? '-'}  ${safe(l.actor ?? '-')}: ${safe(l.text)}\n`);
     });
 }

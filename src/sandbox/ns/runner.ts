@@ -23,6 +23,7 @@ import { doctor, RLIMIT_BACKSTOP, type HostCapabilities } from '../doctor.js';
 import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snapshotTree } from '../observe/fs-diff.js';
 import { refusedFileAccess } from '../observe/file-access.js';
 import { parseStraceLog, straceArgv } from '../observe/strace.js';
+import { withoutProbes } from '../observe/probes.js';
 import { sideEffectsFromTrace } from '../observe/trace-events.js';
 import { syscallTracer } from '../observe/tracer.js';
 import { resolveOnRoot, rootPlan, SANDBOX_GID, SANDBOX_UID } from '../rootfs.js';
@@ -597,7 +598,12 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // host's secret places that this run does not expose (an interpreter's prefix, a scope).
     if (sideEffects) {
       const scopePaths = scopes.map((sc) => sc.hostPath);
-      sideEffects = { ...sideEffects, fileAccess: refusedFileAccess(sideEffects.fileAccess, { writable: ['/out', '/tmp', ...scopePaths], exposed: [...plan.prefixes.map((x) => x.path), ...scopePaths] }) };
+      sideEffects = {
+        ...sideEffects,
+        fileAccess: refusedFileAccess(sideEffects.fileAccess, { writable: ['/out', '/tmp', ...scopePaths], exposed: [...plan.prefixes.map((x) => x.path), ...scopePaths] }),
+        // glibc's and runtimes' own probes (nscd on a host without it, a loopback bind to port 0) reach nothing.
+        networkAttempts: withoutProbes(sideEffects.networkAttempts),
+      };
     }
 
     // ---- exit ----
