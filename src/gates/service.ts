@@ -1,5 +1,4 @@
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, watch } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, watch } from 'node:fs';
 import { basename, join } from 'node:path';
 import { checkText, type Problem } from '../contracts/index.js';
 import { toolResultContract } from '../contracts/tool-result.js';
@@ -14,6 +13,7 @@ import type { Workspace } from '../workspace/workspace.js';
 import { moveInto, quarantine, writeAtomic } from './files.js';
 import { Ledger } from './ledger.js';
 import type { GateLog } from './log.js';
+import { ownedTempDir } from '../base/owner.js';
 
 /** What the gate service records in the audit log (the hash-chained log implements it). */
 export interface AuditSink {
@@ -131,7 +131,7 @@ async function processOne(name: string, opts: GateOptions, ledger: Ledger): Prom
   if (checked.warnings.length > 0) log.warn('warnings', { request_id: id, warnings: checked.warnings }, `${id}: accepted with warnings (${codesOf(checked.warnings).join(', ')})`);
   const action = actionFromToolRequest(tr);
 
-  const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-gate-in-'));
+  const inputsDir = ownedTempDir('gate-in');
   try {
     // Approval: an operator's signature, or the policy's own rule for the requests it may approve
     // alone; checked by the host core, as for every door. The replay ledger has the last word.
