@@ -39,12 +39,13 @@ export function ownerAlive(stamp: string): boolean {
 
 let ownTag: string | null = null;
 
-/** This process as a name part: `<pid>.<start time>` in base 36 (`x` for an unreadable start time). */
-export function ownerTag(): string {
-  if (ownTag) return ownTag;
-  const start = startTime(process.pid);
-  ownTag = `${process.pid.toString(36)}.${start && /^\d+$/.test(start) ? Number(start).toString(36) : 'x'}`;
-  return ownTag;
+/** A process (this one by default) as a name part: `<pid>.<start time>` in base 36 (`x` for an unreadable start time). */
+export function ownerTag(pid = process.pid): string {
+  if (pid === process.pid && ownTag) return ownTag;
+  const start = startTime(pid);
+  const tag = `${pid.toString(36)}.${start && /^\d+$/.test(start) ? Number(start).toString(36) : 'x'}`;
+  if (pid === process.pid) ownTag = tag;
+  return tag;
 }
 
 // `-<pid36>.<start36>-`: the only part of an owned name with a dot (kinds and random suffixes have none).
