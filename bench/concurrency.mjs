@@ -16,7 +16,33 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 60);
 const WARMUP = 5;
 
 if (process.argv[2] === '--worker') await worker(process.argv[3]);
+else if (process.argv[2] === '--store') await storeWorker(process.argv[3]);
 else await main();
+
+/**
+ * The store alone: what every run adds to the shared workspace after the sandbox (its run record and
+ * one `executed` audit record, appended under the log's lock), RUNS times, with no sandbox at all.
+ */
+async function storeWorker(wsDir) {
+  const { openAuditLog } = await import('../dist/src/audit/index.js');
+  const { writeRunRecord } = await import('../dist/src/host/record.js');
+  const { openWorkspace } = await import('../dist/src/workspace/workspace.js');
+  const ws = openWorkspace(wsDir);
+  const audit = openAuditLog(ws.auditFile);
+  process.stdout.write('ready\n');
+  await new Promise((r) => process.stdin.once('data', r));
+  const samples = [];
+  for (let i = 0; i < RUNS * 4; i++) {
+    const t0 = performance.now();
+    const dir = join(ws.runs, `bench-${process.pid}-${i}`);
+    mkdirSync(dir);
+    writeRunRecord(dir, { version: 1, sandbox_id: `bench-${process.pid}-${i}`, door: 'cli', verdict: 'PROMOTE', status: 'SUCCESS', started_at: new Date().toISOString(), ended_at: new Date().toISOString() });
+    audit.append({ type: 'executed', action_id: `bench-${process.pid}-${i}`, sandbox_id: `bench-${process.pid}-${i}`, detail: { door: 'cli', verdict: 'PROMOTE', status: 'SUCCESS', exit_code: 0 } });
+    samples.push({ ms: performance.now() - t0, t: null });
+    rmSync(dir, { recursive: true, force: true });
+  }
+  process.stdout.write(`${JSON.stringify({ samples, userMs: 0, sysMs: 0 })}\n`, () => process.exit(0));
+}
 
 /** One host process: warm up, say ready, wait for "go" on stdin, run, print the samples as JSON. */
 async function worker(wsDir) {
@@ -71,9 +97,9 @@ function cpuTimes() {
   return { busy: total - idle, total };
 }
 
-async function phase(p, wsDir, env) {
+async function phase(p, wsDir, env, mode = '--worker') {
   const self = fileURLToPath(import.meta.url);
-  const kids = Array.from({ length: p }, () => spawn(process.execPath, [self, '--worker', wsDir], { env, stdio: ['pipe', 'pipe', 'inherit'] }));
+  const kids = Array.from({ length: p }, () => spawn(process.execPath, [self, mode, wsDir], { env, stdio: ['pipe', 'pipe', 'inherit'] }));
   const outs = kids.map(() => '');
   await Promise.all(kids.map((k, i) => new Promise((resolve, reject) => {
     k.stdout.on('data', (d) => { outs[i] += d; if (outs[i].includes('ready\n')) resolve(); });
@@ -120,6 +146,8 @@ async function main() {
       `${p} process${p > 1 ? 'es' : '  '}  ${fmt(r.runsPerSec, 1).padStart(6)} runs/s  p50 ${fmt(r.p50, 1)} ms  p99 ${fmt(r.p99, 1)} ms  | p50 staging ${fmt(r.parts.staging, 1)} launch ${fmt(r.parts.launch, 1)} program ${fmt(r.parts.program, 1)} observe ${fmt(r.parts.observe, 1)} rest ${fmt(r.rest, 1)} ms  | CPU ${fmt(r.cpuMsPerRun, 1)} ms/run (${fmt(r.sysShare * 100, 0)}% kernel), ${fmt(r.treeCores, 2)} of ${cpus().length} cores; machine ${fmt(r.machineBusy * 100, 0)}% busy`,
     );
   }
+  const st = await phase(4, ws.root, env, '--store');
+  console.log(`the store alone (run record + audit append under its lock), 4 processes: ${fmt(st.runsPerSec, 0)} runs/s, p50 ${fmt(st.p50, 2)} ms, p99 ${fmt(st.p99, 2)} ms per run`);
   const [one, , four] = rows;
   console.log(`scaling 1 -> 4 processes: ${fmt(four.runsPerSec / one.runsPerSec, 2)}x runs/s; p50 per run ${fmt(one.p50, 1)} -> ${fmt(four.p50, 1)} ms`);
   rmSync(top, { recursive: true, force: true });
