@@ -1,7 +1,7 @@
 // Opening one SQLite file from several processes at once, the first time included (a new workspace
 // used by a gate, a worker and CLI runs together): wait for locks instead of failing on them, switch
-// to WAL, and create the schema in one IMMEDIATE transaction (one writer at a time: the others
-// wait, then find the tables there).
+// to WAL, and create the schema in one transaction (one writer at a time: the others wait or retry,
+// then find the tables there).
 import Database from 'better-sqlite3';
 
 const pause = new Int32Array(new SharedArrayBuffer(4));
@@ -25,7 +25,10 @@ export function openSqliteFile(file: string, opts: { synchronous: 'NORMAL' | 'FU
     db.pragma('busy_timeout = 5000');
     whileBusy(() => db.pragma('journal_mode = WAL'));
     db.pragma(`synchronous = ${opts.synchronous}`);
-    whileBusy(() => db.transaction(() => db.exec(opts.schema)).immediate());
+    // Deferred, not IMMEDIATE: on a file whose tables exist the statements are no-ops that take no
+    // write lock (a CLI opening a busy store does not queue behind its writers); creating them upgrades
+    // to a write, and a lost race (SQLITE_BUSY_SNAPSHOT) is retried: the next try finds them.
+    whileBusy(() => db.transaction(() => db.exec(opts.schema))());
     return db;
   } catch (e) {
     db.close();
