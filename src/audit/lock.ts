@@ -2,12 +2,14 @@ import { closeSync, openSync, readFileSync, statSync, unlinkSync, writeSync } fr
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { AuditError } from './types.js';
+import { ownerAlive, ownerStamp } from '../base/owner.js';
 
 /**
  * A cross-process lock from an O_EXCL lock file (no native addon, works for the gate service and
  * the CLI at once). The file holds the owner's pid, host and a random token.
  *
- * A lock is stale when its owner is gone (same host and `kill(pid, 0)` says ESRCH) or it is older
+ * A lock is stale when its owner is gone (same host, and its pid is gone or now names a process with
+ * another start time) or it is older
  * than `staleMs` (a reused pid must not block the log forever). Breaking a stale lock is itself
  * guarded by a second O_EXCL file, so two waiters cannot both break it and then delete the lock
  * the first one has just taken.
@@ -29,6 +31,8 @@ interface LockInfo {
   host: string;
   token: string;
   ts: string;
+  /** The holder's `<pid> <start time>` (base/owner.ts): a pid reused since by a live process is not the holder. */
+  owner?: string;
 }
 
 const sleepCell = new Int32Array(new SharedArrayBuffer(4));
@@ -65,7 +69,8 @@ function isStale(l: { info?: LockInfo; mtimeMs: number }, staleMs: number): bool
   const age = Date.now() - l.mtimeMs;
   if (!l.info) return age > 2000; // an owner writes its info right after creating the file
   if (age > staleMs) return true;
-  return l.info.host === hostname() && !pidAlive(l.info.pid);
+  if (l.info.host !== hostname()) return false;
+  return l.info.owner ? !ownerAlive(l.info.owner) : !pidAlive(l.info.pid);
 }
 
 /** Removes the lock if it still has exactly the content we judged stale. */
@@ -101,7 +106,7 @@ function breakStale(path: string, seenRaw: string): void {
 function acquire(path: string, opts: LockOptions): (() => void) | null {
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const staleMs = opts.staleMs ?? 5 * 60_000;
-  const info: LockInfo = { pid: process.pid, host: hostname(), token: randomBytes(16).toString('hex'), ts: new Date().toISOString() };
+  const info: LockInfo = { pid: process.pid, host: hostname(), token: randomBytes(16).toString('hex'), ts: new Date().toISOString(), owner: ownerStamp() };
   const raw = JSON.stringify(info);
   const deadline = Date.now() + timeoutMs;
   let wait = 1;

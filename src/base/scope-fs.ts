@@ -9,11 +9,12 @@
 // again, and the scope's owner could swap any of them between two calls (docs/promotion.md).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createConnection, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
-import { constants, tmpdir } from 'node:os';
+import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { ownedTempDir } from './owner.js';
 
 export type EntryType = 'file' | 'dir' | 'symlink' | 'fifo' | 'socket' | 'char-device' | 'block-device';
 
@@ -229,7 +230,7 @@ class AgentServer {
   }
 
   private static async start(bin: string): Promise<AgentServer> {
-    const dir = mkdtempSync(join(tmpdir(), 'airlock-scopefs-'));
+    const dir = ownedTempDir('scopefs');
     const socket = join(dir, 's');
     const child = spawn(bin, ['--serve', hex(socket)], { stdio: ['pipe', 'pipe', 'pipe'], env: {} });
     const reader = new ByteReader(() => null);

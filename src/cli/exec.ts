@@ -4,8 +4,7 @@
 // comes live; the verdict and what it changed follow. Host folders change only on `airlock promote`
 // (or `--promote`, which applies a PROMOTE verdict at once).
 import { createHash } from 'node:crypto';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { ActionInput, ActionLimits } from '../action/action.js';
 import { actionFromArgv } from '../action/from-argv.js';
@@ -18,6 +17,7 @@ import { sandboxIdle } from '../sandbox/ns/runner.js';
 import { openWorkspace, type Workspace } from '../workspace/workspace.js';
 import { terminalUser } from './run-file.js';
 import { interruptible, watchRun } from './terminal.js';
+import { ownedTempDir } from '../base/owner.js';
 
 export interface ExecOptions {
   ro?: string[];
@@ -60,7 +60,7 @@ function limitsFrom(policy: Policy, o: ExecOptions): ActionLimits {
 
 /** Copies each --in file into a fresh folder (what the sandbox reads is what was hashed). */
 function stageInputs(files: string[]): { dir: string; inputs: ActionInput[] } | { problems: Problem[] } {
-  const dir = mkdtempSync(join(tmpdir(), 'airlock-exec-in-'));
+  const dir = ownedTempDir('exec-in');
   const inputs: ActionInput[] = [];
   const problems: Problem[] = [];
   for (const f of files) {

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openSqliteFile } from '../store/sqlite-file.js';
 
 export type LedgerState = 'running' | 'done' | 'interrupted';
 
@@ -24,12 +25,8 @@ export class Ledger {
 
   constructor(file: string) {
     mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-    this.db = new Database(file);
     // Several gates (or a gate and `airlock status`) may share the ledger: wait for a lock, never fail on it.
-    this.db.pragma('busy_timeout = 5000');
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
-    this.db.exec(`CREATE TABLE IF NOT EXISTS ledger (
+    this.db = openSqliteFile(file, { synchronous: 'FULL', schema: `CREATE TABLE IF NOT EXISTS ledger (
       request_id TEXT PRIMARY KEY,
       sha256 TEXT NOT NULL,
       state TEXT NOT NULL CHECK (state IN ('running', 'done', 'interrupted')),
@@ -37,7 +34,7 @@ export class Ledger {
       finished_at TEXT,
       sandbox_id TEXT,
       outcome TEXT
-    )`);
+    )` });
   }
 
   /** Claims a request_id for its one run; false when it was ever claimed before (a replay). */

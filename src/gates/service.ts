@@ -1,5 +1,4 @@
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, watch } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { checkText, type Problem } from '../contracts/index.js';
 import { toolResultContract } from '../contracts/tool-result.js';
@@ -14,6 +13,7 @@ import type { Workspace } from '../workspace/workspace.js';
 import { moveInto, quarantine, writeAtomic } from './files.js';
 import { Ledger } from './ledger.js';
 import type { GateLog } from './log.js';
+import { ownedTempDir, ownerTag, tagOwner } from '../base/owner.js';
 
 /** What the gate service records in the audit log (the hash-chained log implements it). */
 export interface AuditSink {
@@ -45,9 +45,11 @@ export async function serveGate(opts: GateOptions): Promise<{ processed: number 
   const { ws } = opts;
   const ledger = new Ledger(ws.storeFile);
   try {
-    recover(opts, ledger);
     let processed = 0;
     for (;;) {
+      // At start and after each wait: what a gate that died (this one before a restart, or another
+      // sharing the workspace) left in running/ and the ledger; never what a live gate is running.
+      recover(opts, ledger);
       const waiting = readdirSync(ws.requestsIn).filter(isRequest).sort();
       for (const name of waiting) {
         if (opts.signal?.aborted) break;
@@ -77,17 +79,39 @@ function waitForWork(dir: string, signal?: AbortSignal): Promise<void> {
   });
 }
 
+// Who holds a claim: before it renames a request into running/, a gate writes the marker
+// running/.<name>.<owner tag>.claim (its pid and start time, base/owner.ts) and removes it when the
+// request has left running/. Several gates may share a workspace: a claim whose marker names a live
+// process is that process's business; one with only dead markers (or none: an older gate's) is a
+// crashed gate's. The marker comes first, so there is no moment where a live claim has none.
+const CLAIM = /^\.(.+\.md)\.([0-9a-z]+\.[0-9a-z]+)\.claim$/;
+const claimMarker = (ws: Workspace, name: string): string => join(ws.running, `.${name}.${ownerTag()}.claim`);
+
+/** The requests in running/ that a live process holds; removes the markers of dead ones. */
+function liveClaims(ws: Workspace): Set<string> {
+  const live = new Set<string>();
+  for (const n of readdirSync(ws.running)) {
+    const m = CLAIM.exec(n);
+    if (!m) continue;
+    if (tagOwner(`-${m[2]}-`)?.alive) live.add(m[1]!);
+    else rmSync(join(ws.running, n), { force: true });
+  }
+  return live;
+}
+
 /**
  * After a crash: a claimed request the ledger says was running is reported as interrupted
  * (quarantined with GATE_INTERRUPTED, never retried); a claimed request that never reached the
- * ledger never ran, so it goes back to requests_in/.
+ * ledger never ran, so it goes back to requests_in/. A live gate's claims are left alone.
  */
 function recover(opts: GateOptions, ledger: Ledger): void {
   const { ws, log } = opts;
   const now = opts.now?.() ?? new Date();
   const swept = sweepOrphans();
   if (swept.runs.length > 0) log.warn('swept', { runs: swept.runs, errors: swept.errors }, `cleaned the cgroups and mounts of ${swept.runs.length} sandbox run(s) left by a crashed process`);
+  const live = liveClaims(ws);
   for (const entry of ledger.running()) {
+    if (live.has(`${entry.request_id}.md`)) continue;
     ledger.finish(entry.request_id, 'interrupted', entry.sandbox_id, 'the gate service stopped while this request was running', now);
     opts.audit.append({ type: 'interrupted', request_id: entry.request_id, detail: { claimed_at: entry.claimed_at } });
     const file = join(ws.running, `${entry.request_id}.md`);
@@ -98,13 +122,23 @@ function recover(opts: GateOptions, ledger: Ledger): void {
   }
   for (const name of readdirSync(ws.running).filter(isRequest)) {
     const id = basename(name, '.md');
-    if (ledger.get(id)) continue;
+    if (live.has(name) || ledger.get(id)) continue;
     moveInto(join(ws.running, name), ws.requestsIn);
     log.info('requeued', { request_id: id }, `${id}: claimed before a crash but never started; back in requests_in/`);
   }
 }
 
 async function processOne(name: string, opts: GateOptions, ledger: Ledger): Promise<boolean> {
+  const marker = claimMarker(opts.ws, name);
+  writeFileSync(marker, '', { mode: 0o600 });
+  try {
+    return await processClaimed(name, opts, ledger);
+  } finally {
+    rmSync(marker, { force: true });
+  }
+}
+
+async function processClaimed(name: string, opts: GateOptions, ledger: Ledger): Promise<boolean> {
   const { ws, log, audit } = opts;
   const now = opts.now?.() ?? new Date();
   const claimed = join(ws.running, name);
@@ -131,7 +165,7 @@ async function processOne(name: string, opts: GateOptions, ledger: Ledger): Prom
   if (checked.warnings.length > 0) log.warn('warnings', { request_id: id, warnings: checked.warnings }, `${id}: accepted with warnings (${codesOf(checked.warnings).join(', ')})`);
   const action = actionFromToolRequest(tr);
 
-  const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-gate-in-'));
+  const inputsDir = ownedTempDir('gate-in');
   try {
     // Approval: an operator's signature, or the policy's own rule for the requests it may approve
     // alone; checked by the host core, as for every door. The replay ledger has the last word.

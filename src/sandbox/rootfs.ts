@@ -9,7 +9,7 @@ import { chmodSync, copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, mkdt
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { HostCapabilities } from './doctor.js';
-import { ownerStamp } from './ns/owner.js';
+import { ownerStamp, ownerTag } from '../base/owner.js';
 import { cleanOnExit } from './ns/sweep.js';
 
 /** Directories under which an interpreter needs no extra bind (already in the root). */
@@ -51,8 +51,8 @@ function sandboxEtc(): string {
   const stamp = hostEtcStamp();
   if (etc && etc.stamp === stamp && existsSync(etc.dir)) return etc.dir;
   if (etc) rmSync(dirname(etc.dir), { recursive: true, force: true });
-  // <tmp>/airlock-ns-etc-XXXX/{owner.pid, etc/}: removed when this process exits (after a crash, by the next sweep).
-  const base = mkdtempSync(join(tmpdir(), 'airlock-ns-etc-'));
+  // <tmp>/airlock-ns-etc-<owner>-XXXX/{owner.pid, etc/}: removed when this process exits (after a crash, by the next sweep).
+  const base = mkdtempSync(join(tmpdir(), `airlock-ns-etc-${ownerTag()}-`));
   writeFileSync(join(base, 'owner.pid'), ownerStamp(), { mode: 0o644 });
   cleanOnExit(base);
   chmodSync(base, 0o755);

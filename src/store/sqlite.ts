@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { openSqliteFile } from './sqlite-file.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DelayedBatch, GroupCommit, ItemFailed } from './batch.js';
@@ -123,20 +124,15 @@ export class SqliteStore implements Store {
     if (this.db) return;
     try {
       if (this.file !== ':memory:') mkdirSync(dirname(this.file), { recursive: true, mode: 0o700 });
-      const db = new Database(this.file);
-      // First: several processes may open (and create) the file at once; switching to WAL locks it.
-      db.pragma('busy_timeout = 5000');
-      db.pragma('journal_mode = WAL');
       // NORMAL in WAL mode: a commit survives a crash of the process (the at-most-once claim holds
       // against worker crashes); an OS crash or power loss may lose the last commits before the
       // next checkpoint (use PostgreSQL when that matters).
-      db.pragma('synchronous = NORMAL');
+      const db = openSqliteFile(this.file, { synchronous: 'NORMAL', schema: SCHEMA });
       // Checkpoint every ~40 MB of WAL instead of ~4 MB: fewer checkpoints (each copies pages and
       // fsyncs) on the hot path. Durability of a commit is unchanged; the WAL file is truncated
       // back to 64 MB at most after a checkpoint.
       db.pragma('wal_autocheckpoint = 10000');
       db.pragma('journal_size_limit = 67108864');
-      db.exec(SCHEMA);
       this.db = db;
     } catch (e) {
       throw new StoreUnavailableError(`cannot open the SQLite store ${this.file}: ${(e as Error).message}; check the path is writable (or give --db)`);

@@ -62,6 +62,9 @@ export function workspacePaths(explicit?: string): Workspace {
   };
 }
 
+/** Made once the workspace's first use is over (after its folders and default policy). */
+const WORKSPACE_MARKER = '.airlock-workspace';
+
 const FOLDERS: (keyof Workspace)[] = ['drafts', 'requestsIn', 'running', 'resultsOut', 'inbound', 'quarantine', 'processed', 'inputs', 'runs', 'tombstones', 'blobs'];
 
 /**
@@ -71,12 +74,18 @@ const FOLDERS: (keyof Workspace)[] = ['drafts', 'requestsIn', 'running', 'result
  */
 export function openWorkspace(explicit?: string, opts: { init?: boolean } = {}): Workspace {
   const ws = workspacePaths(explicit);
-  const firstUse = !existsSync(join(ws.root, 'audit'));
+  // First use ends when the marker exists, and the marker is made only after the policy: a process
+  // that opens the workspace while another is creating it creates the policy too (one of them wins,
+  // both see it whole), instead of taking a half-made workspace for one whose policy was removed.
+  // A workspace from before the marker counts as in use once it has an audit log.
+  const marker = join(ws.root, WORKSPACE_MARKER);
+  const firstUse = !existsSync(marker) && !existsSync(ws.auditFile);
   mkdirSync(ws.root, { recursive: true, mode: 0o700 });
   for (const k of FOLDERS) mkdirSync(ws[k], { recursive: true, mode: 0o700 });
   mkdirSync(join(ws.root, 'store'), { recursive: true, mode: 0o700 });
   mkdirSync(join(ws.root, 'audit'), { recursive: true, mode: 0o700 });
   if ((firstUse || opts.init) && !existsSync(ws.policyFile)) createOnce(ws.policyFile, DEFAULT_POLICY_YAML);
+  if (firstUse) createOnce(marker, 'an Airlock workspace (its first use is over: a removed policy.yaml is not made again)\n');
   return ws;
 }
 

@@ -55,3 +55,15 @@ test('a lock left by a dead process is broken; a live holder makes append time o
   assert.equal(patient.append({ type: 'ran' }).seq, 3);
   assert.equal(log.verify().ok, true);
 });
+
+test('a lock whose pid now belongs to another process (another start time) is broken at once; its live holder\'s is not', async () => {
+  const { ownerStamp } = await import('../../src/base/owner.js');
+  const { file, log } = logWith(1);
+  const lock = join(dirname(file), 'audit.lock');
+  const [pid, start] = ownerStamp().split(' ') as [string, string];
+  // This process's pid, written by a process that started at another time: that holder is gone.
+  writeFileSync(lock, JSON.stringify({ pid: Number(pid), host: hostname(), token: 'z', ts: new Date().toISOString(), owner: `${pid} ${Number(start) - 1}` }));
+  assert.equal(log.append({ type: 'ran' }).seq, 2);
+  writeFileSync(lock, JSON.stringify({ pid: Number(pid), host: hostname(), token: 'w', ts: new Date().toISOString(), owner: ownerStamp() }));
+  assert.throws(() => openAuditLog(file, { lock: { timeoutMs: 150 } }).append({ type: 'ran' }), (e: unknown) => e instanceof AuditError && e.code === 'AUDIT_LOCK_TIMEOUT');
+});

@@ -13,9 +13,8 @@
 // process as before, and the observation says so (`sandbox: null`): the judge then refuses to allow.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import type { Problem } from '../../base/problem.js';
@@ -26,6 +25,7 @@ import { launchWithNode } from '../ns/launch.js';
 import { buildSeccompFilter, MONTY_WORKER_PROFILE } from '../ns/seccomp.js';
 import { mounter, stagingBase } from '../ns/staging.js';
 import { mirrorPrefix, reachableByOthers, rootPlan, SANDBOX_GID, SANDBOX_UID, type RootPlan } from '../rootfs.js';
+import { ownedTempDir, ownerTag } from '../../base/owner.js';
 
 /** How one worker was sandboxed (null in the observation: it was not). */
 export interface MontySandboxFacts {
@@ -168,7 +168,7 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
 
   // The worker's cgroup is marked in the staging base, so that this process's exit and the orphan
   // sweep (ns/sweep.ts) remove it as they remove an ns run's.
-  const name = `monty-w-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  const name = `monty-w-${ownerTag()}-${randomBytes(4).toString('hex')}`;
   let cg: RunCgroup | null = null;
   let marker: string | null = null;
   if (caps.cgroup.usable) {
@@ -257,7 +257,7 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
 }
 
 function plainWorker(spec: WorkerSpec, reason: string): WorkerProcess {
-  const staging = mkdtempSync(join(tmpdir(), 'airlock-monty-w-'));
+  const staging = ownedTempDir('monty-w');
   const nodeFlags = nodeFlagsFor(spec);
   // No inherited environment: nothing of the service's (tokens, NODE_OPTIONS) reaches the worker.
   const child = spawn(process.execPath, [...nodeFlags, spec.workerPath, staging], { stdio: ['pipe', 'pipe', 'pipe'], env: {}, cwd: '/' });

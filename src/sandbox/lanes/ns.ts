@@ -1,5 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Problem } from '../../base/problem.js';
 import { scopeHostPath, type Action } from '../../action/action.js';
@@ -10,6 +9,7 @@ import { primitiveArgv } from './primitives.js';
 import { networkGrant } from '../../base/allowlist.js';
 import { DEFAULT_NETWORK_CAPS, type NetworkCaps } from '../egress/records.js';
 import type { Resolver } from '../egress/resolver.js';
+import { ownedTempDir } from '../../base/owner.js';
 
 export type LaneOutcome = { ok: true; observation: Observation; argv: string[] } | { ok: false; problems: Problem[] };
 
@@ -94,7 +94,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     const p = primitiveArgv(action.run.op);
     argv = p.argv;
     if (p.stagedContent) {
-      staged = mkdtempSync(join(tmpdir(), 'airlock-content-'));
+      staged = ownedTempDir('content');
       writeFileSync(join(staged, 'content'), p.stagedContent, { mode: 0o444 });
       inputs.push({ hostPath: join(staged, 'content'), name: 'content' });
     }

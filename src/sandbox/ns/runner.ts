@@ -40,6 +40,7 @@ import type { NetworkObservation } from '../egress/records.js';
 import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, observeScratch, tmpfsFull } from './outputs.js';
 import { chownTo, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
+import { ownerTag } from '../../base/owner.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 /** Paths a scope may not cover: the sandbox's own mounts and the read-only system root. */
@@ -237,7 +238,8 @@ interface Kill {
 
 /** Run one program in the ns sandbox and observe it. Never throws: failures are SANDBOX_ERROR observations. */
 export async function runNs(spec: NsRunSpec): Promise<Observation> {
-  const runId = `ns-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  // The owner in the name: the run's folder and cgroup say whose they are (a sweep's only clue after a crash).
+  const runId = `ns-${ownerTag()}-${randomBytes(4).toString('hex')}`;
   let caps: HostCapabilities;
   try {
     caps = await doctor();

@@ -8,7 +8,7 @@ import { chmod, copyFile, lstat, mkdtemp, rm, writeFile } from 'node:fs/promises
 import { tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { HostOps } from './hostops.js';
-import { ownerStamp } from './owner.js';
+import { ownerStamp, ownerTag } from '../../base/owner.js';
 import { cleanOnExit, sweepOrphans } from './sweep.js';
 
 let baseDir: Promise<string> | null = null;
@@ -16,14 +16,15 @@ let baseDir: Promise<string> | null = null;
 /**
  * One root-owned base per process (mode 0711: the sandbox uid can traverse, not list). With a mounter
  * (root), the base is its own tmpfs: per-run staging (dirs, FIFOs, /in copies, scope upper dirs) never
- * touches a disk journal (measured on a 2-core VM's ext4: ~1 ms of a run's mkdirs and removals). Bases
- * of processes that are gone, and their mounts, are swept first.
+ * touches a disk journal (measured on a 2-core VM's ext4: ~1 ms of a run's mkdirs and removals). What
+ * processes that are gone left (bases, mounts, cgroups, temp folders) is swept first; never a live one's.
  */
 export function stagingBase(mnt: Mounter | null = null, sandboxUser: { uid: number; gid: number } | null = null): Promise<string> {
   if (!baseDir) {
     baseDir = (async () => {
-      if (mnt) sweepOrphans();
-      const d = await mkdtemp(join(tmpdir(), 'airlock-ns-'));
+      sweepOrphans();
+      // The owner is in the name (owner.ts): no moment where the base exists without saying whose it is.
+      const d = await mkdtemp(join(tmpdir(), `airlock-ns-${ownerTag()}-`));
       // Who owns these runs: this process removes them at exit; after a crash, the next sweep.
       await writeFile(join(d, 'owner.pid'), ownerStamp(), { mode: 0o600 });
       cleanOnExit(d);

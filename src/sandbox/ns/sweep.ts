@@ -1,13 +1,17 @@
-// Host state of the ns lane outside any run's lifetime: each process's staging bases (TMPDIR/
-// airlock-ns-*: run dirs, tmpfs and overlay mounts, FIFOs, proxy sockets) and its runs' cgroups.
+// Host state outside any run's lifetime: each process's staging bases (TMPDIR/airlock-ns-<owner>-*:
+// run dirs, tmpfs and overlay mounts, FIFOs, proxy sockets), its other temp folders (TMPDIR/
+// airlock-<kind>-<owner>-*) and its runs' cgroups (airlock/ns-<owner>-*, airlock/monty-w-<owner>-*).
 // A process removes its own when it exits (cleanOnExit); after a crash (kill -9 mid-run) they stay,
-// and sweepOrphans() removes those whose owner (pid and start time, owner.ts) is gone.
+// and sweepOrphans() removes those whose owner (pid and start time, base/owner.ts) is gone: the
+// owner is in every name, so a live process's state is never taken, whatever it is doing.
+// Several processes may sweep at once (every process sweeps at its start): each step is idempotent
+// (a folder, mount or group another sweeper removed first is simply done), and a sweep never throws.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { detectCgroups } from '../cgroup/index.js';
-import { ownerAlive } from './owner.js';
+import { ownerAlive, tagOwner } from '../../base/owner.js';
 
 /** Mount points at or below `dir`, deepest first (from /proc/self/mountinfo). */
 export function mountsBelow(dir: string): string[] {
@@ -33,7 +37,7 @@ function killAndRemoveGroup(group: string): string | null {
       return null;
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') return null;
+      if (code === 'ENOENT') return null; // gone (another sweeper, or the owner's own cleanup)
       if (code !== 'EBUSY' && code !== 'ESRCH') return (e as Error).message;
       if (i >= 100) return `still busy after 1 s: ${(e as Error).message}`;
       Atomics.wait(PAUSE, 0, 0, 10); // a sync sweep (once per process): a short blocking pause is fine
@@ -57,8 +61,14 @@ export interface SweepReport {
 export function cleanBase(base: string, report: SweepReport = { runs: [], errors: [] }): SweepReport {
   const cg = detectCgroups(process.getuid?.() === 0);
   let groupsLeft = false;
+  let names: string[] = [];
+  try {
+    names = readdirSync(base);
+  } catch {
+    /* gone already (another sweeper), or not a folder */
+  }
   // ns-*: a run's folder; monty-w-*: a Monty worker's marker (lanes/monty-sandbox.ts). Each names its cgroup.
-  for (const run of existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('ns-') || n.startsWith('monty-w-')) : []) {
+  for (const run of names.filter((n) => n.startsWith('ns-') || n.startsWith('monty-w-'))) {
     // Root's runs live under <mount>/airlock, a user's under their delegated subtree (cg.bases).
     for (const parent of new Set(Object.values(cg.bases))) {
       const group = join(parent, run);
@@ -75,25 +85,82 @@ export function cleanBase(base: string, report: SweepReport = { runs: [], errors
     try {
       execFileSync('umount', ['-l', m], { stdio: 'ignore', env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' } });
     } catch (e) {
-      report.errors.push(`umount ${m}: ${(e as Error).message}`);
+      if (mountsBelow(m).includes(m)) report.errors.push(`umount ${m}: ${(e as Error).message}`); // else: another sweeper unmounted it
     }
   }
-  if (!groupsLeft && mountsBelow(base).length === 0) rmSync(base, { recursive: true, force: true });
+  if (!groupsLeft && mountsBelow(base).length === 0) {
+    try {
+      rmSync(base, { recursive: true, force: true, maxRetries: 3 });
+    } catch (e) {
+      // Two sweepers removing one tree: the one that loses a race on an entry retries once.
+      try {
+        rmSync(base, { recursive: true, force: true });
+      } catch {
+        report.errors.push(`remove ${base}: ${(e as Error).message}`);
+      }
+    }
+  }
   return report;
 }
 
-/** Cleans what processes that are gone left in the staging folder (TMPDIR): never a live process's. */
+/** Kills and removes the run cgroups (<base>/<kind>-<owner>-*: root's <mount>/airlock, a user's delegated subtree) whose owner is gone. */
+function sweepGroups(report: SweepReport): void {
+  const cg = detectCgroups(process.getuid?.() === 0);
+  for (const parent of new Set(Object.values(cg.bases))) {
+    let names: string[];
+    try {
+      names = readdirSync(parent, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const owner = tagOwner(name);
+      if (!owner || owner.alive) continue;
+      const err = killAndRemoveGroup(join(parent, name));
+      if (err) report.errors.push(`cgroup ${join(parent, name)}: ${err}`);
+      else if (!report.runs.includes(name)) report.runs.push(name);
+    }
+  }
+}
+
+/**
+ * Cleans what processes that are gone left: their folders in the staging folder (TMPDIR) with every
+ * mount below them, and their runs' cgroups. Never a live process's; never throws (what it could
+ * not clean is in `errors`, and the next sweep tries again).
+ */
 export function sweepOrphans(): SweepReport {
   const report: SweepReport = { runs: [], errors: [] };
-  for (const name of readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-ns-'))) {
+  let names: string[] = [];
+  try {
+    names = readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-'));
+  } catch (e) {
+    report.errors.push(`read ${tmpdir()}: ${(e as Error).message}`);
+  }
+  for (const name of names) {
     const base = join(tmpdir(), name);
-    let stamp: string;
     try {
-      stamp = readFileSync(join(base, 'owner.pid'), 'utf8');
-    } catch {
-      continue; // being created (the owner writes its stamp first thing), or not ours
+      const owner = tagOwner(name);
+      if (owner) {
+        if (!owner.alive) cleanBase(base, report);
+        continue;
+      }
+      // A base from before owner tags: its owner is in its owner.pid file.
+      if (!name.startsWith('airlock-ns-')) continue;
+      let stamp: string;
+      try {
+        stamp = readFileSync(join(base, 'owner.pid'), 'utf8');
+      } catch {
+        continue; // being created (the owner writes its stamp first thing), or not ours
+      }
+      if (!ownerAlive(stamp)) cleanBase(base, report);
+    } catch (e) {
+      report.errors.push(`${base}: ${(e as Error).message}`);
     }
-    if (!ownerAlive(stamp)) cleanBase(base, report);
+  }
+  try {
+    sweepGroups(report);
+  } catch (e) {
+    report.errors.push(`cgroups: ${(e as Error).message}`);
   }
   return report;
 }
