@@ -96,7 +96,7 @@ export function showCommand(sandboxId: string, opts: { workspace?: string; json?
 }
 
 const oneLine = (r: RunSummary): string =>
-  [r.started_at ?? '-', r.sandbox_id, (r.door ?? '-').padEnd(7), `${r.verdict ?? '-'}${r.interrupted ? '*' : ''}`.padEnd(21), (r.command ?? '(no record)').replace(/\s+/g, ' ').slice(0, 100)].join('  ');
+  [r.started_at ?? '-', r.sandbox_id, (r.door ?? '-').padEnd(7), `${r.verdict ?? (r.unfinished === 'killed' ? 'KILLED' : r.unfinished === 'running' ? 'RUNNING' : '-')}${r.interrupted ? '*' : ''}`.padEnd(21), (r.command ?? (r.unfinished === 'killed' ? '(its process died before a result: no result, nothing to promote)' : r.unfinished === 'running' ? '(still running)' : '(no record)')).replace(/\s+/g, ' ').slice(0, 100)].join('  ');
 
 export function runsCommand(opts: { workspace?: string; json?: boolean; limit?: number }): number {
   const rows = listRuns(openWorkspace(opts.workspace), opts.limit ?? 20);

@@ -2,7 +2,9 @@
 // Sandbox Result, and the bytes before and after each change, taken only from the host's own
 // content stores (or the real file while its hash is still the recorded one).
 import { createHash } from 'node:crypto';
-import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { ownerAlive } from '../base/owner.js';
+import { RUN_OWNER_FILE } from '../pipeline/run.js';
 import { join } from 'node:path';
 import { sandboxResultContract, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
 import type { Problem } from '../base/problem.js';
@@ -18,6 +20,8 @@ export interface RunSummary {
   status: string | null;
   command: string | null;
   interrupted: boolean;
+  /** No result: `killed` when the process that ran it is gone (SIGKILL, a crash), `running` while it lives. */
+  unfinished?: 'killed' | 'running';
 }
 
 const SANDBOX_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -49,11 +53,25 @@ export function listRuns(ws: Workspace, limit: number): RunSummary[] {
     }
     // A run without a record (a composite's step, a run from before records): what its result says.
     const sr = existsSync(join(dir, 'sandbox-result.json')) ? readResult(dir) : null;
-    if (!sr) continue;
+    if (!sr) {
+      const unfinished = unfinishedRun(dir);
+      if (unfinished) rows.push({ sandbox_id: id, started_at: unfinished.started_at, door: null, verdict: null, status: null, command: null, interrupted: unfinished.state === 'killed', unfinished: unfinished.state });
+      continue;
+    }
     rows.push({ sandbox_id: id, started_at: sr.execution.started_at, door: null, verdict: sr.verdict.recommended_action, status: sr.execution.status, command: null, interrupted: false });
   }
   rows.sort((a, b) => (b.started_at ?? '').localeCompare(a.started_at ?? '') || b.sandbox_id.localeCompare(a.sandbox_id));
   return rows.slice(0, limit);
+}
+
+/** A run folder with no result: whose it was (its owner file) and whether that process still lives. */
+function unfinishedRun(dir: string): { state: 'killed' | 'running'; started_at: string } | null {
+  try {
+    const stamp = readFileSync(join(dir, RUN_OWNER_FILE), 'utf8');
+    return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).mtime.toISOString() };
+  } catch {
+    return null; // not a run folder Airlock made
+  }
 }
 
 export interface ShownRun {

@@ -14,6 +14,10 @@ import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
 import type { Observation, RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { scopesFile } from '../commit/load.js';
+import { ownerStamp } from '../base/owner.js';
+
+/** In each run folder: the owning process (pid and start time) while and after it runs. */
+export const RUN_OWNER_FILE = 'owner';
 import type { ScopeRecord } from '../commit/scopes.js';
 
 export const runRules = [
@@ -69,6 +73,8 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   const sandboxId = newSandboxId();
   const runDir = join(ctx.workspace.runs, sandboxId);
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
+  // Whose run this is: a folder left without a result by a killed process is told apart from a live one.
+  writeFileSync(join(runDir, RUN_OWNER_FILE), ownerStamp() + '\n', { mode: 0o600 });
   const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}) };
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) {

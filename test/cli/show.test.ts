@@ -1,7 +1,7 @@
 // `airlock show`, `airlock runs` and `airlock confirm` as a person uses them (issue 19, point 5).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -84,6 +84,28 @@ test('airlock runs: recent runs newest first, one line each (time, id, door, ver
   const doc = JSON.parse(one.stdout) as { runs: { sandbox_id: string; door: string; verdict: string; command: string; started_at: string }[] };
   assert.deepEqual(doc.runs.map((x) => [x.sandbox_id, x.door, x.verdict]), [[second, 'cli', 'BLOCK']]);
   assert.equal(airlock(['runs', '--workspace', ws.root, '--limit', 'x']).code, 2, 'a usage error');
+});
+
+test('airlock runs: a run whose process was SIGKILLed shows as KILLED (no result, nothing to promote), a live one as RUNNING', { skip: !root, timeout: 120_000 }, async () => {
+  const ws = scopedWorkspace();
+  const child = spawn(repoPath('bin', 'airlock'), ['exec', '--workspace', ws.root, '--', 'sleep', '30'], { stdio: 'ignore' });
+  const runDir = await new Promise<string>((resolve, reject) => {
+    const deadline = Date.now() + 60_000;
+    const look = (): void => {
+      const names = existsSync(ws.runs) ? readdirSync(ws.runs).filter((n) => existsSync(join(ws.runs, n, 'owner'))) : [];
+      if (names[0]) resolve(join(ws.runs, names[0]));
+      else if (Date.now() > deadline) reject(new Error('no run folder appeared'));
+      else setTimeout(look, 50);
+    };
+    look();
+  });
+  const id = runDir.slice(ws.runs.length + 1);
+  assert.match(airlock(['runs', '--workspace', ws.root]).stdout, new RegExp(`  ${id}  - +RUNNING +\\(still running\\)`));
+  child.kill('SIGKILL');
+  await new Promise((r) => child.once('exit', r));
+  const doc = JSON.parse(airlock(['runs', '--workspace', ws.root, '--json']).stdout) as { runs: { sandbox_id: string; unfinished?: string; interrupted: boolean }[] };
+  assert.deepEqual(doc.runs.map((r) => [r.sandbox_id, r.unfinished, r.interrupted]), [[id, 'killed', true]]);
+  assert.match(airlock(['runs', '--workspace', ws.root]).stdout, new RegExp(`  ${id}  - +KILLED\\* +\\(its process died before a result`));
 });
 
 /** Runs `airlock ARGS` on a pseudo-terminal (script(1)), typing `input`. */
