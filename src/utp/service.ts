@@ -443,6 +443,8 @@ export class UtpService {
     }
     const stepId = callCard?.metadata?.step_id ?? callCard?.content.step_id ?? id.step_id;
     const traceId = callCard?.metadata?.trace_id ?? callCard?.content.trace_id;
+    // The call's lineage goes on the result, as CommonGround's result builder does (to_lineage_meta).
+    const parentStepId = callCard?.metadata?.parent_step_id;
     const parentTp = id.traceparent ?? callCard?.metadata?.traceparent;
     const tp = parentTp ? childTraceparent(parentTp) : undefined;
     const childTp = tp?.ok ? tp.value : undefined;
@@ -450,6 +452,7 @@ export class UtpService {
     const metadata: Record<string, string> = {};
     if (traceId) metadata.trace_id = traceId;
     if (stepId) metadata.step_id = stepId;
+    if (parentStepId) metadata.parent_step_id = parentStepId;
     // The card's traceparent must carry the card's trace_id (readCard checks it).
     if (childTp && tpTrace?.ok && (!traceId || tpTrace.value.traceId === traceId)) metadata.traceparent = childTp;
     const card = { card_id: `card-result-${randomUUID()}`, type: 'tool.result' as const, created_at: new Date().toISOString(), content, ...(Object.keys(metadata).length ? { metadata } : {}) };
@@ -465,6 +468,8 @@ export class UtpService {
     };
     const payload = callbackPayload(callback);
     const hs: Record<string, string> = {
+      'CG-Project-Id': ctx.route.projectId,
+      'CG-Channel-Id': ctx.route.channelId,
       'CG-Agent-Id': id.agent_id,
       'CG-Turn-Id': id.agent_turn_id,
       'CG-Turn-Epoch': String(id.turn_epoch),
