@@ -26,6 +26,8 @@ import { executeTool, type Execution } from './execute.js';
 import { decodeCommand, type CallContext } from './intake.js';
 import { cancelSubject, checkArguments, checkToolRecord, DEFAULT_APPROVAL_TIMEOUT_MS, type ToolOptions } from './tools.js';
 import { sweepOrphans } from '../sandbox/ns/sweep.js';
+import { openAuditLog, type AuditEvent } from '../audit/index.js';
+import { checkCancelAuthority } from './authority.js';
 
 /**
  * Airlock as a UTP tool service (issue 6; docs/utp-service.md). Every worker — in this process or
@@ -97,6 +99,8 @@ export interface ServiceStats {
 interface Running {
   anchor: Anchor;
   abort: AbortController;
+  /** The call's own identity (from its command): who may cancel it. */
+  caller: UtpIdentity;
 }
 
 const key = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
@@ -325,7 +329,7 @@ export class UtpService {
     // fast call's ack goes out in the same socket write as its wakeup; a slower one's after ACK_DEFER_MS.
     const ack = deferredAck(m, ACK_DEFER_MS, (error) => this.log('warn', 'ack-failed', { ...anchor, error }));
 
-    const run: Running = { anchor, abort: new AbortController() };
+    const run: Running = { anchor, abort: new AbortController(), caller: ctx.identity };
     this.running.set(key(anchor), run);
     try {
       let callCard: ToolCallCard | undefined;
@@ -516,9 +520,23 @@ export class UtpService {
     }
   }
 
+  /**
+   * A cancel: obeyed only from the call's own agent and turn (authority.ts), refused (logged and
+   * audited) from anyone else while the call goes on. A cancel for a call no worker has claimed
+   * yet waits for the call's command, which alone says who made the call.
+   */
   private async handleCancel(m: JsMsg, ctx: CallContext, anchor: Anchor): Promise<void> {
     try {
       const mine = this.running.get(key(anchor));
+      const existing = mine ? undefined : await this.o.store.getClaim(anchor);
+      if (!mine && !existing) return this.cancelLater(m, ctx, anchor);
+      const caller = mine?.caller ?? (existing ? contextFromRecord(existing)?.identity : undefined);
+      const refused = checkCancelAuthority(ctx.identity, caller);
+      if (refused.length > 0) {
+        m.ack();
+        this.refuseCancel(ctx, anchor, refused, caller);
+        return;
+      }
       if (mine) {
         await this.o.store.requestCancel(anchor);
         mine.abort.abort();
@@ -526,20 +544,45 @@ export class UtpService {
         this.log('info', 'cancel-requested', { ...anchor, where: 'this worker' });
         return;
       }
-      const c = await this.o.store.claim(anchor, ctx.tool_call_card_id, this.workerId, this.o.leaseMs, contextRecord(ctx));
       m.ack();
-      if (c.claimed) {
-        // Canceled before any worker saw the command: answered now; the command, if it comes, is a duplicate.
-        this.log('info', 'cancel-before-start', { ...anchor });
-        await this.finish(ctx, failure('canceled', 'canceled', 'the call was canceled before it started'));
-        return;
-      }
-      if (c.existing.state === 'running') {
+      if (existing?.state === 'running') {
         await this.o.store.requestCancel(anchor);
-        this.log('info', 'cancel-requested', { ...anchor, where: c.existing.worker_id });
-      } else this.log('info', 'cancel-too-late', { ...anchor, result_card_id: c.existing.result_card_id });
+        this.log('info', 'cancel-requested', { ...anchor, where: existing.worker_id });
+      } else this.log('info', 'cancel-too-late', { ...anchor, result_card_id: existing?.result_card_id });
     } catch (e) {
       this.retryLater(m, ctx, 'cancel-failed', (e as Error).message);
+    }
+  }
+
+  /** No worker has claimed the call yet: the cancel comes back after a delay; after its last delivery it is dropped. */
+  private cancelLater(m: JsMsg, ctx: CallContext, anchor: Anchor): void {
+    const delivery = m.info.redeliveryCount;
+    if (this.maxDeliver > 0 && delivery >= this.maxDeliver) {
+      this.log('warn', 'cancel-unknown-call', { ...anchor, agent_id: ctx.identity.agent_id, code: 'UTPS_CANCEL_UNKNOWN_CALL', delivery, note: 'no worker saw this call\'s command before the cancel\'s last delivery: the cancel is dropped' });
+      m.term();
+      return;
+    }
+    const delay = redeliveryDelayMs(delivery, CANCEL_WAIT_DELAYS_MS);
+    this.log('info', 'cancel-waits-for-call', { ...anchor, delivery, retry_in_ms: delay });
+    m.nak(delay);
+  }
+
+  private refuseCancel(ctx: CallContext, anchor: Anchor, problems: Problem[], caller: UtpIdentity | undefined): void {
+    const code = problems[0]?.code ?? 'UTPS_CANCEL_NOT_AUTHORIZED';
+    this.log('warn', 'cancel-refused', { ...anchor, code, agent_id: ctx.identity.agent_id, caller_agent_id: caller?.agent_id ?? null, problems });
+    this.audit({
+      type: 'refused',
+      actor: `agent:${ctx.identity.agent_id}`,
+      detail: { door: 'utp', stage: 'cancel', codes: [code], agent_id: ctx.identity.agent_id, agent_turn_id: anchor.agent_turn_id, tool_call_id: anchor.tool_call_id, subject: ctx.subject, ...(caller ? { caller_agent_id: caller.agent_id } : {}) },
+    });
+  }
+
+  /** Appends to the workspace's audit log; a log that refuses appends is reported, never fatal to the call. */
+  private audit(event: AuditEvent): void {
+    try {
+      openAuditLog(this.o.workspace.auditFile).append(event);
+    } catch (e) {
+      this.log('error', 'audit-append-failed', { type: event.type, error: (e as Error).message });
     }
   }
 
@@ -620,6 +663,9 @@ export function redeliveryDelayMs(delivery: number, delays: readonly number[]): 
  * (platforms set Nats-Msg-Id to the call's id), so the retry would never get its wakeup again.
  */
 const DUPLICATE_WINDOW_MS = 100;
+
+/** Nak delays of a cancel that waits for its call's command (1st, 2nd, ... delivery; the last repeats). */
+const CANCEL_WAIT_DELAYS_MS: readonly number[] = [250, 1000, 5000, 30_000];
 
 /** How long a won call may run before its command is acknowledged anyway (far below ack_wait). */
 const ACK_DEFER_MS = 25;
