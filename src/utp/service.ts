@@ -20,7 +20,7 @@ import {
   type ToolResultContent,
   type UtpIdentity,
 } from '../contracts/utp.js';
-import type { Anchor, ClaimRecord, Store, ToolRecord } from '../store/types.js';
+import type { Anchor, ApprovalRecord, ClaimRecord, Store, ToolRecord } from '../store/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { executeTool, type Execution } from './execute.js';
 import { decodeCommand, type CallContext } from './intake.js';
@@ -28,6 +28,10 @@ import { cancelSubject, checkArguments, checkToolRecord, DEFAULT_APPROVAL_TIMEOU
 import { sweepOrphans } from '../sandbox/ns/sweep.js';
 import { openAuditLog, type AuditEvent } from '../audit/index.js';
 import { checkCancelAuthority } from './authority.js';
+import { keyId, type ApprovalEvidence } from '../approval/decide.js';
+import { verifyApproval } from '../approval/signature.js';
+import { toolSha256, utpCallBytes, type UtpCallApproval } from '../approval/utp-call.js';
+import { loadPolicy } from '../policy/load.js';
 
 /**
  * Airlock as a UTP tool service (issue 6; docs/utp-service.md). Every worker — in this process or
@@ -373,13 +377,19 @@ export class UtpService {
     const bad = checkArguments(entry.record, args);
     if (bad.length > 0) return { callCard, execution: failure('failed', 'bad_request', `the arguments do not match the parameters of ${name}`, bad) };
 
+    let approval: ApprovalEvidence | undefined;
     if (entry.options.approval?.required) {
       const decision = await this.awaitApproval(ctx, entry, args, run);
-      if (decision !== 'approved') return { callCard, execution: decisionFailure(decision) };
+      if (decision.state !== 'approved') return { callCard, execution: decisionFailure(decision.state) };
+      // "approved" in the store is a claim anyone with the store can write: the operator's signature
+      // over this exact call is the approval (verified here, and again by the host core).
+      const signed = this.verifySignedApproval(ctx, decision.record, decision.bytes);
+      if (!signed.ok) return { callCard, execution: failure('failed', 'auth_failed', 'the approval of this call is not a valid operator signature over it; the call was not run', signed.problems) };
+      approval = signed.evidence;
     }
     if (run.abort.signal.aborted) return { callCard, execution: failure('canceled', 'canceled', 'the call was canceled before it ran') };
     this.onRun?.({ agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id, tool_name: name });
-    const execution = await executeTool(entry.record, entry.options, args, { workspace: this.o.workspace, signal: run.abort.signal });
+    const execution = await executeTool(entry.record, entry.options, args, { workspace: this.o.workspace, signal: run.abort.signal, ...(approval ? { approval } : {}) });
     if (run.abort.signal.aborted && execution.status !== 'canceled') {
       // The cancel came while the sandbox ran: the caller asked for no result, so none is promised.
       return { callCard, execution: { status: 'canceled', result: { ...execution.result, error_code: 'canceled', error_message: 'the call was canceled while it ran' }, error: { code: 'canceled', message: 'the call was canceled while it ran', detail: { run_status: execution.status } } } };
@@ -396,34 +406,83 @@ export class UtpService {
     return entry;
   }
 
-  private async awaitApproval(ctx: CallContext, entry: { record: ToolRecord; options: ToolOptions | null }, args: JsonObject, run: Running): Promise<'approved' | 'rejected' | 'expired' | 'canceled'> {
+  /**
+   * Waits for a person's decision on the call. The row carries the exact call (`summary.call`) for
+   * the operator to read and sign; the worker keeps its own copy of the bytes to verify against.
+   */
+  private async awaitApproval(
+    ctx: CallContext,
+    entry: { record: ToolRecord; options: ToolOptions | null },
+    args: JsonObject,
+    run: Running,
+  ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' }> {
     const id = `apr-${randomUUID()}`;
     const timeout = entry.options?.approval?.timeout_ms ?? DEFAULT_APPROVAL_TIMEOUT_MS;
     const now = await this.o.store.now();
+    const call: UtpCallApproval = {
+      approval_id: id,
+      project_id: ctx.route.projectId,
+      tool_name: entry.record.tool_name,
+      subject: ctx.subject,
+      agent_id: ctx.identity.agent_id,
+      agent_turn_id: ctx.identity.agent_turn_id,
+      turn_epoch: ctx.identity.turn_epoch,
+      tool_call_id: ctx.identity.tool_call_id,
+      tool_call_card_id: ctx.tool_call_card_id ?? '',
+      arguments: args,
+      tool_sha256: toolSha256(entry.record),
+    };
+    const bytes = utpCallBytes(call);
     await this.o.store.createApproval({
       id,
       agent_turn_id: ctx.identity.agent_turn_id,
       tool_call_id: ctx.identity.tool_call_id,
       project_id: ctx.route.projectId,
       tool_name: entry.record.tool_name,
-      summary: { agent_id: ctx.identity.agent_id, subject: ctx.subject, arguments: args, ...(entry.options?.description_for_approver ? { note: entry.options.description_for_approver } : {}) },
+      summary: { agent_id: ctx.identity.agent_id, subject: ctx.subject, arguments: args, call, ...(entry.options?.description_for_approver ? { note: entry.options.description_for_approver } : {}) },
       expires_at: now + timeout,
     });
     this.log('info', 'approval-pending', { id, tool_name: entry.record.tool_name, agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id });
     for (;;) {
       if (run.abort.signal.aborted) {
         await this.o.store.decideApproval(id, 'canceled', null, 'the call was canceled');
-        return 'canceled';
+        return { state: 'canceled' };
       }
       const a = await this.o.store.getApproval(id);
-      if (a && a.state !== 'pending') return a.state === 'approved' ? 'approved' : a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired';
+      if (a && a.state !== 'pending') return a.state === 'approved' ? { state: 'approved', record: a, bytes } : { state: a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired' };
       if ((await this.o.store.now()) >= now + timeout) {
         // decideApproval only moves a pending one: a decision that raced the timeout wins.
-        if (await this.o.store.decideApproval(id, 'expired', null, `no decision within ${timeout} ms`)) return 'expired';
+        if (await this.o.store.decideApproval(id, 'expired', null, `no decision within ${timeout} ms`)) return { state: 'expired' };
         continue;
       }
       await new Promise((r) => setTimeout(r, this.o.approvalPollMs));
     }
+  }
+
+  /**
+   * The signature on an approved row, checked against the bytes of the call this worker is about to
+   * run and the policy's operator keys (the same check as `airlock approve`'s). A refusal is logged
+   * and audited; a valid one is audited with its key id and becomes the host core's evidence.
+   */
+  private verifySignedApproval(ctx: CallContext, record: ApprovalRecord, bytes: Buffer): { ok: true; evidence: ApprovalEvidence } | { ok: false; problems: Problem[] } {
+    const anchor = { agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id };
+    const policy = loadPolicy(this.o.workspace.policyFile);
+    const problems = policy.ok
+      ? verifyApproval({ sigText: record.signature, bytes, requestId: record.id, approvedBy: record.decided_by ?? '', policy: policy.value, now: new Date() })
+      : policy.problems;
+    const base = { door: 'utp', approval_id: record.id, agent_id: ctx.identity.agent_id, agent_turn_id: anchor.agent_turn_id, tool_call_id: anchor.tool_call_id, tool_name: record.tool_name };
+    if (problems.length > 0) {
+      const codes = [...new Set(problems.map((p) => p.code))];
+      this.log('warn', 'approval-refused', { ...anchor, approval_id: record.id, decided_by: record.decided_by, codes, problems: problems.slice(0, 5) });
+      this.audit({ type: 'refused', action_id: record.id, ...(record.decided_by ? { actor: record.decided_by } : {}), detail: { ...base, stage: 'approval', codes } });
+      return { ok: false, problems };
+    }
+    const operator = record.decided_by ?? '';
+    const op = policy.ok ? policy.value.operators.find((o) => o.name === operator) : undefined;
+    const source = `key:${operator}:${op ? keyId(op.public_key) : '?'}`;
+    this.log('info', 'approval-verified', { ...anchor, approval_id: record.id, decision_source: source });
+    this.audit({ type: 'approved', action_id: record.id, actor: operator, detail: { ...base, decision_source: source } });
+    return { ok: true, evidence: { kind: 'signature', sigText: record.signature, bytes, requestId: record.id, approvedBy: operator } };
   }
 
   // ---- answering -----------------------------------------------------------------------------
