@@ -26,7 +26,8 @@ import { parseTraceparent } from './utp-trace.js';
  * leaves their fields to implementations; these are Airlock's minimal shapes (docs/utp.md):
  *
  *   card      { card_id, type: 'tool.call' | 'tool.result', created_at (RFC 3339), content, metadata? }
- *   metadata  { trace_id?, step_id?, traceparent? }
+ *   metadata  { trace_id?, step_id?, parent_step_id?, traceparent? }  (CommonGround's lineage: a
+ *             tool.result copies trace_id, step_id and parent_step_id from its tool.call)
  *   tool.call { tool_call_id, tool_name, arguments {...}, agent_turn_id?, step_id?, trace_id? }
  *   tool.result { status, after_execution, result?, error?, tool_call_id? }
  *
@@ -65,6 +66,8 @@ export interface ToolResultContent {
 export interface CardMetadata {
   trace_id?: string;
   step_id?: string;
+  /** The step that started the one this card belongs to (CommonGround's lineage). */
+  parent_step_id?: string;
   traceparent?: string;
 }
 
@@ -94,7 +97,7 @@ export const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.
 export const CALL_CONTENT_KEYS = ['tool_call_id', 'tool_name', 'arguments', 'agent_turn_id', 'step_id', 'trace_id'] as const;
 export const RESULT_CONTENT_KEYS = ['tool_call_id', 'status', 'after_execution', 'result', 'error'] as const;
 export const CARD_KEYS = ['card_id', 'type', 'created_at', 'content', 'metadata'] as const;
-export const METADATA_KEYS = ['trace_id', 'step_id', 'traceparent'] as const;
+export const METADATA_KEYS = ['trace_id', 'step_id', 'parent_step_id', 'traceparent'] as const;
 
 export const cardRules = [
   {
@@ -276,6 +279,7 @@ function readMetadata(x: unknown, sink: Sink, at: JsonPath): CardMetadata | unde
   const idCheck = (v: unknown, a: JsonPath) => checkId(v, sink, a);
   const trace = field(x, 'trace_id', false, idCheck, sink, at);
   const step = field(x, 'step_id', false, idCheck, sink, at);
+  const parentStep = field(x, 'parent_step_id', false, idCheck, sink, at);
   const tp = field(
     x,
     'traceparent',
@@ -289,7 +293,7 @@ function readMetadata(x: unknown, sink: Sink, at: JsonPath): CardMetadata | unde
     at,
   );
   if (sink.problems.length > before) return undefined;
-  return compact<CardMetadata>({ trace_id: trace, step_id: step, traceparent: tp }, METADATA_KEYS);
+  return compact<CardMetadata>({ trace_id: trace, step_id: step, parent_step_id: parentStep, traceparent: tp }, METADATA_KEYS);
 }
 
 export function readCard(x: unknown, sink: Sink, at: JsonPath): UtpCard | undefined {

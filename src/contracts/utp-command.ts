@@ -14,7 +14,7 @@ import {
   type AfterExecution,
   type ToolStatus,
 } from './utp-common.js';
-import { mergeIdentityInto, readHeaders, requireIdentity, type UtpHeaders } from './utp-identity.js';
+import { checkRouteHeaders, mergeIdentityInto, readHeaders, requireIdentity, type UtpHeaders } from './utp-identity.js';
 import { parseSubject, type SubjectRoute } from './utp-subject.js';
 
 /**
@@ -147,6 +147,7 @@ export function parseToolCommand(subject: unknown, payload: unknown, headers?: u
   }
 
   const hs = readHeaders(headers, sink, at.headers);
+  if (route) checkRouteHeaders(hs, route, sink, at.headers);
   if (!isRecord(payload)) {
     sink.add('UTP_FIELD_TYPE', `the command payload must be a JSON object, not ${describeType(payload)}`, at.payload);
     return { ok: false, problems: sink.problems.slice(start) };

@@ -9,9 +9,13 @@ import { parseTraceparent } from './utp-trace.js';
  * must not be altered in transit, UTP 4.3), otherwise UTP_IDENTITY_CONFLICT names the field.
  */
 
-export const IDENTITY_HEADERS = ['CG-Agent-Id', 'CG-Turn-Id', 'CG-Turn-Epoch', 'CG-Tool-Call-Id', 'CG-Step-Id', 'traceparent'] as const;
+export const IDENTITY_HEADERS = ['CG-Project-Id', 'CG-Channel-Id', 'CG-Agent-Id', 'CG-Turn-Id', 'CG-Turn-Epoch', 'CG-Tool-Call-Id', 'CG-Step-Id', 'traceparent'] as const;
 export type IdentityHeader = (typeof IDENTITY_HEADERS)[number];
-/** The identity headers Airlock reads, under their canonical names; other headers are ignored. */
+/**
+ * The identity headers Airlock reads, under their canonical names; other headers are ignored.
+ * CG-Project-Id and CG-Channel-Id name the call's route, which the subject also gives: when present
+ * they must agree with it (checkRouteHeaders), as CommonGround's ingress requires.
+ */
 export type UtpHeaders = Partial<Record<IdentityHeader, string>>;
 
 export interface UtpIdentity {
@@ -38,6 +42,11 @@ export const identityRules = [
     code: 'UTP_BAD_HEADER',
     spec: 'Airlock: the identity headers (CG-Agent-Id, CG-Turn-Id, CG-Turn-Epoch, CG-Tool-Call-Id, CG-Step-Id) are single string values; CG-Turn-Epoch is a plain decimal integer; ids follow the identifier rule; one header is not given twice with different values.',
     fix: 'Send each CG-* header once, with the same value the payload field would hold (CG-Turn-Epoch as `3`, not `03` or `+3`).',
+  },
+  {
+    code: 'UTP_ROUTE_CONFLICT',
+    spec: 'CommonGround ingress: the CG-Project-Id and CG-Channel-Id headers, when present, name the project and channel of the subject the message was published on.',
+    fix: 'Send CG-Project-Id / CG-Channel-Id equal to the subject\'s <project_id> / <channel_id> (or leave them out); a disagreement means the message was re-routed or forged.',
   },
   {
     code: 'UTP_IDENTITY_CONFLICT',
@@ -121,6 +130,21 @@ export function readHeaders(headers: unknown, sink: Sink, base: JsonPath): UtpHe
   const ordered: UtpHeaders = {};
   for (const h of IDENTITY_HEADERS) if (out[h] !== undefined) ordered[h] = out[h];
   return ordered;
+}
+
+/**
+ * CG-Project-Id / CG-Channel-Id, when present, must equal the subject's project and channel
+ * (UTP_ROUTE_CONFLICT at the header's path).
+ */
+export function checkRouteHeaders(headers: UtpHeaders, route: { projectId: string; channelId: string }, sink: Sink, at: JsonPath): void {
+  const pairs = [
+    ['CG-Project-Id', route.projectId, 'project_id'],
+    ['CG-Channel-Id', route.channelId, 'channel_id'],
+  ] as const;
+  for (const [h, want, what] of pairs) {
+    const v = headers[h];
+    if (v !== undefined && v !== want) sink.add('UTP_ROUTE_CONFLICT', `header ${h} is ${JSON.stringify(v.slice(0, 80))} but the subject's ${what} is ${JSON.stringify(want)}; they must be the same`, [...at, h]);
+  }
 }
 
 export type PartialIdentity = Partial<UtpIdentity>;

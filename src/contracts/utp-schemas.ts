@@ -84,7 +84,7 @@ export const toolResultContentSchema = z
   ])
   .describe('Content of a tool.result card (ToolResultContent): error is required unless status is success.');
 
-const metadata = z.looseObject({ trace_id: id.optional(), step_id: id.optional(), traceparent: z.string().optional() });
+const metadata = z.looseObject({ trace_id: id.optional(), step_id: id.optional(), parent_step_id: id.optional(), traceparent: z.string().optional() });
 const cardBase = { card_id: id, created_at: z.string().regex(RFC3339), metadata: metadata.optional() };
 
 export const cardSchema = z
@@ -95,7 +95,7 @@ export const cardSchema = z
   .describe('A tool.call or tool.result card.');
 
 const subject = z.string().max(512).describe(`Dot-separated tokens matching ${SUBJECT_TOKEN.source}.`);
-const headers = z.record(z.string(), z.union([z.string(), z.array(z.string())])).describe('NATS headers; CG-Agent-Id, CG-Turn-Id, CG-Turn-Epoch, CG-Tool-Call-Id, CG-Step-Id and traceparent are read.');
+const headers = z.record(z.string(), z.union([z.string(), z.array(z.string())])).describe('NATS headers; CG-Project-Id and CG-Channel-Id (equal to the subject\'s), CG-Agent-Id, CG-Turn-Id, CG-Turn-Epoch, CG-Tool-Call-Id, CG-Step-Id and traceparent are read.');
 
 // In a file, identity fields may sit in the headers instead of the payload.
 const identityMask = { agent_id: true, agent_turn_id: true, turn_epoch: true, tool_call_id: true, step_id: true } as const;

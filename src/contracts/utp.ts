@@ -13,7 +13,7 @@ import {
   type ToolServiceCommand,
 } from './utp-command.js';
 import { commonRules, isRecord, own, Sink } from './utp-common.js';
-import { identityRules, type UtpHeaders } from './utp-identity.js';
+import { checkRouteHeaders, identityRules, type UtpHeaders } from './utp-identity.js';
 import { utpSchemas } from './utp-schemas.js';
 import { parseSubject, subjectRules, type SubjectRoute } from './utp-subject.js';
 import { traceRules } from './utp-trace.js';
@@ -128,6 +128,7 @@ function parse(text: string): Result<UtpDocument> {
       else wakeup = { subject: ws as string, route: route.value };
     }
     const r = parseCallbackMessage(own(data, 'payload'), own(data, 'headers'), { at, sink });
+    if (r.ok && wakeup) checkRouteHeaders(r.value.headers, wakeup.route, sink, at.headers);
     if (!r.ok || sink.problems.length > 0) return { ok: false, problems: sink.problems };
     const value: CallbackDocument = { utp, headers: r.value.headers, callback: r.value.callback };
     if (wakeup) value.wakeup = wakeup;

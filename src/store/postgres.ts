@@ -88,9 +88,12 @@ CREATE TABLE IF NOT EXISTS approvals (
   reason text,
   created_at bigint NOT NULL,
   expires_at bigint NOT NULL,
+  signature text,
   decided_at bigint
 );
 CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
+-- Stores made before signed UTP approvals (under the schema lock, like the rest).
+ALTER TABLE approvals ADD COLUMN IF NOT EXISTS signature text;
 `;
 
 const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code === '23505';
@@ -572,7 +575,7 @@ export class PostgresStore implements Store {
     return r.rows.map(rowToInbox);
   }
 
-  async createApproval(a: Omit<ApprovalRecord, 'state' | 'decided_by' | 'reason' | 'decided_at' | 'created_at'>): Promise<ApprovalRecord> {
+  async createApproval(a: Omit<ApprovalRecord, 'state' | 'decided_by' | 'reason' | 'decided_at' | 'created_at' | 'signature'>): Promise<ApprovalRecord> {
     const r = await this.q(
       `INSERT INTO approvals (id, agent_turn_id, tool_call_id, project_id, tool_name, summary, state, created_at, expires_at)
        VALUES ($1, $2, $3, $4, $5, $6, 'pending', ${NOW}, $7) RETURNING *`,
@@ -591,8 +594,8 @@ export class PostgresStore implements Store {
     return r.rows.map(rowToApproval);
   }
 
-  async decideApproval(id: string, state: Exclude<ApprovalState, 'pending'>, by: string | null, reason: string | null): Promise<boolean> {
-    const r = await this.q(`UPDATE approvals SET state = $2, decided_by = $3, reason = $4, decided_at = ${NOW} WHERE id = $1 AND state = 'pending'`, [id, state, by, reason]);
+  async decideApproval(id: string, state: Exclude<ApprovalState, 'pending'>, by: string | null, reason: string | null, signature: string | null = null): Promise<boolean> {
+    const r = await this.q(`UPDATE approvals SET state = $2, decided_by = $3, reason = $4, signature = $5, decided_at = ${NOW} WHERE id = $1 AND state = 'pending'`, [id, state, by, reason, signature]);
     return r.rowCount === 1;
   }
 }

@@ -61,6 +61,7 @@ export function rowToApproval(r: Row): ApprovalRecord {
     state: str(r.state) as ApprovalState,
     decided_by: strOrNull(r.decided_by),
     reason: strOrNull(r.reason),
+    signature: strOrNull(r.signature),
     created_at: num(r.created_at),
     expires_at: num(r.expires_at),
     decided_at: r.decided_at === null || r.decided_at === undefined ? null : num(r.decided_at),

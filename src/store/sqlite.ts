@@ -88,12 +88,29 @@ CREATE TABLE IF NOT EXISTS approvals (
   reason TEXT,
   created_at INTEGER NOT NULL,
   expires_at INTEGER NOT NULL,
+  signature TEXT,
   decided_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
 `;
 
 const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code?.startsWith('SQLITE_CONSTRAINT') === true;
+
+/**
+ * Brings a store made by an earlier version up to SCHEMA (CREATE TABLE IF NOT EXISTS leaves an
+ * existing table as it was): approvals.signature (signed UTP approvals). Idempotent; another
+ * process adding the same column at the same moment is not an error.
+ */
+function migrate(db: Database.Database): void {
+  const has = (table: string, column: string) => (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).some((c) => c.name === column);
+  if (!has('approvals', 'signature')) {
+    try {
+      db.exec('ALTER TABLE approvals ADD COLUMN signature TEXT');
+    } catch (e) {
+      if (!/duplicate column/i.test((e as Error).message)) throw e;
+    }
+  }
+}
 
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
@@ -133,6 +150,7 @@ export class SqliteStore implements Store {
       // back to 64 MB at most after a checkpoint.
       db.pragma('wal_autocheckpoint = 10000');
       db.pragma('journal_size_limit = 67108864');
+      migrate(db); // columns added since a store was made (open in a transaction retried while busy)
       this.db = db;
     } catch (e) {
       throw new StoreUnavailableError(`cannot open the SQLite store ${this.file}: ${(e as Error).message}; check the path is writable (or give --db)`);
@@ -367,7 +385,7 @@ export class SqliteStore implements Store {
     return (this.st(sql).all(...args, filter.limit ?? 1000) as Row[]).map(rowToInbox);
   }
 
-  async createApproval(a: Omit<ApprovalRecord, 'state' | 'decided_by' | 'reason' | 'decided_at' | 'created_at'>): Promise<ApprovalRecord> {
+  async createApproval(a: Omit<ApprovalRecord, 'state' | 'decided_by' | 'reason' | 'decided_at' | 'created_at' | 'signature'>): Promise<ApprovalRecord> {
     const now = Date.now();
     this.st(
         `INSERT INTO approvals (id, agent_turn_id, tool_call_id, project_id, tool_name, summary, state, created_at, expires_at)
@@ -389,10 +407,10 @@ export class SqliteStore implements Store {
     return rows.map(rowToApproval);
   }
 
-  async decideApproval(id: string, state: Exclude<ApprovalState, 'pending'>, by: string | null, reason: string | null): Promise<boolean> {
+  async decideApproval(id: string, state: Exclude<ApprovalState, 'pending'>, by: string | null, reason: string | null, signature: string | null = null): Promise<boolean> {
     return (
-      this.st("UPDATE approvals SET state = ?, decided_by = ?, reason = ?, decided_at = ? WHERE id = ? AND state = 'pending'")
-        .run(state, by, reason, Date.now(), id).changes === 1
+      this.st("UPDATE approvals SET state = ?, decided_by = ?, reason = ?, signature = ?, decided_at = ? WHERE id = ? AND state = 'pending'")
+        .run(state, by, reason, signature, Date.now(), id).changes === 1
     );
   }
 }

@@ -91,6 +91,12 @@ export interface ApprovalRecord extends Anchor {
   state: ApprovalState;
   decided_by: string | null;
   reason: string | null;
+  /**
+   * An approval's proof: the operator's signature (src/approval/signature.ts, JSON) over the exact
+   * call (src/approval/utp-call.ts). A worker runs an approved call only when it verifies; the
+   * state alone, which anyone with the store can write, approves nothing.
+   */
+  signature: string | null;
   created_at: number;
   expires_at: number;
   decided_at: number | null;
@@ -154,11 +160,11 @@ export interface Store {
   listInbox(filter?: { agent_id?: string; anchor?: Anchor; limit?: number }): Promise<InboxReport[]>;
 
   // approvals
-  createApproval(a: Omit<ApprovalRecord, 'state' | 'decided_by' | 'reason' | 'decided_at' | 'created_at'>): Promise<ApprovalRecord>;
+  createApproval(a: Omit<ApprovalRecord, 'state' | 'decided_by' | 'reason' | 'decided_at' | 'created_at' | 'signature'>): Promise<ApprovalRecord>;
   getApproval(id: string): Promise<ApprovalRecord | undefined>;
   listApprovals(state?: ApprovalState): Promise<ApprovalRecord[]>;
   /** Moves a pending approval to a final state; false when it was not pending any more. */
-  decideApproval(id: string, state: Exclude<ApprovalState, 'pending'>, by: string | null, reason: string | null): Promise<boolean>;
+  decideApproval(id: string, state: Exclude<ApprovalState, 'pending'>, by: string | null, reason: string | null, signature?: string | null): Promise<boolean>;
 }
 
 /** Thrown (a bug or an unreachable service, never bad input) with a message that says how to fix it. */

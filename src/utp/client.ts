@@ -47,6 +47,8 @@ export interface CallToolOptions {
   turnEpoch: number;
   toolCallId?: string;
   stepId?: string;
+  /** The step that started this one (CommonGround's lineage): on the tool.call card's metadata, copied onto the result's. */
+  parentStepId?: string;
   traceId?: string;
   traceparent?: string;
   afterExecution?: AfterExecution;
@@ -145,8 +147,15 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
       ...(o.stepId ? { step_id: o.stepId } : {}),
       ...(o.traceId ? { trace_id: o.traceId } : {}),
     },
-    ...(o.stepId || o.traceId || o.traceparent
-      ? { metadata: { ...(o.stepId ? { step_id: o.stepId } : {}), ...(o.traceId ? { trace_id: o.traceId } : {}), ...(o.traceparent ? { traceparent: o.traceparent } : {}) } }
+    ...(o.stepId || o.traceId || o.traceparent || o.parentStepId
+      ? {
+          metadata: {
+            ...(o.stepId ? { step_id: o.stepId } : {}),
+            ...(o.parentStepId ? { parent_step_id: o.parentStepId } : {}),
+            ...(o.traceId ? { trace_id: o.traceId } : {}),
+            ...(o.traceparent ? { traceparent: o.traceparent } : {}),
+          },
+        }
       : {}),
   };
   const checked = parseCard(callCard);
@@ -189,6 +198,9 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   if (placement === 'headers') for (const f of ['agent_id', 'agent_turn_id', 'turn_epoch', 'tool_call_id', 'step_id']) delete payload[f];
   const h = natsHeaders();
   if (placement !== 'payload') {
+    // The route too, as CommonGround's platforms send it (the service checks it against the subject).
+    h.set('CG-Project-Id', route.value.projectId);
+    h.set('CG-Channel-Id', route.value.channelId);
     h.set('CG-Agent-Id', o.agentId);
     h.set('CG-Turn-Id', o.agentTurnId);
     h.set('CG-Turn-Epoch', String(o.turnEpoch));

@@ -20,7 +20,7 @@ import {
   type ToolResultContent,
   type UtpIdentity,
 } from '../contracts/utp.js';
-import type { Anchor, ClaimRecord, Store, ToolRecord } from '../store/types.js';
+import type { Anchor, ApprovalRecord, ClaimRecord, Store, ToolRecord } from '../store/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { executeTool, type Execution } from './execute.js';
 import { decodeCommand, type CallContext } from './intake.js';
@@ -33,6 +33,12 @@ function serviceLogSink(): (e: Record<string, unknown>) => void {
   const log = jsonLog('airlock-utp');
   return ({ ts: _ts, level, event, ...fields }) => log.write((level as LogLevel) ?? 'info', String(event), fields);
 }
+import { openAuditLog, type AuditEvent } from '../audit/index.js';
+import { checkCancelAuthority } from './authority.js';
+import { keyId, type ApprovalEvidence } from '../approval/decide.js';
+import { verifyApproval } from '../approval/signature.js';
+import { toolSha256, utpCallBytes, type UtpCallApproval } from '../approval/utp-call.js';
+import { loadPolicy } from '../policy/load.js';
 
 /**
  * Airlock as a UTP tool service (issue 6; docs/utp-service.md). Every worker — in this process or
@@ -105,6 +111,8 @@ export interface ServiceStats {
 interface Running {
   anchor: Anchor;
   abort: AbortController;
+  /** The call's own identity (from its command): who may cancel it. */
+  caller: UtpIdentity;
 }
 
 const key = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
@@ -336,7 +344,7 @@ export class UtpService {
     // fast call's ack goes out in the same socket write as its wakeup; a slower one's after ACK_DEFER_MS.
     const ack = deferredAck(m, ACK_DEFER_MS, (error) => this.log('warn', 'ack-failed', { ...anchor, error }));
 
-    const run: Running = { anchor, abort: new AbortController() };
+    const run: Running = { anchor, abort: new AbortController(), caller: ctx.identity };
     this.running.set(key(anchor), run);
     try {
       let callCard: ToolCallCard | undefined;
@@ -380,13 +388,19 @@ export class UtpService {
     const bad = checkArguments(entry.record, args);
     if (bad.length > 0) return { callCard, execution: failure('failed', 'bad_request', `the arguments do not match the parameters of ${name}`, bad) };
 
+    let approval: ApprovalEvidence | undefined;
     if (entry.options.approval?.required) {
       const decision = await this.awaitApproval(ctx, entry, args, run);
-      if (decision !== 'approved') return { callCard, execution: decisionFailure(decision) };
+      if (decision.state !== 'approved') return { callCard, execution: decisionFailure(decision.state) };
+      // "approved" in the store is a claim anyone with the store can write: the operator's signature
+      // over this exact call is the approval (verified here, and again by the host core).
+      const signed = this.verifySignedApproval(ctx, decision.record, decision.bytes);
+      if (!signed.ok) return { callCard, execution: failure('failed', 'auth_failed', 'the approval of this call is not a valid operator signature over it; the call was not run', signed.problems) };
+      approval = signed.evidence;
     }
     if (run.abort.signal.aborted) return { callCard, execution: failure('canceled', 'canceled', 'the call was canceled before it ran') };
     this.onRun?.({ agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id, tool_name: name });
-    const execution = await executeTool(entry.record, entry.options, args, { workspace: this.o.workspace, signal: run.abort.signal });
+    const execution = await executeTool(entry.record, entry.options, args, { workspace: this.o.workspace, signal: run.abort.signal, ...(approval ? { approval } : {}) });
     if (run.abort.signal.aborted && execution.status !== 'canceled') {
       // The cancel came while the sandbox ran: the caller asked for no result, so none is promised.
       return { callCard, execution: { status: 'canceled', result: { ...execution.result, error_code: 'canceled', error_message: 'the call was canceled while it ran' }, error: { code: 'canceled', message: 'the call was canceled while it ran', detail: { run_status: execution.status } } } };
@@ -403,34 +417,83 @@ export class UtpService {
     return entry;
   }
 
-  private async awaitApproval(ctx: CallContext, entry: { record: ToolRecord; options: ToolOptions | null }, args: JsonObject, run: Running): Promise<'approved' | 'rejected' | 'expired' | 'canceled'> {
+  /**
+   * Waits for a person's decision on the call. The row carries the exact call (`summary.call`) for
+   * the operator to read and sign; the worker keeps its own copy of the bytes to verify against.
+   */
+  private async awaitApproval(
+    ctx: CallContext,
+    entry: { record: ToolRecord; options: ToolOptions | null },
+    args: JsonObject,
+    run: Running,
+  ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' }> {
     const id = `apr-${randomUUID()}`;
     const timeout = entry.options?.approval?.timeout_ms ?? DEFAULT_APPROVAL_TIMEOUT_MS;
     const now = await this.o.store.now();
+    const call: UtpCallApproval = {
+      approval_id: id,
+      project_id: ctx.route.projectId,
+      tool_name: entry.record.tool_name,
+      subject: ctx.subject,
+      agent_id: ctx.identity.agent_id,
+      agent_turn_id: ctx.identity.agent_turn_id,
+      turn_epoch: ctx.identity.turn_epoch,
+      tool_call_id: ctx.identity.tool_call_id,
+      tool_call_card_id: ctx.tool_call_card_id ?? '',
+      arguments: args,
+      tool_sha256: toolSha256(entry.record),
+    };
+    const bytes = utpCallBytes(call);
     await this.o.store.createApproval({
       id,
       agent_turn_id: ctx.identity.agent_turn_id,
       tool_call_id: ctx.identity.tool_call_id,
       project_id: ctx.route.projectId,
       tool_name: entry.record.tool_name,
-      summary: { agent_id: ctx.identity.agent_id, subject: ctx.subject, arguments: args, ...(entry.options?.description_for_approver ? { note: entry.options.description_for_approver } : {}) },
+      summary: { agent_id: ctx.identity.agent_id, subject: ctx.subject, arguments: args, call, ...(entry.options?.description_for_approver ? { note: entry.options.description_for_approver } : {}) },
       expires_at: now + timeout,
     });
     this.log('info', 'approval-pending', { id, tool_name: entry.record.tool_name, agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id });
     for (;;) {
       if (run.abort.signal.aborted) {
         await this.o.store.decideApproval(id, 'canceled', null, 'the call was canceled');
-        return 'canceled';
+        return { state: 'canceled' };
       }
       const a = await this.o.store.getApproval(id);
-      if (a && a.state !== 'pending') return a.state === 'approved' ? 'approved' : a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired';
+      if (a && a.state !== 'pending') return a.state === 'approved' ? { state: 'approved', record: a, bytes } : { state: a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired' };
       if ((await this.o.store.now()) >= now + timeout) {
         // decideApproval only moves a pending one: a decision that raced the timeout wins.
-        if (await this.o.store.decideApproval(id, 'expired', null, `no decision within ${timeout} ms`)) return 'expired';
+        if (await this.o.store.decideApproval(id, 'expired', null, `no decision within ${timeout} ms`)) return { state: 'expired' };
         continue;
       }
       await new Promise((r) => setTimeout(r, this.o.approvalPollMs));
     }
+  }
+
+  /**
+   * The signature on an approved row, checked against the bytes of the call this worker is about to
+   * run and the policy's operator keys (the same check as `airlock approve`'s). A refusal is logged
+   * and audited; a valid one is audited with its key id and becomes the host core's evidence.
+   */
+  private verifySignedApproval(ctx: CallContext, record: ApprovalRecord, bytes: Buffer): { ok: true; evidence: ApprovalEvidence } | { ok: false; problems: Problem[] } {
+    const anchor = { agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id };
+    const policy = loadPolicy(this.o.workspace.policyFile);
+    const problems = policy.ok
+      ? verifyApproval({ sigText: record.signature, bytes, requestId: record.id, approvedBy: record.decided_by ?? '', policy: policy.value, now: new Date() })
+      : policy.problems;
+    const base = { door: 'utp', approval_id: record.id, agent_id: ctx.identity.agent_id, agent_turn_id: anchor.agent_turn_id, tool_call_id: anchor.tool_call_id, tool_name: record.tool_name };
+    if (problems.length > 0) {
+      const codes = [...new Set(problems.map((p) => p.code))];
+      this.log('warn', 'approval-refused', { ...anchor, approval_id: record.id, decided_by: record.decided_by, codes, problems: problems.slice(0, 5) });
+      this.audit({ type: 'refused', action_id: record.id, ...(record.decided_by ? { actor: record.decided_by } : {}), detail: { ...base, stage: 'approval', codes } });
+      return { ok: false, problems };
+    }
+    const operator = record.decided_by ?? '';
+    const op = policy.ok ? policy.value.operators.find((o) => o.name === operator) : undefined;
+    const source = `key:${operator}:${op ? keyId(op.public_key) : '?'}`;
+    this.log('info', 'approval-verified', { ...anchor, approval_id: record.id, decision_source: source });
+    this.audit({ type: 'approved', action_id: record.id, actor: operator, detail: { ...base, decision_source: source } });
+    return { ok: true, evidence: { kind: 'signature', sigText: record.signature, bytes, requestId: record.id, approvedBy: operator } };
   }
 
   // ---- answering -----------------------------------------------------------------------------
@@ -454,6 +517,8 @@ export class UtpService {
     }
     const stepId = callCard?.metadata?.step_id ?? callCard?.content.step_id ?? id.step_id;
     const traceId = callCard?.metadata?.trace_id ?? callCard?.content.trace_id;
+    // The call's lineage goes on the result, as CommonGround's result builder does (to_lineage_meta).
+    const parentStepId = callCard?.metadata?.parent_step_id;
     const parentTp = id.traceparent ?? callCard?.metadata?.traceparent;
     const tp = parentTp ? childTraceparent(parentTp) : undefined;
     const childTp = tp?.ok ? tp.value : undefined;
@@ -461,6 +526,7 @@ export class UtpService {
     const metadata: Record<string, string> = {};
     if (traceId) metadata.trace_id = traceId;
     if (stepId) metadata.step_id = stepId;
+    if (parentStepId) metadata.parent_step_id = parentStepId;
     // The card's traceparent must carry the card's trace_id (readCard checks it).
     if (childTp && tpTrace?.ok && (!traceId || tpTrace.value.traceId === traceId)) metadata.traceparent = childTp;
     const card = { card_id: `card-result-${randomUUID()}`, type: 'tool.result' as const, created_at: new Date().toISOString(), content, ...(Object.keys(metadata).length ? { metadata } : {}) };
@@ -476,6 +542,8 @@ export class UtpService {
     };
     const payload = callbackPayload(callback);
     const hs: Record<string, string> = {
+      'CG-Project-Id': ctx.route.projectId,
+      'CG-Channel-Id': ctx.route.channelId,
       'CG-Agent-Id': id.agent_id,
       'CG-Turn-Id': id.agent_turn_id,
       'CG-Turn-Epoch': String(id.turn_epoch),
@@ -522,9 +590,23 @@ export class UtpService {
     }
   }
 
+  /**
+   * A cancel: obeyed only from the call's own agent and turn (authority.ts), refused (logged and
+   * audited) from anyone else while the call goes on. A cancel for a call no worker has claimed
+   * yet waits for the call's command, which alone says who made the call.
+   */
   private async handleCancel(m: JsMsg, ctx: CallContext, anchor: Anchor): Promise<void> {
     try {
       const mine = this.running.get(key(anchor));
+      const existing = mine ? undefined : await this.o.store.getClaim(anchor);
+      if (!mine && !existing) return this.cancelLater(m, ctx, anchor);
+      const caller = mine?.caller ?? (existing ? contextFromRecord(existing)?.identity : undefined);
+      const refused = checkCancelAuthority(ctx.identity, caller);
+      if (refused.length > 0) {
+        m.ack();
+        this.refuseCancel(ctx, anchor, refused, caller);
+        return;
+      }
       if (mine) {
         await this.o.store.requestCancel(anchor);
         mine.abort.abort();
@@ -532,20 +614,45 @@ export class UtpService {
         this.log('info', 'cancel-requested', { ...anchor, where: 'this worker' });
         return;
       }
-      const c = await this.o.store.claim(anchor, ctx.tool_call_card_id, this.workerId, this.o.leaseMs, contextRecord(ctx));
       m.ack();
-      if (c.claimed) {
-        // Canceled before any worker saw the command: answered now; the command, if it comes, is a duplicate.
-        this.log('info', 'cancel-before-start', { ...anchor });
-        await this.finish(ctx, failure('canceled', 'canceled', 'the call was canceled before it started'));
-        return;
-      }
-      if (c.existing.state === 'running') {
+      if (existing?.state === 'running') {
         await this.o.store.requestCancel(anchor);
-        this.log('info', 'cancel-requested', { ...anchor, where: c.existing.worker_id });
-      } else this.log('info', 'cancel-too-late', { ...anchor, result_card_id: c.existing.result_card_id });
+        this.log('info', 'cancel-requested', { ...anchor, where: existing.worker_id });
+      } else this.log('info', 'cancel-too-late', { ...anchor, result_card_id: existing?.result_card_id });
     } catch (e) {
       this.retryLater(m, ctx, 'cancel-failed', (e as Error).message);
+    }
+  }
+
+  /** No worker has claimed the call yet: the cancel comes back after a delay; after its last delivery it is dropped. */
+  private cancelLater(m: JsMsg, ctx: CallContext, anchor: Anchor): void {
+    const delivery = m.info.redeliveryCount;
+    if (this.maxDeliver > 0 && delivery >= this.maxDeliver) {
+      this.log('warn', 'cancel-unknown-call', { ...anchor, agent_id: ctx.identity.agent_id, code: 'UTPS_CANCEL_UNKNOWN_CALL', delivery, note: 'no worker saw this call\'s command before the cancel\'s last delivery: the cancel is dropped' });
+      m.term();
+      return;
+    }
+    const delay = redeliveryDelayMs(delivery, CANCEL_WAIT_DELAYS_MS);
+    this.log('info', 'cancel-waits-for-call', { ...anchor, delivery, retry_in_ms: delay });
+    m.nak(delay);
+  }
+
+  private refuseCancel(ctx: CallContext, anchor: Anchor, problems: Problem[], caller: UtpIdentity | undefined): void {
+    const code = problems[0]?.code ?? 'UTPS_CANCEL_NOT_AUTHORIZED';
+    this.log('warn', 'cancel-refused', { ...anchor, code, agent_id: ctx.identity.agent_id, caller_agent_id: caller?.agent_id ?? null, problems });
+    this.audit({
+      type: 'refused',
+      actor: `agent:${ctx.identity.agent_id}`,
+      detail: { door: 'utp', stage: 'cancel', codes: [code], agent_id: ctx.identity.agent_id, agent_turn_id: anchor.agent_turn_id, tool_call_id: anchor.tool_call_id, subject: ctx.subject, ...(caller ? { caller_agent_id: caller.agent_id } : {}) },
+    });
+  }
+
+  /** Appends to the workspace's audit log; a log that refuses appends is reported, never fatal to the call. */
+  private audit(event: AuditEvent): void {
+    try {
+      openAuditLog(this.o.workspace.auditFile).append(event);
+    } catch (e) {
+      this.log('error', 'audit-append-failed', { type: event.type, error: (e as Error).message });
     }
   }
 
@@ -626,6 +733,9 @@ export function redeliveryDelayMs(delivery: number, delays: readonly number[]): 
  * (platforms set Nats-Msg-Id to the call's id), so the retry would never get its wakeup again.
  */
 const DUPLICATE_WINDOW_MS = 100;
+
+/** Nak delays of a cancel that waits for its call's command (1st, 2nd, ... delivery; the last repeats). */
+const CANCEL_WAIT_DELAYS_MS: readonly number[] = [250, 1000, 5000, 30_000];
 
 /** How long a won call may run before its command is acknowledged anyway (far below ack_wait). */
 const ACK_DEFER_MS = 25;

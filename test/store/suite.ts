@@ -318,5 +318,18 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
       assert.ok(!(await s.listApprovals('pending')).some((q) => q.id === id));
       assert.equal(await s.getApproval('apr-none'), undefined);
     });
+
+    test('approvals: the operator\'s signature is stored with the decision (and only with it)', async () => {
+      const a = anchor();
+      const id = `apr-${randomUUID()}`;
+      const rec = await s.createApproval({ id, ...a, project_id: 'p', tool_name: 'echo', summary: {}, expires_at: (await s.now()) + 60_000 });
+      assert.equal(rec.signature, null);
+      assert.equal(await s.decideApproval(id, 'approved', 'alice', null, '{"alg":"ed25519","signature":"x"}'), true);
+      assert.equal((await s.getApproval(id))?.signature, '{"alg":"ed25519","signature":"x"}');
+      const id2 = `apr-${randomUUID()}`;
+      await s.createApproval({ id: id2, ...anchor(), project_id: 'p', tool_name: 'echo', summary: {}, expires_at: (await s.now()) + 60_000 });
+      assert.equal(await s.decideApproval(id2, 'rejected', 'bob', 'no'), true);
+      assert.equal((await s.getApproval(id2))?.signature, null);
+    });
   });
 }

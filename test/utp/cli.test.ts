@@ -6,6 +6,8 @@ import { after, test } from 'node:test';
 import { Command } from 'commander';
 import { registerUtpCommands } from '../../src/cli/commands/utp.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
+import { openWorkspace } from '../../src/workspace/workspace.js';
+import { addOperator } from '../helpers/operator.js';
 
 /** `airlock tools` and `airlock approvals` through commander, on a SQLite workspace. */
 
@@ -65,25 +67,36 @@ test('tools add refuses a bad record with the rule codes', async () => {
   assert.match(bad.err, /JSON_SYNTAX/);
 });
 
-test('approvals: list pending, approve, reject, a decided one cannot be decided again', async () => {
+test('approvals: list pending, approve (signed with the operator key), reject, a decided one cannot be decided again', async () => {
+  const alice = addOperator(openWorkspace(ws).policyFile, 'alice');
   const store = new SqliteStore(join(ws, 'airlock.db'));
   await store.init();
   const now = Date.now();
-  for (const id of ['apr-1', 'apr-2']) {
-    await store.createApproval({ id, agent_turn_id: 't', tool_call_id: `c-${id}`, project_id: 'proj', tool_name: 'wc', summary: { arguments: { file: '/etc/hosts' } }, expires_at: now + 60_000 });
+  for (const id of ['apr-1', 'apr-2', 'apr-old']) {
+    const call = { approval_id: id, project_id: 'proj', tool_name: 'wc', subject: 'cg.v1.proj.ch.cmd.tool.wc', agent_id: 'agent-1', agent_turn_id: 't', turn_epoch: 1, tool_call_id: `c-${id}`, tool_call_card_id: `card-${id}`, arguments: { file: '/etc/hosts' }, tool_sha256: '0'.repeat(64) };
+    await store.createApproval({ id, agent_turn_id: 't', tool_call_id: `c-${id}`, project_id: 'proj', tool_name: 'wc', summary: { arguments: { file: '/etc/hosts' }, ...(id === 'apr-old' ? {} : { call }) }, expires_at: now + 60_000 });
   }
   await store.close();
   const l = await run(['approvals']);
   assert.match(l.out, /apr-1\s+pending\s+proj\/wc/);
   assert.match(l.out, /\/etc\/hosts/);
-  const ap = await run(['approvals', 'approve', 'apr-1', '--by', 'alice']);
+  const noKey = await run(['approvals', 'approve', 'apr-1', '--operator', 'bob', '--key-dir', alice.keyDir]);
+  assert.equal(noKey.code, 2);
+  assert.match(noKey.err, /no private key for operator bob/);
+  const ap = await run(['approvals', 'approve', 'apr-1', '--operator', 'alice', '--key-dir', alice.keyDir]);
   assert.equal(ap.code, 0, ap.err);
+  assert.match(ap.out, /signed by alice/);
+  const old = await run(['approvals', 'approve', 'apr-old', '--operator', 'alice', '--key-dir', alice.keyDir]);
+  assert.equal(old.code, 2);
+  assert.match(old.err, /APPROVAL_CALL_UNKNOWN/);
   const r = await run(['approvals', 'reject', 'apr-2', '--reason', 'no']);
   assert.equal(r.code, 0);
-  const again = await run(['approvals', 'approve', 'apr-2']);
+  const again = await run(['approvals', 'approve', 'apr-2', '--operator', 'alice', '--key-dir', alice.keyDir]);
   assert.equal(again.code, 2);
   assert.match(again.err, /already rejected/);
+  assert.equal((await run(['approvals', 'reject', 'apr-old'])).code, 0);
   assert.match((await run(['approvals', 'list'])).out, /nothing waits/);
   const all = JSON.parse((await run(['approvals', 'list', '--all', '--json'])).out);
-  assert.deepEqual(all.map((a: { id: string; state: string; decided_by: string | null }) => [a.id, a.state]), [['apr-1', 'approved'], ['apr-2', 'rejected']]);
+  assert.deepEqual(all.map((a: { id: string; state: string }) => [a.id, a.state]), [['apr-1', 'approved'], ['apr-2', 'rejected'], ['apr-old', 'rejected']]);
+  assert.ok(all[0].signature && JSON.parse(all[0].signature).operator === 'alice', 'the signature is stored with the approval');
 });

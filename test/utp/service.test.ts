@@ -1,12 +1,23 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
 import { CALLBACK_KEYS, parseCallback, parseCard, parseTraceparent, type ToolResultCard } from '../../src/contracts/utp.js';
-import type { Store } from '../../src/store/types.js';
+import { generateOperatorKey, loadOperatorKey } from '../../src/approval/keys.js';
+import { signUtpApproval } from '../../src/approval/sign-utp.js';
+import { signApproval } from '../../src/approval/signature.js';
+import { callOfSummary, utpCallBytes } from '../../src/approval/utp-call.js';
+import { openAuditLog } from '../../src/audit/index.js';
+import { readRunRecord } from '../../src/host/record.js';
+import { loadPolicy } from '../../src/policy/load.js';
+import type { ApprovalRecord, Store } from '../../src/store/types.js';
 import { callTool, cancelTool, readAnswer } from '../../src/utp/client.js';
 import { defaultToolSubject } from '../../src/utp/tools.js';
 import { airlock } from '../helpers/cli.js';
+import { addOperator } from '../helpers/operator.js';
 import { eventually, sleep, startHarness, type Harness } from './harness.js';
 
 /** The UTP command path against real NATS JetStream and a SQLite store (postgres-service.test.ts: the same core on PostgreSQL). */
@@ -18,15 +29,20 @@ interface Wakeup {
 }
 
 let h: Harness;
+let alice: { keyDir: string; publicKey: string };
 let sub: Subscription;
 const wakeups: Wakeup[] = [];
 
 before(async () => {
   h = await startHarness({
     db: 'sqlite',
-    // a person at a terminal is slower than the harness's 1.5 s approval tool
-    tools: (project, channel) => [{ project_id: project, tool_name: 'echo.approve.slow', target_subject: defaultToolSubject('v1', project, channel, 'echo.approve.slow'), description: 'echo after a person approves', parameters: { type: 'object' }, after_execution: 'suspend', options: { runner: 'echo', approval: { required: true, timeout_ms: 60_000 } } }],
+    tools: (project, channel) => [
+      // a person at a terminal is slower than the harness's 1.5 s approval tool
+      { project_id: project, tool_name: 'echo.approve.slow', target_subject: defaultToolSubject('v1', project, channel, 'echo.approve.slow'), description: 'echo after a person approves', parameters: { type: 'object' }, after_execution: 'suspend', options: { runner: 'echo', approval: { required: true, timeout_ms: 60_000 } } },
+      { project_id: project, tool_name: 'wc.approve', target_subject: defaultToolSubject('v1', project, channel, 'wc.approve'), description: 'print a text after a person approves', parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] }, after_execution: 'suspend', options: { runner: 'command', argv: ['/usr/bin/printf', '%s', '{{text}}'], approval: { required: true, timeout_ms: 10_000 } } },
+    ],
   });
+  alice = addOperator(h.ws.policyFile, 'alice');
   sub = h.nc.subscribe(`cg.v1.${h.project}.${h.channel}.cmd.agent.*.wakeup`, {
     callback: (_e, m: Msg) => {
       const hs: Record<string, string> = {};
@@ -111,6 +127,33 @@ describe('the happy path', () => {
     assert.ok(a.ok && a.status === 'success', JSON.stringify(a));
     const b = await call('echo', { x: 2 }, { identityIn: 'payload' });
     assert.ok(b.ok && b.status === 'success', JSON.stringify(b));
+  });
+
+  test('lineage: the tool.result card copies parent_step_id from the tool.call card, with trace_id and step_id', async () => {
+    const r = await call('echo', { x: 1 }, { stepId: 'step-7', parentStepId: 'step-6', traceId: '4bf92f3577b34da6a3ce929d0e0e4736' });
+    assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
+    assert.equal(r.card.metadata?.parent_step_id, 'step-6');
+    assert.equal(r.card.metadata?.step_id, 'step-7');
+    assert.equal(r.card.metadata?.trace_id, '4bf92f3577b34da6a3ce929d0e0e4736');
+    const w = wakeups.find((x) => x.payload.tool_call_id === r.toolCallId);
+    assert.equal(w?.headers['CG-Project-Id'], h.project);
+    assert.equal(w?.headers['CG-Channel-Id'], h.channel);
+  });
+
+  test('CG-Project-Id / CG-Channel-Id that disagree with the subject: refused (UTP_ROUTE_CONFLICT), the tool never runs', async () => {
+    for (const hs of [{ 'CG-Project-Id': 'another-project' }, { 'CG-Channel-Id': 'another-channel' }] as Record<string, string>[]) {
+      const { payload, anchor } = await prepared('echo', { k: 'v' });
+      await publish(h.subject('echo'), payload, hs);
+      const card = await resultOf(anchor);
+      assert.equal(card.content.status, 'failed');
+      assert.equal(card.content.error?.code, 'bad_request');
+      assert.deepEqual(problemCodes(card), ['UTP_ROUTE_CONFLICT']);
+      assert.ok(!h.runs.includes(anchor.tool_call_id));
+    }
+    // Agreeing headers are fine.
+    const ok = await prepared('echo', { k: 'v' });
+    await publish(h.subject('echo'), ok.payload, { 'CG-Project-Id': h.project, 'CG-Channel-Id': h.channel });
+    assert.equal((await resultOf(ok.anchor)).content.status, 'success');
   });
 
   test('unknown extra payload fields are ignored', async () => {
@@ -405,32 +448,105 @@ describe('timeouts, cancel, approvals', () => {
     assert.ok(Date.now() - t0 < 3000, 'promptly');
   });
 
-  test('cancel before the command arrives: canceled, and the command never runs', async () => {
-    const { payload, anchor } = await prepared('echo');
+  test('a cancel before the command waits for it (only the command says who may cancel): the call is canceled once it runs', async () => {
+    const { payload, anchor } = await prepared('echo', { delay_ms: 20_000 });
     await cancelTool({ nats: h.nc, subject: h.subject('echo'), agentId: 'agent-1', agentTurnId: anchor.agent_turn_id, turnEpoch: 1, toolCallId: anchor.tool_call_id });
-    const card = await resultOf(anchor);
-    assert.equal(card.content.status, 'canceled');
+    await eventually(() => h.logs.find((l) => l.event === 'cancel-waits-for-call' && l.tool_call_id === anchor.tool_call_id), 5000, 'the cancel to wait');
+    assert.equal(await h.store.getClaim(anchor), undefined, 'a cancel claims nothing');
     await publish(h.subject('echo'), payload);
-    await sleep(300);
-    assert.ok(!h.runs.includes(anchor.tool_call_id));
+    const card = await resultOf(anchor, 8000);
+    assert.equal(card.content.status, 'canceled');
     assert.equal(await h.store.countResultCards(anchor), 1);
   });
 
-  test('approval: waits in `approvals` until approved (runs), rejected (failed/auth_failed) or timed out', async () => {
-    const decide = async (state: 'approved' | 'rejected', toolCallId: string) => {
-      const a = await eventually(async () => (await h.store.listApprovals('pending')).find((x) => x.tool_call_id === toolCallId), 5000, 'a pending approval');
-      assert.deepEqual(a.summary.arguments, { v: toolCallId.slice(0, 10) });
-      assert.ok(!h.runs.includes(toolCallId), 'nothing runs before the decision');
-      assert.equal(await h.store.decideApproval(a.id, state, 'tester', state === 'rejected' ? 'not today' : null), true);
-    };
+  test('attack: agent B, subscribed to the project\'s command subjects, cancels agent A\'s call under its own agent_id: refused (UTPS_CANCEL_NOT_AUTHORIZED), logged, audited; A\'s call is answered normally', async () => {
+    // B listens to every command of the project, as any agent with subscribe rights on it can.
+    const seen: { payload: Record<string, unknown>; headers: Record<string, string> }[] = [];
+    const spy = h.nc.subscribe(`cg.v1.${h.project}.${h.channel}.cmd.tool.>`, {
+      callback: (_e, m: Msg) => {
+        const hs: Record<string, string> = {};
+        if (m.headers) for (const k of m.headers.keys()) hs[k] = m.headers.get(k);
+        seen.push({ payload: JSON.parse(new TextDecoder().decode(m.data)), headers: hs });
+      },
+    });
+    try {
+      const i = ids();
+      const pending = call('echo', { delay_ms: 1500 }, { ...i, agentId: 'agent-a' });
+      const observed = await eventually(() => seen.find((x) => x.payload.tool_call_id === i.toolCallId), 5000, 'B to see A\'s command');
+      await eventually(() => (h.runs.includes(i.toolCallId) ? true : undefined), 5000, 'A\'s call to run');
+      // B copies the call's identity and signs the cancel with its own agent_id.
+      const problems = await cancelTool({
+        nats: h.nc,
+        subject: h.subject('echo'),
+        agentId: 'agent-b',
+        agentTurnId: String(observed.payload.agent_turn_id),
+        turnEpoch: Number(observed.payload.turn_epoch),
+        toolCallId: String(observed.payload.tool_call_id),
+        toolCallCardId: String(observed.payload.tool_call_card_id),
+      });
+      assert.deepEqual(problems, []);
+      const refusal = await eventually(() => h.logs.find((l) => l.event === 'cancel-refused' && l.tool_call_id === i.toolCallId), 5000, 'the refusal in the log');
+      assert.equal(refusal.code, 'UTPS_CANCEL_NOT_AUTHORIZED');
+      assert.equal(refusal.agent_id, 'agent-b');
+      assert.equal(refusal.caller_agent_id, 'agent-a');
+      const r = await pending;
+      assert.ok(r.ok, JSON.stringify(r));
+      assert.equal(r.status, 'success', 'A\'s call went on and was answered normally');
+      const audited = openAuditLog(h.ws.auditFile).show().find((a) => a.type === 'refused' && a.detail?.tool_call_id === i.toolCallId);
+      assert.ok(audited, 'the refusal is in the audit log');
+      assert.equal(audited.detail?.stage, 'cancel');
+      assert.deepEqual(audited.detail?.codes, ['UTPS_CANCEL_NOT_AUTHORIZED']);
+      assert.equal(audited.actor, 'agent:agent-b');
+      assert.equal(openAuditLog(h.ws.auditFile).verify().ok, true);
+      // The caller itself still can: same agent, same turn.
+      const j = ids();
+      const mine = call('echo', { delay_ms: 20_000 }, { ...j, agentId: 'agent-a' });
+      await eventually(() => (h.runs.includes(j.toolCallId) ? true : undefined), 5000, 'the second call to run');
+      assert.deepEqual(await cancelTool({ nats: h.nc, subject: h.subject('echo'), agentId: 'agent-a', agentTurnId: j.agentTurnId, turnEpoch: 3, toolCallId: j.toolCallId }), []);
+      const r2 = await mine;
+      assert.ok(r2.ok && r2.status === 'canceled', JSON.stringify(r2));
+    } finally {
+      spy.unsubscribe();
+    }
+  });
+
+  test('an operator cancels any running call with `airlock calls cancel` (through the store; the worker stops it at its heartbeat)', async () => {
+    const i = ids();
+    const pending = call('echo', { delay_ms: 20_000 }, i);
+    await eventually(() => (h.runs.includes(i.toolCallId) ? true : undefined), 5000, 'the run to start');
+    const c = airlock(['calls', 'cancel', i.agentTurnId, i.toolCallId, '--by', 'ops', '--workspace', h.ws.root]);
+    assert.equal(c.code, 0, c.stderr);
+    const r = await pending;
+    assert.ok(r.ok && r.status === 'canceled', JSON.stringify(r));
+    assert.ok(openAuditLog(h.ws.auditFile).show().some((a) => a.type === 'cancel_requested' && a.actor === 'ops' && a.detail?.tool_call_id === i.toolCallId));
+  });
+
+  /** An operator's real approval: the row's call signed with alice's key, as `airlock approvals approve` does. */
+  const approveSigned = async (a: ApprovalRecord): Promise<void> => {
+    const policy = loadPolicy(h.ws.policyFile);
+    assert.ok(policy.ok);
+    const signed = signUtpApproval({ row: a, operator: 'alice', keyDir: alice.keyDir, policy: policy.value, now: new Date() });
+    assert.ok(signed.ok, JSON.stringify(!signed.ok && signed.problems));
+    assert.equal(await h.store.decideApproval(a.id, 'approved', 'alice', null, signed.signature), true);
+  };
+  const pendingFor = (toolCallId: string) => eventually(async () => (await h.store.listApprovals('pending')).find((x) => x.tool_call_id === toolCallId), 5000, 'a pending approval');
+
+  test('approval: waits in `approvals` until approved with a signature (runs), rejected (failed/auth_failed) or timed out', async () => {
     const i1 = ids();
     const p1 = call('echo.approve', { v: i1.toolCallId.slice(0, 10) }, i1);
-    await decide('approved', i1.toolCallId);
+    const a1 = await pendingFor(i1.toolCallId);
+    assert.deepEqual(a1.summary.arguments, { v: i1.toolCallId.slice(0, 10) });
+    assert.ok(!h.runs.includes(i1.toolCallId), 'nothing runs before the decision');
+    await approveSigned(a1);
     const r1 = await p1;
-    assert.ok(r1.ok && r1.status === 'success');
+    assert.ok(r1.ok && r1.status === 'success', JSON.stringify(r1));
+    const keyId = createHash('sha256').update(alice.publicKey).digest('hex').slice(0, 16);
+    const approved = openAuditLog(h.ws.auditFile).show().find((x) => x.type === 'approved' && x.detail?.tool_call_id === i1.toolCallId);
+    assert.equal(approved?.detail?.decision_source, `key:alice:${keyId}`, 'the decision source is the operator\'s key id');
     const i2 = ids();
     const p2 = call('echo.approve', { v: i2.toolCallId.slice(0, 10) }, i2);
-    await decide('rejected', i2.toolCallId);
+    const a2 = await pendingFor(i2.toolCallId);
+    assert.equal(await h.store.decideApproval(a2.id, 'rejected', 'tester', 'not today'), true);
     const r2 = await p2;
     assert.ok(r2.ok);
     assert.equal(r2.status, 'failed');
@@ -443,7 +559,71 @@ describe('timeouts, cancel, approvals', () => {
     assert.match(JSON.stringify(r3.content.error?.detail), /UTPS_APPROVAL_TIMEOUT/);
   });
 
-  test('approval through the real CLI: a live call waits in `airlock approvals list` and runs once `airlock approvals approve` lets it', async () => {
+  test('attack: an "approved" row written straight into the store without a valid signature runs nothing (unsigned, a key the policy does not list, a signature over other arguments)', async () => {
+    const mallory = generateOperatorKey('mallory', mkdtempSync(join(tmpdir(), 'airlock-keys-')));
+    assert.ok(!('error' in mallory));
+    const forgeries: { name: string; code: string; forge: (a: ApprovalRecord) => string | null; by: string }[] = [
+      { name: 'no signature at all', code: 'APPROVAL_UNSIGNED', forge: () => null, by: 'alice' },
+      { name: 'garbage', code: 'APPROVAL_SIGNATURE_INVALID', forge: () => '{"alg":"ed25519"}', by: 'alice' },
+      {
+        name: 'signed by a key the policy does not list',
+        code: 'APPROVAL_UNTRUSTED_KEY',
+        forge: (a) => {
+          const k = loadOperatorKey('mallory', mallory.privateKeyPath.replace(/\/mallory\.ed25519\.pem$/, ''));
+          assert.ok(!('error' in k));
+          const call = callOfSummary(a.summary);
+          assert.ok(call);
+          return JSON.stringify(signApproval({ requestId: a.id, bytes: utpCallBytes(call), operator: 'mallory', key: k.key, publicKey: k.publicKey, now: new Date() }));
+        },
+        by: 'mallory',
+      },
+      {
+        name: 'alice\'s real key over other arguments (what a tampered row would show her)',
+        code: 'APPROVAL_TAMPERED',
+        forge: (a) => {
+          const k = loadOperatorKey('alice', alice.keyDir);
+          assert.ok(!('error' in k));
+          const call = callOfSummary(a.summary);
+          assert.ok(call);
+          return JSON.stringify(signApproval({ requestId: a.id, bytes: utpCallBytes({ ...call, arguments: { v: 'harmless' } }), operator: 'alice', key: k.key, publicKey: k.publicKey, now: new Date() }));
+        },
+        by: 'alice',
+      },
+    ];
+    for (const f of forgeries) {
+      const i = ids();
+      const p = call('echo.approve', { v: i.toolCallId.slice(0, 10) }, i);
+      const a = await pendingFor(i.toolCallId);
+      // The attacker has the store: the row says approved, by a listed operator's name.
+      assert.equal(await h.store.decideApproval(a.id, 'approved', f.by, null, f.forge(a)), true);
+      const r = await p;
+      assert.ok(r.ok, f.name);
+      assert.equal(r.status, 'failed', f.name);
+      assert.equal(r.content.error?.code, 'auth_failed', f.name);
+      assert.ok(JSON.stringify(r.content.error?.detail).includes(f.code), `${f.name}: ${JSON.stringify(r.content.error?.detail)}`);
+      assert.ok(!h.runs.includes(i.toolCallId), `${f.name}: the call did not run`);
+      const refused = openAuditLog(h.ws.auditFile).show().find((x) => x.type === 'refused' && x.detail?.tool_call_id === i.toolCallId);
+      assert.equal(refused?.detail?.stage, 'approval', f.name);
+      assert.deepEqual(refused?.detail?.codes, [f.code], f.name);
+    }
+  });
+
+  test('a signed approval of a tool that runs in the sandbox: the host core\'s run record and audit name the key as the decision source', async () => {
+    const i = ids();
+    const p = call('wc.approve', { text: 'signed' }, i);
+    await approveSigned(await pendingFor(i.toolCallId));
+    const r = await p;
+    assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
+    const sandboxId = (r.content.result as { sandbox_id: string }).sandbox_id;
+    const record = readRunRecord(join(h.ws.runs, sandboxId));
+    const keyId = createHash('sha256').update(alice.publicKey).digest('hex').slice(0, 16);
+    assert.equal(record?.door, 'utp');
+    assert.equal(record?.decision.source, `key:alice:${keyId}`);
+    const executed = openAuditLog(h.ws.auditFile).show().find((x) => x.type === 'executed' && x.sandbox_id === sandboxId);
+    assert.equal(executed?.detail?.decision_source, `key:alice:${keyId}`);
+  });
+
+  test('approval through the real CLI: a live call waits in `airlock approvals list` and runs once `airlock approvals approve --operator` signs it', async () => {
     const i = ids();
     const pending = call('echo.approve.slow', { v: 'cli' }, i);
     const listed = await eventually(() => {
@@ -452,11 +632,16 @@ describe('timeouts, cancel, approvals', () => {
       return rows.find((r) => r.tool_call_id === i.toolCallId);
     }, 5000, 'the call listed by `airlock approvals list`');
     assert.ok(!h.runs.includes(i.toolCallId), 'nothing runs before the decision');
-    const ok = airlock(['approvals', 'approve', listed.id, '--by', 'alice', '--workspace', h.ws.root]);
+    const unsigned = airlock(['approvals', 'approve', listed.id, '--operator', 'bob', '--key-dir', alice.keyDir, '--workspace', h.ws.root]);
+    assert.equal(unsigned.code, 2, 'no key for bob: nothing is approved');
+    assert.equal((await h.store.getApproval(listed.id))?.state, 'pending');
+    const ok = airlock(['approvals', 'approve', listed.id, '--operator', 'alice', '--key-dir', alice.keyDir, '--workspace', h.ws.root]);
     assert.equal(ok.code, 0, ok.stderr);
+    assert.match(ok.stdout, /signed by alice/);
     const r = await pending;
     assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
     assert.ok(h.runs.includes(i.toolCallId));
+    assert.ok((await h.store.getApproval(listed.id))?.signature, 'the signature is stored with the approval');
   });
 });
 

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 
 /**
- * `airlock tools add|list|remove`, `airlock approvals [list|approve|reject]` and the body of
+ * `airlock tools add|list|remove`, `airlock approvals [list|approve|reject]`, `airlock calls cancel` and the body of
  * `airlock serve --nats URL`. Everything heavy (stores, NATS, the sandbox) is imported inside the
  * handlers: registering these commands costs nothing at CLI start-up.
  *
@@ -155,25 +155,79 @@ export function registerUtpCommands(program: Command): void {
   // `list` is the default subcommand (options live on subcommands only: commander gives an option
   // defined on both a parent and its subcommand to the parent).
   storeOptions(approvals.command('list', { isDefault: true }).description('list pending approvals').option('--all', 'include decided ones').option('--json', 'print JSON')).action(list);
-  for (const verb of ['approve', 'reject'] as const) {
-    storeOptions(
-      approvals
-        .command(verb)
-        .description(verb === 'approve' ? 'let the call run' : 'refuse the call (answered failed / auth_failed)')
-        .argument('<id>', 'approval id (apr-...)')
-        .option('--by <name>', 'who decides (default: $USER)')
-        .option('--reason <text>', 'why'),
-    ).action(async (id: string, o: StoreOpts & { by?: string; reason?: string }) => {
-      await withStore(o, async (store) => {
-        const done = await store.decideApproval(id, verb === 'approve' ? 'approved' : 'rejected', o.by ?? process.env.USER ?? null, o.reason ?? null);
-        if (done) process.stdout.write(`${verb === 'approve' ? 'approved' : 'rejected'} ${id}\n`);
-        else {
-          const a = await store.getApproval(id);
-          fail(a ? `${id} is already ${a.state}` : `no approval ${id}`);
-        }
-      });
+  storeOptions(
+    approvals
+      .command('approve')
+      .description('let the call run: signs the exact call with your operator key (the workers verify the signature before running)')
+      .argument('<id>', 'approval id (apr-...)')
+      .requiredOption('--operator <name>', 'the approving operator (their key must be in the policy: `airlock keygen`)')
+      .option('--key-dir <dir>', 'where the operator\'s private key is (default: $AIRLOCK_KEYS or ~/.config/airlock/keys)')
+      .option('--reason <text>', 'why'),
+  ).action(async (id: string, o: StoreOpts & { operator: string; keyDir?: string; reason?: string }) => {
+    const { openWorkspace } = await import('../../workspace/workspace.js');
+    const { loadPolicy } = await import('../../policy/load.js');
+    const { keyDir } = await import('../../approval/keys.js');
+    const { signUtpApproval } = await import('../../approval/sign-utp.js');
+    const { openAuditLog } = await import('../../audit/index.js');
+    const ws = openWorkspace(o.workspace);
+    const policy = loadPolicy(ws.policyFile);
+    if (!policy.ok) return fail(`the policy ${ws.policyFile} is missing or invalid (${policy.problems.map((p) => p.code).join(', ')}): its operator keys decide who may approve`);
+    await withStore(o, async (store) => {
+      const row = await store.getApproval(id);
+      if (!row) return fail(`no approval ${id}`);
+      if (row.state !== 'pending') return fail(`${id} is already ${row.state}`);
+      const signed = signUtpApproval({ row, operator: o.operator, keyDir: keyDir(o.keyDir), policy: policy.value, now: new Date() });
+      if (!signed.ok) return fail(`${id} not approved:\n${signed.problems.map((p) => `  ${p.code}: ${p.message}`).join('\n')}`);
+      if (!(await store.decideApproval(id, 'approved', o.operator, o.reason ?? null, signed.signature))) {
+        const a = await store.getApproval(id);
+        return fail(a ? `${id} is already ${a.state}` : `no approval ${id}`);
+      }
+      const c = signed.call;
+      openAuditLog(ws.auditFile).append({ type: 'approved', action_id: id, actor: o.operator, detail: { door: 'utp', approval_id: id, tool_name: c.tool_name, agent_id: c.agent_id, agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id, decision_source: `key:${o.operator}:${signed.keyId}` } });
+      process.stdout.write(`approved ${id}: ${c.project_id}/${c.tool_name} for agent ${c.agent_id}, call ${c.tool_call_id}, signed by ${o.operator} (key ${signed.keyId})\n  arguments: ${JSON.stringify(c.arguments).slice(0, 500)}\n`);
     });
-  }
+  });
+  storeOptions(
+    approvals
+      .command('reject')
+      .description('refuse the call (answered failed / auth_failed)')
+      .argument('<id>', 'approval id (apr-...)')
+      .option('--by <name>', 'who decides (default: $USER)')
+      .option('--reason <text>', 'why'),
+  ).action(async (id: string, o: StoreOpts & { by?: string; reason?: string }) => {
+    await withStore(o, async (store) => {
+      // A rejection needs no signature: it only stops a call (anyone with the store could fail it anyway).
+      const done = await store.decideApproval(id, 'rejected', o.by ?? process.env.USER ?? null, o.reason ?? null);
+      if (done) process.stdout.write(`rejected ${id}\n`);
+      else {
+        const a = await store.getApproval(id);
+        fail(a ? `${id} is already ${a.state}` : `no approval ${id}`);
+      }
+    });
+  });
+
+  const calls = program.command('calls').description('UTP calls in flight');
+  storeOptions(
+    calls
+      .command('cancel')
+      .description('an operator\'s cancel of a running call (agents cancel their own calls over NATS)')
+      .argument('<agent_turn_id>', 'the call\'s agent_turn_id')
+      .argument('<tool_call_id>', 'the call\'s tool_call_id')
+      .option('--by <name>', 'who cancels (default: $USER)'),
+  ).action(async (agentTurnId: string, toolCallId: string, o: StoreOpts & { by?: string }) => {
+    const { openWorkspace } = await import('../../workspace/workspace.js');
+    const { openAuditLog } = await import('../../audit/index.js');
+    await withStore(o, async (store) => {
+      const anchor = { agent_turn_id: agentTurnId, tool_call_id: toolCallId };
+      // The worker running it sees the request at its next heartbeat and stops the call (answered canceled).
+      const c = await store.requestCancel(anchor);
+      if (!c) return fail(`no call ${toolCallId} in turn ${agentTurnId} has been claimed by a worker`);
+      if (c.state !== 'running') return fail(`call ${toolCallId} is already ${c.state}: nothing to cancel`);
+      const by = o.by ?? process.env.USER ?? 'operator';
+      openAuditLog(openWorkspace(o.workspace).auditFile).append({ type: 'cancel_requested', actor: by, detail: { door: 'utp', agent_turn_id: agentTurnId, tool_call_id: toolCallId, worker_id: c.worker_id } });
+      process.stdout.write(`cancel requested for ${toolCallId} (worker ${c.worker_id} stops it at its next heartbeat)\n`);
+    });
+  });
 }
 
 export interface ServeNatsOptions {
