@@ -3,37 +3,21 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { Command } from 'commander';
-import { registerUtpCommands } from '../../src/cli/commands/utp.js';
+import { airlock } from '../helpers/cli.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { openWorkspace } from '../../src/workspace/workspace.js';
 import { addOperator } from '../helpers/operator.js';
 
-/** `airlock tools` and `airlock approvals` through commander, on a SQLite workspace. */
+/** `airlock tools` and `airlock approvals` on a SQLite workspace. */
 
 const ws = mkdtempSync(join(tmpdir(), 'airlock-cli-'));
 after(() => rmSync(ws, { recursive: true, force: true }));
 
+// The real command, as a user runs it (capturing process.stdout in this process would also swallow
+// the test runner's own reports, which travel on it).
 async function run(args: string[]): Promise<{ out: string; err: string; code: number }> {
-  const program = new Command();
-  program.exitOverride();
-  registerUtpCommands(program);
-  let out = '';
-  let err = '';
-  const ow = process.stdout.write.bind(process.stdout);
-  const ew = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((s: string) => ((out += s), true)) as typeof process.stdout.write;
-  process.stderr.write = ((s: string) => ((err += s), true)) as typeof process.stderr.write;
-  process.exitCode = 0;
-  try {
-    await program.parseAsync(['node', 'airlock', ...args, '--workspace', ws]);
-  } finally {
-    process.stdout.write = ow;
-    process.stderr.write = ew;
-  }
-  const code = Number(process.exitCode ?? 0);
-  process.exitCode = 0;
-  return { out, err, code };
+  const r = airlock([...args, '--workspace', ws]);
+  return { out: r.stdout, err: r.stderr, code: r.code ?? -1 };
 }
 
 test('tools add --builtin, list, add with JSON options from a file, remove', async () => {
