@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, constants, existsSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, fsyncSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -47,4 +47,34 @@ export async function putStreamInStore(store: string, sha256: string, produce: (
   }
   if (same) renameSync(tmp, dest);
   return same;
+}
+
+/** A regular file's bytes (opened without following a link, never blocking on a fifo), or null when it is not one or is larger than `max`. */
+export function readRegular(path: string, max = Number.MAX_SAFE_INTEGER): Buffer | null {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return null;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > max) return null;
+    const buf = Buffer.allocUnsafe(st.size);
+    let off = 0;
+    while (off < buf.length) {
+      const n = readSync(fd, buf, off, buf.length - off, off);
+      if (n === 0) break;
+      off += n;
+    }
+    return buf.subarray(0, off);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The bytes of a store file when their sha256 is `sha256`, else null (missing, a link, damaged). */
+export function readVerified(path: string, sha256: string, max?: number): Buffer | null {
+  const body = readRegular(path, max);
+  return body && createHash('sha256').update(body).digest('hex') === sha256 ? body : null;
 }

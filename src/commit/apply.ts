@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { Workspace } from '../workspace/workspace.js';
-import { currentState, keepInStore, putState, readVerified, removeStage, sameState, stageName, testHook } from './fsops.js';
+import { currentState, keepInStore, putState, removeStage, sameState, stageName, testHook } from './fsops.js';
+import { readVerified } from '../base/content-store.js';
 import type { Scopes } from './scopes.js';
 import type { JournalOp, PathState } from './types.js';
 

@@ -154,31 +154,6 @@ export async function keepInStore(store: string, scopes: Scopes, path: string, s
   return putStreamInStore(store, sha256, (each) => fs.stream(rel, each));
 }
 
-/** The bytes of a store file when their sha256 is `sha256`, else null (missing, a link, damaged). */
-export function readVerified(path: string, sha256: string): Buffer | null {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) return null;
-    const bytes = Buffer.allocUnsafe(st.size);
-    let off = 0;
-    while (off < st.size) {
-      const n = readSync(fd, bytes, off, st.size - off, off);
-      if (n === 0) break;
-      off += n;
-    }
-    const body = bytes.subarray(0, off);
-    return createHash('sha256').update(body).digest('hex') === sha256 ? body : null;
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** Test-only hooks (docs/promotion.md): slow a promotion down, or kill -9 it after N changes. */
 export function testHook(done: number): void {
   const delay = Number(process.env.AIRLOCK_TEST_COMMIT_DELAY_MS ?? 0);

@@ -1,8 +1,8 @@
 // Past runs as a person looks them up (`airlock runs`, `airlock show`): each run folder's record and
 // Sandbox Result, and the bytes before and after each change, taken only from the host's own
 // content stores (or the real file while its hash is still the recorded one).
-import { createHash } from 'node:crypto';
-import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { readVerified } from '../base/content-store.js';
 import { ownerAlive } from '../base/owner.js';
 import { RUN_OWNER_FILE } from '../pipeline/run.js';
 import { join } from 'node:path';
@@ -94,38 +94,12 @@ export function readRun(ws: Workspace, sandboxId: string): { ok: true; run: Show
   return { ok: true, run: { sandboxId, runDir, result: parsed.value, record: record?.sandbox_id === sandboxId ? record : null } };
 }
 
-/** Reads a regular file (never through a link) up to `max` bytes; null when it is not one or larger. */
-function readRegular(path: string, max: number): Buffer | null {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile() || st.size > max) return null;
-    const buf = Buffer.alloc(st.size);
-    let off = 0;
-    while (off < buf.length) {
-      const n = readSync(fd, buf, off, buf.length - off, off);
-      if (n === 0) break;
-      off += n;
-    }
-    return buf.subarray(0, off);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
-
 /** Bytes with this hash, from the first place that holds them exactly (hash checked), else null. */
 function byHash(sha: string | null | undefined, places: string[], max: number): Buffer | null {
   if (!sha || !/^[0-9a-f]{64}$/.test(sha)) return null;
   for (const p of places) {
-    const b = readRegular(p, max);
-    if (b && sha256(b) === sha) return b;
+    const b = readVerified(p, sha, max);
+    if (b) return b;
   }
   return null;
 }
