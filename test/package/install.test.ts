@@ -117,17 +117,20 @@ test('installed from its tarball: both README snippets compile with tsc --strict
   const airlock = join(proj, 'node_modules', '.bin', 'airlock');
   sh(airlock, ['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', project, '--channel', 'main'], proj, env);
   stream = `AIRLOCK_PKG_${project.toUpperCase()}`;
-  worker = spawn(airlock, ['serve', '--nats', NATS_URL, '--stream', stream, '--durable', `${project}-d`], { cwd: proj, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  worker = spawn(airlock, ['serve', '--nats', NATS_URL, '--stream', stream, '--durable', `${project}-d`], { cwd: proj, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   await new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`the worker did not start in 30 s:\n${log}`)), 30_000);
-    worker?.stderr?.on('data', (b: Buffer) => {
+    // The service logs its JSON lines on stdout, problems on stderr: watch both.
+    const watch = (b: Buffer): void => {
       log += b.toString();
       if (log.includes('"serving"')) {
         clearTimeout(t);
         resolve();
       }
-    });
+    };
+    worker?.stdout?.on('data', watch);
+    worker?.stderr?.on('data', watch);
     worker?.once('exit', (code) => reject(new Error(`the worker ended (${code}):\n${log}`)));
   });
 
