@@ -6,6 +6,9 @@ import { mkdirSync } from 'node:fs';
 export const SCOPE_DIR = '/var/tmp/airlock-bench/scope';
 mkdirSync(SCOPE_DIR, { recursive: true });
 
+/** The descriptor of `command` (an argv), otherwise the same as `descriptor`. */
+export const descriptorFor = (command) => JSON.stringify({ ...JSON.parse(descriptor), intent_summary: `Run ${command.join(' ')}.`, command });
+
 export const descriptor = JSON.stringify({
   descriptor_version: '1.0',
   action_id: '6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b',
