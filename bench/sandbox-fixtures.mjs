@@ -28,6 +28,9 @@ export const descriptor = JSON.stringify({
   command: ['/bin/true'],
 });
 
+/** The Monty Tool Request below with another (one-line) program. */
+export const montyRequestFor = (code) => montyRequest.replace('\n1 + 1\n', `\n${code}\n`);
+
 /** A Tool Request whose program is `1 + 1` in the Monty lane. */
 export const montyRequest = `---
 request_type: tool_request

@@ -58,7 +58,7 @@ if (b.p50 > 12 || bPar < 150) {
   console.log(`this host: bare bwrap alone is p50 ${fmt(b.p50)} ms and ${fmt(bPar, 1)} runs/s, so no bwrap-based run can meet p50 <= 12 ms${bPar < 150 ? ' or 150 runs/s' : ''} here`);
 }
 (await montyRun()).cleanup();
-const m = await timeEach(montyRun, Math.min(N, 50));
+const m = await timeEach(() => montyRun(), Math.min(N, 50));
 console.log(`monty lane, trivial program   p50 ${fmt(m.p50)} ms  p99 ${fmt(m.p99)} ms  (n=${Math.min(N, 50)}); ns lane p50 ${fmt(a.p50)} ms`);
 console.log(`load average at the end: ${loadAverage()}`);
 await closeMontyPools();
