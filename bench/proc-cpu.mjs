@@ -21,10 +21,18 @@ function stat(pid) {
 }
 
 /** ms of CPU used so far by this process tree (see the module comment). */
-export function treeCpuMs() {
+export const treeCpuMs = () => {
+  const t = treeCpu();
+  return t.node + t.reaped + t.live;
+};
+
+/** The same in three parts: this Node process, the children it reaped, the descendants still alive. */
+export function treeCpu() {
   const own = process.cpuUsage();
   const self = stat(process.pid);
-  let ms = (own.user + own.system) / 1000 + (self ? self[2] : 0);
+  const node = (own.user + own.system) / 1000;
+  const reaped = self ? self[2] : 0;
+  let ms = 0;
   const byParent = new Map();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
@@ -40,7 +48,7 @@ export function treeCpuMs() {
     }
   };
   walk(process.pid);
-  return ms;
+  return { node, reaped, live: ms };
 }
 
 /** The machine's busy CPU so far in ms (user, nice, system, irq, softirq of /proc/stat), all cores. */
@@ -57,9 +65,11 @@ export const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' '
  * `settle` (optional) is awaited inside the measurement: work a run leaves behind (cleanup) is its cost.
  */
 export async function cpuPerRun(n, body, settle) {
-  const t0 = treeCpuMs();
+  const t0 = treeCpu();
   const m0 = machineCpuMs();
   const result = await body();
   if (settle) await settle();
-  return { result, treeMs: (treeCpuMs() - t0) / n, machineMs: (machineCpuMs() - m0) / n };
+  const t1 = treeCpu();
+  const per = (k) => (t1[k] - t0[k]) / n;
+  return { result, treeMs: per('node') + per('reaped') + per('live'), parts: { node: per('node'), reaped: per('reaped'), live: per('live') }, machineMs: (machineCpuMs() - m0) / n };
 }

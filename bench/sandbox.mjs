@@ -27,8 +27,8 @@ for (let i = 0; i < 10; i++) { (await nsRun()).cleanup(); await bare(); }
 await sandboxIdle();
 const phases = {};
 const keep = (r) => { for (const [k, v] of Object.entries(phasesOf(r))) (phases[k] ??= []).push(v); };
-const { result: b, treeMs: bCpu, machineMs: bMachine } = await cpuPerRun(N, () => timeEach(bare, N));
-const { result: a, treeMs: aCpu, machineMs: aMachine } = await cpuPerRun(N, () => timeEach(() => nsRun(), N, keep), sandboxIdle);
+const { result: b, treeMs: bCpu, parts: bParts, machineMs: bMachine } = await cpuPerRun(N, () => timeEach(bare, N));
+const { result: a, treeMs: aCpu, parts: aParts, machineMs: aMachine } = await cpuPerRun(N, () => timeEach(() => nsRun(), N, keep), sandboxIdle);
 console.log(`bare bwrap /bin/true         p50 ${fmt(b.p50)} ms  p99 ${fmt(b.p99)} ms  (n=${N})`);
 console.log(`airlock run /bin/true (full)  p50 ${fmt(a.p50)} ms  p99 ${fmt(a.p99)} ms  (n=${N})`);
 console.log(`ratio p50 airlock / bare: ${fmt(a.p50 / b.p50)}x   [targets: p50 <= 12 ms, <= 1.5x bare (issue 20), p99 <= 30 ms]`);
@@ -39,6 +39,9 @@ for (const [k, xs] of Object.entries(phases)) {
 }
 console.log(`  ${'sum of means'.padEnd(14)} ${fmt(Object.values(phases).reduce((n, xs) => n + mean(xs), 0)).padStart(11)}  (before launch = the pipeline's before + the lane's preparation + the runner's staging)`);
 console.log(`CPU per run, this process tree: airlock ${fmt(aCpu)} ms, bare bwrap ${fmt(bCpu)} ms, ratio ${fmt(aCpu / bCpu)}x  [target <= 1.5x]`);
+const parts = (p) => `Node ${fmt(p.node)}, reaped children (bwrap, the program, helpers run per run) ${fmt(p.reaped)}, live helpers (tracer, perl host helper) ${fmt(p.live)}`;
+console.log(`  airlock:    ${parts(aParts)}`);
+console.log(`  bare bwrap: ${parts(bParts)}`);
 console.log(`CPU per run, whole machine (others' work included): airlock ${fmt(aMachine)} ms, bare bwrap ${fmt(bMachine)} ms, ratio ${fmt(aMachine / bMachine)}x`);
 const P = Math.min(N, 100);
 /** Runs/s of `fn` with 2 in parallel, P runs in all. */
