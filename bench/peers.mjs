@@ -128,9 +128,9 @@ for (const c of COMMANDS) {
       const t0 = performance.now();
       const r = await k.fn();
       k.ms.push(performance.now() - t0);
-      r?.cleanup?.();
       await k.settle?.();
       k.cpu += treeCpuMs() - c0;
+      r?.cleanup?.(); // deleting a run's folder is not part of the run
     }
   }
   console.log(`\n${c.name}:`);
