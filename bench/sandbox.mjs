@@ -1,15 +1,15 @@
 // npm run bench:sandbox — a full Airlock run of /bin/true through the library API (validate,
 // sandbox, observe, judge, render; no Node start-up) against a bare bwrap of /bin/true spawned from
-// Node, 200 sequential runs each, in one process: p50/p99 and their ratio, where an Airlock run's time
-// goes (per phase), and the CPU per run of this process tree (and of the whole machine) for both; then
-// runs/s with 2 in parallel; and the Monty lane's p50 for a trivial program beside the ns lane's (its
+// Node, 200 sequential runs each, in one process: p50/p99 and their ratio (and the ratio again in
+// alternating rounds), where an Airlock run's time goes (per phase), and the CPU per run of this
+// process tree (and of the whole machine) for both; then runs/s with 2 in parallel; and the Monty lane's p50 for a trivial program beside the ns lane's (its
 // warm-pool figures: bench/monty.mjs). Peers side by side: bench/peers.mjs.
 import { spawn } from 'node:child_process';
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
 import { bareArgs, montyRun, nsRun, phasesOf, removeWorkspace } from './airlock-run.mjs';
 import { cpuPerRun, loadAverage } from './proc-cpu.mjs';
-import { fmt, mean, percentile, timeEach } from './stats.mjs';
+import { fmt, mean, percentile, summary, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 200);
 const bare = () =>
@@ -47,6 +47,22 @@ const parts = (p) => `Node ${fmt(p.node)}, reaped children (bwrap, the program, 
 console.log(`  airlock:    ${parts(aParts)}`);
 console.log(`  bare bwrap: ${parts(bParts)}`);
 console.log(`CPU per run, whole machine (others' work included): airlock ${fmt(aMachine)} ms, bare bwrap ${fmt(bMachine)} ms, ratio ${fmt(aMachine / bMachine)}x`);
+// The same ratio in rounds (one bare, one full, alternately): a loaded VM's drift between the two
+// blocks above hits both alike here.
+const R = Number(process.env.BENCH_ROUNDS ?? Math.min(N, 100));
+const rb = [];
+const ra = [];
+for (let i = 0; i < R; i++) {
+  let t = performance.now();
+  await bare();
+  rb.push(performance.now() - t);
+  t = performance.now();
+  const r = await nsRun();
+  ra.push(performance.now() - t);
+  r.cleanup();
+}
+const [rbs, ras] = [summary(rb), summary(ra)];
+console.log(`in rounds (n=${R}): bare p50 ${fmt(rbs.p50)} ms, airlock p50 ${fmt(ras.p50)} ms, ratio ${fmt(ras.p50 / rbs.p50)}x`);
 const P = Math.min(N, 100);
 /** Runs/s of `fn` with 2 in parallel, P runs in all. */
 async function twoInParallel(fn) {
