@@ -6,6 +6,9 @@ import { mkdirSync } from 'node:fs';
 export const SCOPE_DIR = '/var/tmp/airlock-bench/scope';
 mkdirSync(SCOPE_DIR, { recursive: true });
 
+/** The descriptor of `command` (an argv), otherwise the same as `descriptor`. */
+export const descriptorFor = (command) => JSON.stringify({ ...JSON.parse(descriptor), intent_summary: `Run ${command.join(' ')}.`, command });
+
 export const descriptor = JSON.stringify({
   descriptor_version: '1.0',
   action_id: '6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b',
@@ -24,6 +27,9 @@ export const descriptor = JSON.stringify({
   audit: { log: true, log_level: 'SUMMARY', retain_days: 30 },
   command: ['/bin/true'],
 });
+
+/** The Monty Tool Request below with another (one-line) program. */
+export const montyRequestFor = (code) => montyRequest.replace('\n1 + 1\n', `\n${code}\n`);
 
 /** A Tool Request whose program is `1 + 1` in the Monty lane. */
 export const montyRequest = `---

@@ -12,14 +12,21 @@ export function summary(samples) {
 
 export const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
 
-/** Times `n` sequential calls of `fn` (each may return an object with a `cleanup()`, run outside the clock). */
-export async function timeEach(fn, n) {
+/**
+ * Times `n` sequential calls of `fn` (each may return an object with a `cleanup()`, run outside the
+ * clock); `each(result, ms)`, when given, sees every result before its cleanup (outside the clock too).
+ */
+export async function timeEach(fn, n, each) {
   const ms = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
     const r = await fn();
     ms.push(performance.now() - t0);
+    each?.(r, ms.at(-1));
     r?.cleanup?.();
   }
   return summary(ms);
 }
+
+/** Mean of a list of numbers. */
+export const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;

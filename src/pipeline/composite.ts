@@ -8,7 +8,7 @@ import { declarationOf } from '../action/declaration.js';
 import type { Judgement, Verdict } from '../judge/judge.js';
 import { renderSandboxResult } from '../report/sandbox-result.js';
 import { readScopes } from '../commit/load.js';
-import { runAction, writeScopeRecords, type RunContext, type RunOutcome } from './run.js';
+import { runAction, sumTimings, writeScopeRecords, type RunContext, type RunOutcome } from './run.js';
 
 /**
  * MULTI_STEP_COMPOSITE (action-descriptor.md, "Composite actions"): each child runs once in its own
@@ -69,7 +69,7 @@ export async function runComposite(d: Action, ctx: RunContext): Promise<Composit
   // Each child's output was screened on its own; the composite carries them all, named by child.
   const within = (i: number, ps: Problem[]) => ps.map((p) => ({ ...p, path: `children[${i}].${p.path ?? ''}` }));
   const screening = { problems: ran.flatMap((r, i) => within(i, r.screening.problems)), warnings: ran.flatMap((r, i) => within(i, r.screening.warnings)) };
-  return { kind: 'ran', sandboxId, runDir, sandboxResult: sr, sandboxResultFile, judgement, observation: last.observation, argv: last.argv, screening, selfCheckProblems: self.ok ? [] : self.problems, children };
+  return { kind: 'ran', sandboxId, runDir, sandboxResult: sr, sandboxResultFile, judgement, observation: last.observation, argv: last.argv, screening, selfCheckProblems: self.ok ? [] : self.problems, children, timings: sumTimings(ran.map((r) => r.timings)) };
 }
 
 const sum = (xs: (number | null)[]): number | null => (xs.some((x) => x === null) ? null : (xs as number[]).reduce((a, b) => a + b, 0));

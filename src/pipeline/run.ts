@@ -47,7 +47,31 @@ export type RunOutcome =
       argv: string[];
       /** Our own Sandbox Result failed its own validation: a bug, reported as an internal error. */
       selfCheckProblems: Problem[];
+      /** Where the run's time went, host side (the lane's own phases: observation.timings). */
+      timings: PipelineTimings;
     };
+
+/**
+ * The pipeline's phases, in ms: before (scope check, run folder), lane (the whole lane call; an ns
+ * run's phases inside it are in observation.timings), judge (judge, Sandbox Result, cross-checks),
+ * render (render and self-check), record (scope records, result file, artifacts), screen (result screen).
+ * A few clock reads per run: measuring costs nothing a run would notice.
+ */
+export interface PipelineTimings {
+  beforeMs: number;
+  laneMs: number;
+  judgeMs: number;
+  renderMs: number;
+  recordMs: number;
+  screenMs: number;
+}
+
+/** A composite's timings: its children's, phase by phase (its own merge and render are not counted). */
+export const sumTimings = (ts: PipelineTimings[]): PipelineTimings => {
+  const sum: PipelineTimings = { beforeMs: 0, laneMs: 0, judgeMs: 0, renderMs: 0, recordMs: 0, screenMs: 0 };
+  for (const t of ts) for (const k of Object.keys(sum) as (keyof PipelineTimings)[]) sum[k] += t[k];
+  return sum;
+};
 
 const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${randomBytes(5).toString('hex')}`;
 
@@ -67,6 +91,7 @@ export interface RunContext {
  * has validated the document and checked the inputs in `inputsDir`.
  */
 export async function runAction(action: Action, ctx: RunContext): Promise<RunOutcome> {
+  const t0 = performance.now();
   // The host decides where actions may act: outside the policy's scope_roots, or through a link, nothing runs.
   const refused = checkScopes(action, ctx.scopeRoots ?? null);
   if (refused.length > 0) return { kind: 'rejected', problems: refused };
@@ -76,15 +101,19 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   // Whose run this is: a folder left without a result by a killed process is told apart from a live one.
   writeFileSync(join(runDir, RUN_OWNER_FILE), ownerStamp() + '\n', { mode: 0o600 });
   const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}) };
+  const tLane = performance.now();
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   if (!lane.ok) {
     rmSync(runDir, { recursive: true, force: true }); // nothing ran: no run folder
     return { kind: 'rejected', problems: lane.problems };
   }
+  const tJudge = performance.now();
   const obs = lane.observation;
   const judgement = judge(action, obs);
+  const tScopes = performance.now();
   // Promotion acts only on the scope roots this run acted on: their inode and owner, as opened.
   writeScopeRecords(runDir, obs.fs.scopes.map((s) => ({ path: s.hostPath, kind: s.kind, root: s.root.ident, owner: { uid: s.root.uid, gid: s.root.gid } })));
+  const tBuild = performance.now();
   const sandboxResult = buildSandboxResult({ action, sandboxId, obs, judgement });
   if (action.source === 'action-descriptor') {
     // A second opinion from the contract's own cross-document checks: any finding blocks.
@@ -93,7 +122,9 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
       sandboxResult.verdict = { recommended_action: 'BLOCK', reasons: [...sandboxResult.verdict.reasons, ...cross.map((p) => `${p.code}: ${p.message}`)].slice(0, 64) };
     }
   }
+  const tRender = performance.now();
   const { text: rendered, self } = renderSandboxResult(sandboxResult);
+  const tRecord = performance.now();
   const sandboxResultFile = join(runDir, 'sandbox-result.json');
   writeFileSync(sandboxResultFile, rendered);
   // What the host kept of a stream beyond the Sandbox Result's excerpt is an artifact of the run.
@@ -103,8 +134,17 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
     writeFileSync(join(runDir, 'artifacts', `airlock-${name}.txt`), obs[name].bytes);
   }
 
+  const tScreen = performance.now();
   const screening = screenRun(obs, sandboxResult);
-  return { kind: 'ran', sandboxId, runDir, sandboxResult, sandboxResultFile, judgement, observation: obs, argv: lane.argv, screening, selfCheckProblems: self.ok ? [] : self.problems };
+  const timings: PipelineTimings = {
+    beforeMs: tLane - t0,
+    laneMs: tJudge - tLane,
+    judgeMs: tScopes - tJudge + (tRender - tBuild),
+    renderMs: tRecord - tRender,
+    recordMs: tBuild - tScopes + (tScreen - tRecord),
+    screenMs: performance.now() - tScreen,
+  };
+  return { kind: 'ran', sandboxId, runDir, sandboxResult, sandboxResultFile, judgement, observation: obs, argv: lane.argv, screening, selfCheckProblems: self.ok ? [] : self.problems, timings };
 }
 
 /**

@@ -201,10 +201,15 @@ export interface Observation {
   timings?: RunTimings;
 }
 
-/** The runner's phases: staging (until bwrap is spawned), launch (until the program is let go), program (until every sandbox process is gone), observe (diffs, hashes, limits). */
+/**
+ * The runner's phases: staging (until bwrap is spawned), launch (until the program is let go), program
+ * (until every sandbox process is gone), observe (kill, network record, syscall trace, exit, limits,
+ * status), diff (the /out and scope diffs, hashes and copies, the scratch use).
+ */
 export interface RunTimings {
   stagingMs: number;
   launchMs: number;
   programMs: number;
   observeMs: number;
+  diffMs: number;
 }

@@ -97,6 +97,28 @@ test('library runAction: an input changed after the caller checked it is caught 
   assert.match(r.kind === 'rejected' ? (r.problems[0]?.message ?? '') : '', /input a\.py has sha256 [0-9a-f]{64} as staged for the sandbox, the request declares [0-9a-f]{64}: nothing ran/);
 });
 
+test('library runAction says where the time went: every phase measured, none negative, together within the call', async () => {
+  const req = writeRequest({ slug: 'timed', command: 'python3 a.py', inputs: { 'a.py': 'open("/out/x", "w").write("x")\n' } });
+  const checked = checkText(basename(req.file), readFileSync(req.file, 'utf8'));
+  assert.equal(checked.problems.length, 0);
+  const ws = openWorkspace(workspace());
+  const t0 = performance.now();
+  const r = await runAction(actionFromToolRequest(checked.value as ToolRequest), { workspace: ws, inputsDir: req.dir });
+  const wall = performance.now() - t0;
+  assert.equal(r.kind, 'ran');
+  if (r.kind !== 'ran') return;
+  assert.equal(r.sandboxResult.execution.status, 'SUCCESS');
+  const p = r.timings;
+  const t = r.observation.timings;
+  assert.ok(t, 'the ns runner reports its phases');
+  const all = { ...p, ...t };
+  for (const [k, v] of Object.entries(all)) assert.ok(Number.isFinite(v) && v >= 0, `${k} = ${v}`);
+  // The runner's phases are inside the lane's; the pipeline's phases are inside the call.
+  assert.ok(t.stagingMs + t.launchMs + t.programMs + t.observeMs + t.diffMs <= p.laneMs + 0.5, JSON.stringify(all));
+  assert.ok(p.beforeMs + p.laneMs + p.judgeMs + p.renderMs + p.recordMs + p.screenMs <= wall + 0.5, JSON.stringify({ ...all, wall }));
+  assert.ok(t.programMs > 0 && t.diffMs > 0, 'the program ran and /out was diffed');
+});
+
 test('an invalid request is rejected with its problems (exit 2)', () => {
   const ws = workspace();
   const req = writeRequest({ slug: 'chained', command: 'python3 a.py; rm -rf /out', inputs: { 'a.py': 'print(1)\n' } });

@@ -620,6 +620,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     if (bwrapFailed) setupError = `bwrap could not set up the sandbox: ${stderrRes.bytes.toString('utf8').slice(0, 300).trim()}`;
 
     // ---- files ----
+    const tDiff = performance.now();
     // Whatever the program left, the host's diff, hashes and copies stay within the run's own caps
     // and its time limit plus a fixed margin: past them they stop, and the run is over its limits.
     const limitsExceeded = new Set<LimitName>();
@@ -660,6 +661,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       scopeObs.push(o);
     }
     const scratchUse = scratch ? await observeScratch(scratch, budget.limits.deadline, limits.files) : null;
+    const tDiffEnd = performance.now();
 
     // The one disk limit covers /out and the scopes together (post-checked also where a tmpfs capped it).
     if (outBytesUsed + scopeBytes > limits.outBytes) limitsExceeded.add('outBytes');
@@ -744,7 +746,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       ...(scratchUse ? { scratch: scratchUse } : {}),
       inputs,
       host: hostFacts(caps, spec, cg, observedBy, [...backstops]),
-      timings: { stagingMs: t0 - tStart, launchMs: (tReleased || tEnded) - t0, programMs: tReleased ? tEnded - tReleased : 0, observeMs: performance.now() - tEnded },
+      timings: { stagingMs: t0 - tStart, launchMs: (tReleased || tEnded) - t0, programMs: tReleased ? tEnded - tReleased : 0, observeMs: tDiff - tEnded + (performance.now() - tDiffEnd), diffMs: tDiffEnd - tDiff },
       ...(network ? { network } : {}),
       problems: status === 'SANDBOX_ERROR' ? [{ code: tracerRefused ? 'NS_TRACER_REFUSED' : 'NS_SANDBOX_FAILED', message: reason }] : [],
     };

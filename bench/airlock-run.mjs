@@ -1,0 +1,57 @@
+// One full Airlock run as bench/sandbox.mjs and bench/peers.mjs time it: validate the document,
+// translate, sandbox, observe, judge, render (its files written to the workspace). The run carries a
+// cleanup that deletes its folder: the benches call it outside the timed part, as deleting results is
+// not part of a run (the workspace would otherwise grow by hundreds of runs).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { checkText } from '../dist/src/contracts/index.js';
+import { actionFromDescriptor } from '../dist/src/action/from-action-descriptor.js';
+import { actionFromToolRequest } from '../dist/src/action/from-tool-request.js';
+import { runAction } from '../dist/src/pipeline/run.js';
+import { openWorkspace } from '../dist/src/workspace/workspace.js';
+import { descriptor, montyRequest } from './sandbox-fixtures.mjs';
+
+export const ws = openWorkspace(mkdtempSync(join(tmpdir(), 'airlock-bench-')));
+const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-bench-in-'));
+export const removeWorkspace = () => {
+  rmSync(ws.root, { recursive: true, force: true });
+  rmSync(inputsDir, { recursive: true, force: true });
+};
+
+async function airlockRun(name, text, from) {
+  const t0 = performance.now();
+  const checked = checkText(name, text);
+  if (checked.problems.length) throw new Error(JSON.stringify(checked.problems));
+  const action = from(checked.value);
+  const validateMs = performance.now() - t0;
+  const r = await runAction(action, { workspace: ws, inputsDir, scopeRoots: ['/var/tmp/airlock-bench'] });
+  if (r.kind !== 'ran') throw new Error(JSON.stringify(r.problems));
+  return Object.assign(r, { validateMs, cleanup: () => rmSync(r.runDir, { recursive: true, force: true }) });
+}
+/** A full gated run of a COMMAND_EXECUTION descriptor (default: /bin/true with one declared scope). */
+export const nsRun = (text = descriptor) => airlockRun('bench.json', text, actionFromDescriptor);
+/** A full gated run of the Tool Request whose program is `1 + 1`, in the Monty lane. */
+export const montyRun = (text = montyRequest) => airlockRun('TR-20261122-000000Z-bench-monty.md', text, actionFromToolRequest);
+
+/** The bare bwrap the benches compare with: a minimal sandbox of `argv`, spawned from Node. */
+export const bareArgs = (argv) => ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev', '--', ...argv];
+
+/** Where a run's time went, one row per phase (ms); an ns run's lane phases come from its runner. */
+export function phasesOf(r) {
+  const p = r.timings;
+  const t = r.observation.timings;
+  if (!t) return { validate: r.validateMs, 'before launch': p.beforeMs, lane: p.laneMs, judge: p.judgeMs, render: p.renderMs, 'record+screen': p.recordMs + p.screenMs };
+  const runner = t.stagingMs + t.launchMs + t.programMs + t.observeMs + t.diffMs;
+  return {
+    validate: r.validateMs,
+    'before launch': p.beforeMs + (p.laneMs - runner) + t.stagingMs,
+    launch: t.launchMs,
+    program: t.programMs,
+    observation: t.observeMs,
+    diff: t.diffMs,
+    judge: p.judgeMs,
+    render: p.renderMs,
+    'record+screen': p.recordMs + p.screenMs,
+  };
+}
