@@ -69,8 +69,7 @@ export function cleanBase(base: string, report: SweepReport = { runs: [], errors
   }
   // ns-*: a run's folder; monty-w-*: a Monty worker's marker (lanes/monty-sandbox.ts). Each names its cgroup.
   for (const run of names.filter((n) => n.startsWith('ns-') || n.startsWith('monty-w-'))) {
-    // Root's runs live under <mount>/airlock, a user's under their delegated subtree (cg.bases).
-    for (const parent of new Set(Object.values(cg.bases))) {
+    for (const parent of groupParents(cg)) {
       const group = join(parent, run);
       if (!existsSync(group)) continue;
       const err = killAndRemoveGroup(group);
@@ -103,10 +102,20 @@ export function cleanBase(base: string, report: SweepReport = { runs: [], errors
   return report;
 }
 
+/**
+ * Where run cgroups may be: this user's bases (root: <mount>/airlock; a user: the delegated subtree)
+ * and, for root, <mount>/airlock of every mounted hierarchy (a run made with other controllers).
+ */
+function groupParents(cg: ReturnType<typeof detectCgroups>): Set<string> {
+  const parents = new Set(Object.values(cg.bases));
+  if (process.getuid?.() === 0) for (const m of Object.values(cg.mounts)) parents.add(join(m, 'airlock'));
+  return parents;
+}
+
 /** Kills and removes the run cgroups (<base>/<kind>-<owner>-*: root's <mount>/airlock, a user's delegated subtree) whose owner is gone. */
 function sweepGroups(report: SweepReport): void {
   const cg = detectCgroups(process.getuid?.() === 0);
-  for (const parent of new Set(Object.values(cg.bases))) {
+  for (const parent of groupParents(cg)) {
     let names: string[];
     try {
       names = readdirSync(parent, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
