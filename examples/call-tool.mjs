@@ -5,6 +5,7 @@
 // written there and the answer read from there. Without it: the SQLite store in the workspace.
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { callTool, connectNats, openStore } from '@airlock-host/airlock/client';
 
@@ -31,7 +32,7 @@ try {
   const until = Date.now() + Number(values.wait) * 1000;
   let r = await callTool(call);
   while (!r.ok && r.problems[0]?.code === 'UTPC_PUBLISH' && Date.now() < until) {
-    await new Promise((done) => setTimeout(done, 250));
+    await sleep(250);
     r = await callTool(call);
   }
   console.log(JSON.stringify(r.ok ? { status: r.status, result: r.content.result } : { problems: r.problems }));
