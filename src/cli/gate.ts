@@ -59,7 +59,7 @@ export function policyCheckCommand(opts: { workspace?: string; file?: string; js
 
 /** The public key policy.yaml holds for `name`, or null when it lists no such operator. */
 function policyKeyOf(ws: Workspace, name: string): string | null {
-  const ops = parseDocument(readFileSync(ws.policyFile, 'utf8')).toJS()?.operators as { name?: unknown; public_key?: unknown }[] | undefined;
+  const ops = parseDocument(readFileSync(ws.policyFile, 'utf8'), { logLevel: 'error' }).toJS()?.operators as { name?: unknown; public_key?: unknown }[] | undefined;
   const found = Array.isArray(ops) ? ops.find((o) => o?.name === name) : undefined;
   return found ? String(found.public_key) : null;
 }

@@ -115,7 +115,8 @@ export function parsePolicy(text: string): Result<Policy> {
   const counter = new LineCounter();
   let doc;
   try {
-    doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true, prettyErrors: false, schema: 'core' });
+    // logLevel error: an odd key (a collection) is reported as POLICY_FIELD, not printed as a process warning.
+    doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true, prettyErrors: false, schema: 'core', logLevel: 'error' });
   } catch (e) {
     return { ok: false, problems: [{ code: 'POLICY_YAML', message: (e as Error).message, line: 1 }] };
   }
