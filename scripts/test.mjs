@@ -7,7 +7,28 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 
 const root = new URL('../dist/test/', import.meta.url).pathname;
-const only = process.argv.slice(2);
+const repo = new URL('../', import.meta.url).pathname;
+const args = process.argv.slice(2);
+// `npm test` is `node scripts/test.mjs --full`: build and lint first, each step said with its time,
+// so the two silent minutes before the first test result say what they are.
+const full = args.includes('--full');
+const only = args.filter((a) => a !== '--full');
+const t0 = Date.now();
+const secs = (t) => `${((Date.now() - t) / 1000).toFixed(1)} s`;
+function step(n, what, cmd, cmdArgs) {
+  console.log(`test: [${n}/3] ${what}`);
+  const t = Date.now();
+  const r = spawnSync(cmd, cmdArgs, { stdio: 'inherit', cwd: repo });
+  if (r.status !== 0) {
+    console.error(`test: [${n}/3] ${what} failed (exit ${r.status ?? r.signal}) after ${secs(t)}`);
+    process.exit(r.status || 1);
+  }
+  console.log(`test: [${n}/3] done in ${secs(t)}`);
+}
+if (full) {
+  step(1, 'build: tsc, the CLI bundle, the native helpers', 'npm', ['run', '--silent', 'build']);
+  step(2, 'lint: eslint .', process.execPath, [new URL('../node_modules/eslint/bin/eslint.js', import.meta.url).pathname, '.']);
+}
 const files = [];
 const walk = (dir) => {
   for (const name of readdirSync(dir).sort()) {
@@ -23,6 +44,8 @@ if (files.length === 0) {
 }
 const tmp = mkdtempSync(join(tmpdir(), 'airlock-test-run-'));
 chmodSync(tmp, 0o755); // the sandbox's host uid (nobody) must reach the staging dirs below it
+const folders = new Set(files.map((f) => f.slice(root.length).split('/')[0]));
+console.log(`test: ${full ? '[3/3] ' : ''}${files.length} test file${files.length === 1 ? '' : 's'} in ${folders.size} folder${folders.size === 1 ? '' : 's'} (${[...folders].join(', ')})`);
 const r = spawnSync(process.execPath, ['--enable-source-maps', '--test', '--test-reporter=spec', ...files], { stdio: 'inherit', env: { ...process.env, TMPDIR: tmp } });
 
 // The test processes are gone: sweep what their sandboxes left mounted (staging tmpfs, overlays,
@@ -37,4 +60,5 @@ try {
 } catch (e) {
   console.error(`test cleanup failed, ${tmp} kept: ${e.message}`); // the tests' own verdict stands
 }
+console.log(`test: ${r.status === 0 ? 'passed' : 'FAILED'} in ${secs(t0)}${full ? ' (build, lint and tests)' : ''}`);
 process.exit(r.status ?? 1);

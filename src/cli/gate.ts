@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { isSeq, parseDocument } from 'yaml';
-import { generateOperatorKey, keyDir } from '../approval/keys.js';
+import { generateOperatorKey, keyDir, loadOperatorKey, privateKeyFile } from '../approval/keys.js';
 import { openAuditLog } from '../audit/log.js';
 import { approvalSummary, commitApproval, prepareApproval } from '../gates/approve.js';
 import { gateLog } from '../gates/log.js';
@@ -57,12 +57,18 @@ export function policyCheckCommand(opts: { workspace?: string; file?: string; js
   return r.ok ? 0 : 2;
 }
 
-/** Adds (or refuses to replace) an operator's public key in the workspace policy, keeping its comments. */
+/** The public key policy.yaml holds for `name`, or null when it lists no such operator. */
+function policyKeyOf(ws: Workspace, name: string): string | null {
+  const ops = parseDocument(readFileSync(ws.policyFile, 'utf8'), { logLevel: 'error' }).toJS()?.operators as { name?: unknown; public_key?: unknown }[] | undefined;
+  const found = Array.isArray(ops) ? ops.find((o) => o?.name === name) : undefined;
+  return found ? String(found.public_key) : null;
+}
+
+/** Adds an operator's public key to the workspace policy, keeping its comments. */
 function addOperator(ws: Workspace, name: string, publicKey: string): string | null {
   const doc = parseDocument(readFileSync(ws.policyFile, 'utf8'));
   const ops = doc.get('operators');
   if (!isSeq(ops)) return 'policy.yaml has no operators list';
-  if (ops.items.some((o) => (o as { get?: (k: string) => unknown }).get?.('name') === name)) return `operator ${name} is already in ${ws.policyFile}; remove the entry first to replace its key`;
   ops.flow = false;
   ops.add(doc.createNode({ name, public_key: publicKey }));
   const text = doc.toString({ lineWidth: 0 });
@@ -72,6 +78,12 @@ function addOperator(ws: Workspace, name: string, publicKey: string): string | n
   return null;
 }
 
+/**
+ * `keygen --operator NAME` is safe to run again, as a user following the README expects: an existing
+ * private key is never replaced; when the policy already trusts it nothing changes (exit 0), when
+ * this workspace does not list the operator yet its existing public key is added (a second
+ * workspace, exit 0). Only a policy that lists NAME with another key is refused (exit 2).
+ */
 export function keygenCommand(opts: { operator: string; workspace?: string; keyDir?: string }): number {
   if (!/^[a-z0-9][a-z0-9._-]{0,63}$/.test(opts.operator)) {
     process.stderr.write(`operator name ${JSON.stringify(opts.operator)} must be lowercase letters, digits, '.', '_' or '-'\n`);
@@ -79,18 +91,46 @@ export function keygenCommand(opts: { operator: string; workspace?: string; keyD
   }
   const ws = openWorkspace(opts.workspace);
   const dir = keyDir(opts.keyDir);
-  const made = generateOperatorKey(opts.operator, dir);
-  if ('error' in made) {
-    process.stderr.write(`${made.error}\n`);
+  const inPolicy = policyKeyOf(ws, opts.operator);
+  const file = privateKeyFile(dir, opts.operator);
+  let publicKey: string;
+  let made = false;
+  if (existsSync(file)) {
+    const loaded = loadOperatorKey(opts.operator, dir);
+    if ('error' in loaded) {
+      process.stderr.write(`${loaded.error}\n`);
+      return 2;
+    }
+    publicKey = loaded.publicKey;
+  } else {
+    if (inPolicy !== null) {
+      process.stderr.write(`operator ${opts.operator} is already in ${ws.policyFile} with a key that is not in ${dir}; remove that entry first to give ${opts.operator} a new key (or point --key-dir at the key)\n`);
+      return 2;
+    }
+    const generated = generateOperatorKey(opts.operator, dir);
+    if ('error' in generated) {
+      process.stderr.write(`${generated.error}\n`);
+      return 2;
+    }
+    publicKey = generated.publicKey;
+    made = true;
+  }
+  if (inPolicy === publicKey) {
+    process.stdout.write(`${opts.operator}'s key already exists (${file}) and ${ws.policyFile} already trusts it: nothing to do\n`);
+    return 0;
+  }
+  if (inPolicy !== null) {
+    process.stderr.write(`operator ${opts.operator} is in ${ws.policyFile} with another public key than ${file}'s; remove that entry first to trust this key\n`);
     return 2;
   }
-  const err = addOperator(ws, opts.operator, made.publicKey);
+  const err = addOperator(ws, opts.operator, publicKey);
   if (err) {
-    process.stderr.write(`${err}\n(the new private key is at ${made.privateKeyPath})\n`);
+    process.stderr.write(`${err}\n(the private key is at ${file})\n`);
     return 2;
   }
-  openAuditLog(ws.auditFile).append({ type: 'operator_added', actor: opts.operator, detail: { public_key: made.publicKey } });
-  process.stdout.write(`private key: ${made.privateKeyPath} (owner-only; keep it with ${opts.operator}, outside the workspace)\npublic key:  ${made.publicKey} added to ${ws.policyFile}\n`);
+  openAuditLog(ws.auditFile).append({ type: 'operator_added', actor: opts.operator, detail: { public_key: publicKey } });
+  const keyLine = made ? `private key: ${file} (owner-only; keep it with ${opts.operator}, outside the workspace)` : `private key: ${file} (already there; kept)`;
+  process.stdout.write(`${keyLine}\npublic key:  ${publicKey} added to ${ws.policyFile}\n`);
   return 0;
 }
 

@@ -128,7 +128,8 @@ program
   .option('--limit <n>', 'how many (default 20)', positive('--limit'))
   .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
   .option('--json', 'machine-readable')
-  .action(async (opts: { workspace?: string; json?: boolean; limit?: number }) => {
+  .option('--last', 'print only the newest run\'s sandbox id (for scripts: id=$(airlock runs --last)); exit 2 when there is none')
+  .action(async (opts: { workspace?: string; json?: boolean; limit?: number; last?: boolean }) => {
     const { runsCommand } = await import('./show.js');
     process.exitCode = runsCommand(opts);
   });

@@ -98,8 +98,17 @@ export function showCommand(sandboxId: string, opts: { workspace?: string; json?
 const oneLine = (r: RunSummary): string =>
   [r.started_at ?? '-', r.sandbox_id, (r.door ?? '-').padEnd(7), `${r.verdict ?? (r.unfinished === 'killed' ? 'KILLED' : r.unfinished === 'running' ? 'RUNNING' : '-')}${r.interrupted ? '*' : ''}`.padEnd(21), (r.command ?? (r.unfinished === 'killed' ? '(its process died before a result: no result, nothing to promote)' : r.unfinished === 'running' ? '(still running)' : '(no record)')).replace(/\s+/g, ' ').slice(0, 100)].join('  ');
 
-export function runsCommand(opts: { workspace?: string; json?: boolean; limit?: number }): number {
-  const rows = listRuns(openWorkspace(opts.workspace), opts.limit ?? 20);
+export function runsCommand(opts: { workspace?: string; json?: boolean; limit?: number; last?: boolean }): number {
+  const rows = listRuns(openWorkspace(opts.workspace), opts.last ? 1 : (opts.limit ?? 20));
+  if (opts.last) {
+    // One id and nothing else on stdout, so that a shell can keep it: id=$(airlock runs --last).
+    if (rows[0] === undefined) {
+      process.stderr.write('no runs yet\n');
+      return 2;
+    }
+    process.stdout.write(`${rows[0].sandbox_id}\n`);
+    return 0;
+  }
   if (opts.json) process.stdout.write(JSON.stringify({ runs: rows }, null, 2) + '\n');
   else if (rows.length === 0) process.stdout.write('no runs yet\n');
   else process.stdout.write(forTerminal(rows.map(oneLine).join('\n') + '\n') + (rows.some((r) => r.interrupted) ? '(* interrupted)\n' : ''));

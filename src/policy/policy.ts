@@ -9,56 +9,59 @@ import { yamlOffsetOf } from '../contracts/yaml-lines.js';
  */
 const positive = z.number().positive();
 const int = z.number().int().positive();
+const riskAction = z.enum(['allow', 'require_confirmation', 'block']);
 
+/*
+ * Every key carries its meaning (`.describe`): docs/policy.md is generated from this schema
+ * (`npm run docs:policy`, src/policy/doc.ts), and a test fails when the committed page drifts.
+ */
 export const policySchema = z.strictObject({
-  version: z.literal(1),
-  /** Host maxima for every limit a request or descriptor can ask for. */
+  version: z.literal(1).describe('The policy format. Always 1.'),
   limits: z.strictObject({
-    cpu_cores: positive,
-    memory_mb: int,
-    time_sec: positive,
-    pids: int,
-    out_mb: int,
-    stdout_kb: int,
-    /** Entries a run may leave in /out and its scopes, and in /tmp with /dev/shm (absent in older policies). */
-    files: int.default(50_000),
-  }),
-  languages: z.array(z.enum(['python', 'node', 'ts', 'go', 'ruby'])),
-  lanes: z.array(z.enum(['ns', 'monty'])).min(1),
-  /** Network ceiling: requests cannot widen it. */
+    cpu_cores: positive.describe('CPU cores a run may ask for.'),
+    memory_mb: int.describe('Memory of the whole sandbox, in MB (cgroup limit).'),
+    time_sec: positive.describe('Wall time of one run, in seconds.'),
+    pids: int.describe('Processes and threads alive at once in the sandbox.'),
+    out_mb: int.describe('Bytes a run may write to /out and its scopes\' overlay layers, in MB (the disk limit).'),
+    stdout_kb: int.describe('stdout and stderr the host keeps of a run, in KB each; the rest is counted and hashed.'),
+    files: int.default(50_000).describe('Entries (files, folders, links) a run may leave in /out and its scopes, and in /tmp with /dev/shm.'),
+  }).describe('Host maxima for every limit a request, descriptor, UTP tool or `airlock exec` may ask for. Asking for more is refused with the rule (`POLICY_LIMIT ... (rule limits.memory_mb)`), never clamped.'),
+  languages: z.array(z.enum(['python', 'node', 'ts', 'go', 'ruby'])).describe('Languages a Tool Request may declare.'),
+  lanes: z.array(z.enum(['ns', 'monty'])).min(1).describe('Sandbox lanes that may run: `ns` (bubblewrap) and `monty` (the Monty Python interpreter). At least one.'),
   network: z.strictObject({
-    allow: z.boolean(),
-    allowlist: z.array(z.string().min(1)),
-  }),
+    allow: z.boolean().describe('Whether any run may have the network at all (through the host proxy).'),
+    allowlist: z.array(z.string().min(1)).describe('Destinations a run may reach: `host`, `host:port`, `*.domain`, an IP or CIDR range with an optional port (see docs/network.md). Loopback, private and metadata addresses are reachable only when listed here. Must be empty when `allow` is false.'),
+  }).describe('The network ceiling: a request\'s allowlist is intersected with it, so it can narrow it, never widen it.'),
   approval: z.strictObject({
-    /** Hours an operator's signature stays valid. */
-    expiry_hours: positive,
-    /** Requests the policy may approve without a person. */
-    auto_approve: z.strictObject({ monty_without_inputs: z.boolean() }),
-  }),
+    expiry_hours: positive.describe('Hours an operator\'s signature on a request stays valid (`APPROVAL_EXPIRED` after).'),
+    auto_approve: z.strictObject({
+      monty_without_inputs: z.boolean().describe('The policy itself approves Monty-lane requests with no inputs (no person needed).'),
+    }).describe('Requests the policy may approve without a person.'),
+  }).describe('Signed approval of requests by operators.'),
   risk: z.strictObject({
-    low: z.enum(['allow', 'require_confirmation', 'block']),
-    medium: z.enum(['allow', 'require_confirmation', 'block']),
-    high: z.enum(['allow', 'require_confirmation', 'block']),
-    critical: z.enum(['allow', 'require_confirmation', 'block']),
-  }),
+    low: riskAction.describe('What a LOW risk declaration needs.'),
+    medium: riskAction.describe('What a MEDIUM risk declaration needs.'),
+    high: riskAction.describe('What a HIGH risk declaration needs.'),
+    critical: riskAction.describe('What a CRITICAL risk declaration needs.'),
+  }).describe('What each declared risk level needs: `allow`, `require_confirmation` (a person signs the diff before promotion) or `block` (never runs).'),
   operators: z.array(
     z.strictObject({
-      name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/),
-      /** `ed25519:<base64 of the 32-byte raw public key>` */
-      public_key: z.string().regex(/^ed25519:[A-Za-z0-9+/]{43}=$/),
+      name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/).describe('The operator\'s name: lowercase letters, digits, `.`, `_`, `-`.'),
+      public_key: z.string().regex(/^ed25519:[A-Za-z0-9+/]{43}=$/).describe('`ed25519:<base64 of the 32-byte raw public key>`.'),
     }),
-  ),
-  /** After a rollback, the same declaration may not be promoted again for this long (cooldown_on_repeat). */
-  confirmation: z.strictObject({ cooldown_seconds: int }),
-  retention: z.strictObject({ audit_days: int, artifacts_days: int, tombstones_days: int }),
-  /**
-   * Folders under which an action's scope may lie (absolute, no links in them). Empty, or absent
-   * in a policy written before it existed: no action may have a scope at all.
-   */
+  ).describe('Operators whose Ed25519 signatures the gate trusts; filled by `airlock keygen --operator NAME`. Each name once.'),
+  confirmation: z.strictObject({
+    cooldown_seconds: int.describe('After a rollback, the same declaration (when it asks for `cooldown_on_repeat`) waits this long before it may be promoted again.'),
+  }).describe('Promotion after a person\'s confirmation.'),
+  retention: z.strictObject({
+    audit_days: int.describe('Days audit records are kept (older ones pruned when `airlock serve` starts; the chain stays verifiable).'),
+    artifacts_days: int.describe('Days run folders (runs/) and their artifacts are to be kept. Not enforced yet: nothing prunes runs/ today.'),
+    tombstones_days: int.describe('Days pre-images of deleted or overwritten files (tombstones/) are kept; older ones are removed by `airlock recover --prune-tombstones` (those of live promotions stay: rollback needs them).'),
+  }).describe('How long the workspace keeps what it records.'),
   scope_roots: z
     .array(z.string().regex(/^(\/[^/\0]+)+$/, 'an absolute path without a trailing slash').refine((p) => !p.split('/').some((c) => c === '.' || c === '..'), 'a normalised path (no . or ..)'))
-    .default([]),
+    .default([])
+    .describe('Folders under which an action\'s scope (and `airlock exec --ro/--rw`) may lie: absolute, normalised, no symbolic links. Empty (or absent, in a policy written before it existed): no action may touch a real file. Not under /tmp, /usr, /etc or the sandbox\'s other mounts (refused at run time). Promotion writes as each scope\'s owner.'),
 });
 
 export type Policy = z.infer<typeof policySchema>;
@@ -112,7 +115,8 @@ export function parsePolicy(text: string): Result<Policy> {
   const counter = new LineCounter();
   let doc;
   try {
-    doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true, prettyErrors: false, schema: 'core' });
+    // logLevel error: an odd key (a collection) is reported as POLICY_FIELD, not printed as a process warning.
+    doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true, prettyErrors: false, schema: 'core', logLevel: 'error' });
   } catch (e) {
     return { ok: false, problems: [{ code: 'POLICY_YAML', message: (e as Error).message, line: 1 }] };
   }

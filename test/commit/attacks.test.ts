@@ -160,7 +160,7 @@ test('promotion writes as the scope owner, and a link planted in the scope after
   auditVerify(ws);
 });
 
-test('a racing owner swapping a scope directory for a link during hundreds of promotion attempts never gets a write outside the scope; each run ends old or new, as the audit log says', { skip: !root, timeout: 600_000 }, async () => {
+test('a racing owner swapping a scope directory for a link during hundreds of promotion attempts never gets a write outside the scope; each run ends old or new, as the audit log says', { skip: !root, timeout: 600_000 }, async (tc) => {
   const ws = workspace();
   const t = ownedTree({ 'sub/keep.txt': 'k' });
   const v = victim();
@@ -199,7 +199,7 @@ test('a racing owner swapping a scope directory for a link during hundreds of pr
     }
   } finally {
     const swaps = await race.stop();
-    console.log(`race: ${swaps} swaps during ${attempts} promotion attempts: ${JSON.stringify(outcomes)}`);
+    tc.diagnostic(`race: ${swaps} swaps during ${attempts} promotion attempts: ${JSON.stringify(outcomes)}`);
     assert.ok(swaps >= 300, `the racer swapped only ${swaps} times`);
   }
   const final = await recover(ws);
@@ -216,7 +216,7 @@ test('a racing owner swapping a scope directory for a link during hundreds of pr
   auditVerify(ws);
 });
 
-test('the same race against rollback --force and against recover of a promotion killed mid-way: nothing outside the scope, old or new state as the log says', { skip: !root, timeout: 600_000 }, async () => {
+test('the same race against rollback --force and against recover of a promotion killed mid-way: nothing outside the scope, old or new state as the log says', { skip: !root, timeout: 600_000 }, async (tc) => {
   const ws = workspace();
   const t = ownedTree({ 'sub/keep.txt': 'k' });
   const v = victim();
@@ -279,7 +279,7 @@ test('the same race against rollback --force and against recover of a promotion 
     }
   } finally {
     swaps += await race.stop();
-    console.log(`race: ${swaps} swaps during ${attempts} recover/rollback attempts (${killedMidway} promotions killed mid-way): ${JSON.stringify(outcomes)}`);
+    tc.diagnostic(`race: ${swaps} swaps during ${attempts} recover/rollback attempts (${killedMidway} promotions killed mid-way): ${JSON.stringify(outcomes)}`);
   }
   const final = await recover(ws);
   assert.ok('recovered' in final && final.recovered.every((x) => x.outcome !== 'failed'), JSON.stringify(final));

@@ -15,7 +15,7 @@ type Path = (string | number)[];
 /** The `yaml` package's reading, and the line lookup markdown.ts used before the fast path. */
 function reference(text: string) {
   const counter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true, prettyErrors: false, schema: 'core', version: '1.2' });
+  const doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true, prettyErrors: false, schema: 'core', version: '1.2', logLevel: 'error' }); // toJS of a collection key would print a process warning
   let alias = false;
   visit(doc, (_k, node) => {
     if (isAlias(node) || ((isScalar(node) || isMap(node) || isSeq(node)) && (node.anchor || node.tag))) alias = true;
