@@ -11,6 +11,7 @@ import { Buffer } from 'node:buffer';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { AckPolicy, RetentionPolicy, StorageType, connect, headers, nanos } from 'nats';
 
 const SQLITE_SCHEMA = `
@@ -75,24 +76,43 @@ async function worker(cfg) {
   const nc = await connect({ servers: cfg.nats });
   const consumer = await nc.jetstream().consumers.get(cfg.stream, 'floor');
   process.stdout.write('ready\n');
-  process.on('SIGTERM', () => void nc.close().then(() => store.close()).then(() => process.exit(0)));
+  // Timeline runs: the same steps as the service's onStep, on the host's monotonic clock.
+  const marks = [];
+  const step = cfg.timeline ? (c, s) => marks.push([c, s, hostNow()]) : () => undefined;
+  process.on('SIGTERM', () => {
+    if (cfg.timeline) writeFileSync(cfg.timeline, JSON.stringify(marks));
+    void nc.close().then(() => store.close()).then(() => process.exit(0));
+  });
   for (;;) {
     const batch = await consumer.fetch({ max_messages: 64, expires: 1000 });
     for await (const m of batch) {
       const cmd = JSON.parse(Buffer.from(m.data).toString());
+      step(cmd.tool_call_id, 'received');
       const { won, card } = await store.claim(cmd.agent_turn_id, cmd.tool_call_id, cmd.tool_call_card_id);
+      step(cmd.tool_call_id, 'claimed');
       if (!won || card === undefined) throw new Error('floor: the claim must be new and the card present');
       const result = { card_id: `card-result-${randomUUID()}`, type: 'tool.result', content: { tool_call_id: cmd.tool_call_id, status: 'success', result: { x: 1 } } };
       const wakeup = JSON.stringify({ agent_id: cmd.agent_id, agent_turn_id: cmd.agent_turn_id, tool_call_id: cmd.tool_call_id, tool_result_card_id: result.card_id });
+      step(cmd.tool_call_id, 'ran');
       await store.answer(cmd.agent_turn_id, cmd.tool_call_id, result, wakeup);
+      step(cmd.tool_call_id, 'committed');
       nc.publish(cfg.wakeup, wakeup);
       m.ack();
+      step(cmd.tool_call_id, 'woken');
     }
   }
 }
 
-/** Sequential bare calls from this process against a worker process; returns the latencies in ms. */
-export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) {
+/** Milliseconds on the host's monotonic clock (one clock for every process of this host). */
+export function hostNow() {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+/**
+ * Sequential bare calls from this process against a worker process; returns the latencies in ms.
+ * With `timeline`, also each call's step stamps (the worker's and this side's), on hostNow().
+ */
+export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100, timeline = false }) {
   const schema = `airlock_floor_${randomBytes(4).toString('hex')}`;
   const stream = `AIRLOCK_FLOOR_${randomBytes(4).toString('hex').toUpperCase()}`;
   const nc = await connect({ servers: nats });
@@ -106,7 +126,7 @@ export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) 
     await admin.connect();
     await admin.query(PG_SCHEMA(schema));
   }
-  const cfg = { kind, nats, pg, sqlite, schema, stream, wakeup: `${stream}.wakeup` };
+  const cfg = { kind, nats, pg, sqlite, schema, stream, wakeup: `${stream}.wakeup`, ...(timeline ? { timeline: `${sqlite}.timeline.json` } : {}) };
   const store = await openBare(cfg); // the caller's connection (creates the SQLite tables first)
   const child = spawn(process.execPath, [fileURLToPath(import.meta.url), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((resolve, reject) => {
@@ -116,27 +136,35 @@ export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) 
   const waiters = new Map();
   nc.subscribe(cfg.wakeup, { callback: (_e, m) => waiters.get(JSON.parse(Buffer.from(m.data).toString()).tool_call_id)?.(m) });
   const js = nc.jetstream();
+  let cur;
   const call = async () => {
     const t = `turn-${randomUUID()}`;
     const c = `call-${randomUUID()}`;
+    cur = { id: c, start: hostNow() };
     const card = { card_id: `card-call-${randomUUID()}`, type: 'tool.call', content: { tool_call_id: c, tool_name: 'echo', arguments: { x: 1 }, agent_turn_id: t } };
     await store.putCard(card);
+    cur.card = hostNow();
     const woken = new Promise((r) => waiters.set(c, r));
     const h = headers();
     h.set('CG-Agent-Id', 'bench');
     h.set('CG-Turn-Id', t);
     h.set('CG-Tool-Call-Id', c);
     await js.publish(`${stream}.cmd`, JSON.stringify({ agent_id: 'bench', agent_turn_id: t, turn_epoch: 1, tool_call_id: c, after_execution: 'suspend', tool_call_card_id: card.card_id }), { headers: h, msgID: `${t}:${c}` });
+    cur.puback = hostNow();
     const m = await woken;
     waiters.delete(c);
+    cur.client_received = hostNow();
     await store.getCard(JSON.parse(Buffer.from(m.data).toString()).tool_result_card_id);
+    cur.done = hostNow();
   };
   for (let i = 0; i < warmup; i++) await call();
   const lat = [];
+  const calls = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
     await call();
     lat.push(performance.now() - t0);
+    calls.push(cur);
   }
   await new Promise((r) => {
     child.removeAllListeners('exit');
@@ -150,7 +178,13 @@ export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) 
     await admin.query(`DROP SCHEMA ${schema} CASCADE`);
     await admin.end();
   }
-  return lat;
+  if (!timeline) return lat;
+  const byId = new Map(calls.map((x) => [x.id, x]));
+  for (const [id, s, at] of JSON.parse(readFileSync(cfg.timeline, 'utf8'))) {
+    const x = byId.get(id);
+    if (x) x[s] = at;
+  }
+  return { lat, calls };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await worker(JSON.parse(process.argv[2]));

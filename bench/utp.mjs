@@ -12,7 +12,7 @@
 //
 // Latency: sequential calls (p50/p99). Throughput: many calls in flight (calls/s).
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -26,7 +26,7 @@ const { BUILTIN_TOOLS, defaultToolSubject } = await import(new URL('utp/tools.js
 const { SqliteStore } = await import(new URL('store/sqlite.js', dist));
 const { PostgresStore } = await import(new URL('store/postgres.js', dist));
 const { openWorkspace } = await import(new URL('workspace/workspace.js', dist));
-const { measureFloor } = await import('./utp-floor.mjs');
+const { measureFloor, hostNow } = await import('./utp-floor.mjs');
 
 // A worker process: `node bench/utp.mjs --worker <json>` (the benchmark's workers run as processes, as deployed).
 const wi = process.argv.indexOf('--worker');
@@ -36,14 +36,18 @@ if (wi > 0) {
   const store = cfg.kind === 'sqlite' ? new SqliteStore(cfg.sqlite) : new PostgresStore(cfg.pg, { schema: cfg.schema, poolSize: 16 });
   await store.init();
   const svcs = [];
+  // The timeline run: every step of every call, on the clock shared by all processes of this host.
+  const marks = [];
+  const onStep = cfg.timeline ? (step, a) => marks.push([a.tool_call_id, step, hostNow()]) : undefined;
   for (let i = 0; i < (cfg.services ?? 1); i++) {
-    const svc = new UtpService({ nats: nc, store, workspace: openWorkspace(cfg.workspace), stream: cfg.stream, durable: 'bench', concurrency: 64, log: () => undefined });
+    const svc = new UtpService({ nats: nc, store, workspace: openWorkspace(cfg.workspace), stream: cfg.stream, durable: 'bench', concurrency: 64, log: () => undefined, onStep });
     await svc.start();
     svcs.push(svc);
   }
   process.stdout.write('ready\n');
   process.on('SIGTERM', () => {
     // Anything but plain answers (redeliveries, lost executors, republished wakeups) is reported: it explains a stall.
+    if (cfg.timeline) writeFileSync(cfg.timeline, JSON.stringify(marks));
     for (const s of svcs) if (s.stats.duplicates || s.stats.executorLost || s.stats.republished || s.stats.dropped) process.stderr.write(`  worker ${s.workerId}: ${JSON.stringify(s.stats)}\n`);
     void Promise.all(svcs.map((s) => s.stop())).then(() => nc.close()).then(() => store.close()).then(() => process.exit(0));
   });
@@ -59,6 +63,8 @@ const IN_FLIGHT = 128;
 // `--only <kind>` (sqlite | postgres) runs only those echo deployments (and no sandbox runs): for profiling.
 const oi = process.argv.indexOf('--only');
 const only = oi > 0 ? process.argv[oi + 1] : undefined;
+// `--timeline-only`: the floor and the per-step timeline of each store, no throughput runs (for finding where the time goes).
+const timelineOnly = process.argv.includes('--timeline-only');
 
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -116,7 +122,7 @@ const nc = await connectNats(NATS);
 }
 
 // ---- UTP deployments -------------------------------------------------------------------------
-async function deployment(kind, workers) {
+async function deployment(kind, workers, { timeline } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-bench-'));
   const ws = openWorkspace(dir);
   const schema = `airlock_bench_${randomBytes(4).toString('hex')}`;
@@ -135,7 +141,7 @@ async function deployment(kind, workers) {
   // SQLite is the one-host store: its workers share one process (SQLite serialises writers across
   // processes with sleeping busy-waits); PostgreSQL workers are separate processes, as deployed.
   const perProcess = kind === 'sqlite' ? workers : 1;
-  const cfg = { kind, nats: NATS, pg: PG, schema, sqlite: join(dir, 'airlock.db'), workspace: ws.root, stream, services: perProcess };
+  const cfg = { kind, nats: NATS, pg: PG, schema, sqlite: join(dir, 'airlock.db'), workspace: ws.root, stream, services: perProcess, ...(timeline ? { timeline: join(dir, 'timeline.json') } : {}) };
   const spawnWorker = () =>
     new Promise((resolve, reject) => {
       // AIRLOCK_BENCH_PROF=<dir>: every worker writes a CPU profile there (node --cpu-prof).
@@ -147,12 +153,19 @@ async function deployment(kind, workers) {
     });
   await spawnWorker(); // creates the stream and the consumer
   await Promise.all(Array.from({ length: workers / perProcess - 1 }, spawnWorker));
-  const call = (tool, args) =>
-    callTool({ nats: nc, store: client, subject: defaultToolSubject('v1', project, 'c', tool), tool, agentId: 'bench', agentTurnId: `turn-${randomUUID()}`, turnEpoch: 1, arguments: args, timeoutMs: 60_000 });
+  const call = (tool, args, via = {}) =>
+    callTool({ nats: via.nats ?? nc, store: via.store ?? client, subject: defaultToolSubject('v1', project, 'c', tool), tool, agentId: 'bench', agentTurnId: `turn-${randomUUID()}`, turnEpoch: 1, arguments: args, timeoutMs: 60_000, ...(via.toolCallId ? { toolCallId: via.toolCallId } : {}) });
   return {
     call,
+    client,
+    pids: () => children.map((c) => c.pid),
+    /** Stops the worker processes (a timeline run's workers write their marks as they stop) and returns their marks. */
+    async stopWorkers() {
+      await Promise.all(children.splice(0).map((c) => new Promise((r) => { c.removeAllListeners('exit'); c.on('exit', r); c.kill('SIGTERM'); })));
+      return cfg.timeline ? JSON.parse(readFileSync(cfg.timeline, 'utf8')) : [];
+    },
     async close() {
-      await Promise.all(children.map((c) => new Promise((r) => { c.removeAllListeners('exit'); c.on('exit', r); c.kill('SIGTERM'); })));
+      await this.stopWorkers();
       await (await nc.jetstreamManager()).streams.delete(stream).catch(() => undefined);
       if (kind === 'postgres') await client.dropSchema();
       await client.close();
@@ -196,18 +209,101 @@ async function measure(name, d, tool, args, n, tputN) {
   return record(name, lat, tput, extra);
 }
 
+/**
+ * Where a call's time goes: sequential echo calls with one worker process, every step stamped on
+ * the host's clock (client side here, worker side by the service's onStep hook). Prints the p50 of
+ * each step's duration (from the previous step) and returns them.
+ */
+const STEPS = [
+  ['card', 'client: tool.call card committed'],
+  ['received', 'worker: command received (JetStream publish + pull delivery)'],
+  ['claimed', 'worker: claim committed (card read in it)'],
+  ['ran', 'worker: checks + tool ran'],
+  ['committed', 'worker: result card + report committed'],
+  ['woken', 'worker: wakeup + ack handed to NATS'],
+  ['client_received', 'client: wakeup received'],
+  ['done', 'client: result card read and checked'],
+];
+async function timeline(kind, n) {
+  const d = await deployment(kind, 1, { timeline: true });
+  let cur;
+  const stamp = (k) => cur && (cur[k] = hostNow());
+  // The client's store and NATS connection, stamped: card committed, command published (its PubAck), wakeup received (the result read starts).
+  const store = new Proxy(d.client, {
+    get(t, p) {
+      if (p === 'putCard') return async (...a) => { const r = await t.putCard(...a); stamp('card'); return r; };
+      if (p === 'getCard') return async (...a) => { stamp('client_received'); return t.getCard(...a); };
+      const v = t[p];
+      return typeof v === 'function' ? v.bind(t) : v;
+    },
+  });
+  const tnc = new Proxy(nc, {
+    get(t, p) {
+      if (p === 'jetstream') return () => { const js = t.jetstream(); return { publish: async (...a) => { const r = await js.publish(...a); stamp('puback'); return r; } }; };
+      const v = t[p];
+      return typeof v === 'function' ? v.bind(t) : v;
+    },
+  });
+  const calls = [];
+  for (let i = 0; i < n + 50; i++) {
+    const id = `call-${randomUUID()}`;
+    cur = { id, start: hostNow() };
+    const r = await d.call('echo', { x: 1 }, { nats: tnc, store, toolCallId: id });
+    stamp('done');
+    if (!r.ok || r.status !== 'success') throw new Error(`timeline call failed: ${JSON.stringify(r).slice(0, 300)}`);
+    if (i >= 50) calls.push(cur); // the first 50 warm up
+  }
+  const byId = new Map(calls.map((c) => [c.id, c]));
+  for (const [id, step, t] of await d.stopWorkers()) {
+    const c = byId.get(id);
+    if (c) c[step] = t;
+  }
+  await d.close();
+  // AIRLOCK_BENCH_TIMELINE_DUMP=<dir>: every call's stamps, for a closer look.
+  if (process.env.AIRLOCK_BENCH_TIMELINE_DUMP) writeFileSync(join(process.env.AIRLOCK_BENCH_TIMELINE_DUMP, `timeline-${kind}.json`), JSON.stringify(calls));
+  return calls;
+}
+
+/** p50 of each step's duration (from the previous step), for the floor's calls and Airlock's, side by side. */
+function printTimeline(kind, floorCalls, calls) {
+  const steps = (cs) => {
+    const out = {};
+    let prev = 'start';
+    for (const [k] of STEPS) {
+      out[k] = ms(pct(cs.map((c) => c[k] - c[prev]), 50));
+      prev = k;
+    }
+    out.puback_after_card = ms(pct(cs.map((c) => c.puback - c.card), 50));
+    out.whole_call = ms(pct(cs.map((c) => c.done - c.start), 50));
+    return out;
+  };
+  const f = steps(floorCalls);
+  const a = steps(calls);
+  const col = (x) => String(x).padStart(8);
+  process.stderr.write(`timeline, ${kind}: p50 of each step, ms since the previous step (${calls.length} sequential echo calls; one monotonic clock for all processes)\n`);
+  process.stderr.write(`  ${'step'.padEnd(62)}${col('floor')}${col('Airlock')}${col('added')}\n`);
+  for (const [k, label] of [...STEPS, ['puback_after_card', '(client: PubAck of the command, after the card)'], ['whole_call', 'whole call']]) {
+    process.stderr.write(`  ${label.padEnd(62)}${col(f[k])}${col(a[k])}${col(ms(a[k] - f[k]))}\n`);
+  }
+  return { floor: f, airlock: a };
+}
+
+const timelines = {};
 for (const kind of ['sqlite', 'postgres']) {
   if (only && only !== kind) continue;
   const dir = mkdtempSync(join(tmpdir(), 'airlock-bench-floor-'));
-  record(`floor: bare statements, ${kind}`, await measureFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor.db'), n: LAT_N }), undefined);
+  const floor = await measureFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor.db'), n: LAT_N, timeline: true });
+  record(`floor: bare statements, ${kind}`, floor.lat, undefined);
   rmSync(dir, { recursive: true, force: true });
+  timelines[kind] = printTimeline(kind, floor.calls, await timeline(kind, LAT_N));
+  if (timelineOnly) continue;
   for (const workers of [1, 3]) {
     const d = await deployment(kind, workers);
     await measure(`echo UTP ${kind} ${workers} worker${workers > 1 ? 's' : ''}`, d, 'echo', { x: 1 }, LAT_N, TPUT_N);
     await d.close();
   }
 }
-if (!only) {
+if (!only && !timelineOnly) {
   const d = await deployment('sqlite', 1);
   await measure('python.run 1+1 (sqlite, 1 worker)', d, 'python.run', { code: 'print(1+1)' }, quick ? 10 : 30, 0);
   await measure('sandbox.exec /bin/true (sqlite, 1)', d, 'sandbox.exec', { argv: ['/bin/true'] }, quick ? 10 : 30, 0);
@@ -238,4 +334,4 @@ process.stderr.write(
   `overhead p50 / raw round trip: SQLite ${targets.overhead_ratio_sqlite_p50}x (bare floor ${targets.floor_ratio_sqlite_p50}x), ` +
     `PostgreSQL ${targets.overhead_ratio_postgres_p50}x (bare floor ${targets.floor_ratio_postgres_p50}x)  [target <= 5x]\n`,
 );
-process.stdout.write(JSON.stringify({ node: process.version, rows, targets }, null, 2) + '\n');
+process.stdout.write(JSON.stringify({ node: process.version, rows, timelines, targets }, null, 2) + '\n');

@@ -89,7 +89,15 @@ export interface ServiceOptions {
   log?: (event: Record<string, unknown>) => void;
   /** Called right before a tool runs (after every check and approval): audits and tests count runs with it. */
   onRun?: (call: { agent_turn_id: string; tool_call_id: string; tool_name: string }) => void;
+  /**
+   * Called at each step of a call on the hot path (bench:utp's timeline): received (decoded),
+   * claimed (claim committed), ran (tool returned), committed (result card + report committed),
+   * woken (wakeup handed to NATS). Cheap: nothing is built when it is not set.
+   */
+  onStep?: (step: ServiceStep, anchor: Anchor) => void;
 }
+
+export type ServiceStep = 'received' | 'claimed' | 'ran' | 'committed' | 'woken';
 
 export interface ServiceStats {
   received: number;
@@ -114,7 +122,7 @@ export class UtpService {
   readonly stream: string;
   readonly durable: string;
   readonly stats: ServiceStats = { received: 0, answered: 0, duplicates: 0, dropped: 0, executorLost: 0, republished: 0, givenUp: 0 };
-  private readonly o: Required<Omit<ServiceOptions, 'workerId' | 'stream' | 'durable' | 'log' | 'onRun'>> & { log: (e: Record<string, unknown>) => void };
+  private readonly o: Required<Omit<ServiceOptions, 'workerId' | 'stream' | 'durable' | 'log' | 'onRun' | 'onStep'>> & { log: (e: Record<string, unknown>) => void };
   private readonly running = new Map<string, Running>();
   private readonly tools = new Map<string, { record: ToolRecord; options: ToolOptions | null }>();
   private readonly subjectAfter = new Map<string, AfterExecution>();
@@ -126,6 +134,7 @@ export class UtpService {
   private wake: (() => void) | undefined;
   private subjects: string[] = [];
   private readonly onRun: ServiceOptions['onRun'];
+  private readonly onStep: ServiceOptions['onStep'];
   /** The consumer's own max_deliver (another worker may have created it with another value). */
   private maxDeliver = 0;
 
@@ -135,6 +144,7 @@ export class UtpService {
     this.durable = opts.durable ?? 'airlock-utp';
     const leaseMs = opts.leaseMs ?? 30_000;
     this.onRun = opts.onRun;
+    this.onStep = opts.onStep;
     this.o = {
       nats: opts.nats,
       store: opts.store,
@@ -315,6 +325,7 @@ export class UtpService {
     const ctx = intake.ctx;
     const anchor: Anchor = { agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id };
     if (intake.kind === 'cancel') return this.handleCancel(m, ctx, anchor);
+    this.onStep?.('received', anchor);
 
     let claim;
     let rawCard: unknown;
@@ -332,6 +343,7 @@ export class UtpService {
       m.ack();
       return this.onDuplicate(claim.existing, m.info.redelivered);
     }
+    this.onStep?.('claimed', anchor);
     // The claim, not the ack, keeps the call from running twice (a redelivery finds the claim). So a
     // fast call's ack goes out in the same socket write as its wakeup; a slower one's after ACK_DEFER_MS.
     const ack = deferredAck(m, ACK_DEFER_MS, (error) => this.log('warn', 'ack-failed', { ...anchor, error }));
@@ -349,6 +361,7 @@ export class UtpService {
         callCard = r.callCard;
         execution = r.execution;
       }
+      this.onStep?.('ran', anchor);
       await this.finish(ctx, execution, callCard, ack);
     } catch (e) {
       this.log('error', 'call-crashed', { ...anchor, error: (e as Error).stack ?? String(e) });
@@ -496,9 +509,13 @@ export class UtpService {
       this.log('warn', 'answer-discarded', { ...anchor, reason: outcome.reason, status: content.status });
       return;
     }
+    this.onStep?.('committed', anchor);
     this.stats.answered++;
     this.log('info', 'answered', { ...anchor, status: content.status, code: content.error?.code, card_id: card.card_id });
-    if (subject) await this.publishWakeup(anchor, subject, payload, hs, afterWakeup);
+    if (subject) {
+      await this.publishWakeup(anchor, subject, payload, hs, afterWakeup);
+      this.onStep?.('woken', anchor);
+    }
     else this.log('warn', 'no-wakeup-subject', { ...anchor, reason: 'agent_id is not a subject token: the report is in the inbox, no wakeup is published' });
   }
 
