@@ -12,7 +12,8 @@
 //
 // Latency: sequential calls (p50/p99). Throughput: many calls in flight (calls/s).
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { tmpdir } from 'node:os';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -28,12 +29,53 @@ const { PostgresStore } = await import(new URL('store/postgres.js', dist));
 const { openWorkspace } = await import(new URL('workspace/workspace.js', dist));
 const { measureFloor, hostNow } = await import('./utp-floor.mjs');
 
+function withAppName(url, name) {
+  const u = new URL(url);
+  u.searchParams.set('application_name', name);
+  return u.toString();
+}
+
+// ---- CPU accounting from /proc (Linux): which process the calls' CPU goes to --------------------
+const TICK_MS = 10; // USER_HZ is 100 on Linux
+/** utime + stime of a process in ms, or undefined if it is gone or unreadable. */
+function procCpuMs(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * TICK_MS;
+  } catch {
+    return undefined;
+  }
+}
+/** Pids whose command name is `comm` (e.g. nats-server, postgres). */
+function pidsNamed(comm) {
+  const out = [];
+  for (const e of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(e)) continue;
+    try {
+      if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() === comm) out.push(Number(e));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+/** Busy and total CPU time of the whole machine in ms (/proc/stat's first line). */
+function machineCpuMs() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const idle = (f[3] ?? 0) + (f[4] ?? 0);
+  const total = f.reduce((a, b) => a + b, 0);
+  return { busy: (total - idle) * TICK_MS, total: total * TICK_MS };
+}
+const sumCpu = (pids) => pids.reduce((a, p) => a + (procCpuMs(p) ?? 0), 0);
+
 // A worker process: `node bench/utp.mjs --worker <json>` (the benchmark's workers run as processes, as deployed).
 const wi = process.argv.indexOf('--worker');
 if (wi > 0) {
   const cfg = JSON.parse(process.argv[wi + 1]);
   const nc = await connectNats(cfg.nats);
-  const store = cfg.kind === 'sqlite' ? new SqliteStore(cfg.sqlite) : new PostgresStore(cfg.pg, { schema: cfg.schema, poolSize: 16 });
+  // application_name: the bench finds this worker's backends in pg_stat_activity (their CPU, from /proc).
+  const store = cfg.kind === 'sqlite' ? new SqliteStore(cfg.sqlite) : new PostgresStore(withAppName(cfg.pg, `airlock-bench-${cfg.schema}`), { schema: cfg.schema, poolSize: 16 });
   await store.init();
   const svcs = [];
   // The timeline run: every step of every call, on the clock shared by all processes of this host.
@@ -158,6 +200,8 @@ async function deployment(kind, workers, { timeline } = {}) {
   return {
     call,
     client,
+    kind,
+    schema,
     pids: () => children.map((c) => c.pid),
     /** Stops the worker processes (a timeline run's workers write their marks as they stop) and returns their marks. */
     async stopWorkers() {
@@ -188,6 +232,21 @@ async function measure(name, d, tool, args, n, tputN) {
   let tput;
   const extra = {};
   if (tputN) {
+    // CPU per process over the throughput phase: this process (the callers), each worker process,
+    // the workers' PostgreSQL backends (by application_name), all of nats-server and of postgres
+    // (other work on the host included), and the machine.
+    let backends = [];
+    if (d.kind === 'postgres') {
+      const { default: pg } = await import('pg');
+      const admin = new pg.Client({ connectionString: PG });
+      await admin.connect();
+      const r = await admin.query('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [`airlock-bench-${d.schema}`]);
+      await admin.end();
+      backends = r.rows.map((x) => Number(x.pid));
+    }
+    const nats = pidsNamed('nats-server');
+    const pgAll = pidsNamed('postgres');
+    const before = { self: process.cpuUsage(), workers: d.pids().map(procCpuMs), backends: sumCpu(backends), nats: sumCpu(nats), pg: sumCpu(pgAll), machine: machineCpuMs(), load: loadavg()[0] };
     const t0 = performance.now();
     let next = 0;
     let bad = 0;
@@ -200,7 +259,19 @@ async function measure(name, d, tool, args, n, tputN) {
         if (!r.ok || r.status !== 'success') bad++;
       }
     }));
-    tput = tputN / ((performance.now() - t0) / 1000);
+    const wall = performance.now() - t0;
+    tput = tputN / (wall / 1000);
+    const self = process.cpuUsage(before.self);
+    const m = machineCpuMs();
+    const pctOf = (x) => Math.round((x / wall) * 100); // % of one core over the phase
+    extra.cpu_pct_of_one_core = {
+      callers: pctOf((self.user + self.system) / 1000),
+      workers: d.pids().map((p, i) => pctOf((procCpuMs(p) ?? 0) - (before.workers[i] ?? 0))),
+      ...(d.kind === 'postgres' ? { worker_pg_backends: pctOf(sumCpu(backends) - before.backends), all_postgres: pctOf(sumCpu(pgAll) - before.pg) } : {}),
+      nats_server: pctOf(sumCpu(nats) - before.nats),
+      machine_busy_pct_of_all_cores: Math.round(((m.busy - before.machine.busy) / Math.max(1, m.total - before.machine.total)) * 100),
+    };
+    extra.load_avg_1m = Math.round(((before.load + loadavg()[0]) / 2) * 100) / 100;
     // The slowest call under load: a stall (a redelivery after ack_wait, a lost wakeup) shows here.
     extra.slowest_under_load_ms = ms(slowest);
     if (bad) extra.throughput_failures = bad;
@@ -297,7 +368,8 @@ for (const kind of ['sqlite', 'postgres']) {
   rmSync(dir, { recursive: true, force: true });
   timelines[kind] = printTimeline(kind, floor.calls, await timeline(kind, LAT_N));
   if (timelineOnly) continue;
-  for (const workers of [1, 3]) {
+  // PostgreSQL: 1, 2 and 3 worker processes (scale-out, issue 20 target 6); SQLite: 1 and 3 workers in one process.
+  for (const workers of kind === 'postgres' ? [1, 2, 3] : [1, 3]) {
     const d = await deployment(kind, workers);
     await measure(`echo UTP ${kind} ${workers} worker${workers > 1 ? 's' : ''}`, d, 'echo', { x: 1 }, LAT_N, TPUT_N);
     await d.close();
@@ -322,7 +394,8 @@ const targets = {
   floor_ratio_sqlite_p50: ratio('floor: bare statements, sqlite'),
   floor_ratio_postgres_p50: ratio('floor: bare statements, postgres'),
   sqlite_calls_per_s_best: Math.max(find('echo UTP sqlite 1 worker').calls_per_s, find('echo UTP sqlite 3 workers').calls_per_s),
-  postgres_calls_per_s_best: Math.max(find('echo UTP postgres 1 worker').calls_per_s, find('echo UTP postgres 3 workers').calls_per_s),
+  postgres_calls_per_s_best: Math.max(find('echo UTP postgres 1 worker').calls_per_s, find('echo UTP postgres 2 workers').calls_per_s, find('echo UTP postgres 3 workers').calls_per_s),
+  postgres_calls_per_s_by_workers: [1, 2, 3].map((w) => find(`echo UTP postgres ${w} worker${w > 1 ? 's' : ''}`).calls_per_s),
 };
 targets.met = {
   overhead_p50_at_most_5x_raw_sqlite: targets.overhead_ratio_sqlite_p50 <= 5,

@@ -132,6 +132,8 @@ export class UtpService {
   private timers: NodeJS.Timeout[] = [];
   private inFlight = 0;
   private wake: (() => void) | undefined;
+  /** The consumer's message stream while pulling (stop() ends it). */
+  private messages: { stop(err?: Error): void } | undefined;
   private subjects: string[] = [];
   private readonly onRun: ServiceOptions['onRun'];
   private readonly onStep: ServiceOptions['onStep'];
@@ -197,6 +199,7 @@ export class UtpService {
   /** Stops pulling, waits for the calls in flight (their answers are written), stops the timers. */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.messages?.stop();
     this.wake?.();
     await this.loop;
     while (this.inFlight > 0) await new Promise((r) => setTimeout(r, 20));
@@ -278,18 +281,24 @@ export class UtpService {
   private async pull(): Promise<void> {
     const js = this.o.nats.jetstream();
     // Looked up inside the loop: a lookup that fails (a busy host, a NATS restart) is retried like a
-    // failed fetch, never the end of the loop (a worker that stops pulling would be deaf for good).
+    // failed pull, never the end of the loop (a worker that stops pulling would be deaf for good).
     let consumer: Awaited<ReturnType<typeof js.consumers.get>> | undefined;
     while (!this.stopping) {
-      const free = this.o.concurrency - this.inFlight;
-      if (free <= 0) {
-        await new Promise<void>((r) => (this.wake = r));
-        continue;
-      }
       try {
         consumer ??= await js.consumers.get(this.stream, this.durable);
-        const batch = await consumer.fetch({ max_messages: free, expires: 1000 });
-        for await (const m of batch) {
+        // consume(), not a fetch() per batch: one inbox for the worker's life, pulls topped up as
+        // messages arrive. A fetch's inbox closes when its batch ends, and a message the server sent
+        // to a pull that had just expired on this side (a loaded host) was lost until ack_wait (30 s)
+        // redelivered it; between two fetches no message was delivered at all.
+        const msgs = await consumer.consume({ max_messages: this.o.concurrency });
+        this.messages = msgs;
+        if (this.stopping) msgs.stop();
+        for await (const m of msgs) {
+          if (this.stopping) {
+            // Pulled but not started: back to the stream at once for another worker.
+            m.nak();
+            continue;
+          }
           this.inFlight++;
           void this.handle(m)
             .catch((e: Error) => this.log('error', 'handler-crashed', { error: e.stack ?? String(e) }))
@@ -298,13 +307,23 @@ export class UtpService {
               this.wake?.();
               this.wake = undefined;
             });
-          if (this.stopping) break;
+          // Back-pressure: at most `concurrency` calls run; further messages wait in the pull buffer.
+          while (this.inFlight >= this.o.concurrency && !this.stopping) await new Promise<void>((r) => (this.wake = r));
+        }
+        this.messages = undefined;
+        if (!this.stopping && !this.o.nats.isClosed()) {
+          this.log('warn', 'pull-ended', { note: 'the consumer subscription ended; pulling again' });
+          consumer = undefined;
+          await new Promise((r) => setTimeout(r, 500));
         }
       } catch (e) {
+        this.messages = undefined;
         if (this.stopping || this.o.nats.isClosed()) break;
         this.log('warn', 'fetch-failed', { error: (e as Error).message });
+        consumer = undefined;
         await new Promise((r) => setTimeout(r, 500));
       }
+      if (this.o.nats.isClosed()) break;
     }
   }
 
