@@ -109,10 +109,11 @@ export function hostNow() {
 }
 
 /**
- * Sequential bare calls from this process against a worker process; returns the latencies in ms.
- * With `timeline`, also each call's step stamps (the worker's and this side's), on hostNow().
+ * A floor deployment: the caller's connection here, the worker in its own process. `call()` makes
+ * one bare call and returns its stamps (hostNow(): start, card, puback, client_received, done);
+ * `close()` stops the worker and, with `timeline`, adds the worker's stamps to the calls made.
  */
-export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100, timeline = false }) {
+export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
   const schema = `airlock_floor_${randomBytes(4).toString('hex')}`;
   const stream = `AIRLOCK_FLOOR_${randomBytes(4).toString('hex').toUpperCase()}`;
   const nc = await connect({ servers: nats });
@@ -136,55 +137,64 @@ export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100, ti
   const waiters = new Map();
   nc.subscribe(cfg.wakeup, { callback: (_e, m) => waiters.get(JSON.parse(Buffer.from(m.data).toString()).tool_call_id)?.(m) });
   const js = nc.jetstream();
-  let cur;
-  const call = async () => {
-    const t = `turn-${randomUUID()}`;
-    const c = `call-${randomUUID()}`;
-    cur = { id: c, start: hostNow() };
-    const card = { card_id: `card-call-${randomUUID()}`, type: 'tool.call', content: { tool_call_id: c, tool_name: 'echo', arguments: { x: 1 }, agent_turn_id: t } };
-    await store.putCard(card);
-    cur.card = hostNow();
-    const woken = new Promise((r) => waiters.set(c, r));
-    const h = headers();
-    h.set('CG-Agent-Id', 'bench');
-    h.set('CG-Turn-Id', t);
-    h.set('CG-Tool-Call-Id', c);
-    await js.publish(`${stream}.cmd`, JSON.stringify({ agent_id: 'bench', agent_turn_id: t, turn_epoch: 1, tool_call_id: c, after_execution: 'suspend', tool_call_card_id: card.card_id }), { headers: h, msgID: `${t}:${c}` });
-    cur.puback = hostNow();
-    const m = await woken;
-    waiters.delete(c);
-    cur.client_received = hostNow();
-    await store.getCard(JSON.parse(Buffer.from(m.data).toString()).tool_result_card_id);
-    cur.done = hostNow();
-  };
-  for (let i = 0; i < warmup; i++) await call();
-  const lat = [];
   const calls = [];
+  return {
+    async call() {
+      const t = `turn-${randomUUID()}`;
+      const c = `call-${randomUUID()}`;
+      const cur = { id: c, start: hostNow() };
+      const card = { card_id: `card-call-${randomUUID()}`, type: 'tool.call', content: { tool_call_id: c, tool_name: 'echo', arguments: { x: 1 }, agent_turn_id: t } };
+      await store.putCard(card);
+      cur.card = hostNow();
+      const woken = new Promise((r) => waiters.set(c, r));
+      const h = headers();
+      h.set('CG-Agent-Id', 'bench');
+      h.set('CG-Turn-Id', t);
+      h.set('CG-Tool-Call-Id', c);
+      await js.publish(`${stream}.cmd`, JSON.stringify({ agent_id: 'bench', agent_turn_id: t, turn_epoch: 1, tool_call_id: c, after_execution: 'suspend', tool_call_card_id: card.card_id }), { headers: h, msgID: `${t}:${c}` });
+      cur.puback = hostNow();
+      const m = await woken;
+      waiters.delete(c);
+      cur.client_received = hostNow();
+      await store.getCard(JSON.parse(Buffer.from(m.data).toString()).tool_result_card_id);
+      cur.done = hostNow();
+      calls.push(cur);
+      return cur;
+    },
+    async close() {
+      await new Promise((r) => {
+        child.removeAllListeners('exit');
+        child.on('exit', r);
+        child.kill('SIGTERM');
+      });
+      await store.close();
+      await jsm.streams.delete(stream);
+      await nc.close();
+      if (admin) {
+        await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+        await admin.end();
+      }
+      if (!timeline) return;
+      const byId = new Map(calls.map((x) => [x.id, x]));
+      for (const [id, st, at] of JSON.parse(readFileSync(cfg.timeline, 'utf8'))) {
+        const x = byId.get(id);
+        if (x) x[st] = at;
+      }
+    },
+  };
+}
+
+/** Sequential bare calls from this process against a worker process; returns the latencies in ms. */
+export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) {
+  const f = await openFloor(kind, { nats, pg, sqlite });
+  for (let i = 0; i < warmup; i++) await f.call();
+  const lat = [];
   for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await call();
-    lat.push(performance.now() - t0);
-    calls.push(cur);
+    const c = await f.call();
+    lat.push(c.done - c.start);
   }
-  await new Promise((r) => {
-    child.removeAllListeners('exit');
-    child.on('exit', r);
-    child.kill('SIGTERM');
-  });
-  await store.close();
-  await jsm.streams.delete(stream);
-  await nc.close();
-  if (admin) {
-    await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-    await admin.end();
-  }
-  if (!timeline) return lat;
-  const byId = new Map(calls.map((x) => [x.id, x]));
-  for (const [id, s, at] of JSON.parse(readFileSync(cfg.timeline, 'utf8'))) {
-    const x = byId.get(id);
-    if (x) x[s] = at;
-  }
-  return { lat, calls };
+  await f.close();
+  return lat;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await worker(JSON.parse(process.argv[2]));

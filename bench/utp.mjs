@@ -27,7 +27,7 @@ const { BUILTIN_TOOLS, defaultToolSubject } = await import(new URL('utp/tools.js
 const { SqliteStore } = await import(new URL('store/sqlite.js', dist));
 const { PostgresStore } = await import(new URL('store/postgres.js', dist));
 const { openWorkspace } = await import(new URL('workspace/workspace.js', dist));
-const { measureFloor, hostNow } = await import('./utp-floor.mjs');
+const { measureFloor, openFloor, hostNow } = await import('./utp-floor.mjs');
 
 function withAppName(url, name) {
   const u = new URL(url);
@@ -67,7 +67,10 @@ function machineCpuMs() {
   const total = f.reduce((a, b) => a + b, 0);
   return { busy: (total - idle) * TICK_MS, total: total * TICK_MS };
 }
-const sumCpu = (pids) => pids.reduce((a, p) => a + (procCpuMs(p) ?? 0), 0);
+/** CPU ms of each pid now (a pid that is gone is left out). */
+const cpuOf = (pids) => new Map(pids.map((p) => [p, procCpuMs(p)]).filter(([, v]) => v !== undefined));
+/** CPU ms spent since `before` by the pids still alive in both samples. */
+const cpuSince = (before) => [...cpuOf([...before.keys()])].reduce((a, [p, v]) => a + v - (before.get(p) ?? v), 0);
 
 // A worker process: `node bench/utp.mjs --worker <json>` (the benchmark's workers run as processes, as deployed).
 const wi = process.argv.indexOf('--worker');
@@ -245,8 +248,8 @@ async function measure(name, d, tool, args, n, tputN) {
       backends = r.rows.map((x) => Number(x.pid));
     }
     const nats = pidsNamed('nats-server');
-    const pgAll = pidsNamed('postgres');
-    const before = { self: process.cpuUsage(), workers: d.pids().map(procCpuMs), backends: sumCpu(backends), nats: sumCpu(nats), pg: sumCpu(pgAll), machine: machineCpuMs(), load: loadavg()[0] };
+    const pgAll = pidsNamed('postgres'); // every postgres process: backends of other work on the host too
+    const before = { self: process.cpuUsage(), workers: cpuOf(d.pids()), backends: cpuOf(backends), nats: cpuOf(nats), pg: cpuOf(pgAll), machine: machineCpuMs(), load: loadavg()[0] };
     const t0 = performance.now();
     let next = 0;
     let bad = 0;
@@ -264,11 +267,15 @@ async function measure(name, d, tool, args, n, tputN) {
     const self = process.cpuUsage(before.self);
     const m = machineCpuMs();
     const pctOf = (x) => Math.round((x / wall) * 100); // % of one core over the phase
+    // CPU of this deployment's own processes per call (callers + workers + their PostgreSQL backends):
+    // on a shared host it moves much less with the load than calls/s does.
+    const ownMs = (self.user + self.system) / 1000 + d.pids().reduce((a, p) => a + (procCpuMs(p) ?? 0) - (before.workers.get(p) ?? 0), 0) + (d.kind === 'postgres' ? cpuSince(before.backends) : 0);
+    extra.cpu_ms_per_call = ms(ownMs / tputN);
     extra.cpu_pct_of_one_core = {
       callers: pctOf((self.user + self.system) / 1000),
-      workers: d.pids().map((p, i) => pctOf((procCpuMs(p) ?? 0) - (before.workers[i] ?? 0))),
-      ...(d.kind === 'postgres' ? { worker_pg_backends: pctOf(sumCpu(backends) - before.backends), all_postgres: pctOf(sumCpu(pgAll) - before.pg) } : {}),
-      nats_server: pctOf(sumCpu(nats) - before.nats),
+      workers: d.pids().map((p) => pctOf((procCpuMs(p) ?? 0) - (before.workers.get(p) ?? 0))),
+      ...(d.kind === 'postgres' ? { worker_pg_backends: pctOf(cpuSince(before.backends)), all_postgres: pctOf(cpuSince(before.pg)) } : {}),
+      nats_server: pctOf(cpuSince(before.nats)),
       machine_busy_pct_of_all_cores: Math.round(((m.busy - before.machine.busy) / Math.max(1, m.total - before.machine.total)) * 100),
     };
     extra.load_avg_1m = Math.round(((before.load + loadavg()[0]) / 2) * 100) / 100;
@@ -295,7 +302,13 @@ const STEPS = [
   ['client_received', 'client: wakeup received'],
   ['done', 'client: result card read and checked'],
 ];
-async function timeline(kind, n) {
+/**
+ * The floor and Airlock side by side: each of the n rounds makes one bare floor call, then one
+ * Airlock echo call, so both see the same moment's machine (a busy host drifts within seconds).
+ * Returns both sets of stamped calls.
+ */
+async function timeline(kind, n, floorDir) {
+  const floor = await openFloor(kind, { nats: NATS, pg: PG, sqlite: join(floorDir, 'floor.db'), timeline: true });
   const d = await deployment(kind, 1, { timeline: true });
   let cur;
   const stamp = (k) => cur && (cur[k] = hostNow());
@@ -316,14 +329,21 @@ async function timeline(kind, n) {
     },
   });
   const calls = [];
+  const floorCalls = [];
   for (let i = 0; i < n + 50; i++) {
+    const fc = await floor.call();
     const id = `call-${randomUUID()}`;
     cur = { id, start: hostNow() };
     const r = await d.call('echo', { x: 1 }, { nats: tnc, store, toolCallId: id });
     stamp('done');
     if (!r.ok || r.status !== 'success') throw new Error(`timeline call failed: ${JSON.stringify(r).slice(0, 300)}`);
-    if (i >= 50) calls.push(cur); // the first 50 warm up
+    if (i >= 50) {
+      // the first 50 rounds warm up
+      calls.push(cur);
+      floorCalls.push(fc);
+    }
   }
+  await floor.close();
   const byId = new Map(calls.map((c) => [c.id, c]));
   for (const [id, step, t] of await d.stopWorkers()) {
     const c = byId.get(id);
@@ -331,8 +351,8 @@ async function timeline(kind, n) {
   }
   await d.close();
   // AIRLOCK_BENCH_TIMELINE_DUMP=<dir>: every call's stamps, for a closer look.
-  if (process.env.AIRLOCK_BENCH_TIMELINE_DUMP) writeFileSync(join(process.env.AIRLOCK_BENCH_TIMELINE_DUMP, `timeline-${kind}.json`), JSON.stringify(calls));
-  return calls;
+  if (process.env.AIRLOCK_BENCH_TIMELINE_DUMP) writeFileSync(join(process.env.AIRLOCK_BENCH_TIMELINE_DUMP, `timeline-${kind}.json`), JSON.stringify({ floorCalls, calls }));
+  return { floorCalls, calls };
 }
 
 /** p50 of each step's duration (from the previous step), for the floor's calls and Airlock's, side by side. */
@@ -351,7 +371,7 @@ function printTimeline(kind, floorCalls, calls) {
   const f = steps(floorCalls);
   const a = steps(calls);
   const col = (x) => String(x).padStart(8);
-  process.stderr.write(`timeline, ${kind}: p50 of each step, ms since the previous step (${calls.length} sequential echo calls; one monotonic clock for all processes)\n`);
+  process.stderr.write(`timeline, ${kind}: p50 of each step, ms since the previous step (${calls.length} rounds of one floor call then one Airlock echo call; one monotonic clock for all processes)\n`);
   process.stderr.write(`  ${'step'.padEnd(62)}${col('floor')}${col('Airlock')}${col('added')}\n`);
   for (const [k, label] of [...STEPS, ['puback_after_card', '(client: PubAck of the command, after the card)'], ['whole_call', 'whole call']]) {
     process.stderr.write(`  ${label.padEnd(62)}${col(f[k])}${col(a[k])}${col(ms(a[k] - f[k]))}\n`);
@@ -363,10 +383,10 @@ const timelines = {};
 for (const kind of ['sqlite', 'postgres']) {
   if (only && only !== kind) continue;
   const dir = mkdtempSync(join(tmpdir(), 'airlock-bench-floor-'));
-  const floor = await measureFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor.db'), n: LAT_N, timeline: true });
-  record(`floor: bare statements, ${kind}`, floor.lat, undefined);
+  record(`floor: bare statements, ${kind}`, await measureFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor.db'), n: LAT_N }), undefined);
+  const tl = await timeline(kind, LAT_N, dir);
   rmSync(dir, { recursive: true, force: true });
-  timelines[kind] = printTimeline(kind, floor.calls, await timeline(kind, LAT_N));
+  timelines[kind] = printTimeline(kind, tl.floorCalls, tl.calls);
   if (timelineOnly) continue;
   // PostgreSQL: 1, 2 and 3 worker processes (scale-out, issue 20 target 6); SQLite: 1 and 3 workers in one process.
   for (const workers of kind === 'postgres' ? [1, 2, 3] : [1, 3]) {
