@@ -3,7 +3,8 @@
 // a worker process (pull consumer) commits a claim while reading the card, commits the result card +
 // inbox report + claim update in one transaction, publishes the wakeup and acks; the caller reads the
 // result card. Same durability as the stores (SQLite WAL synchronous=NORMAL; PostgreSQL as the server
-// is set). What Airlock adds on top of this row is its own cost; what this row costs is the machine's.
+// is set, except the caller's card commit, which does not wait for its own WAL flush, as in the
+// store). What Airlock adds on top of this row is its own cost; what this row costs is the machine's.
 //
 // Used by bench/utp.mjs: `measureFloor(kind, cfg)` in the caller; `node bench/utp-floor.mjs <json>` is
 // the worker process.
@@ -52,7 +53,10 @@ async function openBare(cfg) {
     };
   }
   const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: cfg.pg, options: `-c search_path=${cfg.schema}` });
+  // The caller's connection commits the tool.call card without waiting for its own WAL flush, as
+  // Airlock's PostgreSQL store does (the worker's flushed claim makes it durable); the worker's
+  // connection (claim, answer) flushes every commit.
+  const client = new pg.Client({ connectionString: cfg.pg, options: `-c search_path=${cfg.schema}${cfg.caller ? ' -c synchronous_commit=off' : ''}` });
   await client.connect();
   const q = (name, text, values) => client.query({ name, text, values });
   return {
@@ -79,11 +83,13 @@ async function worker(cfg) {
   // Timeline runs: the same steps as the service's onStep, on the host's monotonic clock.
   const marks = [];
   const step = cfg.timeline ? (c, s) => marks.push([c, s, hostNow()]) : () => undefined;
+  let stopping = false;
   process.on('SIGTERM', () => {
+    stopping = true;
     if (cfg.timeline) writeFileSync(cfg.timeline, JSON.stringify(marks));
     void nc.close().then(() => store.close()).then(() => process.exit(0));
   });
-  for (;;) {
+  while (!stopping && !nc.isClosed()) {
     const batch = await consumer.fetch({ max_messages: 64, expires: 1000 });
     for await (const m of batch) {
       const cmd = JSON.parse(Buffer.from(m.data).toString());
@@ -128,7 +134,7 @@ export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
     await admin.query(PG_SCHEMA(schema));
   }
   const cfg = { kind, nats, pg, sqlite, schema, stream, wakeup: `${stream}.wakeup`, ...(timeline ? { timeline: `${sqlite}.timeline.json` } : {}) };
-  const store = await openBare(cfg); // the caller's connection (creates the SQLite tables first)
+  const store = await openBare({ ...cfg, caller: true }); // the caller's connection (creates the SQLite tables first)
   const child = spawn(process.execPath, [fileURLToPath(import.meta.url), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((resolve, reject) => {
     child.stdout.on('data', (b) => b.toString().includes('ready') && resolve());
