@@ -236,7 +236,7 @@ export class PostgresStore implements Store {
     return this.p.query<Row>({ name: `airlock_${name}`, text: sql, values: args });
   }
 
-  /** qp on the relaxed pool (synchronous_commit = off): only for the writes named at relaxedPool, and card reads. */
+  /** qp on the relaxed pool (synchronous_commit = off): only for the writes named at relaxedPool. */
   private qr(name: string, sql: string, args: unknown[]): Promise<pg.QueryResult<Row>> {
     if (!this.relaxedPool) throw new StoreUnavailableError('the PostgreSQL store is not open: call init() first');
     return this.relaxedPool.query<Row>({ name: `airlock_${name}`, text: sql, values: args });
@@ -282,8 +282,7 @@ export class PostgresStore implements Store {
       );
     }
     this.pool = pool;
-    // Card writes and card reads each run at most GROUP_IN_FLIGHT statements at once, plus one woken flush.
-    this.relaxedPool = open(Math.max(1, Math.min(2 * GROUP_IN_FLIGHT.maxInFlight + 1, this.poolSize)), ' -c synchronous_commit=off');
+    this.relaxedPool = open(Math.max(1, Math.min(4, this.poolSize)), ' -c synchronous_commit=off');
   }
 
   async close(): Promise<void> {
@@ -345,12 +344,9 @@ export class PostgresStore implements Store {
     }
   }
 
-  // On the relaxed pool (a read commits nothing): a caller's result read then goes to the backend
-  // that took its card write moments before, not to one idle since its previous call (waking an
-  // idle backend is a scheduling delay of its own on a busy host).
   private readonly cardReads = new GroupCommit<string, unknown>((ids) =>
-    inBatches(ids, (id) => id, async (id) => (await this.qr('get_card', 'SELECT body FROM cards WHERE card_id = $1', [id])).rows[0]?.body, async (xs) => {
-      const r = await this.qr('get_cards', 'SELECT card_id, body FROM cards WHERE card_id = ANY($1::text[])', [xs]);
+    inBatches(ids, (id) => id, async (id) => (await this.qp('get_card', 'SELECT body FROM cards WHERE card_id = $1', [id])).rows[0]?.body, async (xs) => {
+      const r = await this.qp('get_cards', 'SELECT card_id, body FROM cards WHERE card_id = ANY($1::text[])', [xs]);
       const byId = new Map(r.rows.map((row) => [String(row.card_id), row.body as unknown]));
       return xs.map((id) => byId.get(id));
     }),
