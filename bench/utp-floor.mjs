@@ -3,7 +3,8 @@
 // a worker process (pull consumer) commits a claim while reading the card, commits the result card +
 // inbox report + claim update in one transaction, publishes the wakeup and acks; the caller reads the
 // result card. Same durability as the stores (SQLite WAL synchronous=NORMAL; PostgreSQL as the server
-// is set). What Airlock adds on top of this row is its own cost; what this row costs is the machine's.
+// is set, except the caller's card commit, which does not wait for its own WAL flush, as in the
+// store). What Airlock adds on top of this row is its own cost; what this row costs is the machine's.
 //
 // Used by bench/utp.mjs: `measureFloor(kind, cfg)` in the caller; `node bench/utp-floor.mjs <json>` is
 // the worker process.
@@ -11,6 +12,7 @@ import { Buffer } from 'node:buffer';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { AckPolicy, RetentionPolicy, StorageType, connect, headers, nanos } from 'nats';
 
 const SQLITE_SCHEMA = `
@@ -51,7 +53,10 @@ async function openBare(cfg) {
     };
   }
   const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: cfg.pg, options: `-c search_path=${cfg.schema}` });
+  // The caller's connection commits the tool.call card without waiting for its own WAL flush, as
+  // Airlock's PostgreSQL store does (the worker's flushed claim makes it durable); the worker's
+  // connection (claim, answer) flushes every commit.
+  const client = new pg.Client({ connectionString: cfg.pg, options: `-c search_path=${cfg.schema}${cfg.caller ? ' -c synchronous_commit=off' : ''}` });
   await client.connect();
   const q = (name, text, values) => client.query({ name, text, values });
   return {
@@ -75,24 +80,46 @@ async function worker(cfg) {
   const nc = await connect({ servers: cfg.nats });
   const consumer = await nc.jetstream().consumers.get(cfg.stream, 'floor');
   process.stdout.write('ready\n');
-  process.on('SIGTERM', () => void nc.close().then(() => store.close()).then(() => process.exit(0)));
-  for (;;) {
+  // Timeline runs: the same steps as the service's onStep, on the host's monotonic clock.
+  const marks = [];
+  const step = cfg.timeline ? (c, s) => marks.push([c, s, hostNow()]) : () => undefined;
+  let stopping = false;
+  process.on('SIGTERM', () => {
+    stopping = true;
+    if (cfg.timeline) writeFileSync(cfg.timeline, JSON.stringify(marks));
+    void nc.close().then(() => store.close()).then(() => process.exit(0));
+  });
+  while (!stopping && !nc.isClosed()) {
     const batch = await consumer.fetch({ max_messages: 64, expires: 1000 });
     for await (const m of batch) {
       const cmd = JSON.parse(Buffer.from(m.data).toString());
+      step(cmd.tool_call_id, 'received');
       const { won, card } = await store.claim(cmd.agent_turn_id, cmd.tool_call_id, cmd.tool_call_card_id);
+      step(cmd.tool_call_id, 'claimed');
       if (!won || card === undefined) throw new Error('floor: the claim must be new and the card present');
       const result = { card_id: `card-result-${randomUUID()}`, type: 'tool.result', content: { tool_call_id: cmd.tool_call_id, status: 'success', result: { x: 1 } } };
       const wakeup = JSON.stringify({ agent_id: cmd.agent_id, agent_turn_id: cmd.agent_turn_id, tool_call_id: cmd.tool_call_id, tool_result_card_id: result.card_id });
+      step(cmd.tool_call_id, 'ran');
       await store.answer(cmd.agent_turn_id, cmd.tool_call_id, result, wakeup);
+      step(cmd.tool_call_id, 'committed');
       nc.publish(cfg.wakeup, wakeup);
       m.ack();
+      step(cmd.tool_call_id, 'woken');
     }
   }
 }
 
-/** Sequential bare calls from this process against a worker process; returns the latencies in ms. */
-export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) {
+/** Milliseconds on the host's monotonic clock (one clock for every process of this host). */
+export function hostNow() {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+/**
+ * A floor deployment: the caller's connection here, the worker in its own process. `call()` makes
+ * one bare call and returns its stamps (hostNow(): start, card, puback, client_received, done);
+ * `close()` stops the worker and, with `timeline`, adds the worker's stamps to the calls made.
+ */
+export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
   const schema = `airlock_floor_${randomBytes(4).toString('hex')}`;
   const stream = `AIRLOCK_FLOOR_${randomBytes(4).toString('hex').toUpperCase()}`;
   const nc = await connect({ servers: nats });
@@ -106,8 +133,8 @@ export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) 
     await admin.connect();
     await admin.query(PG_SCHEMA(schema));
   }
-  const cfg = { kind, nats, pg, sqlite, schema, stream, wakeup: `${stream}.wakeup` };
-  const store = await openBare(cfg); // the caller's connection (creates the SQLite tables first)
+  const cfg = { kind, nats, pg, sqlite, schema, stream, wakeup: `${stream}.wakeup`, ...(timeline ? { timeline: `${sqlite}.timeline.json` } : {}) };
+  const store = await openBare({ ...cfg, caller: true }); // the caller's connection (creates the SQLite tables first)
   const child = spawn(process.execPath, [fileURLToPath(import.meta.url), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((resolve, reject) => {
     child.stdout.on('data', (b) => b.toString().includes('ready') && resolve());
@@ -116,40 +143,63 @@ export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) 
   const waiters = new Map();
   nc.subscribe(cfg.wakeup, { callback: (_e, m) => waiters.get(JSON.parse(Buffer.from(m.data).toString()).tool_call_id)?.(m) });
   const js = nc.jetstream();
-  const call = async () => {
-    const t = `turn-${randomUUID()}`;
-    const c = `call-${randomUUID()}`;
-    const card = { card_id: `card-call-${randomUUID()}`, type: 'tool.call', content: { tool_call_id: c, tool_name: 'echo', arguments: { x: 1 }, agent_turn_id: t } };
-    await store.putCard(card);
-    const woken = new Promise((r) => waiters.set(c, r));
-    const h = headers();
-    h.set('CG-Agent-Id', 'bench');
-    h.set('CG-Turn-Id', t);
-    h.set('CG-Tool-Call-Id', c);
-    await js.publish(`${stream}.cmd`, JSON.stringify({ agent_id: 'bench', agent_turn_id: t, turn_epoch: 1, tool_call_id: c, after_execution: 'suspend', tool_call_card_id: card.card_id }), { headers: h, msgID: `${t}:${c}` });
-    const m = await woken;
-    waiters.delete(c);
-    await store.getCard(JSON.parse(Buffer.from(m.data).toString()).tool_result_card_id);
+  const calls = [];
+  return {
+    async call() {
+      const t = `turn-${randomUUID()}`;
+      const c = `call-${randomUUID()}`;
+      const cur = { id: c, start: hostNow() };
+      const card = { card_id: `card-call-${randomUUID()}`, type: 'tool.call', content: { tool_call_id: c, tool_name: 'echo', arguments: { x: 1 }, agent_turn_id: t } };
+      await store.putCard(card);
+      cur.card = hostNow();
+      const woken = new Promise((r) => waiters.set(c, r));
+      const h = headers();
+      h.set('CG-Agent-Id', 'bench');
+      h.set('CG-Turn-Id', t);
+      h.set('CG-Tool-Call-Id', c);
+      await js.publish(`${stream}.cmd`, JSON.stringify({ agent_id: 'bench', agent_turn_id: t, turn_epoch: 1, tool_call_id: c, after_execution: 'suspend', tool_call_card_id: card.card_id }), { headers: h, msgID: `${t}:${c}` });
+      cur.puback = hostNow();
+      const m = await woken;
+      waiters.delete(c);
+      cur.client_received = hostNow();
+      await store.getCard(JSON.parse(Buffer.from(m.data).toString()).tool_result_card_id);
+      cur.done = hostNow();
+      calls.push(cur);
+      return cur;
+    },
+    async close() {
+      await new Promise((r) => {
+        child.removeAllListeners('exit');
+        child.on('exit', r);
+        child.kill('SIGTERM');
+      });
+      await store.close();
+      await jsm.streams.delete(stream);
+      await nc.close();
+      if (admin) {
+        await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+        await admin.end();
+      }
+      if (!timeline) return;
+      const byId = new Map(calls.map((x) => [x.id, x]));
+      for (const [id, st, at] of JSON.parse(readFileSync(cfg.timeline, 'utf8'))) {
+        const x = byId.get(id);
+        if (x) x[st] = at;
+      }
+    },
   };
-  for (let i = 0; i < warmup; i++) await call();
+}
+
+/** Sequential bare calls from this process against a worker process; returns the latencies in ms. */
+export async function measureFloor(kind, { nats, pg, sqlite, n, warmup = 100 }) {
+  const f = await openFloor(kind, { nats, pg, sqlite });
+  for (let i = 0; i < warmup; i++) await f.call();
   const lat = [];
   for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await call();
-    lat.push(performance.now() - t0);
+    const c = await f.call();
+    lat.push(c.done - c.start);
   }
-  await new Promise((r) => {
-    child.removeAllListeners('exit');
-    child.on('exit', r);
-    child.kill('SIGTERM');
-  });
-  await store.close();
-  await jsm.streams.delete(stream);
-  await nc.close();
-  if (admin) {
-    await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-    await admin.end();
-  }
+  await f.close();
   return lat;
 }
 

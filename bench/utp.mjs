@@ -12,7 +12,8 @@
 //
 // Latency: sequential calls (p50/p99). Throughput: many calls in flight (calls/s).
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { tmpdir } from 'node:os';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -26,24 +27,72 @@ const { BUILTIN_TOOLS, defaultToolSubject } = await import(new URL('utp/tools.js
 const { SqliteStore } = await import(new URL('store/sqlite.js', dist));
 const { PostgresStore } = await import(new URL('store/postgres.js', dist));
 const { openWorkspace } = await import(new URL('workspace/workspace.js', dist));
-const { measureFloor } = await import('./utp-floor.mjs');
+const { measureFloor, openFloor, hostNow } = await import('./utp-floor.mjs');
+
+function withAppName(url, name) {
+  const u = new URL(url);
+  u.searchParams.set('application_name', name);
+  return u.toString();
+}
+
+// ---- CPU accounting from /proc (Linux): which process the calls' CPU goes to --------------------
+const TICK_MS = 10; // USER_HZ is 100 on Linux
+/** utime + stime of a process in ms, or undefined if it is gone or unreadable. */
+function procCpuMs(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * TICK_MS;
+  } catch {
+    return undefined;
+  }
+}
+/** Pids whose command name is `comm` (e.g. nats-server, postgres). */
+function pidsNamed(comm) {
+  const out = [];
+  for (const e of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(e)) continue;
+    try {
+      if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() === comm) out.push(Number(e));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+/** Busy and total CPU time of the whole machine in ms (/proc/stat's first line). */
+function machineCpuMs() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const idle = (f[3] ?? 0) + (f[4] ?? 0);
+  const total = f.reduce((a, b) => a + b, 0);
+  return { busy: (total - idle) * TICK_MS, total: total * TICK_MS };
+}
+/** CPU ms of each pid now (a pid that is gone is left out). */
+const cpuOf = (pids) => new Map(pids.map((p) => [p, procCpuMs(p)]).filter(([, v]) => v !== undefined));
+/** CPU ms spent since `before` by the pids still alive in both samples. */
+const cpuSince = (before) => [...cpuOf([...before.keys()])].reduce((a, [p, v]) => a + v - (before.get(p) ?? v), 0);
 
 // A worker process: `node bench/utp.mjs --worker <json>` (the benchmark's workers run as processes, as deployed).
 const wi = process.argv.indexOf('--worker');
 if (wi > 0) {
   const cfg = JSON.parse(process.argv[wi + 1]);
   const nc = await connectNats(cfg.nats);
-  const store = cfg.kind === 'sqlite' ? new SqliteStore(cfg.sqlite) : new PostgresStore(cfg.pg, { schema: cfg.schema, poolSize: 16 });
+  // application_name: the bench finds this worker's backends in pg_stat_activity (their CPU, from /proc).
+  const store = cfg.kind === 'sqlite' ? new SqliteStore(cfg.sqlite) : new PostgresStore(withAppName(cfg.pg, `airlock-bench-${cfg.schema}`), { schema: cfg.schema, poolSize: 16 });
   await store.init();
   const svcs = [];
+  // The timeline run: every step of every call, on the clock shared by all processes of this host.
+  const marks = [];
+  const onStep = cfg.timeline ? (step, a) => marks.push([a.tool_call_id, step, hostNow()]) : undefined;
   for (let i = 0; i < (cfg.services ?? 1); i++) {
-    const svc = new UtpService({ nats: nc, store, workspace: openWorkspace(cfg.workspace), stream: cfg.stream, durable: 'bench', concurrency: 64, log: () => undefined });
+    const svc = new UtpService({ nats: nc, store, workspace: openWorkspace(cfg.workspace), stream: cfg.stream, durable: 'bench', concurrency: 64, log: () => undefined, onStep });
     await svc.start();
     svcs.push(svc);
   }
   process.stdout.write('ready\n');
   process.on('SIGTERM', () => {
     // Anything but plain answers (redeliveries, lost executors, republished wakeups) is reported: it explains a stall.
+    if (cfg.timeline) writeFileSync(cfg.timeline, JSON.stringify(marks));
     for (const s of svcs) if (s.stats.duplicates || s.stats.executorLost || s.stats.republished || s.stats.dropped) process.stderr.write(`  worker ${s.workerId}: ${JSON.stringify(s.stats)}\n`);
     void Promise.all(svcs.map((s) => s.stop())).then(() => nc.close()).then(() => store.close()).then(() => process.exit(0));
   });
@@ -59,6 +108,8 @@ const IN_FLIGHT = 128;
 // `--only <kind>` (sqlite | postgres) runs only those echo deployments (and no sandbox runs): for profiling.
 const oi = process.argv.indexOf('--only');
 const only = oi > 0 ? process.argv[oi + 1] : undefined;
+// `--timeline-only`: the floor and the per-step timeline of each store, no throughput runs (for finding where the time goes).
+const timelineOnly = process.argv.includes('--timeline-only');
 
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -116,7 +167,7 @@ const nc = await connectNats(NATS);
 }
 
 // ---- UTP deployments -------------------------------------------------------------------------
-async function deployment(kind, workers) {
+async function deployment(kind, workers, { timeline } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-bench-'));
   const ws = openWorkspace(dir);
   const schema = `airlock_bench_${randomBytes(4).toString('hex')}`;
@@ -135,7 +186,7 @@ async function deployment(kind, workers) {
   // SQLite is the one-host store: its workers share one process (SQLite serialises writers across
   // processes with sleeping busy-waits); PostgreSQL workers are separate processes, as deployed.
   const perProcess = kind === 'sqlite' ? workers : 1;
-  const cfg = { kind, nats: NATS, pg: PG, schema, sqlite: join(dir, 'airlock.db'), workspace: ws.root, stream, services: perProcess };
+  const cfg = { kind, nats: NATS, pg: PG, schema, sqlite: join(dir, 'airlock.db'), workspace: ws.root, stream, services: perProcess, ...(timeline ? { timeline: join(dir, 'timeline.json') } : {}) };
   const spawnWorker = () =>
     new Promise((resolve, reject) => {
       // AIRLOCK_BENCH_PROF=<dir>: every worker writes a CPU profile there (node --cpu-prof).
@@ -147,12 +198,21 @@ async function deployment(kind, workers) {
     });
   await spawnWorker(); // creates the stream and the consumer
   await Promise.all(Array.from({ length: workers / perProcess - 1 }, spawnWorker));
-  const call = (tool, args) =>
-    callTool({ nats: nc, store: client, subject: defaultToolSubject('v1', project, 'c', tool), tool, agentId: 'bench', agentTurnId: `turn-${randomUUID()}`, turnEpoch: 1, arguments: args, timeoutMs: 60_000 });
+  const call = (tool, args, via = {}) =>
+    callTool({ nats: via.nats ?? nc, store: via.store ?? client, subject: defaultToolSubject('v1', project, 'c', tool), tool, agentId: 'bench', agentTurnId: `turn-${randomUUID()}`, turnEpoch: 1, arguments: args, timeoutMs: 60_000, ...(via.toolCallId ? { toolCallId: via.toolCallId } : {}) });
   return {
     call,
+    client,
+    kind,
+    schema,
+    pids: () => children.map((c) => c.pid),
+    /** Stops the worker processes (a timeline run's workers write their marks as they stop) and returns their marks. */
+    async stopWorkers() {
+      await Promise.all(children.splice(0).map((c) => new Promise((r) => { c.removeAllListeners('exit'); c.on('exit', r); c.kill('SIGTERM'); })));
+      return cfg.timeline ? JSON.parse(readFileSync(cfg.timeline, 'utf8')) : [];
+    },
     async close() {
-      await Promise.all(children.map((c) => new Promise((r) => { c.removeAllListeners('exit'); c.on('exit', r); c.kill('SIGTERM'); })));
+      await this.stopWorkers();
       await (await nc.jetstreamManager()).streams.delete(stream).catch(() => undefined);
       if (kind === 'postgres') await client.dropSchema();
       await client.close();
@@ -175,6 +235,21 @@ async function measure(name, d, tool, args, n, tputN) {
   let tput;
   const extra = {};
   if (tputN) {
+    // CPU per process over the throughput phase: this process (the callers), each worker process,
+    // the workers' PostgreSQL backends (by application_name), all of nats-server and of postgres
+    // (other work on the host included), and the machine.
+    let backends = [];
+    if (d.kind === 'postgres') {
+      const { default: pg } = await import('pg');
+      const admin = new pg.Client({ connectionString: PG });
+      await admin.connect();
+      const r = await admin.query('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [`airlock-bench-${d.schema}`]);
+      await admin.end();
+      backends = r.rows.map((x) => Number(x.pid));
+    }
+    const nats = pidsNamed('nats-server');
+    const pgAll = pidsNamed('postgres'); // every postgres process: backends of other work on the host too
+    const before = { self: process.cpuUsage(), workers: cpuOf(d.pids()), backends: cpuOf(backends), nats: cpuOf(nats), pg: cpuOf(pgAll), machine: machineCpuMs(), load: loadavg()[0] };
     const t0 = performance.now();
     let next = 0;
     let bad = 0;
@@ -187,7 +262,23 @@ async function measure(name, d, tool, args, n, tputN) {
         if (!r.ok || r.status !== 'success') bad++;
       }
     }));
-    tput = tputN / ((performance.now() - t0) / 1000);
+    const wall = performance.now() - t0;
+    tput = tputN / (wall / 1000);
+    const self = process.cpuUsage(before.self);
+    const m = machineCpuMs();
+    const pctOf = (x) => Math.round((x / wall) * 100); // % of one core over the phase
+    // CPU of this deployment's own processes per call (callers + workers + their PostgreSQL backends):
+    // on a shared host it moves much less with the load than calls/s does.
+    const ownMs = (self.user + self.system) / 1000 + d.pids().reduce((a, p) => a + (procCpuMs(p) ?? 0) - (before.workers.get(p) ?? 0), 0) + (d.kind === 'postgres' ? cpuSince(before.backends) : 0);
+    extra.cpu_ms_per_call = ms(ownMs / tputN);
+    extra.cpu_pct_of_one_core = {
+      callers: pctOf((self.user + self.system) / 1000),
+      workers: d.pids().map((p) => pctOf((procCpuMs(p) ?? 0) - (before.workers.get(p) ?? 0))),
+      ...(d.kind === 'postgres' ? { worker_pg_backends: pctOf(cpuSince(before.backends)), all_postgres: pctOf(cpuSince(before.pg)) } : {}),
+      nats_server: pctOf(cpuSince(before.nats)),
+      machine_busy_pct_of_all_cores: Math.round(((m.busy - before.machine.busy) / Math.max(1, m.total - before.machine.total)) * 100),
+    };
+    extra.load_avg_1m = Math.round(((before.load + loadavg()[0]) / 2) * 100) / 100;
     // The slowest call under load: a stall (a redelivery after ack_wait, a lost wakeup) shows here.
     extra.slowest_under_load_ms = ms(slowest);
     if (bad) extra.throughput_failures = bad;
@@ -196,18 +287,115 @@ async function measure(name, d, tool, args, n, tputN) {
   return record(name, lat, tput, extra);
 }
 
+/**
+ * Where a call's time goes: sequential echo calls with one worker process, every step stamped on
+ * the host's clock (client side here, worker side by the service's onStep hook). Prints the p50 of
+ * each step's duration (from the previous step) and returns them.
+ */
+const STEPS = [
+  ['card', 'client: tool.call card committed'],
+  ['received', 'worker: command received (JetStream publish + pull delivery)'],
+  ['claimed', 'worker: claim committed (card read in it)'],
+  ['ran', 'worker: checks + tool ran'],
+  ['committed', 'worker: result card + report committed'],
+  ['woken', 'worker: wakeup + ack handed to NATS'],
+  ['client_received', 'client: wakeup received'],
+  ['done', 'client: result card read and checked'],
+];
+/**
+ * The floor and Airlock side by side: each of the n rounds makes one bare floor call, then one
+ * Airlock echo call, so both see the same moment's machine (a busy host drifts within seconds).
+ * Returns both sets of stamped calls.
+ */
+async function timeline(kind, n, floorDir) {
+  const floor = await openFloor(kind, { nats: NATS, pg: PG, sqlite: join(floorDir, 'floor.db'), timeline: true });
+  const d = await deployment(kind, 1, { timeline: true });
+  let cur;
+  const stamp = (k) => cur && (cur[k] = hostNow());
+  // The client's store and NATS connection, stamped: card committed, command published (its PubAck), wakeup received (the result read starts).
+  const store = new Proxy(d.client, {
+    get(t, p) {
+      if (p === 'putCard') return async (...a) => { const r = await t.putCard(...a); stamp('card'); return r; };
+      if (p === 'getCard') return async (...a) => { stamp('client_received'); return t.getCard(...a); };
+      const v = t[p];
+      return typeof v === 'function' ? v.bind(t) : v;
+    },
+  });
+  const tnc = new Proxy(nc, {
+    get(t, p) {
+      if (p === 'jetstream') return () => { const js = t.jetstream(); return { publish: async (...a) => { const r = await js.publish(...a); stamp('puback'); return r; } }; };
+      const v = t[p];
+      return typeof v === 'function' ? v.bind(t) : v;
+    },
+  });
+  const calls = [];
+  const floorCalls = [];
+  for (let i = 0; i < n + 50; i++) {
+    const fc = await floor.call();
+    const id = `call-${randomUUID()}`;
+    cur = { id, start: hostNow() };
+    const r = await d.call('echo', { x: 1 }, { nats: tnc, store, toolCallId: id });
+    stamp('done');
+    if (!r.ok || r.status !== 'success') throw new Error(`timeline call failed: ${JSON.stringify(r).slice(0, 300)}`);
+    if (i >= 50) {
+      // the first 50 rounds warm up
+      calls.push(cur);
+      floorCalls.push(fc);
+    }
+  }
+  await floor.close();
+  const byId = new Map(calls.map((c) => [c.id, c]));
+  for (const [id, step, t] of await d.stopWorkers()) {
+    const c = byId.get(id);
+    if (c) c[step] = t;
+  }
+  await d.close();
+  // AIRLOCK_BENCH_TIMELINE_DUMP=<dir>: every call's stamps, for a closer look.
+  if (process.env.AIRLOCK_BENCH_TIMELINE_DUMP) writeFileSync(join(process.env.AIRLOCK_BENCH_TIMELINE_DUMP, `timeline-${kind}.json`), JSON.stringify({ floorCalls, calls }));
+  return { floorCalls, calls };
+}
+
+/** p50 of each step's duration (from the previous step), for the floor's calls and Airlock's, side by side. */
+function printTimeline(kind, floorCalls, calls) {
+  const steps = (cs) => {
+    const out = {};
+    let prev = 'start';
+    for (const [k] of STEPS) {
+      out[k] = ms(pct(cs.map((c) => c[k] - c[prev]), 50));
+      prev = k;
+    }
+    out.puback_after_card = ms(pct(cs.map((c) => c.puback - c.card), 50));
+    out.whole_call = ms(pct(cs.map((c) => c.done - c.start), 50));
+    return out;
+  };
+  const f = steps(floorCalls);
+  const a = steps(calls);
+  const col = (x) => String(x).padStart(8);
+  process.stderr.write(`timeline, ${kind}: p50 of each step, ms since the previous step (${calls.length} rounds of one floor call then one Airlock echo call; one monotonic clock for all processes)\n`);
+  process.stderr.write(`  ${'step'.padEnd(62)}${col('floor')}${col('Airlock')}${col('added')}\n`);
+  for (const [k, label] of [...STEPS, ['puback_after_card', '(client: PubAck of the command, after the card)'], ['whole_call', 'whole call']]) {
+    process.stderr.write(`  ${label.padEnd(62)}${col(f[k])}${col(a[k])}${col(ms(a[k] - f[k]))}\n`);
+  }
+  return { floor: f, airlock: a };
+}
+
+const timelines = {};
 for (const kind of ['sqlite', 'postgres']) {
   if (only && only !== kind) continue;
   const dir = mkdtempSync(join(tmpdir(), 'airlock-bench-floor-'));
   record(`floor: bare statements, ${kind}`, await measureFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor.db'), n: LAT_N }), undefined);
+  const tl = await timeline(kind, LAT_N, dir);
   rmSync(dir, { recursive: true, force: true });
-  for (const workers of [1, 3]) {
+  timelines[kind] = printTimeline(kind, tl.floorCalls, tl.calls);
+  if (timelineOnly) continue;
+  // PostgreSQL: 1, 2 and 3 worker processes (scale-out, issue 20 target 6); SQLite: 1 and 3 workers in one process.
+  for (const workers of kind === 'postgres' ? [1, 2, 3] : [1, 3]) {
     const d = await deployment(kind, workers);
     await measure(`echo UTP ${kind} ${workers} worker${workers > 1 ? 's' : ''}`, d, 'echo', { x: 1 }, LAT_N, TPUT_N);
     await d.close();
   }
 }
-if (!only) {
+if (!only && !timelineOnly) {
   const d = await deployment('sqlite', 1);
   await measure('python.run 1+1 (sqlite, 1 worker)', d, 'python.run', { code: 'print(1+1)' }, quick ? 10 : 30, 0);
   await measure('sandbox.exec /bin/true (sqlite, 1)', d, 'sandbox.exec', { argv: ['/bin/true'] }, quick ? 10 : 30, 0);
@@ -226,16 +414,25 @@ const targets = {
   floor_ratio_sqlite_p50: ratio('floor: bare statements, sqlite'),
   floor_ratio_postgres_p50: ratio('floor: bare statements, postgres'),
   sqlite_calls_per_s_best: Math.max(find('echo UTP sqlite 1 worker').calls_per_s, find('echo UTP sqlite 3 workers').calls_per_s),
-  postgres_calls_per_s_best: Math.max(find('echo UTP postgres 1 worker').calls_per_s, find('echo UTP postgres 3 workers').calls_per_s),
+  postgres_calls_per_s_best: Math.max(find('echo UTP postgres 1 worker').calls_per_s, find('echo UTP postgres 2 workers').calls_per_s, find('echo UTP postgres 3 workers').calls_per_s),
+  postgres_calls_per_s_by_workers: [1, 2, 3].map((w) => find(`echo UTP postgres ${w} worker${w > 1 ? 's' : ''}`).calls_per_s),
 };
+// Issue 20, target 5: Airlock's added p50 above the floor, from the alternating timeline rounds.
+for (const kind of ['sqlite', 'postgres']) {
+  const t = timelines[kind];
+  if (t) targets[`added_over_floor_p50_ms_${kind}`] = ms(t.airlock.whole_call - t.floor.whole_call);
+}
 targets.met = {
   overhead_p50_at_most_5x_raw_sqlite: targets.overhead_ratio_sqlite_p50 <= 5,
   overhead_p50_at_most_5x_raw_postgres: targets.overhead_ratio_postgres_p50 <= 5,
   sqlite_at_least_1000_per_s: targets.sqlite_calls_per_s_best >= 1000,
   postgres_at_least_500_per_s: targets.postgres_calls_per_s_best >= 500,
+  added_over_floor_at_most_0_5_ms_sqlite: targets.added_over_floor_p50_ms_sqlite <= 0.5,
+  added_over_floor_at_most_0_5_ms_postgres: targets.added_over_floor_p50_ms_postgres <= 0.5,
 };
 process.stderr.write(
   `overhead p50 / raw round trip: SQLite ${targets.overhead_ratio_sqlite_p50}x (bare floor ${targets.floor_ratio_sqlite_p50}x), ` +
-    `PostgreSQL ${targets.overhead_ratio_postgres_p50}x (bare floor ${targets.floor_ratio_postgres_p50}x)  [target <= 5x]\n`,
+    `PostgreSQL ${targets.overhead_ratio_postgres_p50}x (bare floor ${targets.floor_ratio_postgres_p50}x)  [target <= 5x]\n` +
+    `added above the floor, p50 of alternating rounds: SQLite ${targets.added_over_floor_p50_ms_sqlite} ms, PostgreSQL ${targets.added_over_floor_p50_ms_postgres} ms  [target <= 0.5 ms]\n`,
 );
-process.stdout.write(JSON.stringify({ node: process.version, rows, targets }, null, 2) + '\n');
+process.stdout.write(JSON.stringify({ node: process.version, rows, timelines, targets }, null, 2) + '\n');

@@ -197,6 +197,14 @@ export class PostgresStore implements Store {
   readonly schema: string;
   private readonly url: string;
   private pool: pg.Pool | null = null;
+  /**
+   * Connections with synchronous_commit = off, for writes that need no WAL flush of their own (a
+   * commit there is visible at once; it reaches disk with the next flushed commit, or the WAL writer's
+   * next round, ≤ 3 × wal_writer_delay): the tool.call card, which the claim that reads it makes
+   * durable (WAL is flushed in order, so the claim's flushed commit covers the card's earlier one),
+   * and the woken flags, whose loss only means a wakeup published again.
+   */
+  private relaxedPool: pg.Pool | null = null;
   private readonly poolSize: number;
   private readonly queryTimeoutMs: number;
 
@@ -231,20 +239,30 @@ export class PostgresStore implements Store {
     return this.p.query<Row>({ name: `airlock_${name}`, text: sql, values: args });
   }
 
+  /** qp on the relaxed pool (synchronous_commit = off): only for the writes named at relaxedPool. */
+  private qr(name: string, sql: string, args: unknown[]): Promise<pg.QueryResult<Row>> {
+    if (!this.relaxedPool) throw new StoreUnavailableError('the PostgreSQL store is not open: call init() first');
+    return this.relaxedPool.query<Row>({ name: `airlock_${name}`, text: sql, values: args });
+  }
+
   async init(): Promise<void> {
     if (this.pool) return;
-    const pool = new pg.Pool({
-      connectionString: this.url,
-      max: this.poolSize,
-      connectionTimeoutMillis: 3000,
-      // A server that stops answering on an open connection (no reset, no error) fails the
-      // statement here instead of holding its calls until TCP gives up; the pool then drops that
-      // connection (a query error releases the client as broken).
-      query_timeout: this.queryTimeoutMs,
-      options: `-c search_path=${this.schema}`,
-    });
-    // An idle client's error (server restart) must not crash the process; the next query reports it.
-    pool.on('error', () => undefined);
+    const open = (max: number, extra: string) => {
+      const p = new pg.Pool({
+        connectionString: this.url,
+        max,
+        connectionTimeoutMillis: 3000,
+        // A server that stops answering on an open connection (no reset, no error) fails the
+        // statement here instead of holding its calls until TCP gives up; the pool then drops that
+        // connection (a query error releases the client as broken).
+        query_timeout: this.queryTimeoutMs,
+        options: `-c search_path=${this.schema}${extra}`,
+      });
+      // An idle client's error (server restart) must not crash the process; the next query reports it.
+      p.on('error', () => undefined);
+      return p;
+    };
+    const pool = open(this.poolSize, '');
     try {
       const c = await pool.connect();
       try {
@@ -267,13 +285,16 @@ export class PostgresStore implements Store {
       );
     }
     this.pool = pool;
+    this.relaxedPool = open(Math.max(1, Math.min(4, this.poolSize)), ' -c synchronous_commit=off');
   }
 
   async close(): Promise<void> {
     await this.woken.settled();
     const p = this.pool;
+    const r = this.relaxedPool;
     this.pool = null;
-    await p?.end();
+    this.relaxedPool = null;
+    await Promise.all([p?.end(), r?.end()]);
   }
 
   /** Drops the whole schema (tests). */
@@ -293,7 +314,8 @@ export class PostgresStore implements Store {
 
   private readonly cardWrites = new GroupCommit<CardRow, boolean>((rows) =>
     inBatches(rows, (r) => r.card_id, (r) => this.putCardOne(r), async (rs) => {
-      await this.qp(
+      // Relaxed commit for tool.call cards (see relaxedPool): the claim that reads one makes it durable.
+      await (rs.every((r) => r.type === 'tool.call') ? this.qr.bind(this) : this.qp.bind(this))(
         'put_cards',
         `INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at)
          SELECT x.id, x.type, x.t, x.c, x.body, ${NOW} FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) AS x(id, type, t, c, body)`,
@@ -311,7 +333,7 @@ export class PostgresStore implements Store {
 
   private async putCardOne(r: CardRow): Promise<boolean> {
     try {
-      await this.qp('put_card', `INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES ($1, $2, $3, $4, $5, ${NOW})`, [
+      await (r.type === 'tool.call' ? this.qr.bind(this) : this.qp.bind(this))('put_card', `INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES ($1, $2, $3, $4, $5, ${NOW})`, [
         r.card_id,
         r.type,
         r.agent_turn_id,
@@ -536,7 +558,7 @@ export class PostgresStore implements Store {
 
   /** One write for the flags of a WOKEN_FLUSH_MS batch (see Store.markWoken). */
   private readonly woken = new DelayedBatch<Anchor>((anchors) =>
-    this.qp(
+    this.qr(
       'mark_woken',
       `UPDATE claims SET woken = true FROM unnest($1::text[], $2::text[]) AS x(t, c)
                WHERE claims.agent_turn_id = x.t AND claims.tool_call_id = x.c`,

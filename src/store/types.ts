@@ -111,7 +111,13 @@ export interface Store {
   now(): Promise<number>;
 
   // cards
-  /** Inserts a card; false when a card with that card_id (or, for tool.result, that anchor) exists. */
+  /**
+   * Inserts a card; false when a card with that card_id (or, for tool.result, that anchor) exists.
+   * A tool.call card is visible to every worker when this resolves; on PostgreSQL its commit does not
+   * wait for its own WAL flush: the claim that reads it (a flushed commit, later in the WAL) makes it
+   * durable before the call can run. A database crash before any claim loses the card of a call that
+   * never started (it is answered failed, card not found); other cards are flushed before this resolves.
+   */
   putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean>;
   /** The card as stored (raw JSON: the caller validates it with parseCard). */
   getCard(cardId: string): Promise<unknown | undefined>;

@@ -95,7 +95,15 @@ export interface ServiceOptions {
   log?: (event: Record<string, unknown>) => void;
   /** Called right before a tool runs (after every check and approval): audits and tests count runs with it. */
   onRun?: (call: { agent_turn_id: string; tool_call_id: string; tool_name: string }) => void;
+  /**
+   * Called at each step of a call on the hot path (bench:utp's timeline): received (decoded),
+   * claimed (claim committed), ran (tool returned), committed (result card + report committed),
+   * woken (wakeup handed to NATS). Cheap: nothing is built when it is not set.
+   */
+  onStep?: (step: ServiceStep, anchor: Anchor) => void;
 }
+
+export type ServiceStep = 'received' | 'claimed' | 'ran' | 'committed' | 'woken';
 
 export interface ServiceStats {
   received: number;
@@ -122,7 +130,7 @@ export class UtpService {
   readonly stream: string;
   readonly durable: string;
   readonly stats: ServiceStats = { received: 0, answered: 0, duplicates: 0, dropped: 0, executorLost: 0, republished: 0, givenUp: 0 };
-  private readonly o: Required<Omit<ServiceOptions, 'workerId' | 'stream' | 'durable' | 'log' | 'onRun'>> & { log: (e: Record<string, unknown>) => void };
+  private readonly o: Required<Omit<ServiceOptions, 'workerId' | 'stream' | 'durable' | 'log' | 'onRun' | 'onStep'>> & { log: (e: Record<string, unknown>) => void };
   private readonly running = new Map<string, Running>();
   private readonly tools = new Map<string, { record: ToolRecord; options: ToolOptions | null }>();
   private readonly subjectAfter = new Map<string, AfterExecution>();
@@ -132,8 +140,11 @@ export class UtpService {
   private timers: NodeJS.Timeout[] = [];
   private inFlight = 0;
   private wake: (() => void) | undefined;
+  /** The consumer's message stream while pulling (stop() ends it). */
+  private messages: { stop(err?: Error): void } | undefined;
   private subjects: string[] = [];
   private readonly onRun: ServiceOptions['onRun'];
+  private readonly onStep: ServiceOptions['onStep'];
   /** The consumer's own max_deliver (another worker may have created it with another value). */
   private maxDeliver = 0;
 
@@ -143,6 +154,7 @@ export class UtpService {
     this.durable = opts.durable ?? 'airlock-utp';
     const leaseMs = opts.leaseMs ?? 30_000;
     this.onRun = opts.onRun;
+    this.onStep = opts.onStep;
     this.o = {
       nats: opts.nats,
       store: opts.store,
@@ -195,6 +207,7 @@ export class UtpService {
   /** Stops pulling, waits for the calls in flight (their answers are written), stops the timers. */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.messages?.stop();
     this.wake?.();
     await this.loop;
     while (this.inFlight > 0) await new Promise((r) => setTimeout(r, 20));
@@ -276,18 +289,24 @@ export class UtpService {
   private async pull(): Promise<void> {
     const js = this.o.nats.jetstream();
     // Looked up inside the loop: a lookup that fails (a busy host, a NATS restart) is retried like a
-    // failed fetch, never the end of the loop (a worker that stops pulling would be deaf for good).
+    // failed pull, never the end of the loop (a worker that stops pulling would be deaf for good).
     let consumer: Awaited<ReturnType<typeof js.consumers.get>> | undefined;
     while (!this.stopping) {
-      const free = this.o.concurrency - this.inFlight;
-      if (free <= 0) {
-        await new Promise<void>((r) => (this.wake = r));
-        continue;
-      }
       try {
         consumer ??= await js.consumers.get(this.stream, this.durable);
-        const batch = await consumer.fetch({ max_messages: free, expires: 1000 });
-        for await (const m of batch) {
+        // consume(), not a fetch() per batch: one inbox for the worker's life, pulls topped up as
+        // messages arrive. A fetch's inbox closes when its batch ends, and a message the server sent
+        // to a pull that had just expired on this side (a loaded host) was lost until ack_wait (30 s)
+        // redelivered it; between two fetches no message was delivered at all.
+        const msgs = await consumer.consume({ max_messages: this.o.concurrency });
+        this.messages = msgs;
+        if (this.stopping) msgs.stop();
+        for await (const m of msgs) {
+          if (this.stopping) {
+            // Pulled but not started: back to the stream at once for another worker.
+            m.nak();
+            continue;
+          }
           this.inFlight++;
           void this.handle(m)
             .catch((e: Error) => this.log('error', 'handler-crashed', { error: e.stack ?? String(e) }))
@@ -296,13 +315,23 @@ export class UtpService {
               this.wake?.();
               this.wake = undefined;
             });
-          if (this.stopping) break;
+          // Back-pressure: at most `concurrency` calls run; further messages wait in the pull buffer.
+          while (this.inFlight >= this.o.concurrency && !this.stopping) await new Promise<void>((r) => (this.wake = r));
+        }
+        this.messages = undefined;
+        if (!this.stopping && !this.o.nats.isClosed()) {
+          this.log('warn', 'pull-ended', { note: 'the consumer subscription ended; pulling again' });
+          consumer = undefined;
+          await new Promise((r) => setTimeout(r, 500));
         }
       } catch (e) {
+        this.messages = undefined;
         if (this.stopping || this.o.nats.isClosed()) break;
         this.log('warn', 'fetch-failed', { error: (e as Error).message });
+        consumer = undefined;
         await new Promise((r) => setTimeout(r, 500));
       }
+      if (this.o.nats.isClosed()) break;
     }
   }
 
@@ -323,6 +352,7 @@ export class UtpService {
     const ctx = intake.ctx;
     const anchor: Anchor = { agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id };
     if (intake.kind === 'cancel') return this.handleCancel(m, ctx, anchor);
+    this.onStep?.('received', anchor);
 
     let claim;
     let rawCard: unknown;
@@ -340,6 +370,7 @@ export class UtpService {
       m.ack();
       return this.onDuplicate(claim.existing, m.info.redelivered);
     }
+    this.onStep?.('claimed', anchor);
     // The claim, not the ack, keeps the call from running twice (a redelivery finds the claim). So a
     // fast call's ack goes out in the same socket write as its wakeup; a slower one's after ACK_DEFER_MS.
     const ack = deferredAck(m, ACK_DEFER_MS, (error) => this.log('warn', 'ack-failed', { ...anchor, error }));
@@ -357,6 +388,7 @@ export class UtpService {
         callCard = r.callCard;
         execution = r.execution;
       }
+      this.onStep?.('ran', anchor);
       await this.finish(ctx, execution, callCard, ack);
     } catch (e) {
       this.log('error', 'call-crashed', { ...anchor, error: (e as Error).stack ?? String(e) });
@@ -564,9 +596,13 @@ export class UtpService {
       this.log('warn', 'answer-discarded', { ...anchor, reason: outcome.reason, status: content.status });
       return;
     }
+    this.onStep?.('committed', anchor);
     this.stats.answered++;
     this.log('info', 'answered', { ...anchor, status: content.status, code: content.error?.code, card_id: card.card_id });
-    if (subject) await this.publishWakeup(anchor, subject, payload, hs, afterWakeup);
+    if (subject) {
+      await this.publishWakeup(anchor, subject, payload, hs, afterWakeup);
+      this.onStep?.('woken', anchor);
+    }
     else this.log('warn', 'no-wakeup-subject', { ...anchor, reason: 'agent_id is not a subject token: the report is in the inbox, no wakeup is published' });
   }
 
