@@ -4,6 +4,7 @@ import { formatPath, parseJsonDocument, schemaProblems, type JsonPath, type Sche
 import type { Contract, Rule } from './problem.js';
 import type { Problem, Result } from '../base/problem.js';
 import { checkAbsolutePath, globWithin, hasWildcard, literalPrefix, pathSegments, type PathCover } from '../base/globs.js';
+import { CREDENTIAL_SEGMENTS, isPersistencePath } from '../base/sensitive-paths.js';
 
 /**
  * Action Descriptor v1 (/work/shared/specs/action-descriptor.md, docs/action-descriptor.md): the
@@ -95,10 +96,7 @@ export const HOST_PATHS = [
   '/usr', '/opt', '/snap', '/run', '/var/run', '/var/lib', '/var/spool', '/var/log', '/var/cache', '/lost+found',
 ] as const;
 /** Path segments that hold credentials; any path through them is host access. */
-export const CREDENTIAL_SEGMENTS = ['.ssh', '.gnupg', '.aws', '.kube', '.docker', '.netrc', '.git-credentials'] as const;
 /** Effects on these (shell start-up files, autostart and service folders) are persistence. */
-const PERSISTENCE_FILES = new Set(['.bashrc', '.bash_profile', '.bash_login', '.profile', '.zshrc', '.zprofile', '.zshenv', '.zlogin', '.login', '.cshrc', '.tcshrc', '.xinitrc', '.xprofile', '.xsessionrc', '.pam_environment']);
-const PERSISTENCE_DIRS = [['.config', 'autostart'], ['.config', 'systemd'], ['.local', 'share', 'systemd'], ['Library', 'LaunchAgents'], ['Library', 'LaunchDaemons']];
 
 /** Programs that detach from the sandbox run (it must end when the sandbox ends). */
 export const BACKGROUND_PROGRAMS = ['nohup', 'setsid', 'disown', 'daemon', 'daemonize', 'start-stop-daemon', 'screen', 'tmux', 'byobu', 'dtach', 'abduco', 'bg'] as const;
@@ -259,12 +257,6 @@ export function hostAccess(path: string): string | null {
   for (const h of HOST_PATHS) if (prefix === h || prefix.startsWith(h + '/')) return `it is inside ${h}`;
   for (const s of segs) if ((CREDENTIAL_SEGMENTS as readonly string[]).includes(s)) return `it goes through the credential folder ${s}`;
   return null;
-}
-
-function isPersistencePath(path: string): boolean {
-  const segs = pathSegments(path);
-  if (PERSISTENCE_FILES.has(basename(path))) return true;
-  return PERSISTENCE_DIRS.some((dir) => segs.some((_, i) => dir.every((d, k) => segs[i + k] === d)));
 }
 
 /** Every program name in a command position of the argv (wrappers unwrapped, `sh -c` scripts split). */

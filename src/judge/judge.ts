@@ -1,5 +1,6 @@
 import { deletionDeclared, globWithin, pathMatches } from '../base/globs.js';
 import type { Action } from '../action/action.js';
+import { sensitivePath } from '../base/sensitive-paths.js';
 import { PROXY_HOST, PROXY_PORT } from '../sandbox/egress/forwarder.js';
 import { refusedLines, type NetworkObservation } from '../sandbox/egress/records.js';
 import type { FsChange, Observation, ObservedSideEffects } from '../sandbox/types.js';
@@ -20,6 +21,11 @@ export const JUDGE_REASON_CODES = {
     verdict: 'REQUIRE_CONFIRMATION',
     meaning: "the program called system calls outside the sandbox's allowlist; they were refused (ENOSYS) and changed nothing",
     fix: 'if an ordinary program needs one, add it to ALLOWED_SYSCALLS (docs/seccomp.md, "Extending the list")',
+  },
+  JG_SENSITIVE_PATH: {
+    verdict: 'REQUIRE_CONFIRMATION',
+    meaning: 'the run changed a file that acts later outside any sandbox: a credential, a shell start-up file, an autostart entry, a git hook or config',
+    fix: 'look at the change (airlock show SANDBOX_ID) before confirming it; declare narrower writable folders',
   },
   JG_ANONYMOUS_EXEC: {
     verdict: 'REQUIRE_CONFIRMATION',
@@ -137,6 +143,12 @@ export function judge(action: Action, obs: Observation): Judgement {
       unexpected.push(`set ${bits} bits on ${c.path}`);
     }
   }
+  // Declared or not, a change that acts later outside the sandbox needs a person.
+  const sensitive = changes.flatMap((c) => {
+    const why = sensitivePath(c.path);
+    return why ? [`${c.change} ${c.path} (${why})`] : [];
+  });
+  if (sensitive.length > 0) soft.push(coded('JG_SENSITIVE_PATH', `${sensitive.slice(0, 3).join('; ')}${sensitive.length > 3 ? `; and ${sensitive.length - 3} more` : ''}`));
   // Promotion writes with the scope owner's authority: it cannot (and must not) change another owner's files.
   for (const s of obs.fs.scopes) {
     for (const c of s.changes ?? []) {

