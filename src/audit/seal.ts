@@ -1,7 +1,8 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { createOnce } from '../base/create-once.js';
 
 /**
  * The audit log's seal: every record and the head file carry an HMAC-SHA256, under a host key kept
@@ -39,21 +40,7 @@ export function ensureSealKey(file = sealKeyFile()): SealKey {
   const found = readSealKey(file);
   if (found) return found;
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  const fd = openSync(tmp, 'wx', 0o600);
-  try {
-    writeSync(fd, randomBytes(32));
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  try {
-    linkSync(tmp, file);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-  } finally {
-    unlinkSync(tmp);
-  }
+  createOnce(file, randomBytes(32));
   const key = readSealKey(file);
   if (!key) throw new Error(`${file} is not an audit seal key (32 bytes)`);
   return key;

@@ -49,27 +49,36 @@ export async function putStreamInStore(store: string, sha256: string, produce: (
   return same;
 }
 
-/** A regular file's bytes (opened without following a link, never blocking on a fifo), or null when it is not one or is larger than `max`. */
-export function readRegular(path: string, max = Number.MAX_SAFE_INTEGER): Buffer | null {
+/** A descriptor of a regular file opened without following a link (nor blocking on a fifo), or null. */
+export function openRegular(path: string): { fd: number; size: number } | null {
   let fd: number;
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
     return null;
   }
+  const st = fstatSync(fd);
+  if (st.isFile()) return { fd, size: st.size };
+  closeSync(fd);
+  return null;
+}
+
+/** A regular file's bytes (see openRegular), or null when it is not one or is larger than `max`. */
+export function readRegular(path: string, max = Number.MAX_SAFE_INTEGER): Buffer | null {
+  const file = openRegular(path);
+  if (!file) return null;
   try {
-    const st = fstatSync(fd);
-    if (!st.isFile() || st.size > max) return null;
-    const buf = Buffer.allocUnsafe(st.size);
+    if (file.size > max) return null;
+    const buf = Buffer.allocUnsafe(file.size);
     let off = 0;
     while (off < buf.length) {
-      const n = readSync(fd, buf, off, buf.length - off, off);
+      const n = readSync(file.fd, buf, off, buf.length - off, off);
       if (n === 0) break;
       off += n;
     }
     return buf.subarray(0, off);
   } finally {
-    closeSync(fd);
+    closeSync(file.fd);
   }
 }
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, existsSync, fstatSync, fsyncSync, openSync, readSync } from 'node:fs';
-import { putStreamInStore } from '../base/content-store.js';
+import { closeSync, constants, existsSync, fsyncSync, openSync, readSync } from 'node:fs';
+import { openRegular, putStreamInStore } from '../base/content-store.js';
 import { basename, dirname, join } from 'node:path';
 import type { EntryStat } from '../base/scope-fs.js';
 import type { Scopes } from './scopes.js';
@@ -124,17 +124,12 @@ function hashFd(fd: number): string {
 
 /** sha256 of a store file, never through a link; null when it is not a regular file. */
 export function hashFileNoFollow(path: string): string | null {
-  let fd: number;
+  const file = openRegular(path);
+  if (!file) return null;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    if (!fstatSync(fd).isFile()) return null;
-    return hashFd(fd);
+    return hashFd(file.fd);
   } finally {
-    closeSync(fd);
+    closeSync(file.fd);
   }
 }
 

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, linkSync, mkdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { createOnce } from '../base/create-once.js';
 import { DEFAULT_POLICY_YAML } from '../policy/policy.js';
 
 /** The folders of an Airlock workspace (see README "The ThreeGate flow"). */
@@ -89,19 +89,3 @@ export function openWorkspace(explicit?: string, opts: { init?: boolean } = {}):
   return ws;
 }
 
-/**
- * Creates `file` with `text` unless it exists, safely when several processes open a new workspace
- * at once: the text is written aside and linked into place (link never replaces), so no reader ever
- * sees a half-written file and exactly one writer wins.
- */
-function createOnce(file: string, text: string): void {
-  const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
-  try {
-    linkSync(tmp, file);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-  } finally {
-    unlinkSync(tmp);
-  }
-}

@@ -13,6 +13,21 @@ import { scopedWorkspace } from '../helpers/workspace.js';
 const root = process.getuid?.() === 0;
 const exec = (ws: string, args: string[], env: NodeJS.ProcessEnv = {}) => airlock(['exec', '--workspace', ws, ...args], { env });
 
+/** Starts `airlock ARGS` and waits until the program's first line ("first") is on its stdout. */
+async function untilFirstLine(args: string[], env: NodeJS.ProcessEnv = process.env) {
+  const child = spawn(repoPath('bin/airlock'), args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = { stdout: '', stderr: '' };
+  child.stderr.on('data', (d: Buffer) => (out.stderr += d));
+  await new Promise<void>((res, rej) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out.stdout += d;
+      if (out.stdout.includes('first')) res();
+    });
+    child.on('close', (c) => rej(new Error(`airlock ${args[0]} ended (${c}) before its first line: ${out.stderr}`)));
+  });
+  return { child, out };
+}
+
 test('airlock exec: the program\'s output comes out as its own, its exit status is the command\'s, the verdict follows on stderr, and the run is recorded with the terminal user as approver', { skip: !root }, () => {
   const ws = scopedWorkspace();
   const r = exec(ws.root, ['--', 'sh', '-c', 'echo out; echo err >&2; exit 7']);
@@ -84,25 +99,15 @@ test('airlock exec shows output as it comes, and Ctrl-C ends the sandbox, record
   const ws = scopedWorkspace();
   const tmp = mkdtempSync(join(tmpdir(), 'exec-int-'));
   chmodSync(tmp, 0o755); // the sandbox's host user passes through its staging below it
-  const child = spawn(repoPath('bin/airlock'), ['exec', '--workspace', ws.root, '--', 'sh', '-c', 'echo first; sleep 30; echo never'], { env: { ...process.env, TMPDIR: tmp }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d));
-  await new Promise<void>((res, rej) => {
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d;
-      if (stdout.includes('first')) res();
-    });
-    child.on('close', (c) => rej(new Error(`exec ended (${c}) before its first line: ${stderr}`)));
-  });
+  const { child, out } = await untilFirstLine(['exec', '--workspace', ws.root, '--', 'sh', '-c', 'echo first; sleep 30; echo never'], { ...process.env, TMPDIR: tmp });
   assert.equal(child.exitCode, null, 'the first line came while the program still ran');
   child.kill('SIGINT');
   const code = await new Promise<number | null>((res) => child.on('close', (c) => res(c)));
-  assert.equal(code, 130, stderr);
-  assert.doesNotMatch(stdout, /never/);
-  assert.match(stderr, /Ctrl-C: ending the sandbox/);
-  const id = /sandbox (sbx-[\w-]+)/.exec(stderr)?.[1];
-  assert.ok(id, stderr);
+  assert.equal(code, 130, out.stderr);
+  assert.doesNotMatch(out.stdout, /never/);
+  assert.match(out.stderr, /Ctrl-C: ending the sandbox/);
+  const id = /sandbox (sbx-[\w-]+)/.exec(out.stderr)?.[1];
+  assert.ok(id, out.stderr);
   const record = JSON.parse(readFileSync(join(ws.runs, id, 'record.json'), 'utf8')) as { interrupted?: boolean; status: string };
   assert.equal(record.interrupted, true);
   assert.equal(record.status, 'POLICY_ABORTED');
@@ -122,21 +127,11 @@ test('airlock run --follow shows a request\'s output as it comes; Ctrl-C ends it
   const dir = tree({ 'keep.txt': { text: 'k\n' } });
   const file = join(mkdtempSync(join(tmpdir(), 'run-follow-')), 'action.json');
   writeFileSync(file, JSON.stringify(descriptor(dir, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', 'echo first; sleep 30; echo never'], effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false } })));
-  const child = spawn(repoPath('bin/airlock'), ['run', file, '--follow', '--workspace', ws.root], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d));
-  await new Promise<void>((res, rej) => {
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d;
-      if (stdout.includes('first')) res();
-    });
-    child.on('close', (c) => rej(new Error(`run ended (${c}) before its first line: ${stderr}`)));
-  });
+  const { child, out } = await untilFirstLine(['run', file, '--follow', '--workspace', ws.root]);
   child.kill('SIGINT');
   const code = await new Promise<number | null>((res) => child.on('close', (c) => res(c)));
-  assert.equal(code, 130, stdout + stderr);
-  assert.match(stderr, /interrupted: the sandbox was ended/);
+  assert.equal(code, 130, out.stdout + out.stderr);
+  assert.match(out.stderr, /interrupted: the sandbox was ended/);
   const runs = readdirSync(ws.runs);
   assert.equal(runs.length, 1, 'one run folder, with its record');
   const record = JSON.parse(readFileSync(join(ws.runs, runs[0] as string, 'record.json'), 'utf8')) as { interrupted?: boolean };

@@ -156,8 +156,9 @@ test(`CLI runs, a folder gate and a UTP worker, ${RUNS} runs each at once on one
   await store.upsertTool({ project_id: project, tool_name: 'sandbox.exec', target_subject: subject, ...(BUILTIN_TOOLS['sandbox.exec'] as object) } as Parameters<SqliteStore['upsertTool']>[0]);
   const runsFile = join(top, 'utp-runs.txt');
   writeFileSync(runsFile, '');
-  const workerFile = join(fileURLToPath(new URL('.', import.meta.url)), 'utp-worker.js');
-  const cfg = JSON.stringify({ nats: NATS_URL, stream, durable, workspace: wsDir, runsFile });
+  const workerFile = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'utp', 'worker-child.js');
+  // Generous leases against a loaded 2-core machine (a late heartbeat must not lose a live run's lease).
+  const cfg = JSON.stringify({ nats: NATS_URL, stream, durable, workspace: wsDir, runsFile, leaseMs: 4000, ackWaitMs: 5000, concurrency: 3 });
   const startWorker = async (): Promise<ChildProcess> => {
     const w = start(process.execPath, [workerFile, cfg], env);
     let out = '';

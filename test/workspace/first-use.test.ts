@@ -10,11 +10,9 @@ import { parsePolicy } from '../../src/policy/policy.js';
 const wsUrl = new URL('../../src/workspace/workspace.js', import.meta.url).href;
 const policyUrl = new URL('../../src/policy/policy.js', import.meta.url).href;
 
-test('eight processes opening one new workspace at once: all succeed, each reads a whole, valid policy', async () => {
-  const dir = join(mkdtempSync(join(tmpdir(), 'airlock-first-')), 'ws');
-  const script = `const { openWorkspace } = await import(${JSON.stringify(wsUrl)}); const { parsePolicy } = await import(${JSON.stringify(policyUrl)}); const fs = await import('node:fs');
-const ws = openWorkspace(${JSON.stringify(dir)}); const p = parsePolicy(fs.readFileSync(ws.policyFile, 'utf8')); console.log(p.ok ? 'ok' : JSON.stringify(p.problems));`;
-  const outs = await Promise.all(
+/** Runs the module `script` in eight node processes at once; each answers "<exit code> <output>". */
+function eightAtOnce(script: string): Promise<string[]> {
+  return Promise.all(
     Array.from({ length: 8 }, () => {
       const c = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
@@ -23,6 +21,13 @@ const ws = openWorkspace(${JSON.stringify(dir)}); const p = parsePolicy(fs.readF
       return new Promise<string>((r) => c.on('close', (code) => r(`${code} ${out.trim()}`)));
     }),
   );
+}
+
+test('eight processes opening one new workspace at once: all succeed, each reads a whole, valid policy', async () => {
+  const dir = join(mkdtempSync(join(tmpdir(), 'airlock-first-')), 'ws');
+  const script = `const { openWorkspace } = await import(${JSON.stringify(wsUrl)}); const { parsePolicy } = await import(${JSON.stringify(policyUrl)}); const fs = await import('node:fs');
+const ws = openWorkspace(${JSON.stringify(dir)}); const p = parsePolicy(fs.readFileSync(ws.policyFile, 'utf8')); console.log(p.ok ? 'ok' : JSON.stringify(p.problems));`;
+  const outs = await eightAtOnce(script);
   assert.deepEqual(outs, Array(8).fill('0 ok'));
   assert.ok(parsePolicy(readFileSync(join(dir, 'policy.yaml'), 'utf8')).ok);
   assert.deepEqual(readdirSync(dir).filter((n) => n.includes('.tmp-')), [], 'no temporary file left behind');
@@ -44,15 +49,7 @@ const ledger = new Ledger(ws.storeFile); const id = 'req-' + process.pid; if (!l
 const log = openAuditLog(ws.auditFile, { sealKeyFile: ${JSON.stringify(key)} });
 for (let i = 0; i < 20; i++) log.append({ type: 'validated', request_id: id, detail: { i } });
 await store.close(); console.log('ok');`;
-  const outs = await Promise.all(
-    Array.from({ length: 8 }, () => {
-      const c = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      c.stdout.on('data', (d: Buffer) => (out += d));
-      c.stderr.on('data', (d: Buffer) => (out += d));
-      return new Promise<string>((r) => c.on('close', (code) => r(`${code} ${out.trim()}`)));
-    }),
-  );
+  const outs = await eightAtOnce(script);
   assert.deepEqual(outs, Array(8).fill('0 ok'));
   const { Ledger } = await import(ledgerUrl);
   const ledger = new Ledger(join(dir, 'store', 'airlock.db'));
