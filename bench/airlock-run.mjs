@@ -34,6 +34,9 @@ export const nsRun = (text = descriptor) => airlockRun('bench.json', text, actio
 /** A full gated run of the Tool Request whose program is `1 + 1`, in the Monty lane. */
 export const montyRun = (text = montyRequest) => airlockRun('TR-20261122-000000Z-bench-monty.md', text, actionFromToolRequest);
 
+/** A full gated run of a Tool Request (ns lane unless its backend is monty). */
+export const trRun = (text) => airlockRun('TR-20261122-000000Z-bench-monty.md', text, actionFromToolRequest);
+
 /** The bare bwrap the benches compare with: a minimal sandbox of `argv`, spawned from Node. */
 export const bareArgs = (argv) => ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev', '--', ...argv];
 

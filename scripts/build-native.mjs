@@ -3,6 +3,8 @@
 //                                                    observes with strace, slower)
 //   native/scopefs.c -> dist/native/airlock-scopefs  every host read and write inside a scope (without
 //                                                    it scoped runs and promotion refuse to run)
+//   native/exec-shim.c -> dist/native/airlock-exec   the first program of a sandbox started ahead of
+//                                                    need (without it every run starts its own)
 // Without a compiler the build goes on and says what is missing. `--optional` (the package's
 // postinstall) also goes on when the compiler fails, saying so: an install must not fail on a
 // helper the host can do without or refuse cleanly without.
@@ -12,6 +14,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 const helpers = [
   { src: 'native/tracer.c', out: 'dist/native/airlock-tracer', without: 'the ns lane will observe syscalls with strace (slower)' },
   { src: 'native/scopefs.c', out: 'dist/native/airlock-scopefs', without: 'runs with a declared scope and promotion will refuse to run' },
+  { src: 'native/exec-shim.c', out: 'dist/native/airlock-exec', without: 'no sandbox is started ahead of need (every run starts its own)' },
 ];
 const optional = process.argv.includes('--optional');
 const cc = ['cc', 'gcc', 'clang'].find((c) => spawnSync(c, ['--version'], { stdio: 'ignore' }).status === 0);

@@ -9,11 +9,11 @@
 // again, and the scope's owner could swap any of them between two calls (docs/promotion.md).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createConnection, type Socket } from 'node:net';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { constants } from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { nativeBinaryPath } from './native.js';
 import { ownedTempDir } from './owner.js';
 
 export type EntryType = 'file' | 'dir' | 'symlink' | 'fifo' | 'socket' | 'char-device' | 'block-device';
@@ -67,15 +67,7 @@ function parseStat(f: string[]): EntryStat {
   };
 }
 
-/** airlock-scopefs under dist/native: above this module (tsc output) or above the bundle. */
-export function scopeFsBinaryPath(): string | null {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i++, dir = dirname(dir)) {
-    const p = join(dir, 'native', 'airlock-scopefs');
-    if (existsSync(p)) return p;
-  }
-  return null;
-}
+export const scopeFsBinaryPath = (): string | null => nativeBinaryPath('airlock-scopefs');
 
 /**
  * While it waits for an answer, the host looks at the agent every AGENT_IDLE_MS without a byte from

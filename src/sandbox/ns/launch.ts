@@ -29,6 +29,8 @@ export interface SandboxLaunch {
   readonly trace: TraceRun | null;
   /** bwrap's host pid, once known. */
   bwrapPid(): number | null;
+  /** Parked (a sandbox waiting in the pool), the launch does not keep node alive (tracer launches). */
+  park(on: boolean): void;
 }
 
 const ended = (s: Readable): Promise<void> => new Promise((resolve) => s.once('close', () => resolve()));
@@ -42,6 +44,7 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
   let exited = false;
   const sockets: Socket[] = [];
   const opened: string[] = [];
+  let parked = false;
   // bwrap is gone: a writer that never came (a child killed before it opened the FIFOs, e.g. by the
   // OOM killer under a tiny memory limit) never will. Opening and closing a writer of our own lets
   // each reader see the end once it has read what the real writers left.
@@ -76,6 +79,7 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
         const sock = new Socket({ fd: openSync(path, constants.O_RDONLY | constants.O_NONBLOCK), readable: true, writable: false });
         sock.on('error', () => into.end());
         sock.pipe(into);
+        if (parked) sock.unref();
         sockets.push(sock);
         opened.push(path);
         if (exited) endReaders([path]);
@@ -110,6 +114,11 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
       return traced ? l.trace : null;
     },
     bwrapPid: () => pid,
+    park: (on) => {
+      parked = on;
+      for (const sock of sockets) (on ? sock.unref : sock.ref).call(sock);
+      l.park(on);
+    },
   };
 }
 
@@ -173,5 +182,6 @@ export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: W
     kill: () => child.kill('SIGKILL'),
     trace: null,
     bwrapPid: () => child.pid ?? null,
+    park: () => undefined, // node launches are never pooled
   };
 }

@@ -15,7 +15,7 @@
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../base/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
@@ -26,20 +26,22 @@ import { parseStraceLog, straceArgv } from '../observe/strace.js';
 import { withoutProbes } from '../observe/probes.js';
 import { sideEffectsFromTrace } from '../observe/trace-events.js';
 import { syscallTracer } from '../observe/tracer.js';
-import { resolveOnRoot, rootPlan, SANDBOX_GID, SANDBOX_UID } from '../rootfs.js';
+import { resolveOnRoot, rootPlan, SANDBOX_UID } from '../rootfs.js';
 import type { FsChange, LimitEnforcement, LimitName, RunExit, HostFacts, Limits, Resources, Observation, NsRunSpec, RunStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
 import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
-import { buildSeccompFilter } from './seccomp.js';
 import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
+import { namespaceArgs, observeFilterIn, plainSeccompFilter, READ_ONLY_ROOT } from './bwrap-args.js';
+import { LAUNCHER_IN_SANDBOX, poolShape, refillPool, takePooled } from './pool.js';
+import { folderArgs, makeRunFolders, runFolders } from './run-folders.js';
 import { describeGrant } from '../../base/allowlist.js';
 import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../egress/forwarder.js';
 import { NetworkProxy } from '../egress/proxy.js';
 import type { NetworkObservation } from '../egress/records.js';
 import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, observeScratch, tmpfsFull } from './outputs.js';
-import { chownTo, mkdirMode, mkdirModeSync, mounter, removeTree, stageInput, stagingBase } from './staging.js';
+import { chownTo, mkdirMode, mounter, removeTree, stageInput, stagingBase } from './staging.js';
 import { ownerTag } from '../../base/owner.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
@@ -49,18 +51,6 @@ const LIMIT_NAMES: LimitName[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'out
 /** How often the host polls the cgroup for CPU time, OOM kills and pids-limit hits. */
 const POLL_MS = 10;
 
-/** The filter without SECCOMP_RET_TRACE stops (node launches), built once. */
-let plainFilter: Buffer | null = null;
-/** The filter with SECCOMP_RET_TRACE stops for the host tracer, written once into the root-owned staging base. */
-let observeFilterFile: string | null = null;
-function observeFilterIn(base: string): string {
-  if (observeFilterFile === null) {
-    const f = join(base, 'seccomp-observe.bpf');
-    writeFileSync(f, buildSeccompFilter(process.arch, { observe: true }), { mode: 0o600 });
-    observeFilterFile = f;
-  }
-  return observeFilterFile;
-}
 /** How long the tracer may take to report a run's end after its last process died. */
 const TRACE_SETTLE_MS = 2000;
 
@@ -299,22 +289,19 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   // ---- staging (everything below is undone in `finally`) ----
   const ops = hostOps(caps.perlBinary);
   const mnt = mounter(caps, ops);
-  const base = await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null);
-  const dir = join(base, runId);
+  // A sandbox started ahead of need (pool.ts) has its folders, tmpfs, cgroup and bwrap ready, its
+  // first program waiting for the command: what is left is the inputs and the command.
+  const shape = tracer ? poolShape(spec) : null;
+  const pooled = shape ? takePooled(shape, plan) : null;
+  const base = pooled ? null : await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null);
+  const folders = pooled?.folders ?? runFolders(base!, runId, caps);
+  const { dir, inStage, outStage, sharedDisk, scratch, mounted } = folders;
   // Every scope through its agent, while the run's tmpfs are mounted: a link on the way refuses the
   // run before anything is staged in a scope.
   const openingScopes = openScopes(scopes.map((sc) => sc.hostPath));
   openingScopes.catch(() => undefined); // awaited below, or closed in `finally`: never unhandled
-  // Every place the program can write is a capped tmpfs of this run (when root), in bytes and in
-  // entries (nr_inodes): /out with the directory scopes' overlay upper dirs under the disk limit
-  // (a one-file scope's copy is post-checked), and /tmp with /dev/shm under the /tmp limit.
-  const sharedDisk = caps.tmpfsSizeCaps.hostOut ? join(dir, 'rw') : null;
-  const scratch = caps.tmpfsSizeCaps.hostOut ? join(dir, 'scratch') : null;
-  const outStage = join(sharedDisk ?? dir, 'out');
-  const inStage = join(dir, 'in');
   const logFile = join(dir, 'strace.log');
-  const mounted: string[] = [];
-  let cg: RunCgroup | null = null;
+  let cg: RunCgroup | null = pooled?.cg ?? null;
   const cleanupErrors: string[] = [];
   // Network: the host proxy of this run (unix socket in the root-owned staging dir) and the bridge
   // that carries 127.0.0.1:PROXY_PORT inside the sandbox's own network namespace to it.
@@ -322,32 +309,17 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   let forwarder: Forwarder | null = null;
   let onNetworkCap: ((message: string) => void) | null = null;
   let runOver = false;
+  let sandboxGone = false;
   const proxySocket = join(dir, 'proxy.sock');
   try {
-    mkdirModeSync(dir, 0o711);
-    // Only root and the sandbox's user pass through a run's staging: its mounts are listed in
-    // /proc/self/mountinfo for everyone, and another local user could otherwise write into a scope's
-    // overlay (where a directory is writable to them) during the run, and the Sandbox Result would
-    // give those changes to the sandboxed program (promoted with the scope owner's authority).
-    if (asRoot) {
-      chownSync(dir, 0, gid);
-      chmodSync(dir, 0o710);
-    }
-    mkdirModeSync(inStage, 0o755);
+    // Every place the program can write is a capped tmpfs of this run (when root), in bytes and in
+    // entries (nr_inodes): /out with the directory scopes' overlay upper dirs under the disk limit
+    // (a one-file scope's copy is post-checked), and /tmp with /dev/shm under the /tmp limit.
+    const outP = pooled ? Promise.resolve() : makeRunFolders(folders, mnt, limits, { uid, gid }, asRoot);
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
-    const outP = (async () => {
-      const capped = ([[sharedDisk, limits.outBytes], [scratch, limits.tmpBytes]] as const).filter((c): c is readonly [string, number] => c[0] !== null);
-      for (const [fs] of capped) mkdirModeSync(fs, 0o711);
-      const mounts = await Promise.allSettled(capped.map(([fs, bytes]) => mnt.tmpfs(fs, bytes, 0, 0, 0o711, limits.files)));
-      mounts.forEach((m, i) => m.status === 'fulfilled' && mounted.push(capped[i]![0]));
-      for (const m of mounts) if (m.status === 'rejected') throw m.reason;
-      mkdirModeSync(outStage, 0o755);
-      await chownTo(outStage, uid, gid).catch(() => undefined);
-      if (scratch) for (const d of ['tmp', 'shm']) mkdirModeSync(join(scratch, d), 0o1777);
-    })();
     // While the mounts and the agents work. Through the tracer, bwrap itself is born in the group
     // too: one more process than the sandbox's own.
-    if (caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + (tracer ? 1 : 0) });
+    if (!pooled && caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + (tracer ? 1 : 0) });
     const openedScopes = await openingScopes;
     if (!openedScopes.ok) {
       await outP.catch(() => undefined); // its mounts are undone below
@@ -399,24 +371,14 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // ---- bwrap arguments ----
     const cwd = spec.cwd ?? '/tmp';
     const env = { ...(spec.env ?? {}), ...baseEnv(plan.path, cwd), ...(spec.network ? proxyEnv() : {}) };
-    const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--hostname', 'airlock'];
-    if (bwrap.supports.disableUserns) a.push('--disable-userns');
-    a.push(...plan.args);
-    // /tmp and /dev/shm: the capped scratch tmpfs; without root, each its own bwrap --size tmpfs.
-    if (scratch) a.push('--bind', join(scratch, 'tmp'), '/tmp', '--bind', join(scratch, 'shm'), '/dev/shm');
-    else a.push('--size', String(limits.tmpBytes), '--tmpfs', '/tmp', '--size', String(limits.tmpBytes), '--tmpfs', '/dev/shm');
-    a.push('--ro-bind', inStage, '/in');
-    a.push('--bind', outStage, '/out');
+    const a: string[] = [...namespaceArgs(bwrap), ...plan.args, ...folderArgs(folders, limits)];
     scopeDirs.forEach((s, i) => {
       const ro = scopes[i]?.readOnly === true;
       if (s.kind === 'file') a.push(ro ? '--ro-bind' : '--bind', fileCopyOf(s), s.hostPath);
       else if (useBwrapOverlay) a.push('--overlay-src', s.hostPath, ...(ro ? ['--ro-overlay', s.hostPath] : ['--overlay', s.upper, s.work, s.hostPath]));
       else a.push(ro ? '--ro-bind' : '--bind', s.merged, s.hostPath);
     });
-    // The root tmpfs bwrap builds is owned by the sandbox uid, and so is its /dev: make them read-only
-    // once everything is in place (devices still work; only /dev/shm stays writable, and capped).
-    a.push('--remount-ro', '/dev', '--remount-ro', '/');
-    a.push('--clearenv');
+    a.push(...READ_ONLY_ROOT, '--clearenv');
     for (const [k, v] of Object.entries(env)) a.push('--setenv', k, v);
     a.push('--chdir', cwd, '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', program, ...spec.argv.slice(1));
 
@@ -435,12 +397,13 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const started = new Date();
     const t0 = performance.now();
     let launch: SandboxLaunch;
-    if (tracer) {
+    if (pooled) launch = pooled.launch;
+    else if (tracer) {
       launch = launchWithTracer(tracer, {
         argv: [bwrap.path, ...a],
         stdoutFifo: join(dir, 'stdout'),
         stderrFifo: join(dir, 'stderr'),
-        seccompFile: observeFilterIn(base),
+        seccompFile: observeFilterIn(base!),
         cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
         limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid },
         hold: spec.network !== undefined,
@@ -460,7 +423,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         cmd,
         // strace starts as root and drops to nobody itself (-u); otherwise node drops before exec.
         ids: asRoot && !useStrace ? { uid, gid } : null,
-        filter: (plainFilter ??= buildSeccompFilter()),
+        filter: plainSeccompFilter(),
         prepare: async (pid) => {
           try {
             cg?.addProcess(pid);
@@ -528,7 +491,12 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       released = true;
       tReleased = performance.now();
       spec.onEvent?.({ kind: 'phase', phase: 'running' });
-      launch.release();
+      if (!pooled) return launch.release();
+      const notSent = pooled.start(cwd, [program, ...spec.argv.slice(1)], env);
+      if (notSent) {
+        setupError = notSent;
+        void killEverything({ status: 'SANDBOX_ERROR', limit: null, reason: notSent });
+      }
     });
     onNetworkCap = (message) => void killEverything({ status: 'RESOURCE_KILLED', limit: null, reason: message });
     const wall = setTimeout(() => void killEverything({ status: 'TIMEOUT', limit: 'wallMs', reason: `wall time ${limits.wallMs} ms exceeded: killed by the host` }), limits.wallMs);
@@ -550,6 +518,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       : null;
 
     const end = await launch.closed;
+    sandboxGone = true;
     const tEnded = performance.now();
     spec.onEvent?.({ kind: 'phase', phase: 'observing' });
     if (end.spawnError && !setupError) setupError = end.spawnError;
@@ -582,7 +551,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       if (tr.lost) sideEffectsUnavailable = tr.lost;
       else if (!settled) sideEffectsUnavailable = `the syscall tracer did not report the end of the run within ${TRACE_SETTLE_MS} ms: the trace is incomplete`;
       else {
-        const t = sideEffectsFromTrace(tr.lines, launch.bwrapPid());
+        const t = sideEffectsFromTrace(tr.lines, launch.bwrapPid(), pooled ? LAUNCHER_IN_SANDBOX : null);
         sideEffects = t.sideEffects;
         fromTracer = t.programEnd;
       }
@@ -615,7 +584,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     if (fromStrace) exit = { ...fromStrace, source: 'strace' };
     else if (fromTracer) exit = { ...fromTracer, source: 'tracer' };
     else if (end.code !== null && end.code > 128 && end.code < 128 + 65) exit = { code: null, signal: SIGNALS[end.code - 128] ?? `SIG${end.code - 128}`, source: 'bwrap-exit-code' };
-    const bwrapFailed = !fromStrace && !fromTracer && end.code === 1 && /^bwrap: /m.test(stderrRes.bytes.toString('utf8').slice(0, 4096)) && (sideEffects === null || sideEffects.programPid === null);
+    // bwrap's own failure (exit 1), or airlock-exec's in a pooled sandbox (exit 127), before any program ran.
+    const bwrapFailed = !fromStrace && !fromTracer && end.code === (pooled ? 127 : 1) && (pooled ? /^airlock-exec: /m : /^bwrap: /m).test(stderrRes.bytes.toString('utf8').slice(0, 4096)) && (sideEffects === null || sideEffects.programPid === null);
     if (!released && !setupError && !kill) setupError = 'bwrap ended before the sandbox was set up';
     if (bwrapFailed) setupError = `bwrap could not set up the sandbox: ${stderrRes.bytes.toString('utf8').slice(0, 300).trim()}`;
 
@@ -758,6 +728,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     runOver = true;
     (forwarder as Forwarder | null)?.stop();
     const px = proxy as NetworkProxy | null;
+    // A pooled sandbox whose run ended before its command was sent (an input refused) still waits.
+    pooled?.close();
+    if (pooled && !sandboxGone) pooled.launch.kill();
     background(async () => {
       if (px) await px.close();
       if (group) cleanupErrors.push(...(await group.destroy()));
@@ -768,6 +741,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       }
       if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
       else process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
+      // The next run of this shape finds a sandbox waiting (when the process keeps a pool).
+      if (shape) refillPool(shape, limits, caps);
     });
   }
 }

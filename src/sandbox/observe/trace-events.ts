@@ -98,9 +98,17 @@ export interface TraceOutcome {
   programEnd: { code: number | null; signal: string | null } | null;
 }
 
-/** Interprets one run's event lines. `bwrapPid` is the host pid node spawned bwrap as. Never throws. */
-export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number | null): TraceOutcome {
+/**
+ * Interprets one run's event lines. `bwrapPid` is the host pid node spawned bwrap as. `launcher`: the
+ * sandbox's first program was this launcher (a pooled sandbox's airlock-exec), which then exec'd the
+ * program in the same process: its own exec and calls are Airlock's, not the program's, and dropped.
+ * Never throws.
+ */
+export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number | null, launcher: string | null = null): TraceOutcome {
   let programPid: number | null = null;
+  /** The launcher's pid until it execs the program. */
+  let launcherPid: number | null = null;
+  let launcherExeced = false;
   let programEnd: TraceOutcome['programEnd'] = null;
   let processes = 0;
   let threads = 0;
@@ -135,6 +143,22 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
     if (pid === null) {
       unparsed++;
       continue;
+    }
+    if (launcher !== null) {
+      if (f[0] === 'P' && programPid === null && launcherPid === null) {
+        launcherPid = pid;
+        continue;
+      }
+      if (pid === launcherPid) {
+        if (f[0] !== 'X') continue;
+        if (!launcherExeced && f[2] !== '-' && hexText(f[2]) === launcher) {
+          launcherExeced = true;
+          continue;
+        }
+        // The program's exec: from here on, this process is the program.
+        launcherPid = null;
+        programPid = pid;
+      }
     }
     switch (f[0]) {
       case 'P':

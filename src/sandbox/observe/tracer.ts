@@ -5,20 +5,10 @@
 // reach this process or its pipe: nothing it does can forge or erase a line. Without the binary (no
 // compiler) or without root, the runner falls back to strace (slower, same observations).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { constants } from 'node:os';
+import { nativeBinaryPath } from '../../base/native.js';
 
-/** native/airlock-tracer under dist/: above this module (tsc output) or above the bundle. */
-export function tracerBinaryPath(): string | null {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i++, dir = dirname(dir)) {
-    const p = join(dir, 'native', 'airlock-tracer');
-    if (existsSync(p)) return p;
-  }
-  return null;
-}
+export const tracerBinaryPath = (): string | null => nativeBinaryPath('airlock-tracer');
 
 /** One run's trace: event lines (without the run id), complete once `done` resolves. */
 export interface TraceRun {
@@ -70,6 +60,8 @@ export interface Launch {
   readonly trace: TraceRun;
   /** Lets a held init go on. */
   release(): void;
+  /** A parked run (a sandbox waiting in the pool for its program) does not keep node alive. */
+  park(on: boolean): void;
 }
 
 interface RunState extends TraceRun {
@@ -100,6 +92,7 @@ const hexField = (s: string): string => `x${Buffer.from(s, 'utf8').toString('hex
 export class SyscallTracer {
   private child: ChildProcessWithoutNullStreams | null = null;
   private readonly runs = new Map<number, RunState>();
+  private readonly parked = new Set<number>();
   private nextId = 1;
   private buf = '';
 
@@ -170,7 +163,8 @@ export class SyscallTracer {
   private idle(): void {
     const c = this.child;
     if (!c) return;
-    const busy = this.runs.size > 0;
+    for (const id of this.parked) if (!this.runs.has(id)) this.parked.delete(id);
+    const busy = this.runs.size > this.parked.size;
     for (const s of [c.stdout, c.stderr, c.stdin] as unknown as { ref?: () => void; unref?: () => void }[]) (busy ? s.ref : s.unref)?.call(s);
     if (busy) c.ref();
     else c.unref();
@@ -195,7 +189,12 @@ export class SyscallTracer {
       ...spec.argv.map(hexField),
     ];
     c.stdin.write(`${request.join(' ')}\n`);
-    return { started, init, exit, trace: r, release: () => void this.child?.stdin.write(`G ${id}\n`) };
+    const park = (on: boolean): void => {
+      if (on && this.runs.has(id)) this.parked.add(id);
+      else this.parked.delete(id);
+      this.idle();
+    };
+    return { started, init, exit, trace: r, release: () => void this.child?.stdin.write(`G ${id}\n`), park };
   }
 
   /** Stop the tracer (tests; the process otherwise ends it by closing stdin at exit). */

@@ -1,0 +1,273 @@
+// Sandboxes started ahead of need (issue 20, target 3). For the common shape (no scope, no network,
+// syscalls observed by the host tracer), a pooled sandbox has everything a run started on request
+// would have, made the same way: its root-owned folder, its capped tmpfs for /out, /tmp and /dev/shm,
+// its cgroup with the run's memory and pids limits, and bwrap started by the tracer in that group
+// under the run's rlimits, traced from the init on. Its first program is airlock-exec
+// (native/exec-shim.c), waiting on a unix socket for the one command it will ever run. A request
+// takes one, stages its inputs into /in, sends the command and goes on as a run started on request
+// (runner.ts); afterwards the sandbox is destroyed like any run's. No sandbox serves two runs.
+//
+// Pools are keyed by the run's limits (they are fixed when the sandbox starts): the first run of a
+// shape starts cold and asks for the pool of its shape; at most MAX_SHAPES shapes are kept, the
+// least recently used dropped. A pooled sandbox that dies while it waits is removed and reported.
+import { randomBytes } from 'node:crypto';
+import { chmodSync, chownSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { nativeBinaryPath } from '../../base/native.js';
+import { ownerTag } from '../../base/owner.js';
+import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
+import type { HostCapabilities } from '../doctor.js';
+import { syscallTracer } from '../observe/tracer.js';
+import { rootPlan, type RootPlan } from '../rootfs.js';
+import type { Limits, NsRunSpec } from '../types.js';
+import { namespaceArgs, observeFilterIn, READ_ONLY_ROOT } from './bwrap-args.js';
+import { hostOps } from './hostops.js';
+import { launchWithTracer, type SandboxLaunch } from './launch.js';
+import { folderArgs, makeRunFolders, runFolders, type RunFolders } from './run-folders.js';
+import { mkdirModeSync, mounter, removeTree, stagingBase } from './staging.js';
+
+/** Where the sandbox's first program and its command socket are, inside the sandbox. */
+export const LAUNCHER_IN_SANDBOX = '/.airlock/exec';
+const MAX_SHAPES = 4;
+/** A shape whose pooled sandboxes keep dying this many times in a row is not pooled any more. */
+const MAX_FAILURES = 3;
+
+export interface PooledSandbox {
+  readonly runId: string;
+  readonly folders: RunFolders;
+  readonly cg: RunCgroup | null;
+  readonly launch: SandboxLaunch;
+  /** The root plan it was built with: a sandbox from an older plan (the host's /etc changed) is not used. */
+  readonly plan: RootPlan;
+  /** Sends the one command (cwd, argv with argv[0] absolute, env): null when sent, else why not. */
+  start(cwd: string, argv: string[], env: Record<string, string>): string | null;
+  /** The run is over (or the sandbox is dropped): closes the command socket. */
+  close(): void;
+}
+
+/** A command as airlock-exec reads it: 4-byte LE length, then NUL-terminated cwd, argc, argv..., NAME=value... */
+export function encodeCommand(cwd: string, argv: string[], env: Record<string, string>): Buffer {
+  const body = Buffer.from([cwd, String(argv.length), ...argv, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)].map((s) => `${s}\0`).join(''), 'utf8');
+  const head = Buffer.alloc(4);
+  head.writeUInt32LE(body.length);
+  return Buffer.concat([head, body]);
+}
+
+const LIMIT_KEYS: (keyof Limits)[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'files', 'stdoutBytes', 'stderrBytes'];
+
+/** The pool a run may take from: its limits, when its shape is the common one; else null. */
+export function poolShape(spec: NsRunSpec): string | null {
+  if (spec.network !== undefined || (spec.scopes?.length ?? 0) > 0 || spec.traceSyscalls === false) return null;
+  return LIMIT_KEYS.map((k) => spec.limits[k]).join(',');
+}
+
+interface Shape {
+  limits: Limits;
+  idle: PooledSandbox[];
+  starting: number;
+  failures: number;
+}
+
+let size = 0;
+let caps: HostCapabilities | null = null;
+const shapes = new Map<string, Shape>();
+/** Why pooling is off on this host, once found (no tracer, not root, airlock-exec not built). */
+let unavailable: string | null = null;
+
+/**
+ * How many sandboxes to keep waiting per shape (0: none, the default; a service sets it). Lowering
+ * it drops the surplus at once.
+ */
+export function configureSandboxPool(n: number): void {
+  size = Math.max(0, Math.floor(n));
+  for (const s of shapes.values()) for (const p of s.idle.splice(size)) drop(p);
+}
+
+/** What the pool holds now: per shape, sandboxes waiting and starting; and why it is off, if it is. */
+export function sandboxPoolState(): { size: number; waiting: number; starting: number; unavailable: string | null } {
+  let waiting = 0;
+  let starting = 0;
+  for (const s of shapes.values()) {
+    waiting += s.idle.length;
+    starting += s.starting;
+  }
+  return { size, waiting, starting, unavailable };
+}
+
+/** A waiting sandbox of this shape built with the current root plan, or null (the caller starts one on request). */
+export function takePooled(shape: string, plan: RootPlan): PooledSandbox | null {
+  const s = shapes.get(shape);
+  if (!s) return null;
+  touch(shape, s);
+  for (let p = s.idle.shift(); p; p = s.idle.shift()) {
+    if (p.plan === plan) {
+      p.launch.park(false);
+      return p;
+    }
+    drop(p);
+  }
+  return null;
+}
+
+/** After a run of this shape: keep `size` of its sandboxes waiting (started in the background). */
+export function refillPool(shape: string, limits: Limits, hostCaps: HostCapabilities): void {
+  if (size === 0 || unavailable) return;
+  caps = hostCaps;
+  let s = shapes.get(shape);
+  if (!s) {
+    s = { limits, idle: [], starting: 0, failures: 0 };
+    shapes.set(shape, s);
+    for (const [k, old] of [...shapes].slice(0, Math.max(0, shapes.size - MAX_SHAPES))) {
+      shapes.delete(k);
+      for (const p of old.idle.splice(0)) drop(p);
+    }
+  }
+  touch(shape, s);
+  const shapeNow = s;
+  while (shapeNow.failures < MAX_FAILURES && shapeNow.idle.length + shapeNow.starting < size) {
+    shapeNow.starting++;
+    void startSandbox(caps, shapeNow.limits).then(
+      (p) => {
+        shapeNow.starting--;
+        if (shapes.get(shape) !== shapeNow || shapeNow.idle.length >= size) return drop(p);
+        shapeNow.failures = 0;
+        shapeNow.idle.push(p);
+        // One that dies while it waits (killed, the tracer lost) is removed; the next run starts its own.
+        void p.launch.closed.then(() => {
+          const i = shapeNow.idle.indexOf(p);
+          if (i < 0) return;
+          shapeNow.idle.splice(i, 1);
+          shapeNow.failures++;
+          drop(p);
+          process.emitWarning(`airlock: a sandbox waiting in the pool ended before it was used (${p.runId}); ${shapeNow.failures >= MAX_FAILURES ? 'this shape is no longer pooled' : 'it will be replaced after the next run'}`);
+        });
+      },
+      (e: Error) => {
+        shapeNow.starting--;
+        shapeNow.failures++;
+        if ((e as { unavailable?: boolean }).unavailable) unavailable = e.message;
+        else process.emitWarning(`airlock: cannot start a sandbox ahead of need: ${e.message}`);
+      },
+    );
+  }
+}
+
+/** Kills and removes every waiting sandbox (a service's shutdown; a process that just exits is cleaned by its staging's exit hook). */
+export async function closeSandboxPool(): Promise<void> {
+  size = 0;
+  const all = [...shapes.values()].flatMap((s) => s.idle.splice(0));
+  shapes.clear();
+  await Promise.all(all.map(drop));
+}
+
+function touch(key: string, s: Shape): void {
+  shapes.delete(key);
+  shapes.set(key, s);
+}
+
+/** Kills a sandbox that will not run anything, and removes its group, mounts and folder. */
+async function drop(p: PooledSandbox): Promise<void> {
+  p.close();
+  await p.cg?.killAll().catch(() => undefined);
+  p.launch.kill();
+  await p.launch.closed;
+  await dropFolders(p.folders, p.cg);
+}
+
+async function dropFolders(f: RunFolders, cg: RunCgroup | null): Promise<void> {
+  const errors = cg ? await cg.destroy() : [];
+  const unmounter = mounter(caps!, hostOps(caps!.perlBinary, 'cleanup'));
+  for (const m of [...f.mounted].reverse()) {
+    const e = await unmounter.unmount(m);
+    if (e) errors.push(e);
+  }
+  if (errors.length === 0) await removeTree(f.dir).catch(() => undefined);
+  else process.emitWarning(`airlock: cleanup of pooled sandbox ${f.dir} incomplete: ${errors.join('; ')}`);
+}
+
+const unavailableError = (message: string): Error => Object.assign(new Error(message), { unavailable: true });
+
+/** Starts one sandbox for `limits`, through the same steps as a run started on request, up to its program. */
+async function startSandbox(c: HostCapabilities, limits: Limits): Promise<PooledSandbox> {
+  const tracer = syscallTracer();
+  const shim = nativeBinaryPath('airlock-exec');
+  const user = c.isRoot ? c.sandboxHostUser : null;
+  if (!tracer || !user || !c.bwrap) throw unavailableError('sandboxes are started ahead of need only as root with the host tracer');
+  if (!shim) throw unavailableError('airlock-exec is not built (npm run build needs a C compiler)');
+  const plan = await rootPlan(c);
+  const mnt = mounter(c, hostOps(c.perlBinary));
+  const base = await stagingBase(mnt, user);
+  const runId = `ns-${ownerTag()}-${randomBytes(4).toString('hex')}`;
+  const folders = runFolders(base, runId, c);
+  let cg: RunCgroup | null = null;
+  let server: Server | null = null;
+  let launch: SandboxLaunch | null = null;
+  try {
+    await makeRunFolders(folders, mnt, limits, user, true);
+    if (c.cgroup.usable) cg = createRunCgroup(c.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + 1 });
+    // /.airlock: the command socket (only the sandbox's user may connect) and airlock-exec bound over an empty file.
+    const ctl = join(folders.dir, 'ctl');
+    mkdirModeSync(ctl, 0o755);
+    writeFileSync(join(ctl, 'exec'), '', { mode: 0o444 });
+    const sockPath = join(ctl, 'cmd.sock');
+    const connected = new Promise<Socket>((resolve, reject) => {
+      server = createServer({ pauseOnConnect: true }, (sock) => {
+        server?.close(); // one connection, ever
+        resolve(sock);
+      });
+      server.once('error', reject);
+      server.listen(sockPath);
+    });
+    await new Promise<void>((resolve, reject) => {
+      server!.once('listening', resolve);
+      server!.once('error', reject);
+    });
+    chownSync(sockPath, user.uid, user.gid);
+    chmodSync(sockPath, 0o600);
+    const cpuS = Math.ceil(limits.cpuMs / 1000);
+    const args = [...namespaceArgs(c.bwrap), ...plan.args, ...folderArgs(folders, limits), '--ro-bind', ctl, '/.airlock', '--ro-bind', shim, LAUNCHER_IN_SANDBOX, ...READ_ONLY_ROOT, '--clearenv', '--chdir', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', LAUNCHER_IN_SANDBOX];
+    launch = launchWithTracer(tracer, {
+      argv: [c.bwrap.path, ...args],
+      stdoutFifo: join(folders.dir, 'stdout'),
+      stderrFifo: join(folders.dir, 'stderr'),
+      seccompFile: observeFilterIn(base),
+      cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
+      limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes, uid: user.uid, gid: user.gid },
+      hold: false,
+    });
+    launch.park(true);
+    const ready = await launch.ready;
+    if ('error' in ready) throw new Error(ready.error);
+    // Waiting means airlock-exec connected: everything before the program is done.
+    const sock = await Promise.race([connected, launch.closed.then(() => null)]);
+    if (!sock) throw new Error('the sandbox ended before its first program was ready');
+    sock.unref();
+    sock.on('error', () => undefined);
+    let sent = false;
+    return {
+      runId,
+      folders,
+      cg,
+      launch,
+      plan,
+      start(cwd, argv, env) {
+        if (sent || sock.destroyed) return 'the pooled sandbox is no longer waiting';
+        sent = true;
+        sock.ref();
+        sock.write(encodeCommand(cwd, argv, env));
+        return null;
+      },
+      close: () => void sock.destroy(),
+    };
+  } catch (e) {
+    (server as Server | null)?.close();
+    await cg?.killAll().catch(() => undefined);
+    if (launch) {
+      launch.kill();
+      await launch.closed;
+    }
+    await dropFolders(folders, cg);
+    throw e;
+  }
+}
