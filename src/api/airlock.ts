@@ -11,7 +11,7 @@ import type { Problem } from '../base/problem.js';
 import { commitApproval, prepareApproval } from '../gates/approve.js';
 import { execute, type ExecuteOutcome } from '../host/execute.js';
 import type { RunEvent } from '../sandbox/types.js';
-import { closeMontyPools } from '../sandbox/lanes/monty-pool.js';
+import { closeLanes, warmLanes } from '../sandbox/lanes/warm.js';
 import { openStore, type Store } from '../store/open.js';
 import { callTool, type CallToolOptions, type CallToolOutcome } from '../utp/client.js';
 import { connectNats } from '../utp/connect.js';
@@ -22,7 +22,7 @@ import { openWorkspace, type Workspace } from '../workspace/workspace.js';
  * thin door onto the host core and the modules the CLI uses (nothing is re-implemented here):
  * run = `airlock run`, execute = the host core itself, approve = `airlock approve --yes`, confirm,
  * promote and rollback = the commit commands, callTool = the UTP agent client. NATS and the card
- * store are opened on the first callTool; close() ends what was opened (and the Monty workers).
+ * store are opened on the first callTool; close() ends what was opened (and the warm lanes).
  */
 export interface OpenAirlockOptions {
   /** The workspace folder (created with the default policy.yaml on first use). Default: $AIRLOCK_HOME, else ~/.airlock. */
@@ -35,6 +35,11 @@ export interface OpenAirlockOptions {
   operator?: string;
   /** Where operator private keys are (approve, confirm). Default: $AIRLOCK_KEYS, else ~/.config/airlock/keys. */
   keyDir?: string;
+  /**
+   * Keep Monty workers and ns sandboxes started ahead of need, as `airlock serve` does (for a
+   * long-lived process; see "Warm lanes" in the README). Default: false (each run starts its own).
+   */
+  warm?: boolean;
 }
 
 export interface RunOptions {
@@ -71,7 +76,7 @@ export interface Airlock {
   rollback(sandboxId: string, opts?: Omit<RollbackOptions, 'actor'>): Promise<RollbackOutcome>;
   /** One UTP call over NATS, as an agent makes it (needs `nats`; the service is `airlock serve --nats`). */
   callTool(o: AirlockCallOptions): Promise<CallToolOutcome>;
-  /** Closes the NATS connection and the store if they were opened, and ends warm Monty workers. */
+  /** Closes the NATS connection and the store if they were opened, and ends warm Monty workers and waiting sandboxes. */
   close(): Promise<void>;
 }
 
@@ -82,6 +87,7 @@ export function openAirlock(opts: OpenAirlockOptions = {}): Airlock {
   let nats: Promise<NatsConnection> | undefined;
   let store: Promise<Store> | undefined;
   let closed = false;
+  if (opts.warm) warmLanes({ monty: true });
 
   return {
     workspace: ws,
@@ -119,7 +125,7 @@ export function openAirlock(opts: OpenAirlockOptions = {}): Airlock {
       await Promise.all([
         n?.then((c) => c.close(), () => undefined),
         s?.then((x) => x.close(), () => undefined),
-        closeMontyPools(),
+        closeLanes(),
       ]);
     },
   };

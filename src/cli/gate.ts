@@ -182,11 +182,11 @@ export async function serveCommand(opts: { workspace?: string; once?: boolean; l
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   if (!opts.once) log.info('serving', { workspace: ws.root }, `airlock serve: watching ${ws.requestsIn} (Ctrl-C to stop)`);
-  // A long-lived gate keeps Monty workers warm when the policy lets that lane run.
-  const warm = !opts.once && (!policy.ok || policy.value.lanes.includes('monty'));
-  if (warm) (await import('../sandbox/lanes/monty.js')).warmMontyLane();
+  // A long-lived gate keeps Monty workers warm when the policy lets that lane run, and ns sandboxes.
+  const lanes = opts.once ? null : await import('../sandbox/lanes/warm.js');
+  lanes?.warmLanes({ monty: !policy.ok || policy.value.lanes.includes('monty') });
   const r = await serveGate({ ws, log, audit, once: Boolean(opts.once), signal: stop.signal });
-  if (warm) await (await import('../sandbox/lanes/monty-pool.js')).closeMontyPools();
+  await lanes?.closeLanes();
   log.info('done', { processed: r.processed }, `airlock serve: ${r.processed} request${r.processed === 1 ? '' : 's'} processed`);
   return 0;
 }

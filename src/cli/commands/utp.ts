@@ -279,14 +279,14 @@ export async function serveNats(opts: ServeNatsOptions): Promise<number> {
     await store.close();
     return 3;
   }
-  const monty = await import('../../sandbox/lanes/monty.js');
-  monty.warmMontyLane();
+  const lanes = await import('../../sandbox/lanes/warm.js');
+  lanes.warmLanes({ monty: true });
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
   await service.stop();
-  await (await import('../../sandbox/lanes/monty-pool.js')).closeMontyPools();
+  await lanes.closeLanes();
   await nc.drain().catch(() => undefined);
   await store.close();
   return 0;

@@ -84,15 +84,17 @@ export function configureSandboxPool(n: number): void {
   for (const s of shapes.values()) for (const p of s.idle.splice(size)) drop(p);
 }
 
-/** What the pool holds now: per shape, sandboxes waiting and starting; and why it is off, if it is. */
-export function sandboxPoolState(): { size: number; waiting: number; starting: number; unavailable: string | null } {
+let served = 0;
+
+/** What the pool holds now (sandboxes waiting and starting), how many runs it served, and why it is off, if it is. */
+export function sandboxPoolState(): { size: number; waiting: number; starting: number; served: number; unavailable: string | null } {
   let waiting = 0;
   let starting = 0;
   for (const s of shapes.values()) {
     waiting += s.idle.length;
     starting += s.starting;
   }
-  return { size, waiting, starting, unavailable };
+  return { size, waiting, starting, served, unavailable };
 }
 
 /** A waiting sandbox of this shape built with the current root plan, or null (the caller starts one on request). */
@@ -103,6 +105,7 @@ export function takePooled(shape: string, plan: RootPlan): PooledSandbox | null 
   for (let p = s.idle.shift(); p; p = s.idle.shift()) {
     if (p.plan === plan) {
       p.launch.park(false);
+      served++;
       return p;
     }
     drop(p);
@@ -168,6 +171,7 @@ function touch(key: string, s: Shape): void {
 
 /** Kills a sandbox that will not run anything, and removes its group, mounts and folder. */
 async function drop(p: PooledSandbox): Promise<void> {
+  p.launch.park(false); // its end is awaited: it holds the process open again until then
   p.close();
   await p.cg?.killAll().catch(() => undefined);
   p.launch.kill();
@@ -237,6 +241,10 @@ async function startSandbox(c: HostCapabilities, limits: Limits): Promise<Pooled
       hold: false,
     });
     launch.park(true);
+    // Flowing while it waits, so that its end is seen (the run's capture takes over at the hand-over,
+    // before the command is sent: nothing of the program's output is lost).
+    launch.stdout.resume();
+    launch.stderr.resume();
     const ready = await launch.ready;
     if ('error' in ready) throw new Error(ready.error);
     // Waiting means airlock-exec connected: everything before the program is done.

@@ -1,0 +1,21 @@
+// What a long-lived service keeps ready, so that a request does not pay for a cold start: Monty
+// workers (monty-pool.ts) and ns sandboxes started ahead of need for runs without scope or network
+// (ns/pool.ts). A one-shot command starts what it needs on demand instead.
+import { closeSandboxPool, configureSandboxPool } from '../ns/pool.js';
+import { closeMontyPools } from './monty-pool.js';
+import { warmMontyLane } from './monty.js';
+
+/**
+ * Monty: `min` workers (AIRLOCK_MONTY_WARM, else 2) when the policy lets that lane run. ns: per shape
+ * of limits, AIRLOCK_SANDBOX_POOL sandboxes (else 2) after the first run of that shape. 0 turns either off.
+ */
+export function warmLanes(o: { monty: boolean }): void {
+  if (o.monty) warmMontyLane();
+  const n = Number(process.env.AIRLOCK_SANDBOX_POOL ?? 2);
+  if (Number.isSafeInteger(n) && n > 0) configureSandboxPool(n);
+}
+
+/** Stops the workers and kills the sandboxes waiting (a service's shutdown). */
+export async function closeLanes(): Promise<void> {
+  await Promise.all([closeMontyPools(), closeSandboxPool()]);
+}
