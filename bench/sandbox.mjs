@@ -6,7 +6,11 @@
 // warm-pool figures: bench/monty.mjs). Peers side by side: bench/peers.mjs.
 import { spawn } from 'node:child_process';
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
-import { sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
+import { runNs, sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
+import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../dist/src/sandbox/ns/pool.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { bareArgs, montyRun, nsRun, phasesOf, removeWorkspace } from './airlock-run.mjs';
 import { cpuPerRun, loadAverage } from './proc-cpu.mjs';
 import { fmt, mean, percentile, summary, timeEach } from './stats.mjs';
@@ -80,6 +84,7 @@ console.log(`throughput with 2 in parallel: ${fmt(aPar, 1)} runs/s  [target >= 1
 if (b.p50 > 12 || bPar < 150) {
   console.log(`this host: bare bwrap alone is p50 ${fmt(b.p50)} ms and ${fmt(bPar, 1)} runs/s, so no bwrap-based run can meet p50 <= 12 ms${bPar < 150 ? ' or 150 runs/s' : ''} here`);
 }
+await pooledSection(R);
 (await montyRun()).cleanup();
 const m = await timeEach(() => montyRun(), Math.min(N, 50));
 console.log(`monty lane, trivial program   p50 ${fmt(m.p50)} ms  p99 ${fmt(m.p99)} ms  (n=${Math.min(N, 50)}); ns lane p50 ${fmt(a.p50)} ms`);
@@ -87,3 +92,49 @@ console.log(`load average at the end: ${loadAverage()}`);
 await closeMontyPools();
 await sandboxIdle();
 removeWorkspace();
+
+// Sandboxes started ahead of need (issue 20, target 3), for the common shape (no scope, no network:
+// /in and /out only), at the lane's API: from the request (runNs) to its Observation (the program's
+// exit observed, /out diffed), against a bare bwrap of the same command, in rounds. Before each timed
+// run, a sandbox waits (its start, in the background after the previous run, is not timed: its CPU
+// is a cold start's). The same spec started on request is timed in the same rounds.
+async function pooledSection(rounds) {
+  const limits = { wallMs: 5000, cpuMs: 1000, memoryBytes: 64 << 20, pids: 64, outBytes: 1 << 20, tmpBytes: 16 << 20, files: 1000, stdoutBytes: 1 << 20, stderrBytes: 1 << 20 };
+  const outs = mkdtempSync(join(tmpdir(), 'airlock-bench-pool-'));
+  let k = 0;
+  const spec = () => ({ argv: ['/bin/true'], outDir: join(outs, String(k++)), limits });
+  const waiting = async () => {
+    await sandboxIdle();
+    for (let i = 0; sandboxPoolState().waiting < 1; i++) {
+      if (i > 500) throw new Error(`no sandbox started ahead of need: ${JSON.stringify(sandboxPoolState())}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  const [pb, pp, pc] = [[], [], []];
+  let cold = 0;
+  for (let i = 0; i < rounds + 5; i++) {
+    configureSandboxPool(1);
+    await waiting().catch(async () => (await runNs(spec()), waiting()));
+    let t = performance.now();
+    await bare();
+    const tb = performance.now() - t;
+    t = performance.now();
+    const o = await runNs(spec());
+    const tp = performance.now() - t;
+    if (o.status !== 'SUCCESS') throw new Error(`pooled run: ${o.status} ${o.reason}`);
+    if (o.host.sandboxStart !== 'ahead of need') cold++;
+    await closeSandboxPool(); // the same spec, started on request
+    await sandboxIdle();
+    t = performance.now();
+    await runNs(spec());
+    const tc = performance.now() - t;
+    if (i >= 5) [pb, pp, pc].forEach((xs, j) => xs.push([tb, tp, tc][j]));
+  }
+  await closeSandboxPool();
+  await sandboxIdle();
+  rmSync(outs, { recursive: true, force: true });
+  const [sb, sp, sc] = [summary(pb), summary(pp), summary(pc)];
+  console.log(`started ahead of need (no scope, /in and /out; lane API request -> Observation; rounds n=${rounds}${cold ? `, ${cold} found no sandbox waiting` : ''}):`);
+  console.log(`  bare bwrap p50 ${fmt(sb.p50)} ms p99 ${fmt(sb.p99)}; pooled p50 ${fmt(sp.p50)} ms p99 ${fmt(sp.p99)}; started on request p50 ${fmt(sc.p50)} ms p99 ${fmt(sc.p99)}`);
+  console.log(`  ratio p50 pooled / bare: ${fmt(sp.p50 / sb.p50)}x  [target < 1x, issue 20]; on request / bare: ${fmt(sc.p50 / sb.p50)}x`);
+}

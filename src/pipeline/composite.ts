@@ -47,7 +47,7 @@ export async function runComposite(d: Action, ctx: RunContext): Promise<Composit
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
   // The composite acts in every scope a child acted in (one record per scope root).
   const records = new Map(ran.flatMap((r) => readScopes(r.runDir) ?? []).map((rec) => [rec.path, rec]));
-  writeScopeRecords(runDir, [...records.values()]);
+  await writeScopeRecords(runDir, [...records.values()]);
   const sr = mergeResults(d, sandboxId, ran);
   const cross = validateSandboxResultAgainst(sr, declarationOf(d));
   if (cross.length > 0 && sr.verdict.recommended_action !== 'BLOCK') {

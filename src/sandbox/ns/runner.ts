@@ -15,7 +15,8 @@
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdir, readdir } from 'node:fs/promises';
 import { isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../base/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
@@ -316,6 +317,11 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // entries (nr_inodes): /out with the directory scopes' overlay upper dirs under the disk limit
     // (a one-file scope's copy is post-checked), and /tmp with /dev/shm under the /tmp limit.
     const outP = pooled ? Promise.resolve() : makeRunFolders(folders, mnt, limits, { uid, gid }, asRoot);
+    // The host folder that receives /out, made while the sandbox runs (a disk's mkdir is ~0.3 ms).
+    const outDirReady = mkdir(spec.outDir, { recursive: true }).then(async () => {
+      if ((await readdir(spec.outDir)).length > 0) throw new Error(`outDir ${spec.outDir} is not empty`);
+    });
+    outDirReady.catch(() => undefined); // awaited after the run
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     // While the mounts and the agents work. Through the tracer, bwrap itself is born in the group
     // too: one more process than the sandbox's own.
@@ -614,8 +620,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     }
     const outBytesUsed = (outChanges ?? []).reduce((n, c) => n + (c.type === 'file' || c.type === 'hardlink' ? c.size : 0), 0);
     try {
-      mkdirSync(spec.outDir, { recursive: true });
-      if (readdirSync(spec.outDir).length > 0) throw new Error(`outDir ${spec.outDir} is not empty`);
+      await outDirReady;
       // Only a /out the diff could account for is copied: nothing past the caps reaches the host.
       if (outChanges) await copyTreeNoFollow(outStage, spec.outDir);
     } catch (e) {
