@@ -22,8 +22,12 @@ function startTime(pid: number): string | null {
   }
 }
 
+let ownStamp: string | null = null;
+
 /** This process's stamp: `<pid> <start time>` (the content of a legacy `owner.pid` file). */
 export function ownerStamp(pid = process.pid): string {
+  // Our own start time never changes: read once (every run stamps its folder with it).
+  if (pid === process.pid) return (ownStamp ??= `${pid} ${startTime(pid) ?? '?'}`);
   return `${pid} ${startTime(pid) ?? '?'}`;
 }
 

@@ -318,7 +318,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // (a one-file scope's copy is post-checked), and /tmp with /dev/shm under the /tmp limit.
     const outP = pooled ? Promise.resolve() : makeRunFolders(folders, mnt, limits, { uid, gid }, asRoot);
     // The host folder that receives /out, made while the sandbox runs (a disk's mkdir is ~0.3 ms).
-    const outDirReady = mkdir(spec.outDir, { recursive: true }).then(async () => {
+    const outDirReady = mkdir(spec.outDir).catch(async (e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') return void (await mkdir(spec.outDir, { recursive: true }));
+      if (e.code !== 'EEXIST') throw e;
       if ((await readdir(spec.outDir)).length > 0) throw new Error(`outDir ${spec.outDir} is not empty`);
     });
     outDirReady.catch(() => undefined); // awaited after the run
