@@ -37,8 +37,7 @@ export const montyRun = (text = montyRequest) => airlockRun('TR-20261122-000000Z
 /** A full gated run of a Tool Request (ns lane unless its backend is monty). */
 export const trRun = (text) => airlockRun('TR-20261122-000000Z-bench-monty.md', text, actionFromToolRequest);
 
-/** The bare bwrap the benches compare with: a minimal sandbox of `argv`, spawned from Node. */
-export const bareArgs = (argv) => ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev', '--', ...argv];
+export { bareArgs } from './bare-bwrap.mjs';
 
 /** Where a run's time went, one row per phase (ms); an ns run's lane phases come from its runner. */
 export function phasesOf(r) {

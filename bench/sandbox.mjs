@@ -2,26 +2,24 @@
 // sandbox, observe, judge, render; no Node start-up) against a bare bwrap of /bin/true spawned from
 // Node, 200 sequential runs each, in one process: p50/p99 and their ratio (and the ratio again in
 // alternating rounds), where an Airlock run's time goes (per phase), and the CPU per run of this
-// process tree (and of the whole machine) for both; then runs/s with 2 in parallel; and the Monty lane's p50 for a trivial program beside the ns lane's (its
-// warm-pool figures: bench/monty.mjs). Peers side by side: bench/peers.mjs.
-import { spawn } from 'node:child_process';
+// process tree (and of the whole machine) for both; then runs/s with 2 in parallel; a sandbox started
+// ahead of need against bare bwrap and against one started on request (issue 20, target 3); and the
+// Monty lane's p50 for a trivial program beside the ns lane's (its warm-pool figures: bench/monty.mjs).
+// Peers side by side: bench/peers.mjs.
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { runNs, sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
 import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../dist/src/sandbox/ns/pool.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bareArgs, montyRun, nsRun, phasesOf, removeWorkspace } from './airlock-run.mjs';
+import { montyRun, nsRun, phasesOf, removeWorkspace } from './airlock-run.mjs';
+import { bareBwrap } from './bare-bwrap.mjs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuPerRun, loadAverage } from './proc-cpu.mjs';
 import { fmt, mean, percentile, summary, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 200);
-const bare = () =>
-  new Promise((resolve, reject) => {
-    const p = spawn('bwrap', bareArgs(['/bin/true']), { stdio: 'ignore' });
-    p.once('error', reject);
-    p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bwrap exit ${code}`))));
-  });
+const bare = () => bareBwrap();
 
 console.log(`load average at the start: ${loadAverage()}`);
 const first = await nsRun();
@@ -107,7 +105,7 @@ async function pooledSection(rounds) {
     await sandboxIdle();
     for (let i = 0; sandboxPoolState().waiting < 1; i++) {
       if (i > 500) throw new Error(`no sandbox started ahead of need: ${JSON.stringify(sandboxPoolState())}`);
-      await new Promise((r) => setTimeout(r, 10));
+      await sleep(10);
     }
   };
   const [pb, pp, pc] = [[], [], []];

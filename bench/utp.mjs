@@ -89,6 +89,8 @@ if (wi > 0) {
     await svc.start();
     svcs.push(svc);
   }
+  // As `airlock serve --nats` runs: Monty workers and ns sandboxes kept warm.
+  (await import(new URL('sandbox/lanes/warm.js', dist))).warmLanes({ monty: true });
   process.stdout.write('ready\n');
   process.on('SIGTERM', () => {
     // Anything but plain answers (redeliveries, lost executors, republished wakeups) is reported: it explains a stall.
@@ -398,7 +400,18 @@ for (const kind of ['sqlite', 'postgres']) {
 if (!only && !timelineOnly) {
   const d = await deployment('sqlite', 1);
   await measure('python.run 1+1 (sqlite, 1 worker)', d, 'python.run', { code: 'print(1+1)' }, quick ? 10 : 30, 0);
-  await measure('sandbox.exec /bin/true (sqlite, 1)', d, 'sandbox.exec', { argv: ['/bin/true'] }, quick ? 10 : 30, 0);
+  // A full gated run through the door (policy, sandbox, observation, judge, result card) against a
+  // bare bwrap of the same program: the worker keeps sandboxes started ahead of need, as served.
+  const execRow = await measure('sandbox.exec /bin/true (sqlite, 1)', d, 'sandbox.exec', { argv: ['/bin/true'] }, quick ? 30 : 100, 0);
+  const { bareBwrap } = await import('./bare-bwrap.mjs');
+  const bareLat = [];
+  for (let i = 0; i < (quick ? 30 : 100); i++) {
+    const t = performance.now();
+    await bareBwrap();
+    bareLat.push(performance.now() - t);
+  }
+  const bareRow = record('bare bwrap /bin/true (for the row above)', bareLat, undefined);
+  console.log(`  sandbox.exec through UTP / bare bwrap, p50: ${(execRow.p50_ms / bareRow.p50_ms).toFixed(2)}x`);
   await d.close();
 }
 await nc.close();
