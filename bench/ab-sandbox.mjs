@@ -1,0 +1,34 @@
+// A/B of the full gated run against another build, in alternating rounds inside one process (bare
+// bwrap, then a full Airlock run, R times): the same-run ratio of p50s, one line per invocation.
+// Alternate invocations of two checkouts from a shell loop, e.g.
+//   git worktree add --detach ../airlock-old <commit> && (cd ../airlock-old && ln -s "$PWD/../<this>/node_modules" . && npm run -s build)
+//   for i in 1 2 3 4 5 6; do for w in ../airlock-old .; do node bench/ab-sandbox.mjs $w 60; done; done
+// The other checkout needs bench/airlock-run.mjs (older ones: copy this one's and drop what its API lacks).
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { bareBwrap } from './bare-bwrap.mjs';
+
+const root = resolve(process.argv[2] ?? '.');
+const R = Number(process.argv[3] ?? 60);
+const { nsRun, removeWorkspace } = await import(pathToFileURL(`${root}/bench/airlock-run.mjs`).href);
+const { sandboxIdle } = await import(pathToFileURL(`${root}/dist/src/sandbox/ns/runner.js`).href);
+for (let i = 0; i < 10; i++) {
+  (await nsRun()).cleanup();
+  await bareBwrap();
+}
+await sandboxIdle();
+const [rb, ra] = [[], []];
+for (let i = 0; i < R; i++) {
+  let t = performance.now();
+  await bareBwrap();
+  rb.push(performance.now() - t);
+  t = performance.now();
+  const r = await nsRun();
+  ra.push(performance.now() - t);
+  r.cleanup();
+}
+const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+console.log(`${root} bare p50 ${med(rb).toFixed(2)} ms, full run p50 ${med(ra).toFixed(2)} ms, ratio ${(med(ra) / med(rb)).toFixed(2)}x`);
+await sandboxIdle();
+removeWorkspace();
+process.exit(0);
