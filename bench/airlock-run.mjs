@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { checkText } from '../dist/src/contracts/index.js';
 import { actionFromDescriptor } from '../dist/src/action/from-action-descriptor.js';
 import { actionFromToolRequest } from '../dist/src/action/from-tool-request.js';
+import { actionFromArgv } from '../dist/src/action/from-argv.js';
 import { runAction } from '../dist/src/pipeline/run.js';
 import { openWorkspace } from '../dist/src/workspace/workspace.js';
 import { descriptor, montyRequest } from './sandbox-fixtures.mjs';
@@ -33,6 +34,17 @@ async function airlockRun(name, text, from) {
 export const nsRun = (text = descriptor) => airlockRun('bench.json', text, actionFromDescriptor);
 /** A full gated run of the Tool Request whose program is `1 + 1`, in the Monty lane. */
 export const montyRun = (text = montyRequest) => airlockRun('TR-20261122-000000Z-bench-monty.md', text, actionFromToolRequest);
+
+/** The limits of `execRun`'s actions (one shape: after the first run, sandboxes of it can wait). */
+const EXEC_LIMITS = { wallMs: 5000, cpuMs: 1000, memoryBytes: 64 << 20, diskBytes: 1 << 20, files: 1000, pids: 64, stdoutBytes: 1 << 20, stderrBytes: 1 << 20 };
+/** A full gated run of `argv` as `airlock exec -- argv` makes it (no scope, no network: the pool's shape). */
+export async function execRun(argv) {
+  const action = actionFromArgv({ argv, readOnly: [], writable: [], net: [], inputs: [], limits: EXEC_LIMITS });
+  if ('problems' in action) throw new Error(JSON.stringify(action.problems));
+  const r = await runAction(action, { workspace: ws, inputsDir, scopeRoots: [] });
+  if (r.kind !== 'ran') throw new Error(JSON.stringify(r.problems));
+  return Object.assign(r, { cleanup: () => rmSync(r.runDir, { recursive: true, force: true }) });
+}
 
 /** A full gated run of a Tool Request (ns lane unless its backend is monty). */
 export const trRun = (text) => airlockRun('TR-20261122-000000Z-bench-monty.md', text, actionFromToolRequest);

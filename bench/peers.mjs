@@ -2,6 +2,9 @@
 // process, in rounds (each round runs every candidate once, so the machine's drift hits them alike):
 //   airlock ns      a full gated run through the library API: validate a COMMAND_EXECUTION descriptor
 //                   with one declared scope, sandbox, observe (syscall tracer, diffs, limits), judge, render
+//   airlock ns, ahead of need  a full gated run of the command as `airlock exec -- CMD` makes it (no
+//                   scope, no network) in a sandbox started ahead of need (a waiting one before each
+//                   run; its start, in the background, is counted in its CPU per run)
 //   airlock monty   a full gated run of a Tool Request in the Monty lane, a one-line program doing the same
 //   bare bwrap      a minimal bwrap of the command spawned from Node (the kernel's cost, no checks)
 //   sandbox-runtime Anthropic's library (@anthropic-ai/sandbox-runtime): wrapWithSandbox + spawn, as its
@@ -19,7 +22,9 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
-import { bareArgs, montyRun, nsRun, removeWorkspace } from './airlock-run.mjs';
+import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../dist/src/sandbox/ns/pool.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { bareArgs, execRun, montyRun, nsRun, removeWorkspace } from './airlock-run.mjs';
 import { loadAverage, treeCpuMs } from './proc-cpu.mjs';
 import { descriptorFor, montyRequestFor } from './sandbox-fixtures.mjs';
 import { fmt, summary } from './stats.mjs';
@@ -77,6 +82,8 @@ if (srt.mod) {
   }
 }
 
+configureSandboxPool(1);
+let pooledMisses = 0;
 console.log(`load average at the start: ${loadAverage()}; ${N} runs of each (sandbox-runtime ${srtWhy ? 'absent' : N_SRT}), in rounds`);
 for (const c of COMMANDS) {
   const wrapMs = []; // sandbox-runtime's wrapWithSandbox alone
@@ -90,6 +97,21 @@ for (const c of COMMANDS) {
         return r;
       },
       settle: sandboxIdle, // its cleanup (cgroup, unmount, staging) is part of its CPU
+    },
+    {
+      name: 'airlock ns, ahead of need',
+      fn: async () => {
+        const r = await execRun(c.argv);
+        if (r.sandboxResult.execution.status !== 'SUCCESS' || !r.observation.sideEffects) throw new Error(`airlock ns pooled: ${r.sandboxResult.execution.status}`);
+        if (r.observation.host.sandboxStart !== 'ahead of need') pooledMisses++;
+        expect('airlock ns pooled', r.observation.stdout.bytes.toString(), c.out);
+        return r;
+      },
+      // The next run finds a sandbox waiting: its start (after this run) is in this candidate's CPU.
+      settle: async () => {
+        await sandboxIdle();
+        for (let i = 0; sandboxPoolState().waiting < 1 && i < 500; i++) await sleep(5);
+      },
     },
     {
       name: 'airlock monty (full gated run)',
@@ -144,9 +166,11 @@ for (const c of COMMANDS) {
     const w = summary(wrapMs);
     console.log(`    of which wrapWithSandbox alone: p50 ${fmt(w.p50)} ms  p99 ${fmt(w.p99)} ms`);
     console.log(`  sandbox-runtime / airlock ns full gated run, p50: ${fmt(srtS.p50 / stats['airlock ns (full gated run)'].p50)}x  [target >= 2x]; CPU/run ${fmt(srtS.cpu / stats['airlock ns (full gated run)'].cpu)}x`);
+    console.log(`  sandbox-runtime / airlock ns ahead of need, p50: ${fmt(srtS.p50 / stats['airlock ns, ahead of need'].p50)}x; CPU/run ${fmt(srtS.cpu / stats['airlock ns, ahead of need'].cpu)}x`);
   } else console.log(`  sandbox-runtime: ${srtWhy}`);
 }
-console.log(`\nload average at the end: ${loadAverage()}`);
+console.log(`\nload average at the end: ${loadAverage()}${pooledMisses ? `; ${pooledMisses} "ahead of need" runs found no sandbox waiting` : ''}`);
+await closeSandboxPool();
 if (srt.mod && !srtWhy) await srt.mod.SandboxManager.reset();
 await closeMontyPools();
 await sandboxIdle();
