@@ -3,6 +3,7 @@ import type { LimitName } from '../sandbox/types.js';
 import { tmpdir } from 'node:os';
 import { untraversable } from '../sandbox/ns/staging.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
+import { nativeBinaryPath } from '../base/native.js';
 
 /** A person's name for each limit, and the order doctor lists them in. */
 const LIMIT_LABELS: Record<LimitName, string> = {
@@ -24,6 +25,14 @@ const MECHANISM: Record<LimitMechanism, string> = {
   host: 'enforced by the host',
   none: 'NOT ENFORCED',
 };
+
+/** Whether a service can keep ns sandboxes started ahead of need here (src/sandbox/ns/pool.ts), and why not. */
+function poolLine(isRoot: boolean, tracer: string | null): string {
+  const shim = nativeBinaryPath('airlock-exec');
+  if (!shim) return 'NO: airlock-exec is not built (no C compiler when Airlock was built): every run starts its own sandbox';
+  if (!isRoot || !tracer || process.env.AIRLOCK_SYSCALL_TRACER === 'strace') return 'NO: they need root and the host syscall tracer: every run starts its own sandbox';
+  return `yes: services keep ${Number(process.env.AIRLOCK_SANDBOX_POOL ?? 2)} per shape of limits for runs without a scope or the network (AIRLOCK_SANDBOX_POOL)`;
+}
 
 /**
  * `airlock doctor`: what this host can enforce, per limit and how, and (last line) what every run
@@ -54,6 +63,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
     `overlayfs        ${yes(c.overlayfs)} (declared scopes are seen through a copy-on-write overlay)`,
     `syscall tracer   ${tracerLine}`,
+    `warm sandboxes   ${poolLine(c.isRoot, tracer)}`,
     `strace           ${c.strace ? `${c.strace.version} at ${c.strace.path} (the fallback tracer)` : 'NOT FOUND: without the syscall tracer, side effects will be null (unmeasured) and every run BLOCKed'}`,
     `tmpfs caps       /out ${yes(c.tmpfsSizeCaps.hostOut)}, /tmp ${yes(c.tmpfsSizeCaps.sandboxTmp)} (${c.tmpfsSizeCaps.detail})`,
     `interpreters     ${c.interpreters.map((i) => `${i.name} ${i.version}`).join(', ') || 'none'}`,

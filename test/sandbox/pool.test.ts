@@ -14,6 +14,7 @@ import { mountsBelow } from '../../src/sandbox/ns/sweep.js';
 import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import type { Limits, Observation } from '../../src/sandbox/types.js';
 import { freshOut, LIMITS, run, text } from './helpers-ns.js';
+import { airlock } from '../helpers/cli.js';
 
 const skip = syscallTracer() === null ? 'needs root and the host tracer (dist/native/airlock-tracer)' : nativeBinaryPath('airlock-exec') === null ? 'airlock-exec is not built' : false;
 
@@ -198,4 +199,11 @@ test('a process with sandboxes waiting exits by itself, and its exit removes the
   assert.equal(status, 'SUCCESS');
   assert.equal(existsSync(base), false, `its staging (with the waiting sandboxes) is gone: ${base}`);
   assert.deepEqual(mountsBelow(base), []);
+});
+
+test('airlock doctor says whether sandboxes can be started ahead of need here', { skip }, () => {
+  const r = airlock(['doctor'], { env: { AIRLOCK_SANDBOX_POOL: '3' } });
+  assert.match(r.stdout, /\nwarm sandboxes +yes: services keep 3 per shape of limits for runs without a scope or the network/, r.stdout);
+  const off = airlock(['doctor'], { env: { AIRLOCK_SYSCALL_TRACER: 'strace' } });
+  assert.match(off.stdout, /\nwarm sandboxes +NO: they need root and the host syscall tracer/, off.stdout);
 });
