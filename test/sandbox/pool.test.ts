@@ -4,7 +4,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { nativeBinaryPath } from '../../src/base/native.js';
 import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../../src/sandbox/ns/pool.js';
@@ -12,7 +12,7 @@ import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 import { stagingBase } from '../../src/sandbox/ns/staging.js';
 import { mountsBelow } from '../../src/sandbox/ns/sweep.js';
 import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
-import type { Limits, Observation } from '../../src/sandbox/types.js';
+import type { Limits, NsScope, Observation } from '../../src/sandbox/types.js';
 import { freshOut, LIMITS, run, text } from './helpers-ns.js';
 import { airlock } from '../helpers/cli.js';
 
@@ -32,12 +32,12 @@ async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void
   }
 }
 
-/** A run of `limits`' shape has happened (it asks for the pool) and a sandbox of that shape waits. */
-async function warm(limits: Partial<Limits> = {}): Promise<void> {
+/** A run of this shape (limits, scopes) has happened (it asks for the pool) and a sandbox of that shape waits. */
+async function warm(limits: Partial<Limits> = {}, scopes: NsScope[] = []): Promise<void> {
   await sandboxIdle(); // a run's cleanup asks for its shape's pool: none may come after this
   await closeSandboxPool(); // only this shape's sandbox waits afterwards
   configureSandboxPool(1);
-  await run(['/bin/true'], { limits });
+  await run(['/bin/true'], { limits, scopes });
   await sandboxIdle();
   await until('a sandbox waiting', () => sandboxPoolState().waiting === 1);
 }
@@ -206,4 +206,66 @@ test('airlock doctor says whether sandboxes can be started ahead of need here', 
   assert.match(r.stdout, /\nwarm sandboxes +yes: services keep 3 per shape of limits for runs without a scope or the network/, r.stdout);
   const off = airlock(['doctor'], { env: { AIRLOCK_SYSCALL_TRACER: 'strace' } });
   assert.match(off.stdout, /\nwarm sandboxes +NO: they need root and the host syscall tracer/, off.stdout);
+});
+
+/** A scope folder the sandbox's user may write in (the sandbox gets exactly `nobody`'s permissions). */
+function scopeDir(content: string): string {
+  const d = mkdtempSync(join('/var/tmp', 'airlock-pool-scope-'));
+  chmodSync(d, 0o777);
+  writeFileSync(join(d, 'keep.txt'), content, { mode: 0o666 });
+  chmodSync(join(d, 'keep.txt'), 0o666);
+  return d;
+}
+
+test('a directory scope in a pooled sandbox is opened when the request comes: a folder swapped in after the sandbox started is the one seen; changes are captured, the real files never change', { skip }, async () => {
+  const scope = scopeDir('v1');
+  try {
+    await warm({}, [{ hostPath: scope }]);
+    // After the sandbox started: the scope's folder is replaced by another one.
+    renameSync(scope, `${scope}.old`);
+    mkdirSync(scope);
+    chmodSync(scope, 0o777);
+    writeFileSync(join(scope, 'keep.txt'), 'v2', { mode: 0o666 });
+    const o = await run(['/bin/sh', '-c', `cat ${scope}/keep.txt; echo new > ${scope}/new.txt`], { scopes: [{ hostPath: scope }] });
+    pooled(o);
+    assert.equal(o.status, 'SUCCESS', text(o));
+    assert.equal(o.stdout.bytes.toString(), 'v2', 'the sandbox sees the scope as it is at the request');
+    assert.equal(o.fs.scopes[0]?.root.ident.split(':')[1], String(statSync(scope).ino), 'the root recorded is the new folder');
+    assert.deepEqual((o.fs.scopes[0]?.changes ?? []).map((c) => [c.path, c.change]), [[join(scope, 'new.txt'), 'added']]);
+    assert.equal(existsSync(join(scope, 'new.txt')), false, 'the real folder did not change');
+  } finally {
+    rmSync(scope, { recursive: true, force: true });
+    rmSync(`${scope}.old`, { recursive: true, force: true });
+  }
+});
+
+test('a read-only scope in a pooled sandbox cannot be written (the overlay that reaches the waiting sandbox is read-only itself)', { skip }, async () => {
+  const scope = scopeDir('v1');
+  try {
+    await warm({}, [{ hostPath: scope, readOnly: true }]);
+    const o = await run(['/bin/sh', '-c', `cat ${scope}/keep.txt; echo x > ${scope}/keep.txt; echo y > ${scope}/new.txt; echo done`], { scopes: [{ hostPath: scope, readOnly: true }] });
+    pooled(o);
+    assert.match(o.stdout.bytes.toString(), /^v1done\n$/, text(o));
+    assert.match(o.stderr.bytes.toString(), /Read-only file system[\s\S]*Read-only file system/, text(o));
+    assert.deepEqual(o.fs.scopes[0]?.changes ?? [], []);
+    assert.equal(readFileSync(join(scope, 'keep.txt'), 'utf8'), 'v1');
+  } finally {
+    rmSync(scope, { recursive: true, force: true });
+  }
+});
+
+test('a scope that is no longer a folder when the request comes: the run starts its own sandbox', { skip }, async () => {
+  const scope = scopeDir('v1');
+  try {
+    await warm({}, [{ hostPath: scope }]);
+    rmSync(scope, { recursive: true });
+    writeFileSync(scope, 'a file now', { mode: 0o666 });
+    chmodSync(scope, 0o666);
+    const o = await run(['/bin/cat', scope], { scopes: [{ hostPath: scope }] });
+    assert.equal(o.host.sandboxStart, 'on request', text(o));
+    assert.equal(o.stdout.bytes.toString(), 'a file now', text(o));
+    assert.equal(sandboxPoolState().waiting, 1, 'the waiting sandbox was left for a run of its shape');
+  } finally {
+    rmSync(scope, { recursive: true, force: true });
+  }
 });

@@ -11,7 +11,9 @@ import { arch } from 'node:process';
 const SYSCALLS: Record<string, [number, number, number]> = { x64: [165, 166, 302], arm64: [40, 39, 261] };
 
 // Requests: `<id> <op> <hex field>...\n`; answers: `<id> <errno> <hex message>\n` (errno 0 = done).
-// M target size uid gid mode inodes|-: tmpfs; O lower upper work merged: overlay; U target: umount (lazy on EBUSY);
+// M target size uid gid mode inodes|-: tmpfs; O lower upper work merged [ro]: overlay (read-only when ro
+// is 1); B target: target bound onto itself and made shared (mounts on it later reach the sandboxes
+// that bound it); U target: umount (lazy on EBUSY);
 // L pid cpuSoft cpuHard fsize|- uid gid [as|- nproc|-]: RLIMIT_CPU, RLIMIT_CORE=0 and optionally
 // RLIMIT_FSIZE, RLIMIT_AS and RLIMIT_NPROC on pid (whose real/effective/saved ids are uid/gid).
 const PERL = String.raw`
@@ -38,7 +40,15 @@ while (my $line = <STDIN>) {
       # file's data from the upper dir, and a renamed directory as a deletion and an addition.
       my $data = 'lowerdir=' . h($a[0]) . ',upperdir=' . h($a[1]) . ',workdir=' . h($a[2]) . ',metacopy=off,redirect_dir=off';
       my ($src, $fs, $t) = ('airlock-scope', 'overlay', h($a[3]));
-      $r = syscall($MOUNT, $src, $t, $fs, 0, $data);
+      my $ro = defined $a[4] && h($a[4]) eq '1' ? 1 : 0;  # MS_RDONLY
+      $r = syscall($MOUNT, $src, $t, $fs, $ro, $data);
+    } elsif ($op eq 'B') {
+      my $t = h($a[0]);
+      $r = syscall($MOUNT, $t, $t, 0, 4096, 0);  # MS_BIND
+      if ($r == 0) {
+        $r = syscall($MOUNT, 0, $t, 0, 1048576, 0);  # MS_SHARED
+        if ($r != 0) { my $e = 0 + $!; syscall($UMOUNT2, $t, 2); $! = $e; }  # no half-made mount
+      }
     } elsif ($op eq 'U') {
       my $t = h($a[0]);
       $r = syscall($UMOUNT2, $t, 0);
@@ -142,8 +152,13 @@ export class HostOps {
     return this.request('M', [dir, sizeBytes, uid, gid, `0${mode.toString(8)}`, inodes ?? '-']);
   }
 
-  mountOverlay(lower: string, upper: string, work: string, merged: string): Promise<string | null> {
-    return this.request('O', [lower, upper, work, merged]);
+  mountOverlay(lower: string, upper: string, work: string, merged: string, readOnly = false): Promise<string | null> {
+    return this.request('O', [lower, upper, work, merged, readOnly ? 1 : 0]);
+  }
+
+  /** Binds `dir` onto itself and makes it shared: what is mounted on it later also appears in every sandbox that bound it meanwhile. */
+  sharedSelfBind(dir: string): Promise<string | null> {
+    return this.request('B', [dir]);
   }
 
   /** umount2(dir, 0), then MNT_DETACH when busy. */

@@ -1,15 +1,23 @@
-// Sandboxes started ahead of need (issue 20, target 3). For the common shape (no scope, no network,
-// syscalls observed by the host tracer), a pooled sandbox has everything a run started on request
-// would have, made the same way: its root-owned folder, its capped tmpfs for /out, /tmp and /dev/shm,
-// its cgroup with the run's memory and pids limits, and bwrap started by the tracer in that group
-// under the run's rlimits, traced from the init on. Its first program is airlock-exec
-// (native/exec-shim.c), waiting on a unix socket for the one command it will ever run. A request
-// takes one, stages its inputs into /in, sends the command and goes on as a run started on request
-// (runner.ts); afterwards the sandbox is destroyed like any run's. No sandbox serves two runs.
+// Sandboxes started ahead of need (issue 20, target 3), for runs without the network whose syscalls
+// the host tracer observes. A pooled sandbox has everything a run started on request would have,
+// made the same way: its root-owned folder, its capped tmpfs for /out, /tmp and /dev/shm, its cgroup
+// with the run's memory and pids limits, and bwrap started by the tracer in that group under the
+// run's rlimits, traced from the init on. Its first program is airlock-exec (native/exec-shim.c),
+// waiting on a unix socket for the one command it will ever run. A request takes one, has its
+// directory scopes' overlays mounted, stages its inputs into /in, sends the command and goes on as a
+// run started on request (runner.ts); afterwards the sandbox is destroyed like any run's. No sandbox
+// serves two runs.
 //
-// Pools are keyed by the run's limits (they are fixed when the sandbox starts): the first run of a
-// shape starts cold and asks for the pool of its shape; at most MAX_SHAPES shapes are kept, the
-// least recently used dropped. A pooled sandbox that dies while it waits is removed and reported.
+// Directory scopes: a scope is opened by its agent when the request comes, never before (what the
+// sandbox sees is the scope as it is then, through the agent's descriptor). What the pooled sandbox
+// has is the scope's mount point, bound at the scope's path inside and shared on the host side, so
+// that the overlay mounted on it at the hand-over appears in the waiting sandbox (mount propagation:
+// bwrap makes its copy of the host's mounts a slave of them).
+//
+// Pools are keyed by shape, what is fixed when the sandbox starts (the limits, the scopes' paths and
+// read-only flags): the first run of a shape starts cold and asks for the pool of its shape; at most
+// MAX_SHAPES shapes are kept, the least recently used dropped. A pooled sandbox that dies while it
+// waits is removed and reported.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
@@ -25,7 +33,7 @@ import { namespaceArgs, observeFilterIn, READ_ONLY_ROOT } from './bwrap-args.js'
 import { hostOps } from './hostops.js';
 import { launchWithTracer, type SandboxLaunch } from './launch.js';
 import { folderArgs, makeRunFolders, runFolders, type RunFolders } from './run-folders.js';
-import { mkdirModeSync, mounter, removeTree, stagingBase } from './staging.js';
+import { mkdirModeSync, mounter, removeTree, stagingBase, type Mounter } from './staging.js';
 
 /** Where the sandbox's first program and its command socket are, inside the sandbox. */
 export const LAUNCHER_IN_SANDBOX = '/.airlock/exec';
@@ -33,9 +41,18 @@ const MAX_SHAPES = 4;
 /** A shape whose pooled sandboxes keep dying this many times in a row is not pooled any more. */
 const MAX_FAILURES = 3;
 
+/** A directory scope's places in a pooled sandbox: its overlay is mounted on `merged` at the hand-over. */
+export interface PooledScope {
+  upper: string;
+  work: string;
+  merged: string;
+}
+
 export interface PooledSandbox {
   readonly runId: string;
   readonly folders: RunFolders;
+  /** Per declared scope (the spec's order): where its overlay goes; `merged` is bound at the scope's path inside. */
+  readonly scopes: PooledScope[];
   readonly cg: RunCgroup | null;
   readonly launch: SandboxLaunch;
   /** The root plan it was built with: a sandbox from an older plan (the host's /etc changed) is not used. */
@@ -56,14 +73,25 @@ export function encodeCommand(cwd: string, argv: string[], env: Record<string, s
 
 const LIMIT_KEYS: (keyof Limits)[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'files', 'stdoutBytes', 'stderrBytes'];
 
-/** The pool a run may take from: its limits, when its shape is the common one; else null. */
+/** What a pooled sandbox is made for: the run's limits and its declared directory scopes (path, read-only). */
+export interface ShapeSpec {
+  limits: Limits;
+  scopes: { hostPath: string; readOnly: boolean }[];
+}
+
+/** The pool a run may take from (its limits and scopes), when it has no network and is traced; else null. */
 export function poolShape(spec: NsRunSpec): string | null {
-  if (spec.network !== undefined || (spec.scopes?.length ?? 0) > 0 || spec.traceSyscalls === false) return null;
-  return LIMIT_KEYS.map((k) => spec.limits[k]).join(',');
+  if (spec.network !== undefined || spec.traceSyscalls === false) return null;
+  return JSON.stringify([LIMIT_KEYS.map((k) => spec.limits[k]), (spec.scopes ?? []).map((sc) => [sc.hostPath, sc.readOnly === true])]);
+}
+
+/** Whether a sandbox of this shape waits (a scoped run opens its scopes first, then takes it). */
+export function poolHas(shape: string): boolean {
+  return (shapes.get(shape)?.idle.length ?? 0) > 0;
 }
 
 interface Shape {
-  limits: Limits;
+  spec: ShapeSpec;
   idle: PooledSandbox[];
   starting: number;
   failures: number;
@@ -114,12 +142,12 @@ export function takePooled(shape: string, plan: RootPlan): PooledSandbox | null 
 }
 
 /** After a run of this shape: keep `size` of its sandboxes waiting (started in the background). */
-export function refillPool(shape: string, limits: Limits, hostCaps: HostCapabilities): void {
+export function refillPool(shape: string, spec: ShapeSpec, hostCaps: HostCapabilities): void {
   if (size === 0 || unavailable) return;
   caps = hostCaps;
   let s = shapes.get(shape);
   if (!s) {
-    s = { limits, idle: [], starting: 0, failures: 0 };
+    s = { spec, idle: [], starting: 0, failures: 0 };
     shapes.set(shape, s);
     for (const [k, old] of [...shapes].slice(0, Math.max(0, shapes.size - MAX_SHAPES))) {
       shapes.delete(k);
@@ -130,7 +158,7 @@ export function refillPool(shape: string, limits: Limits, hostCaps: HostCapabili
   const shapeNow = s;
   while (shapeNow.failures < MAX_FAILURES && shapeNow.idle.length + shapeNow.starting < size) {
     shapeNow.starting++;
-    void startSandbox(caps, shapeNow.limits).then(
+    void startSandbox(caps, shapeNow.spec).then(
       (p) => {
         shapeNow.starting--;
         if (shapes.get(shape) !== shapeNow || shapeNow.idle.length >= size) return drop(p);
@@ -192,8 +220,22 @@ async function dropFolders(f: RunFolders, cg: RunCgroup | null): Promise<void> {
 
 const unavailableError = (message: string): Error => Object.assign(new Error(message), { unavailable: true });
 
-/** Starts one sandbox for `limits`, through the same steps as a run started on request, up to its program. */
-async function startSandbox(c: HostCapabilities, limits: Limits): Promise<PooledSandbox> {
+/** A directory scope's upper and work dirs on the run's disk tmpfs, and its mount point bound onto itself, shared. */
+async function scopePlaces(f: RunFolders, i: number, mnt: Mounter, user: { uid: number; gid: number }): Promise<PooledScope> {
+  const rw = join(f.sharedDisk ?? f.dir, `scope${i}`);
+  const p = { upper: join(rw, 'upper'), work: join(rw, 'work'), merged: join(f.dir, `scope${i}`, 'merged') };
+  mkdirModeSync(rw, 0o711);
+  if (join(p.merged, '..') !== rw) mkdirModeSync(join(p.merged, '..'), 0o711);
+  for (const d of [p.upper, p.work, p.merged]) mkdirModeSync(d, 0o755);
+  chownSync(p.upper, user.uid, user.gid);
+  await mnt.sharedSelfBind(p.merged);
+  f.mounted.push(p.merged);
+  return p;
+}
+
+/** Starts one sandbox of a shape, through the same steps as a run started on request, up to its program. */
+async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<PooledSandbox> {
+  const limits = shape.limits;
   const tracer = syscallTracer();
   const shim = nativeBinaryPath('airlock-exec');
   const user = c.isRoot ? c.sandboxHostUser : null;
@@ -210,6 +252,9 @@ async function startSandbox(c: HostCapabilities, limits: Limits): Promise<Pooled
   try {
     await makeRunFolders(folders, mnt, limits, user, true);
     if (c.cgroup.usable) cg = createRunCgroup(c.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + 1 });
+    // A scope's overlay is mounted at the hand-over, from the scope's agent opened then (never at this
+    // point): here its mount point is bound, shared, so that the overlay reaches the sandbox.
+    const scopes = await Promise.all(shape.scopes.map((_, i) => scopePlaces(folders, i, mnt, user)));
     // /.airlock: the command socket (only the sandbox's user may connect) and airlock-exec bound over an empty file.
     const ctl = join(folders.dir, 'ctl');
     mkdirModeSync(ctl, 0o755);
@@ -230,7 +275,8 @@ async function startSandbox(c: HostCapabilities, limits: Limits): Promise<Pooled
     chownSync(sockPath, user.uid, user.gid);
     chmodSync(sockPath, 0o600);
     const cpuS = Math.ceil(limits.cpuMs / 1000);
-    const args = [...namespaceArgs(c.bwrap), ...plan.args, ...folderArgs(folders, limits), '--ro-bind', ctl, '/.airlock', '--ro-bind', shim, LAUNCHER_IN_SANDBOX, ...READ_ONLY_ROOT, '--clearenv', '--chdir', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', LAUNCHER_IN_SANDBOX];
+    const scopeArgs = shape.scopes.flatMap((sc, i) => [sc.readOnly ? '--ro-bind' : '--bind', scopes[i]!.merged, sc.hostPath]);
+    const args = [...namespaceArgs(c.bwrap), ...plan.args, ...folderArgs(folders, limits), ...scopeArgs, '--ro-bind', ctl, '/.airlock', '--ro-bind', shim, LAUNCHER_IN_SANDBOX, ...READ_ONLY_ROOT, '--clearenv', '--chdir', '/', '--info-fd', '3', '--block-fd', '4', '--seccomp', '5', '--', LAUNCHER_IN_SANDBOX];
     launch = launchWithTracer(tracer, {
       argv: [c.bwrap.path, ...args],
       stdoutFifo: join(folders.dir, 'stdout'),
@@ -256,6 +302,7 @@ async function startSandbox(c: HostCapabilities, limits: Limits): Promise<Pooled
     return {
       runId,
       folders,
+      scopes,
       cg,
       launch,
       plan,

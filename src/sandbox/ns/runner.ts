@@ -34,7 +34,7 @@ import { baseEnv, checkSpecEnv } from './env.js';
 import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
 import { namespaceArgs, observeFilterIn, plainSeccompFilter, READ_ONLY_ROOT } from './bwrap-args.js';
-import { LAUNCHER_IN_SANDBOX, poolShape, refillPool, takePooled } from './pool.js';
+import { LAUNCHER_IN_SANDBOX, poolHas, poolShape, refillPool, takePooled } from './pool.js';
 import { folderArgs, makeRunFolders, runFolders } from './run-folders.js';
 import { describeGrant } from '../../base/allowlist.js';
 import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../egress/forwarder.js';
@@ -290,17 +290,22 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   // ---- staging (everything below is undone in `finally`) ----
   const ops = hostOps(caps.perlBinary);
   const mnt = mounter(caps, ops);
-  // A sandbox started ahead of need (pool.ts) has its folders, tmpfs, cgroup and bwrap ready, its
-  // first program waiting for the command: what is left is the inputs and the command.
-  const shape = tracer ? poolShape(spec) : null;
-  const pooled = shape ? takePooled(shape, plan) : null;
-  const base = pooled ? null : await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null);
-  const folders = pooled?.folders ?? runFolders(base!, runId, caps);
-  const { dir, inStage, outStage, sharedDisk, scratch, mounted } = folders;
   // Every scope through its agent, while the run's tmpfs are mounted: a link on the way refuses the
   // run before anything is staged in a scope.
   const openingScopes = openScopes(scopes.map((sc) => sc.hostPath));
   openingScopes.catch(() => undefined); // awaited below, or closed in `finally`: never unhandled
+  // A sandbox started ahead of need (pool.ts) has its folders, tmpfs, cgroup and bwrap ready (and
+  // each directory scope's mount point), its first program waiting for the command: what is left is
+  // the scopes' overlays, from their agents opened now, the inputs and the command.
+  const shape = tracer && (scopes.length === 0 || hostOverlay) ? poolShape(spec) : null;
+  const scopesAreDirs = async (): Promise<boolean> => {
+    const o = await openingScopes;
+    return o.ok && o.scopes.every((sc) => sc.kind === 'dir');
+  };
+  const pooled = shape && poolHas(shape) && (scopes.length === 0 || (await scopesAreDirs())) ? takePooled(shape, plan) : null;
+  const base = pooled ? null : await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null);
+  const folders = pooled?.folders ?? runFolders(base!, runId, caps);
+  const { dir, inStage, outStage, sharedDisk, scratch, mounted } = folders;
   const logFile = join(dir, 'strace.log');
   let cg: RunCgroup | null = pooled?.cg ?? null;
   const cleanupErrors: string[] = [];
@@ -334,6 +339,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       return errorObservation(runId, caps, openedScopes.problems);
     }
     const scopeDirs: StagedScope[] = openedScopes.scopes.map((s, i) => {
+      if (pooled) return { ...s, ...pooled.scopes[i]! };
       // A directory's writes land in its overlay's upper dir, on the capped tmpfs; a file's copy stays
       // in staging (copying it is not the run's writing; what the run adds to it is post-checked).
       const rw = join(s.kind === 'dir' && sharedDisk ? sharedDisk : dir, `scope${i}`);
@@ -341,7 +347,11 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     });
     await outP; // the scope dirs go on the shared tmpfs
     const scopesP = Promise.all(
-      scopeDirs.map(async (s): Promise<Problem | null> => {
+      scopeDirs.map(async (s, i): Promise<Problem | null> => {
+        // A pooled sandbox has bound the mount point, shared: the overlay mounted on it now reaches
+        // the waiting sandbox (read-only in itself for a read-only scope, as the sandbox's bind of it
+        // was made before and does not cover what arrives on top).
+        if (pooled) return mountScopeOverlay(mnt, s, mounted, scopes[i]?.readOnly === true);
         await mkdirMode(join(s.upper, '..'), 0o711);
         if (join(s.merged, '..') !== join(s.upper, '..')) await mkdirMode(join(s.merged, '..'), 0o711);
         if (s.kind === 'file') {
@@ -749,7 +759,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
       else process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
       // The next run of this shape finds a sandbox waiting (when the process keeps a pool).
-      if (shape) refillPool(shape, limits, caps);
+      if (shape && (await scopesAreDirs().catch(() => false))) refillPool(shape, { limits, scopes: scopes.map((sc) => ({ hostPath: sc.hostPath, readOnly: sc.readOnly === true })) }, caps);
     });
   }
 }

@@ -154,11 +154,11 @@ export interface StagedScope extends OpenScope {
  * then stays a zombie of the agent server's until ScopeFs.close() (so no other process of the owner's
  * can get that pid and hold another directory at that fd number), but its descriptor is gone.
  */
-export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'>, s: StagedScope, mounted: string[]): Promise<Problem | null> {
+export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'>, s: StagedScope, mounted: string[], readOnly = false): Promise<Problem | null> {
   const unsafe: Problem = { code: 'NS_SCOPE_UNSAFE', message: `scope ${s.hostPath}: its agent stopped before its overlay was mounted (killed?): its descriptor of the scope is gone; nothing ran`, path: s.hostPath };
   if (!s.fs.running) return unsafe;
   try {
-    await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged);
+    await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged, readOnly);
   } catch (e) {
     if (!s.fs.running) return unsafe;
     throw e;

@@ -89,7 +89,9 @@ export async function stageInput(hostPath: string, dest: string): Promise<{ sha2
 export interface Mounter {
   /** Size-capped tmpfs (tmpfs rounds up to whole pages; nosuid/nodev so nothing privileged can be planted), with at most `inodes` entries when given. */
   tmpfs(dir: string, sizeBytes: number, uid: number, gid: number, mode?: number, inodes?: number): Promise<void>;
-  overlay(lower: string, upper: string, work: string, merged: string): Promise<void>;
+  overlay(lower: string, upper: string, work: string, merged: string, readOnly?: boolean): Promise<void>;
+  /** `dir` bound onto itself, shared: an overlay mounted on it later reaches a sandbox already started (pool.ts). */
+  sharedSelfBind(dir: string): Promise<void>;
   /** Unmount; a busy mount is detached lazily (gone from the tree, freed when the last user goes). Null: done. */
   unmount(dir: string): Promise<string | null>;
 }
@@ -107,13 +109,17 @@ export function mounter(bins: { mountBinary: string | null; umountBinary: string
       const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},${inodes ? `nr_inodes=${inodes},` : ''}mode=0${mode.toString(8)},uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
       if (r.code !== 0) throw new Error(`cannot mount the /out tmpfs: ${r.stderr}`);
     },
-    async overlay(lower, upper, work, merged) {
+    async overlay(lower, upper, work, merged, readOnly = false) {
       for (const p of [lower, upper, work]) if (/[,:\\]/.test(p)) throw new Error(`path ${p} contains a character overlayfs options cannot carry (, : \\)`);
-      const err = ops ? await ops.mountOverlay(lower, upper, work, merged) : 'no host helper';
+      const err = ops ? await ops.mountOverlay(lower, upper, work, merged, readOnly) : 'no host helper';
       if (err === null) return;
       if (ops && !/helper stopped/.test(err)) throw new Error(`cannot mount the overlay for ${lower}: ${err}`);
-      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work},metacopy=off,redirect_dir=off`, 'airlock-scope', merged]);
+      const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'overlay', '-o', `${readOnly ? 'ro,' : ''}lowerdir=${lower},upperdir=${upper},workdir=${work},metacopy=off,redirect_dir=off`, 'airlock-scope', merged]);
       if (r.code !== 0) throw new Error(`cannot mount the overlay for ${lower}: ${r.stderr}`);
+    },
+    async sharedSelfBind(dir) {
+      const err = ops ? await ops.sharedSelfBind(dir) : 'no host helper';
+      if (err !== null) throw new Error(`cannot prepare ${dir} for a scope: ${err}`);
     },
     async unmount(dir) {
       const err = ops ? await ops.unmount(dir) : 'no host helper';
