@@ -303,7 +303,12 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     return o.ok && o.scopes.every((sc) => sc.kind === 'dir');
   };
   const pooled = shape && poolHas(shape) && (scopes.length === 0 || (await scopesAreDirs())) ? takePooled(shape, plan) : null;
-  const base = pooled ? null : await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null);
+  const base = pooled
+    ? null
+    : await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null).catch((e: unknown) => {
+        openingScopes.then((o) => o.ok && closeScopes(o.scopes), () => undefined); // the `finally` below is not reached
+        throw e;
+      });
   const folders = pooled?.folders ?? runFolders(base!, runId, caps);
   const { dir, inStage, outStage, sharedDisk, scratch, mounted } = folders;
   const logFile = join(dir, 'strace.log');
