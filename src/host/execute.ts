@@ -85,7 +85,8 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
     ended_at: now().toISOString(),
     ...(req.signal?.aborted ? { interrupted: true } : {}),
   };
-  writeRunRecord(outcome.runDir, record);
+  // The audit record first: a process killed between the two leaves a run the audit log names and
+  // whose folder has no record.json (shown as unfinished), never a finished run the log misses.
   audit.append({
     type: 'executed',
     ...ids,
@@ -93,5 +94,6 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
     actor: decision.actor,
     detail: { door: req.door, decision_source: decision.source, lane: req.action.lane, verdict: record.verdict, status: record.status, exit_code: sr.execution.exit_code, ...(record.interrupted ? { interrupted: true } : {}), result_sha256: record.result_sha256, policy_sha256: record.policy_sha256 },
   });
+  writeRunRecord(outcome.runDir, record);
   return { kind: 'ran', outcome, record, decision };
 }

@@ -237,10 +237,14 @@ test(`CLI runs, a folder gate and a UTP worker, ${RUNS} runs each at once on one
   assert.equal(new Set(sandboxIds).size, sandboxIds.length, 'no sandbox run recorded twice');
   const requestIds = executed.map((r) => r.request_id).filter(Boolean);
   assert.equal(new Set(requestIds).size, requestIds.length, 'no request executed twice');
-  // Each finished run has its record; each killed one has a run folder without one (it did not finish).
+  // Each finished run has its audit record; each killed one has a run folder without a record.json.
+  // The audit record is written first: a process killed between the two leaves an audited run whose
+  // folder has no record.json (at most one per killed process), never a finished run the log misses.
   const runDirs = readdirSync(ws.runs);
   const finished = runDirs.filter((d) => existsSync(join(ws.runs, d, 'record.json')));
-  assert.deepEqual([...finished].sort(), [...sandboxIds].sort() as string[]);
+  assert.deepEqual(finished.filter((d) => !sandboxIds.includes(d)), [], 'a finished run the audit log does not name');
+  const auditedOnly = sandboxIds.filter((id) => !finished.includes(id as string));
+  assert.ok(auditedOnly.length <= 3, `audited runs without a record.json: ${auditedOnly.join(', ')}`);
   const unfinished = runDirs.filter((d) => !finished.includes(d));
   assert.equal(finished.length, RUNS - 1 + (RUNS - 1) + (byStatus.success ?? 0) + 1, 'CLI + gate + UTP successes + the last run');
   // The killed CLI run, the gate's killed run and the UTP call in the sandbox when its worker died; other lost calls may not have started.
