@@ -14,8 +14,8 @@
 // that the overlay mounted on it at the hand-over appears in the waiting sandbox (mount propagation:
 // bwrap makes its copy of the host's mounts a slave of them).
 //
-// Pools are keyed by shape, what is fixed when the sandbox starts (the limits, the scopes' paths and
-// read-only flags): the first run of a shape starts cold and asks for the pool of its shape; at most
+// Pools are keyed by shape, what is fixed when the sandbox starts (the limits the kernel holds, the
+// scopes' paths and read-only flags): the first run of a shape starts cold and asks for the pool of its shape; at most
 // MAX_SHAPES shapes are kept, the least recently used dropped. A pooled sandbox that dies while it
 // waits is removed and reported.
 import { randomBytes } from 'node:crypto';
@@ -71,7 +71,12 @@ export function encodeCommand(cwd: string, argv: string[], env: Record<string, s
   return Buffer.concat([head, body]);
 }
 
-const LIMIT_KEYS: (keyof Limits)[] = ['wallMs', 'cpuMs', 'memoryBytes', 'pids', 'outBytes', 'tmpBytes', 'files', 'stdoutBytes', 'stderrBytes'];
+/**
+ * The limits fixed when a sandbox starts: its cgroup's memory and pids, its tmpfs caps, and RLIMIT_CPU
+ * in whole seconds. The rest (wall time, the exact CPU time the host polls for, the stream caps) are the
+ * host's, applied per run from the request: runs that differ only there share a pool.
+ */
+const startLimits = (l: Limits): number[] => [l.memoryBytes, l.pids, l.outBytes, l.tmpBytes, l.files, Math.ceil(l.cpuMs / 1000)];
 
 /** What a pooled sandbox is made for: the run's limits and its declared directory scopes (path, read-only). */
 export interface ShapeSpec {
@@ -82,7 +87,7 @@ export interface ShapeSpec {
 /** The pool a run may take from (its limits and scopes), when it has no network and is traced; else null. */
 export function poolShape(spec: NsRunSpec): string | null {
   if (spec.network !== undefined || spec.traceSyscalls === false) return null;
-  return JSON.stringify([LIMIT_KEYS.map((k) => spec.limits[k]), (spec.scopes ?? []).map((sc) => [sc.hostPath, sc.readOnly === true])]);
+  return JSON.stringify([startLimits(spec.limits), (spec.scopes ?? []).map((sc) => [sc.hostPath, sc.readOnly === true])]);
 }
 
 /** Whether a sandbox of this shape waits (a scoped run opens its scopes first, then takes it). */
