@@ -64,7 +64,7 @@ export interface PooledSandbox {
 }
 
 /** A command as airlock-exec reads it: 4-byte LE length, then NUL-terminated cwd, argc, argv..., NAME=value... */
-export function encodeCommand(cwd: string, argv: string[], env: Record<string, string>): Buffer {
+function encodeCommand(cwd: string, argv: string[], env: Record<string, string>): Buffer {
   const body = Buffer.from([cwd, String(argv.length), ...argv, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)].map((s) => `${s}\0`).join(''), 'utf8');
   const head = Buffer.alloc(4);
   head.writeUInt32LE(body.length);
