@@ -7,6 +7,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { bareBwrap } from './bare-bwrap.mjs';
+import { fmt, inRounds, summary } from './stats.mjs';
 
 const root = resolve(process.argv[2] ?? '.');
 const R = Number(process.argv[3] ?? 60);
@@ -17,18 +18,8 @@ for (let i = 0; i < 10; i++) {
   await bareBwrap();
 }
 await sandboxIdle();
-const [rb, ra] = [[], []];
-for (let i = 0; i < R; i++) {
-  let t = performance.now();
-  await bareBwrap();
-  rb.push(performance.now() - t);
-  t = performance.now();
-  const r = await nsRun();
-  ra.push(performance.now() - t);
-  r.cleanup();
-}
-const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-console.log(`${root} bare p50 ${med(rb).toFixed(2)} ms, full run p50 ${med(ra).toFixed(2)} ms, ratio ${(med(ra) / med(rb)).toFixed(2)}x`);
+const [rb, ra] = (await inRounds(R, [() => bareBwrap(), nsRun])).map(summary);
+console.log(`${root} bare p50 ${fmt(rb.p50)} ms, full run p50 ${fmt(ra.p50)} ms, ratio ${fmt(ra.p50 / rb.p50)}x`);
 await sandboxIdle();
 removeWorkspace();
 process.exit(0);

@@ -16,7 +16,7 @@ import { montyRun, nsRun, phasesOf, removeWorkspace } from './airlock-run.mjs';
 import { bareBwrap } from './bare-bwrap.mjs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuPerRun, loadAverage } from './proc-cpu.mjs';
-import { fmt, mean, percentile, summary, timeEach } from './stats.mjs';
+import { fmt, inRounds, mean, percentile, summary, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 200);
 const bare = () => bareBwrap();
@@ -52,17 +52,7 @@ console.log(`CPU per run, whole machine (others' work included): airlock ${fmt(a
 // The same ratio in rounds (one bare, one full, alternately): a loaded VM's drift between the two
 // blocks above hits both alike here.
 const R = Number(process.env.BENCH_ROUNDS ?? Math.min(N, 100));
-const rb = [];
-const ra = [];
-for (let i = 0; i < R; i++) {
-  let t = performance.now();
-  await bare();
-  rb.push(performance.now() - t);
-  t = performance.now();
-  const r = await nsRun();
-  ra.push(performance.now() - t);
-  r.cleanup();
-}
+const [rb, ra] = await inRounds(R, [bare, nsRun]);
 const [rbs, ras] = [summary(rb), summary(ra)];
 console.log(`in rounds (n=${R}): bare p50 ${fmt(rbs.p50)} ms, airlock p50 ${fmt(ras.p50)} ms, ratio ${fmt(ras.p50 / rbs.p50)}x`);
 const P = Math.min(N, 100);

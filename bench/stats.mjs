@@ -30,3 +30,20 @@ export async function timeEach(fn, n, each) {
 
 /** Mean of a list of numbers. */
 export const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/**
+ * Times `fns` in `n` rounds, each round calling every fn once in order (a drifting VM hits them
+ * alike); a result's `cleanup()` runs outside the clock. Returns the samples of each fn.
+ */
+export async function inRounds(n, fns) {
+  const ms = fns.map(() => []);
+  for (let i = 0; i < n; i++) {
+    for (const [k, fn] of fns.entries()) {
+      const t0 = performance.now();
+      const r = await fn();
+      ms[k].push(performance.now() - t0);
+      r?.cleanup?.();
+    }
+  }
+  return ms;
+}

@@ -147,6 +147,21 @@ test('a hostile program finds nothing of the launcher to use: its socket is gone
   assert.ok(writes.includes('/.airlock/exec') && writes.includes('/.airlock/planted'), `the write attempts are reported: ${JSON.stringify(writes)}`);
 });
 
+test('a waiting sandbox has no command socket left: the host user of the sandbox cannot reach its launcher', { skip }, async () => {
+  await warm();
+  const base = await stagingBase();
+  const [waiting] = readdirSync(base).filter((n) => n.startsWith('ns-'));
+  assert.ok(waiting, 'a sandbox waits');
+  const ctl = join(base, waiting, 'ctl');
+  assert.deepEqual(readdirSync(ctl), ['exec'], 'only the launcher\'s mount point is left in its control folder');
+  // As the sandbox's host user (nobody), the socket's path leads nowhere.
+  const r = spawnSync('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', '/usr/bin/python3', '-c', `import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n s.connect(${JSON.stringify(join(ctl, 'cmd.sock'))}); print('CONNECTED')\nexcept OSError as e: print('refused', e.errno)`], { encoding: 'utf8' });
+  assert.match(r.stdout, /^refused 2\b/, r.stdout + r.stderr);
+  const o = await run(['/bin/echo', 'mine']);
+  pooled(o);
+  assert.equal(o.stdout.bytes.toString(), 'mine\n');
+});
+
 test('a pooled sandbox killed while it waits is dropped with a warning, and the next run starts its own', { skip }, async () => {
   await warm();
   const warnings: string[] = [];

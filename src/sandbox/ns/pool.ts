@@ -32,8 +32,8 @@ import type { Limits, NsRunSpec } from '../types.js';
 import { namespaceArgs, observeFilterIn, READ_ONLY_ROOT } from './bwrap-args.js';
 import { hostOps } from './hostops.js';
 import { launchWithTracer, type SandboxLaunch } from './launch.js';
-import { folderArgs, makeRunFolders, runFolders, type RunFolders } from './run-folders.js';
-import { mkdirModeSync, mounter, removeTree, stagingBase, type Mounter } from './staging.js';
+import { folderArgs, makeRunFolders, removeRunFolders, runFolders, type RunFolders } from './run-folders.js';
+import { mkdirModeSync, mounter, stagingBase, type Mounter } from './staging.js';
 
 /** Where the sandbox's first program and its command socket are, inside the sandbox. */
 export const LAUNCHER_IN_SANDBOX = '/.airlock/exec';
@@ -213,14 +213,8 @@ async function drop(p: PooledSandbox): Promise<void> {
 }
 
 async function dropFolders(f: RunFolders, cg: RunCgroup | null): Promise<void> {
-  const errors = cg ? await cg.destroy() : [];
-  const unmounter = mounter(caps!, hostOps(caps!.perlBinary, 'cleanup'));
-  for (const m of [...f.mounted].reverse()) {
-    const e = await unmounter.unmount(m);
-    if (e) errors.push(e);
-  }
-  if (errors.length === 0) await removeTree(f.dir).catch(() => undefined);
-  else process.emitWarning(`airlock: cleanup of pooled sandbox ${f.dir} incomplete: ${errors.join('; ')}`);
+  const errors = await removeRunFolders(f, cg, caps!);
+  if (errors.length > 0) process.emitWarning(`airlock: cleanup of pooled sandbox ${f.dir} incomplete: ${errors.join('; ')}`);
 }
 
 const unavailableError = (message: string): Error => Object.assign(new Error(message), { unavailable: true });

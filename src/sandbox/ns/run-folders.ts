@@ -4,9 +4,11 @@
 // /tmp with /dev/shm under the /tmp limit, each capped in bytes and in entries (nr_inodes).
 import { chmodSync, chownSync } from 'node:fs';
 import { join } from 'node:path';
+import type { RunCgroup } from '../cgroup/index.js';
 import type { HostCapabilities } from '../doctor.js';
 import type { Limits } from '../types.js';
-import { chownTo, mkdirModeSync, type Mounter } from './staging.js';
+import { hostOps } from './hostops.js';
+import { chownTo, mkdirModeSync, mounter, removeTree, type Mounter } from './staging.js';
 
 export interface RunFolders {
   dir: string;
@@ -52,6 +54,22 @@ export async function makeRunFolders(f: RunFolders, mnt: Mounter, limits: Limits
   mkdirModeSync(f.outStage, 0o755);
   await chownTo(f.outStage, ids.uid, ids.gid).catch(() => undefined);
   if (f.scratch) for (const d of ['tmp', 'shm']) mkdirModeSync(join(f.scratch, d), 0o1777);
+}
+
+/**
+ * After a run (every process of it dead): its cgroup removed, its mounts undone (last first, on the
+ * helper for cleanups), and its folder deleted when nothing failed before (`errors`) or here. Returns
+ * what could not be done; the folder is then kept for inspection.
+ */
+export async function removeRunFolders(f: RunFolders, cg: RunCgroup | null, caps: HostCapabilities, errors: string[] = []): Promise<string[]> {
+  if (cg) errors.push(...(await cg.destroy()));
+  const unmounter = mounter(caps, hostOps(caps.perlBinary, 'cleanup'));
+  for (const m of [...f.mounted].reverse()) {
+    const e = await unmounter.unmount(m);
+    if (e) errors.push(e);
+  }
+  if (errors.length === 0) await removeTree(f.dir).catch(() => undefined);
+  return errors;
 }
 
 /** bwrap's arguments for the run's writable places and /in: /tmp and /dev/shm on the capped scratch tmpfs (without root, each its own bwrap --size tmpfs). */

@@ -35,14 +35,14 @@ import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
 import { namespaceArgs, observeFilterIn, plainSeccompFilter, READ_ONLY_ROOT } from './bwrap-args.js';
 import { LAUNCHER_IN_SANDBOX, poolHas, poolShape, refillPool, takePooled } from './pool.js';
-import { folderArgs, makeRunFolders, runFolders } from './run-folders.js';
+import { folderArgs, makeRunFolders, removeRunFolders, runFolders } from './run-folders.js';
 import { describeGrant } from '../../base/allowlist.js';
 import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../egress/forwarder.js';
 import { NetworkProxy } from '../egress/proxy.js';
 import type { NetworkObservation } from '../egress/records.js';
 import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, observeScratch, tmpfsFull } from './outputs.js';
-import { chownTo, mkdirMode, mounter, removeTree, stageInput, stagingBase } from './staging.js';
+import { chownTo, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
 import { ownerTag } from '../../base/owner.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
@@ -755,14 +755,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     if (pooled && !sandboxGone) pooled.launch.kill();
     background(async () => {
       if (px) await px.close();
-      if (group) cleanupErrors.push(...(await group.destroy()));
-      const unmounter = mounter(caps, hostOps(caps.perlBinary, 'cleanup'));
-      for (const m of mounted.reverse()) {
-        const e = await unmounter.unmount(m);
-        if (e) cleanupErrors.push(e);
-      }
-      if (cleanupErrors.length === 0) await removeTree(dir).catch(() => undefined);
-      else process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
+      if ((await removeRunFolders(folders, group, caps, cleanupErrors)).length > 0) process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
       // The next run of this shape finds a sandbox waiting (when the process keeps a pool).
       if (shape && (await scopesAreDirs().catch(() => false))) refillPool(shape, { limits, scopes: scopes.map((sc) => ({ hostPath: sc.hostPath, readOnly: sc.readOnly === true })) }, caps);
     });
