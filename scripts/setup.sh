@@ -81,7 +81,7 @@ fi
 rm -f "$log"
 done_step
 
-step "build: tsc, the CLI bundle, the native helpers (tracer, scope agent)"
+step "build: tsc, the CLI bundle, the native helpers (tracer, scope agent, pooled sandboxes' launcher)"
 with_heartbeat "build" npm run --silent build
 done_step
 
