@@ -16,9 +16,12 @@ import type { Observation, RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { scopesFile } from '../commit/load.js';
 import { ownerStamp } from '../base/owner.js';
+import { stageFile } from '../base/staged-file.js';
 
 /** In each run folder: the owning process (pid and start time) while and after it runs. */
 export const RUN_OWNER_FILE = 'owner';
+/** In each run folder that ran: the Sandbox Result, complete (it appears by a rename). */
+export const SANDBOX_RESULT_FILE = 'sandbox-result.json';
 import type { ScopeRecord } from '../commit/scopes.js';
 
 export const runRules = [
@@ -103,11 +106,17 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   // Written while the sandbox starts (a file's creation on a disk costs ~0.4 ms of a run).
   const stamped = writeFile(join(runDir, RUN_OWNER_FILE), ownerStamp() + '\n', { mode: 0o600 });
   stamped.catch(() => undefined); // awaited below
+  // The Sandbox Result's file, and the scope records' when the action names scopes, are created while
+  // the sandbox runs too, and published by a rename at the end (scope records first).
+  const resultStaged = stageFile(join(runDir, SANDBOX_RESULT_FILE), 0o644);
+  const scopesStaged = action.scope.paths.length > 0 ? stageFile(scopesFile(runDir), 0o600) : null;
+  for (const f of [resultStaged, scopesStaged]) f?.catch(() => undefined); // awaited below
   const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}) };
   const tLane = performance.now();
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   await stamped;
   if (!lane.ok) {
+    for (const f of [resultStaged, scopesStaged]) (await f?.catch(() => null))?.discard();
     rmSync(runDir, { recursive: true, force: true }); // nothing ran: no run folder
     return { kind: 'rejected', problems: lane.problems };
   }
@@ -116,9 +125,7 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   const judgement = judge(action, obs);
   const tScopes = performance.now();
   // Promotion acts only on the scope roots this run acted on: their inode and owner, as opened.
-  // Written beside the Sandbox Result (the two files' creations overlap).
-  const scopesWritten = writeScopeRecords(runDir, obs.fs.scopes.map((s) => ({ path: s.hostPath, kind: s.kind, root: s.root.ident, owner: { uid: s.root.uid, gid: s.root.gid } })));
-  scopesWritten.catch(() => undefined); // awaited below
+  const records: ScopeRecord[] = obs.fs.scopes.map((s) => ({ path: s.hostPath, kind: s.kind, root: s.root.ident, owner: { uid: s.root.uid, gid: s.root.gid } }));
   const tBuild = performance.now();
   const sandboxResult = buildSandboxResult({ action, sandboxId, obs, judgement });
   if (action.source === 'action-descriptor') {
@@ -131,8 +138,14 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   const tRender = performance.now();
   const { text: rendered, self } = renderSandboxResult(sandboxResult);
   const tRecord = performance.now();
-  const sandboxResultFile = join(runDir, 'sandbox-result.json');
-  await Promise.all([writeFile(sandboxResultFile, rendered), scopesWritten]);
+  const sandboxResultFile = join(runDir, SANDBOX_RESULT_FILE);
+  const scopesFileStaged = await scopesStaged;
+  if (records.length > 0 && scopesFileStaged) scopesFileStaged.publish(scopeRecordsText(records));
+  else {
+    scopesFileStaged?.discard();
+    await writeScopeRecords(runDir, records); // scopes the action did not name: none, so far
+  }
+  (await resultStaged).publish(rendered);
   // What the host kept of a stream beyond the Sandbox Result's excerpt is an artifact of the run.
   for (const name of ['stdout', 'stderr'] as const) {
     if (sandboxResult.outputs[name].captured_bytes >= obs[name].bytes.length) continue;
@@ -170,5 +183,7 @@ export function screenRun(obs: Observation, sr: SandboxResult): Screening {
 
 /** runs/<id>/scopes.json: what promotion checks before it acts (src/commit/scopes.ts, ScopeRecord). */
 export async function writeScopeRecords(runDir: string, records: ScopeRecord[]): Promise<void> {
-  if (records.length > 0) await writeFile(scopesFile(runDir), JSON.stringify(records, null, 2) + '\n', { mode: 0o600 });
+  if (records.length > 0) await writeFile(scopesFile(runDir), scopeRecordsText(records), { mode: 0o600 });
 }
+
+const scopeRecordsText = (records: ScopeRecord[]): string => JSON.stringify(records, null, 2) + '\n';

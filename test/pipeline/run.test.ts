@@ -95,6 +95,8 @@ test('library runAction: an input changed after the caller checked it is caught 
   assert.equal(r.kind, 'rejected');
   assert.deepEqual(r.kind === 'rejected' && r.problems.map((p) => p.code), ['NS_INPUT_HASH_MISMATCH']);
   assert.match(r.kind === 'rejected' ? (r.problems[0]?.message ?? '') : '', /input a\.py has sha256 [0-9a-f]{64} as staged for the sandbox, the request declares [0-9a-f]{64}: nothing ran/);
+  // Its files, made while the sandbox started (the result's and the owner's), went with its folder.
+  assert.deepEqual(readdirSync(ws.runs), [], 'a rejected run leaves no folder');
 });
 
 test('library runAction says where the time went: every phase measured, none negative, together within the call', async () => {
@@ -117,6 +119,9 @@ test('library runAction says where the time went: every phase measured, none neg
   assert.ok(t.stagingMs + t.launchMs + t.programMs + t.observeMs + t.diffMs <= p.laneMs + 0.5, JSON.stringify(all));
   assert.ok(p.beforeMs + p.laneMs + p.judgeMs + p.renderMs + p.recordMs + p.screenMs <= wall + 0.5, JSON.stringify({ ...all, wall }));
   assert.ok(t.programMs > 0 && t.diffMs > 0, 'the program ran and /out was diffed');
+  // The result file is published whole by a rename: no partial file is left beside it.
+  assert.deepEqual(readdirSync(r.runDir).sort(), ['out', 'owner', 'sandbox-result.json']);
+  assert.equal(readFileSync(r.sandboxResultFile, 'utf8').length > 0, true);
 });
 
 test('an invalid request is rejected with its problems (exit 2)', () => {
