@@ -71,6 +71,8 @@ export interface NsRunSpec {
   inputs?: NsInput[];
   /** Host directory that receives a copy of /out when the run ends (created if missing; must be empty). */
   outDir: string;
+  /** The caller is making outDir's parent (a run folder on a disk): outDir is made after it, and nothing starts if it failed. */
+  outDirParent?: Promise<unknown>;
   scopes?: NsScope[];
   limits: Limits;
   /** Observe syscalls (default: true): with the host tracer when built and root, else strace when installed. */

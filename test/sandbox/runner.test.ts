@@ -56,6 +56,19 @@ test('spec validation refuses bad specs before anything runs', async () => {
   assert.equal(o.problems[0]?.code, 'NS_ARGV_NOT_FOUND');
 });
 
+test('a run folder that could not be made stops the run before anything starts (NS_OUTDIR, no program, no /out folder)', async () => {
+  const parent = Promise.reject(Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' }));
+  const outDir = join(mkdtempSync(join(tmpdir(), 'airlock-ns-test-')), 'run', 'out');
+  const o = await run(['/bin/sh', '-c', 'echo ran'], { outDir, outDirParent: parent });
+  assert.equal(o.status, 'SANDBOX_ERROR', text(o));
+  assert.equal(o.problems[0]?.code, 'NS_OUTDIR');
+  assert.match(o.reason, /cannot make the folder of .*EACCES.*nothing ran/);
+  assert.equal(o.exit.source, 'none', 'no process was started');
+  assert.equal(o.stdout.bytes.length, 0);
+  await sandboxIdle();
+  assert.equal(existsSync(outDir), false, 'no /out folder was made under a parent that failed');
+});
+
 test('flooding stdout: capped, truncated, counted and hashed in full, the run completes', async () => {
   const o = await run(['/bin/sh', '-c', 'head -c 3000000 /dev/zero'], { limits: { stdoutBytes: 1000 } });
   assert.equal(o.status, 'SUCCESS', text(o));

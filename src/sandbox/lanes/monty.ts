@@ -237,6 +237,8 @@ function signalOf(exit: { code: number | null; signal: NodeJS.Signals | null }):
 export interface MontyLaneContext {
   inputsDir: string;
   outDir: string;
+  /** The caller is making outDir's parent: outDir is made after it (nothing runs if it failed). */
+  outDirParent?: Promise<unknown>;
   /** Aborted by the caller (e.g. a UTP cancel): the worker is killed, the run ends POLICY_ABORTED. */
   signal?: AbortSignal;
 }
@@ -268,6 +270,7 @@ async function runMonty(action: Action, code: string, ctx: MontyLaneContext, opt
   const worker = opts.workerPath ?? montyWorkerPath();
   if (!worker) return errorObservation(runId, [{ code: 'MONTY_WORKER_MISSING', message: `monty-worker.js not found beside ${fileURLToPath(import.meta.url)}: rebuild Airlock` }], started);
   try {
+    await ctx.outDirParent;
     mkdirSync(ctx.outDir, { recursive: true });
     if (!lstatSync(ctx.outDir).isDirectory() || readdirSync(ctx.outDir).length > 0) throw new Error('it is not an empty directory');
   } catch (e) {

@@ -69,7 +69,7 @@ const NOTHING_RAN = new Set(['NS_INPUT_HASH_MISMATCH', 'NS_SCOPE_UNSAFE', 'NS_SC
  * Runs an Action in the ns lane. `inputsDir` holds the action's inputs by name, already hash-checked
  * by the caller; `outDir` receives /out.
  */
-export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; blobDir?: string; tombstoneDir?: string; signal?: AbortSignal; network?: LaneNetworkContext; onEvent?: (e: RunEvent) => void }): Promise<LaneOutcome> {
+export async function runInNsLane(action: Action, ctx: { inputsDir: string; outDir: string; outDirParent?: Promise<unknown>; blobDir?: string; tombstoneDir?: string; signal?: AbortSignal; network?: LaneNetworkContext; onEvent?: (e: RunEvent) => void }): Promise<LaneOutcome> {
   // Network: only what the request asks for AND the policy allows; nothing when either says none.
   let network: NsRunSpec['network'];
   if (action.network.mode === 'allowlist') {
@@ -117,6 +117,7 @@ export async function runInNsLane(action: Action, ctx: { inputsDir: string; outD
     cwd: action.cwd ?? (action.source === 'tool-request' ? '/in' : '/tmp'),
     inputs,
     outDir: ctx.outDir,
+    ...(ctx.outDirParent ? { outDirParent: ctx.outDirParent } : {}),
     scopes,
     ...(ctx.blobDir ? { keepScopeContent: ctx.blobDir } : {}),
     ...(ctx.tombstoneDir ? { keepScopePreimages: ctx.tombstoneDir } : {}),
