@@ -4,7 +4,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { readVerified } from '../base/content-store.js';
 import { ownerAlive } from '../base/owner.js';
-import { RUN_OWNER_FILE } from '../pipeline/run.js';
+import { RUN_OWNER_FILES } from '../pipeline/run.js';
 import { join } from 'node:path';
 import { sandboxResultContract, type DiffEntry, type SandboxResult } from '../contracts/sandbox-result.js';
 import type { Problem } from '../base/problem.js';
@@ -64,14 +64,17 @@ export function listRuns(ws: Workspace, limit: number): RunSummary[] {
   return rows.slice(0, limit);
 }
 
-/** A run folder with no result: whose it was (its owner file) and whether that process still lives. */
+/** A run folder with no result: whose it was (the owner stamp in its partial result) and whether that process still lives. */
 function unfinishedRun(dir: string): { state: 'killed' | 'running'; started_at: string } | null {
-  try {
-    const stamp = readFileSync(join(dir, RUN_OWNER_FILE), 'utf8');
-    return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).mtime.toISOString() };
-  } catch {
-    return null; // not a run folder Airlock made
+  for (const name of RUN_OWNER_FILES) {
+    try {
+      const stamp = readFileSync(join(dir, name), 'utf8');
+      return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).mtime.toISOString() };
+    } catch {
+      /* the next name, or not a run folder Airlock made */
+    }
   }
+  return null;
 }
 
 export interface ShownRun {

@@ -16,12 +16,16 @@ import type { Observation, RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { scopesFile } from '../commit/load.js';
 import { ownerStamp } from '../base/owner.js';
-import { stageFile } from '../base/staged-file.js';
+import { partialOf, stageFile } from '../base/staged-file.js';
 
-/** In each run folder: the owning process (pid and start time) while and after it runs. */
-export const RUN_OWNER_FILE = 'owner';
 /** In each run folder that ran: the Sandbox Result, complete (it appears by a rename). */
 export const SANDBOX_RESULT_FILE = 'sandbox-result.json';
+/**
+ * In a run folder while its run goes on: the result's partial file, holding the owning process (pid
+ * and start time) until the result replaces it. A folder left with it by a killed process is told
+ * apart from a live one's. (`owner`: the same stamp in its own file, in folders of earlier versions.)
+ */
+export const RUN_OWNER_FILES = [partialOf(SANDBOX_RESULT_FILE), 'owner'];
 import type { ScopeRecord } from '../commit/scopes.js';
 
 export const runRules = [
@@ -104,17 +108,16 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   // The run's folder and its first files are made while the sandbox starts (a new file or folder on a
   // disk costs 0.1-1.5 ms); the lane makes /out's folder in it after it, and runs nothing if it failed.
   const folderMade = mkdir(runDir, { recursive: true, mode: 0o700 });
-  // Whose run this is: a folder left without a result by a killed process is told apart from a live one.
-  const stamped = folderMade.then(() => writeFile(join(runDir, RUN_OWNER_FILE), ownerStamp() + '\n', { mode: 0o600 }));
-  // The Sandbox Result's file, and the scope records' when the action names scopes, are created now
-  // too, and published by a rename at the end (scope records first).
-  const resultStaged = folderMade.then(() => stageFile(join(runDir, SANDBOX_RESULT_FILE), 0o644));
+  // The Sandbox Result's file, holding whose run this is until the result replaces it, and the scope
+  // records' when the action names scopes: created now, published by a rename at the end (scope
+  // records first).
+  const resultStaged = folderMade.then(() => stageFile(join(runDir, SANDBOX_RESULT_FILE), 0o644, ownerStamp() + '\n'));
   const scopesStaged = action.scope.paths.length > 0 ? folderMade.then(() => stageFile(scopesFile(runDir), 0o600)) : null;
-  for (const f of [stamped, resultStaged, scopesStaged]) f?.catch(() => undefined); // awaited below
+  for (const f of [resultStaged, scopesStaged]) f?.catch(() => undefined); // awaited below
   const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), outDirParent: folderMade, blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}) };
   const tLane = performance.now();
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
-  await stamped;
+  await resultStaged; // the run folder and its owner are there (or this throws, as before anything ran)
   if (!lane.ok) {
     for (const f of [resultStaged, scopesStaged]) (await f?.catch(() => null))?.discard();
     rmSync(runDir, { recursive: true, force: true }); // nothing ran: no run folder

@@ -92,7 +92,7 @@ test('airlock runs: a run whose process was SIGKILLed shows as KILLED (no result
   const runDir = await new Promise<string>((resolve, reject) => {
     const deadline = Date.now() + 60_000;
     const look = (): void => {
-      const names = existsSync(ws.runs) ? readdirSync(ws.runs).filter((n) => existsSync(join(ws.runs, n, 'owner'))) : [];
+      const names = existsSync(ws.runs) ? readdirSync(ws.runs).filter((n) => existsSync(join(ws.runs, n, 'sandbox-result.json.partial'))) : [];
       if (names[0]) resolve(join(ws.runs, names[0]));
       else if (Date.now() > deadline) reject(new Error('no run folder appeared'));
       else setTimeout(look, 50);

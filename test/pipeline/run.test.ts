@@ -120,7 +120,7 @@ test('library runAction says where the time went: every phase measured, none neg
   assert.ok(p.beforeMs + p.laneMs + p.judgeMs + p.renderMs + p.recordMs + p.screenMs <= wall + 0.5, JSON.stringify({ ...all, wall }));
   assert.ok(t.programMs > 0 && t.diffMs > 0, 'the program ran and /out was diffed');
   // The result file is published whole by a rename: no partial file is left beside it.
-  assert.deepEqual(readdirSync(r.runDir).sort(), ['out', 'owner', 'sandbox-result.json']);
+  assert.deepEqual(readdirSync(r.runDir).sort(), ['out', 'sandbox-result.json']);
   assert.equal(readFileSync(r.sandboxResultFile, 'utf8').length > 0, true);
 });
 

@@ -7,11 +7,12 @@ import { stageFile } from '../../src/base/staged-file.js';
 
 // A run's result files are made while its sandbox runs and appear whole, by a rename, at the end.
 
-test('a staged file is invisible under its name until published, then whole with its mode; discard leaves nothing', async () => {
+test('a staged file is invisible under its name until published, then exactly its new content with its mode; discard leaves nothing', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-staged-'));
   const target = join(dir, 'sandbox-result.json');
-  const staged = await stageFile(target, 0o640);
+  const staged = await stageFile(target, 0o640, '4242 1234567 (the owner stamp, longer than what replaces it)\n');
   assert.deepEqual(readdirSync(dir), ['sandbox-result.json.partial'], 'only the partial exists before publishing');
+  assert.match(readFileSync(join(dir, 'sandbox-result.json.partial'), 'utf8'), /^4242 1234567 /, 'the partial holds its initial content meanwhile');
   staged.publish('{"whole": true}\n');
   assert.deepEqual(readdirSync(dir), ['sandbox-result.json']);
   assert.equal(readFileSync(target, 'utf8'), '{"whole": true}\n');
