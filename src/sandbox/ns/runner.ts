@@ -329,7 +329,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const outP = pooled ? Promise.resolve() : makeRunFolders(folders, mnt, limits, { uid, gid }, asRoot);
     // The host folder that receives /out, made while the sandbox runs (a disk's mkdir is ~0.3 ms).
     const parentReady = Promise.resolve(spec.outDirParent);
-    parentReady.catch(() => undefined); // awaited before the launch
+    parentReady.catch(() => undefined); // awaited before the launch, below
     const outDirReady = parentReady.then(() => mkdir(spec.outDir)).catch(async (e: NodeJS.ErrnoException) => {
       if (e.code === 'ENOENT') return void (await mkdir(spec.outDir, { recursive: true }));
       if (e.code !== 'EEXIST') throw e;
@@ -392,7 +392,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       return want !== undefined && want !== got.sha256 ? [{ code: 'NS_INPUT_HASH_MISMATCH', message: `input ${got.name} has sha256 ${got.sha256} as staged for the sandbox, the request declares ${want}: nothing ran`, path: `inputs.${got.name}` }] : [];
     });
     if (changed.length > 0) return errorObservation(runId, caps, changed);
-    // The folder the results go to exists before anything runs (made meanwhile; long done by now).
+    // The folder the results go to exists before anything runs (it was being made meanwhile).
     const noFolder = await parentReady.then(() => null, (e: Error) => e.message);
     if (noFolder !== null) return errorObservation(runId, caps, [{ code: 'NS_OUTDIR', message: `cannot make the folder of ${spec.outDir}: ${noFolder}; nothing ran` }]);
 
