@@ -6,11 +6,10 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { HostCapabilities } from './doctor.js';
-import { ownerStamp, ownerTag } from '../base/owner.js';
-import { cleanOnExit } from './ns/sweep.js';
+import { hostOps } from './ns/hostops.js';
+import { mounter, stagingBase } from './ns/staging.js';
 
 /** Directories under which an interpreter needs no extra bind (already in the root). */
 const SYSTEM_PREFIXES = ['/usr/', '/bin/', '/sbin/', '/lib/', '/lib64/', '/lib32/', '/libx32/'];
@@ -44,17 +43,17 @@ function hostEtcStamp(): string {
 
 /**
  * The sandbox's whole /etc, built once per process (again when the host's copied entries change) in a
- * fresh root-owned directory: generated passwd, group, hosts, nsswitch.conf, plus copies of the
- * loader's files and the time zone (symlinks in /etc/alternatives stay symlinks, never followed).
+ * fresh directory of the process's staging base (`home`: a tmpfs as root, removed with it when the
+ * process exits, after a crash by the next sweep): generated passwd, group, hosts, nsswitch.conf,
+ * plus copies of the loader's files and the time zone (symlinks in /etc/alternatives stay symlinks,
+ * never followed). On a tmpfs: the ~400 symlinks of a Debian /etc/alternatives took 350-370 ms of every
+ * one-shot command on this project's ext4 VM, a new inode each.
  */
-function sandboxEtc(): string {
+function sandboxEtc(home: string): string {
   const stamp = hostEtcStamp();
   if (etc && etc.stamp === stamp && existsSync(etc.dir)) return etc.dir;
   if (etc) rmSync(dirname(etc.dir), { recursive: true, force: true });
-  // <tmp>/airlock-ns-etc-<owner>-XXXX/{owner.pid, etc/}: removed when this process exits (after a crash, by the next sweep).
-  const base = mkdtempSync(join(tmpdir(), `airlock-ns-etc-${ownerTag()}-`));
-  writeFileSync(join(base, 'owner.pid'), ownerStamp(), { mode: 0o644 });
-  cleanOnExit(base);
+  const base = mkdtempSync(join(home, 'etc-'));
   chmodSync(base, 0o755);
   const dir = join(base, 'etc');
   mkdirSync(dir, { mode: 0o755 });
@@ -145,7 +144,8 @@ async function buildRootPlan(caps: HostCapabilities): Promise<RootPlan> {
     if (st.isSymbolicLink()) args.push('--symlink', readlinkSync(top), top);
     else if (st.isDirectory()) args.push('--ro-bind', top, top);
   }
-  args.push('--ro-bind', sandboxEtc(), '/etc');
+  const home = await stagingBase(caps.isRoot ? mounter(caps, hostOps(caps.perlBinary)) : null, caps.isRoot ? caps.sandboxHostUser : null);
+  args.push('--ro-bind', sandboxEtc(home), '/etc');
   const path: string[] = [];
   const prefixes: RootPlan['prefixes'] = [];
   for (const it of caps.interpreters) {
