@@ -1,6 +1,7 @@
 // npm run bench:peers — the same trivial command through Airlock and its peers, side by side in one
 // process, in rounds (each round runs every candidate once, so the machine's drift hits them alike):
-//   airlock ns      a full gated run through the library API: validate a COMMAND_EXECUTION descriptor
+//   airlock ns      a full gated run through the library API, in a sandbox it starts itself (checked):
+//                   validate a COMMAND_EXECUTION descriptor
 //                   with one declared scope, sandbox, observe (syscall tracer, diffs, limits), judge, render
 //   airlock ns, ahead of need  a full gated run of the command as `airlock exec -- CMD` makes it (no
 //                   scope, no network) in a sandbox started ahead of need (a waiting one before each
@@ -82,7 +83,8 @@ if (srt.mod) {
   }
 }
 
-configureSandboxPool(1);
+// Sandboxes ahead of need for the `airlock exec` shape only: the full gated run (with its scope) starts its own.
+configureSandboxPool(1, (shape) => shape.scopes.length === 0);
 let pooledMisses = 0;
 console.log(`load average at the start: ${loadAverage()}; ${N} runs of each (sandbox-runtime ${srtWhy ? 'absent' : N_SRT}), in rounds`);
 for (const c of COMMANDS) {
@@ -93,6 +95,7 @@ for (const c of COMMANDS) {
       fn: async () => {
         const r = await nsRun(descriptorFor(c.argv));
         if (r.sandboxResult.execution.status !== 'SUCCESS' || !r.observation.sideEffects) throw new Error(`airlock ns: ${r.sandboxResult.execution.status}, side effects ${r.observation.sideEffects ? 'observed' : 'unobserved'}`);
+        if (r.observation.host.sandboxStart !== 'on request') throw new Error('airlock ns (full gated run) must start its own sandbox');
         expect('airlock ns', r.observation.stdout.bytes.toString(), c.out);
         return r;
       },

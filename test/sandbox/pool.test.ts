@@ -284,3 +284,27 @@ test('a scope that is no longer a folder when the request comes: the run starts 
     rmSync(scope, { recursive: true, force: true });
   }
 });
+
+test('a pool limited to some shapes keeps none of the others: a run with a scope starts its own sandbox every time', { skip }, async () => {
+  const scope = scopeDir('v1');
+  try {
+    await warm(); // a sandbox of the no-scope shape waits
+    configureSandboxPool(1, (shape) => shape.scopes.length === 0);
+    assert.equal(sandboxPoolState().waiting, 1, 'the accepted shape keeps its waiting sandbox');
+    for (let i = 0; i < 2; i++) {
+      const o = await run(['/bin/true'], { scopes: [{ hostPath: scope }] });
+      assert.equal(o.host.sandboxStart, 'on request', text(o));
+      await sandboxIdle();
+    }
+    assert.equal(sandboxPoolState().waiting, 1, 'no sandbox was started for the scoped shape');
+    pooled(await run(['/bin/true']));
+    // Leaving a shape out drops its waiting sandboxes at once.
+    await sandboxIdle();
+    await until('the no-scope shape waiting again', () => sandboxPoolState().waiting === 1);
+    configureSandboxPool(1, () => false);
+    assert.equal(sandboxPoolState().waiting, 0);
+  } finally {
+    configureSandboxPool(1);
+    rmSync(scope, { recursive: true, force: true });
+  }
+});

@@ -103,18 +103,21 @@ interface Shape {
 }
 
 let size = 0;
+let accepts: (shape: ShapeSpec) => boolean = () => true;
 let caps: HostCapabilities | null = null;
 const shapes = new Map<string, Shape>();
 /** Why pooling is off on this host, once found (no tracer, not root, airlock-exec not built). */
 let unavailable: string | null = null;
 
 /**
- * How many sandboxes to keep waiting per shape (0: none, the default; a service sets it). Lowering
- * it drops the surplus at once.
+ * How many sandboxes to keep waiting per shape (0: none, the default; a service sets it), and, when
+ * given, which shapes only (a bench keeps its runs with a scope started on request). Lowering it, or
+ * leaving a shape out, drops the surplus at once.
  */
-export function configureSandboxPool(n: number): void {
+export function configureSandboxPool(n: number, only: (shape: ShapeSpec) => boolean = () => true): void {
   size = Math.max(0, Math.floor(n));
-  for (const s of shapes.values()) for (const p of s.idle.splice(size)) drop(p);
+  accepts = only;
+  for (const s of shapes.values()) for (const p of s.idle.splice(accepts(s.spec) ? size : 0)) drop(p);
 }
 
 let served = 0;
@@ -148,7 +151,7 @@ export function takePooled(shape: string, plan: RootPlan): PooledSandbox | null 
 
 /** After a run of this shape: keep `size` of its sandboxes waiting (started in the background). */
 export function refillPool(shape: string, spec: ShapeSpec, hostCaps: HostCapabilities): void {
-  if (size === 0 || unavailable) return;
+  if (size === 0 || unavailable || !accepts(spec)) return;
   caps = hostCaps;
   let s = shapes.get(shape);
   if (!s) {
