@@ -204,6 +204,19 @@ test('an abort signal (a caller\'s cancel) kills the Monty child at once: POLICY
   assert.equal(pre.observation.status, 'POLICY_ABORTED');
 });
 
+test('a run folder that could not be made stops a Monty run before its program starts (MONTY_OUTDIR, no /out folder)', async () => {
+  const outDir = join(base, 'unmade-run', 'out');
+  const parent = Promise.reject(Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' }));
+  const r = await runInMontyLane(action('print("ran")'), { inputsDir, outDir, outDirParent: parent });
+  assert.ok(r.ok);
+  const o = r.observation as MontyRunObservation;
+  assert.equal(o.status, 'SANDBOX_ERROR', text(o));
+  assert.equal(o.problems[0]?.code, 'MONTY_OUTDIR');
+  assert.match(o.reason, /EACCES/);
+  assert.equal(o.stdout.bytes.length, 0, 'the program did not run');
+  assert.equal(existsSync(outDir), false);
+});
+
 test('CPU time over cpuMs is measured by the host and killed (RESOURCE_KILLED)', async () => {
   const o = await monty('x = 0\nwhile True:\n    x += 1', { limits: { wallMs: 10_000, cpuMs: 300 } });
   assert.equal(o.status, 'RESOURCE_KILLED', text(o));
