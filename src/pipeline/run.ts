@@ -146,7 +146,7 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   if (records.length > 0 && scopesFileStaged) scopesFileStaged.publish(scopeRecordsText(records));
   else {
     scopesFileStaged?.discard();
-    await writeScopeRecords(runDir, records); // scopes the action did not name: none, so far
+    await writeScopeRecords(runDir, records); // no file was staged: an action that names no scope has no records
   }
   (await resultStaged).publish(rendered);
   // What the host kept of a stream beyond the Sandbox Result's excerpt is an artifact of the run.
