@@ -14,6 +14,7 @@ import { checkText } from '../dist/src/contracts/index.js';
 import { actionFromDescriptor } from '../dist/src/action/from-action-descriptor.js';
 import { actionFromToolRequest } from '../dist/src/action/from-tool-request.js';
 import { runAction } from '../dist/src/pipeline/run.js';
+import { keepRunFoldersReady } from '../dist/src/pipeline/run-folder.js';
 import { runInMontyLane } from '../dist/src/sandbox/lanes/monty.js';
 import { closeMontyPools, configureMontyPools, montyPool } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { montyWorkerPath } from '../dist/src/sandbox/lanes/monty.js';
@@ -68,6 +69,7 @@ async function throughput(fn, n, par) {
 // Warm up: the pool's workers, the ns lane's host tracer and staging, JIT.
 const pool = montyPool(montyWorkerPath());
 pool.warm();
+keepRunFoldersReady(true); // a service's run folders, made ahead (pipeline/warm.ts)
 const first = await montyFull();
 console.log(`check: monty run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; worker sandbox: ${first.observation.monty.isolation.sandbox ? `bwrap ${first.observation.host.bwrapVersion}, host uid ${first.observation.host.hostUid}, seccomp, cgroup v${first.observation.host.cgroupVersion}` : 'NONE'}`);
 first.cleanup();

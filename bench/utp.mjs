@@ -90,7 +90,7 @@ if (wi > 0) {
     svcs.push(svc);
   }
   // As `airlock serve --nats` runs: Monty workers and ns sandboxes kept warm.
-  (await import(new URL('sandbox/lanes/warm.js', dist))).warmLanes({ monty: true });
+  (await import(new URL('pipeline/warm.js', dist))).warmLanes({ monty: true });
   process.stdout.write('ready\n');
   process.on('SIGTERM', () => {
     // Anything but plain answers (redeliveries, lost executors, republished wakeups) is reported: it explains a stall.

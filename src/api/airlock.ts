@@ -11,7 +11,7 @@ import type { Problem } from '../base/problem.js';
 import { commitApproval, prepareApproval } from '../gates/approve.js';
 import { execute, type ExecuteOutcome } from '../host/execute.js';
 import type { RunEvent } from '../sandbox/types.js';
-import { closeLanes, warmLanes } from '../sandbox/lanes/warm.js';
+import { closeLanes, warmLanes } from '../pipeline/warm.js';
 import { openStore, type Store } from '../store/open.js';
 import { callTool, type CallToolOptions, type CallToolOutcome } from '../utp/client.js';
 import { connectNats } from '../utp/connect.js';

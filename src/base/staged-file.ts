@@ -9,6 +9,8 @@ export interface StagedFile {
   publish(data: string | Buffer): void;
   /** Closes and removes the partial file (nothing is published). */
   discard(): void;
+  /** The same file, after the caller renamed the folder it is in: it now waits at `partialOf(path)`. */
+  movedTo(path: string): StagedFile;
 }
 
 /** Where `path` waits until it is published. */
@@ -31,23 +33,29 @@ export function stageFile(path: string, mode: number, initial = ''): Promise<Sta
         close();
         return reject(e as Error);
       }
-      resolve({
-        publish(data) {
-          try {
-            ftruncateSync(fd, 0);
-            writeAt(fd, typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
-          } finally {
-            close();
-          }
-          renameSync(partial, path);
-        },
-        discard() {
-          close();
-          rmSync(partial, { force: true });
-        },
-      });
+      resolve(stagedAt(path, fd, close));
     });
   });
+}
+
+function stagedAt(path: string, fd: number, close: () => void): StagedFile {
+  const partial = partialOf(path);
+  return {
+    publish(data) {
+      try {
+        ftruncateSync(fd, 0);
+        writeAt(fd, typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+      } finally {
+        close();
+      }
+      renameSync(partial, path);
+    },
+    discard() {
+      close();
+      rmSync(partial, { force: true });
+    },
+    movedTo: (to) => stagedAt(to, fd, close),
+  };
 }
 
 /** Writes all of `buf` from offset 0. */

@@ -183,7 +183,7 @@ export async function serveCommand(opts: { workspace?: string; once?: boolean; l
   process.once('SIGTERM', onSignal);
   if (!opts.once) log.info('serving', { workspace: ws.root }, `airlock serve: watching ${ws.requestsIn} (Ctrl-C to stop)`);
   // A long-lived gate keeps Monty workers warm when the policy lets that lane run, and ns sandboxes.
-  const lanes = opts.once ? null : await import('../sandbox/lanes/warm.js');
+  const lanes = opts.once ? null : await import('../pipeline/warm.js');
   lanes?.warmLanes({ monty: !policy.ok || policy.value.lanes.includes('monty') });
   const r = await serveGate({ ws, log, audit, once: Boolean(opts.once), signal: stop.signal });
   await lanes?.closeLanes();

@@ -69,7 +69,8 @@ function unfinishedRun(dir: string): { state: 'killed' | 'running'; started_at: 
   for (const name of RUN_OWNER_FILES) {
     try {
       const stamp = readFileSync(join(dir, name), 'utf8');
-      return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).mtime.toISOString() };
+      // ctime: a folder made ahead (pipeline/run-folder.ts) changes at its rename into place, not before.
+      return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).ctime.toISOString() };
     } catch {
       /* the next name, or not a run folder Airlock made */
     }

@@ -1,5 +1,5 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { screenContent, type Screening } from '../contracts/forbidden-content.js';
@@ -15,11 +15,11 @@ import { runInNsLane, type LaneNetworkContext } from '../sandbox/lanes/ns.js';
 import type { Observation, RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { scopesFile } from '../commit/load.js';
-import { ownerStamp } from '../base/owner.js';
 import { partialOf, stageFile } from '../base/staged-file.js';
+import { OUT_FOLDER, openRunFolder, refillRunFolder, SANDBOX_RESULT_FILE } from './run-folder.js';
 
-/** In each run folder that ran: the Sandbox Result, complete (it appears by a rename). */
-export const SANDBOX_RESULT_FILE = 'sandbox-result.json';
+export { SANDBOX_RESULT_FILE };
+
 /**
  * In a run folder while its run goes on: the result's partial file, holding the owning process (pid
  * and start time) until the result replaces it. A folder left with it by a killed process is told
@@ -104,23 +104,22 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   const refused = checkScopes(action, ctx.scopeRoots ?? null);
   if (refused.length > 0) return { kind: 'rejected', problems: refused };
   const sandboxId = newSandboxId();
-  const runDir = join(ctx.workspace.runs, sandboxId);
-  // The run's folder and its first files are made while the sandbox starts (a new file or folder on a
-  // disk costs 0.1-1.5 ms); the lane makes /out's folder in it after it, and runs nothing if it failed.
-  const folderMade = mkdir(runDir, { recursive: true, mode: 0o700 });
-  // The Sandbox Result's file, holding whose run this is until the result replaces it, and the scope
-  // records' when the action names scopes: created now, published by a rename at the end (scope
-  // records first).
-  const resultStaged = folderMade.then(() => stageFile(join(runDir, SANDBOX_RESULT_FILE), 0o644, ownerStamp() + '\n'));
+  // The run's folder and its first files: made ahead by a service, else while the sandbox starts (a
+  // new file or folder on a disk costs 0.1-1.5 ms); the lane makes /out's folder in it after it, and
+  // runs nothing if it failed. The Sandbox Result's file holds whose run this is until the result
+  // replaces it; the scope records' is staged too when the action names scopes. Both are published
+  // by a rename at the end (scope records first).
+  const { runDir, made: folderMade, result: resultStaged } = openRunFolder(ctx.workspace.runs, sandboxId);
   const scopesStaged = action.scope.paths.length > 0 ? folderMade.then(() => stageFile(scopesFile(runDir), 0o600)) : null;
-  for (const f of [resultStaged, scopesStaged]) f?.catch(() => undefined); // awaited below
-  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, 'out'), outDirParent: folderMade, blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}) };
+  for (const f of [folderMade, resultStaged, scopesStaged]) f?.catch(() => undefined); // awaited below
+  const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, OUT_FOLDER), outDirParent: folderMade, blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}) };
   const tLane = performance.now();
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);
   await resultStaged; // the run folder and its owner are there (or this throws, as before anything ran)
   if (!lane.ok) {
     for (const f of [resultStaged, scopesStaged]) (await f?.catch(() => null))?.discard();
     rmSync(runDir, { recursive: true, force: true }); // nothing ran: no run folder
+    refillRunFolder(ctx.workspace.runs);
     return { kind: 'rejected', problems: lane.problems };
   }
   const tJudge = performance.now();
@@ -155,6 +154,7 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
     mkdirSync(join(runDir, 'artifacts'), { recursive: true });
     writeFileSync(join(runDir, 'artifacts', `airlock-${name}.txt`), obs[name].bytes);
   }
+  refillRunFolder(ctx.workspace.runs);
 
   const tScreen = performance.now();
   const screening = screenRun(obs, sandboxResult);

@@ -279,7 +279,7 @@ export async function serveNats(opts: ServeNatsOptions): Promise<number> {
     await store.close();
     return 3;
   }
-  const lanes = await import('../../sandbox/lanes/warm.js');
+  const lanes = await import('../../pipeline/warm.js');
   lanes.warmLanes({ monty: true });
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);

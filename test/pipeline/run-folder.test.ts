@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { test } from 'node:test';
+import { actionFromToolRequest } from '../../src/action/from-tool-request.js';
+import { checkText } from '../../src/contracts/index.js';
+import type { ToolRequest } from '../../src/contracts/tool-request.js';
+import { ownerStamp, ownerTag } from '../../src/base/owner.js';
+import { listRuns } from '../../src/host/runs.js';
+import { runAction } from '../../src/pipeline/run.js';
+import { keepRunFoldersReady } from '../../src/pipeline/run-folder.js';
+import { openWorkspace, type Workspace } from '../../src/workspace/workspace.js';
+import { writeRequest } from '../helpers/requests.js';
+import { scopedWorkspace } from '../helpers/workspace.js';
+
+// A folder made ahead, once its files are made too.
+const ready = (ws: Workspace) => readdirSync(ws.runs).filter((n) => n.startsWith('.ready-') && existsSync(join(ws.runs, n, 'sandbox-result.json.partial')));
+const until = async (what: string, ok: () => boolean) => {
+  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(ok(), what);
+};
+
+async function run(ws: Workspace, program: string) {
+  const req = writeRequest({ slug: 'ready', command: 'python3 a.py', inputs: { 'a.py': program } });
+  const checked = checkText(basename(req.file), readFileSync(req.file, 'utf8'));
+  assert.equal(checked.problems.length, 0);
+  const r = await runAction(actionFromToolRequest(checked.value as ToolRequest), { workspace: ws, inputsDir: req.dir });
+  assert.equal(r.kind, 'ran');
+  if (r.kind !== 'ran') throw new Error('not ran');
+  return r;
+}
+
+test('a service keeps a run folder made ahead: the next run takes it, its result is whole, and it is never listed as a run', async (t) => {
+  const ws = openWorkspace(scopedWorkspace().root);
+  keepRunFoldersReady(true);
+  t.after(() => keepRunFoldersReady(false));
+  const first = await run(ws, 'open("/out/one", "w").write("1")\n');
+  await until('a folder is made ahead after the first run', () => ready(ws).length === 1);
+  const [spare] = ready(ws);
+  assert.match(spare!, new RegExp(`^\\.ready-${ownerTag().replace('.', '\\.')}-[0-9a-f]{8}$`), 'its name says which process made it');
+  assert.deepEqual(readdirSync(join(ws.runs, spare!)).sort(), ['out', 'sandbox-result.json.partial']);
+  assert.deepEqual(readdirSync(join(ws.runs, spare!, 'out')), []);
+  assert.equal(readFileSync(join(ws.runs, spare!, 'sandbox-result.json.partial'), 'utf8'), `${ownerStamp()}\n`, 'it says whose it is');
+  assert.deepEqual(listRuns(ws, 10).map((r) => r.sandbox_id), [first.sandboxId], 'a folder made ahead is not a run');
+
+  const second = await run(ws, 'open("/out/two", "w").write("22")\n');
+  assert.equal(existsSync(join(ws.runs, spare!)), false, 'the second run took the folder made ahead');
+  assert.deepEqual(readdirSync(second.runDir).sort(), ['out', 'sandbox-result.json'], 'no partial file is left');
+  assert.deepEqual(readdirSync(join(second.runDir, 'out')), ['two'], 'its /out holds only its own files');
+  assert.equal(JSON.parse(readFileSync(second.sandboxResultFile, 'utf8')).sandbox_id, second.sandboxId);
+  assert.deepEqual(second.sandboxResult.filesystem_diff.added.map((e) => e.path), ['/out/two']);
+  await until('another is made ahead', () => ready(ws).length === 1 && ready(ws)[0] !== spare);
+
+  keepRunFoldersReady(false);
+  assert.deepEqual(readdirSync(ws.runs).filter((n) => n.startsWith('.ready-')), [], 'a service that stops removes its folder made ahead');
+});
+
+test("a service removes folders made ahead by a process that is gone, never a live process's", async (t) => {
+  const ws = openWorkspace(scopedWorkspace().root);
+  const gone = spawnSync('true').pid;
+  const dead = `.ready-${gone.toString(36)}.x-deadbeef`;
+  const live = `.ready-${ownerTag(1)}-0000beef`; // pid 1 lives as long as the machine
+  for (const n of [dead, live]) {
+    mkdirSync(join(ws.runs, n, 'out'), { recursive: true });
+    writeFileSync(join(ws.runs, n, 'sandbox-result.json.partial'), '1 1\n');
+  }
+  keepRunFoldersReady(true);
+  t.after(() => keepRunFoldersReady(false));
+  await run(ws, 'print(1)\n');
+  await until('a folder of its own is made ahead', () => ready(ws).some((n) => n.includes(ownerTag())));
+  assert.equal(existsSync(join(ws.runs, dead)), false, 'the dead process\'s folder is swept');
+  assert.equal(existsSync(join(ws.runs, live)), true, 'a live process\'s folder is kept');
+  assert.equal(listRuns(ws, 10).length, 1, 'neither is listed as a run');
+});
