@@ -5,7 +5,7 @@
 import { closeSync, ftruncateSync, open, renameSync, rmSync, writeSync } from 'node:fs';
 
 export interface StagedFile {
-  /** Replaces the content with `data` and renames the file into place (no new inode). */
+  /** Replaces the content with `data` (written over what it held, then cut to its length) and renames the file into place (no new inode). */
   publish(data: string | Buffer): void;
   /** Closes and removes the partial file (nothing is published). */
   discard(): void;
@@ -27,24 +27,26 @@ export function stageFile(path: string, mode: number, initial = ''): Promise<Sta
         if (isOpen) closeSync(fd);
         isOpen = false;
       };
+      const held = Buffer.from(initial, 'utf8');
       try {
-        writeAt(fd, Buffer.from(initial, 'utf8'));
+        writeAt(fd, held);
       } catch (e) {
         close();
         return reject(e as Error);
       }
-      resolve(stagedAt(path, fd, close));
+      resolve(stagedAt(path, fd, close, held.length));
     });
   });
 }
 
-function stagedAt(path: string, fd: number, close: () => void): StagedFile {
+function stagedAt(path: string, fd: number, close: () => void, heldBytes: number): StagedFile {
   const partial = partialOf(path);
   return {
     publish(data) {
       try {
-        ftruncateSync(fd, 0);
-        writeAt(fd, typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+        const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+        writeAt(fd, buf);
+        if (buf.length < heldBytes) ftruncateSync(fd, buf.length); // a result is longer than a stamp: rarely needed
       } finally {
         close();
       }
@@ -54,7 +56,7 @@ function stagedAt(path: string, fd: number, close: () => void): StagedFile {
       close();
       rmSync(partial, { force: true });
     },
-    movedTo: (to) => stagedAt(to, fd, close),
+    movedTo: (to) => stagedAt(to, fd, close, heldBytes),
   };
 }
 
