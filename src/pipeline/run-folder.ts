@@ -5,8 +5,8 @@
 // on this project's ext4 VM; a rename 0.02 ms). A one-shot command makes them while its sandbox
 // starts. A service (keepRunFoldersReady) keeps one folder made ahead per workspace,
 // runs/.ready-<owner tag>-<random>/, and a run takes it with one rename; the next is made after the
-// run, off every request's path. A `.ready-` folder is never a run: `airlock runs` and recovery skip
-// names with a leading dot. Its name carries its process (base/owner.ts): a service removes its own
+// run, off every request's path. A `.ready-` folder is never a run: `airlock runs` skips names with
+// a leading dot, and recovery finds no result in it. Its name carries its process (base/owner.ts): a service removes its own
 // when it closes or exits, and the next service removes those of a process that is gone.
 import { readdirSync, renameSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
