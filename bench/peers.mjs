@@ -28,7 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { bareArgs, execRun, montyRun, nsRun, removeWorkspace } from './airlock-run.mjs';
 import { loadAverage, treeCpuMs } from './proc-cpu.mjs';
 import { descriptorFor, montyRequestFor } from './sandbox-fixtures.mjs';
-import { fmt, summary } from './stats.mjs';
+import { cgroupMovesNote, fmt, summary } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 100);
 const N_SRT = Number(process.env.BENCH_SRT_RUNS ?? Math.min(N, 50));
@@ -87,6 +87,7 @@ if (srt.mod) {
 configureSandboxPool(1, (shape) => shape.scopes.length === 0);
 let pooledMisses = 0;
 console.log(`load average at the start: ${loadAverage()}; ${N} runs of each (sandbox-runtime ${srtWhy ? 'absent' : N_SRT}), in rounds`);
+console.log(await cgroupMovesNote());
 for (const c of COMMANDS) {
   const wrapMs = []; // sandbox-runtime's wrapWithSandbox alone
   const candidates = [

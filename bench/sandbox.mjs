@@ -16,12 +16,13 @@ import { montyRun, nsRun, phasesOf, removeWorkspace } from './airlock-run.mjs';
 import { bareBwrap } from './bare-bwrap.mjs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuPerRun, loadAverage } from './proc-cpu.mjs';
-import { fmt, inRounds, mean, percentile, summary, timeEach } from './stats.mjs';
+import { cgroupMovesNote, fmt, inRounds, mean, percentile, summary, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 200);
 const bare = () => bareBwrap();
 
 console.log(`load average at the start: ${loadAverage()}`);
+console.log(await cgroupMovesNote());
 const first = await nsRun();
 console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
 first.cleanup();

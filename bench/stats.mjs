@@ -47,3 +47,17 @@ export async function inRounds(n, fns) {
   }
   return ms;
 }
+
+/**
+ * How a sandbox's move into its cgroup goes on this host (src/sandbox/cgroup/favor.ts), for the
+ * benches' first lines: without favordynmods, a run started after a pause waits for the kernel.
+ */
+export async function cgroupMovesNote() {
+  const { doctor } = await import('../dist/src/sandbox/doctor.js');
+  const { probeCgroupMoves } = await import('../dist/src/sandbox/cgroup/favor.js');
+  const caps = await doctor();
+  if (!caps.cgroup.usable) return 'cgroup moves: no usable cgroup';
+  const m = await probeCgroupMoves(caps.cgroup);
+  const measured = m.measuredMs === null ? 'not measured' : `a move after a pause took ${m.measuredMs.toFixed(1)} ms`;
+  return `cgroup moves: ${m.favored ? `favordynmods on ${m.where.join(', ')}` : 'no favordynmods mount'}; ${measured} (airlock doctor, "cgroup moves")`;
+}

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { untraversable } from '../sandbox/ns/staging.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 import { nativeBinaryPath } from '../base/native.js';
+import { PAUSE_MS, probeCgroupMoves, type CgroupMoves } from '../sandbox/cgroup/favor.js';
 
 /** A person's name for each limit, and the order doctor lists them in. */
 const LIMIT_LABELS: Record<LimitName, string> = {
@@ -34,6 +35,18 @@ function poolLine(isRoot: boolean, tracer: string | null): string {
   return `yes: services keep ${Number(process.env.AIRLOCK_SANDBOX_POOL ?? 2)} per shape of limits for runs without a scope or the network (AIRLOCK_SANDBOX_POOL)`;
 }
 
+/** Above this, a move waited for the kernel (a favored move takes ~0.3 ms, a waiting one 7-26 ms on the VMs measured). */
+const SLOW_MOVE_MS = 2;
+
+/** How a sandbox's move into its cgroup goes here (src/sandbox/cgroup/favor.ts), and the fix when it waits. */
+function movesLine(m: CgroupMoves): string {
+  const measured = m.measuredMs === null ? 'could not be measured' : `after a ${PAUSE_MS} ms pause took ${m.measuredMs.toFixed(1)} ms`;
+  if (m.favored) return `fast: favordynmods on ${m.where.join(', ')} (a move ${measured})`;
+  if (m.measuredMs !== null && m.measuredMs < SLOW_MOVE_MS) return `fast: a move ${measured} (the kernel favors cgroup moves: favordynmods set since boot, or a kernel that does not wait)`;
+  return `SLOW AFTER A PAUSE: a move ${measured}. Without favordynmods the first move into a cgroup after a pause waits for an RCU grace period (7-26 ms on the VMs measured), and every sandbox started on request pays it
+                 fix (root): airlock setup --favor-cgroup-moves (until the next reboot; in exchange every fork and exit on the host is slightly slower)`;
+}
+
 /**
  * `airlock doctor`: what this host can enforce, per limit and how, and (last line) what every run
  * will get: runnable, or BLOCKed and why, with the fix. Exit 0 when runs can pass, 1 when the ns
@@ -41,8 +54,9 @@ function poolLine(isRoot: boolean, tracer: string | null): string {
  */
 export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
   const c = await doctor(true);
+  const moves = c.cgroup.usable ? await probeCgroupMoves(c.cgroup) : null;
   if (opts.json) {
-    process.stdout.write(JSON.stringify(c, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ ...c, cgroupMoves: moves }, null, 2) + '\n');
     return c.blockers.length > 0 || c.outlook.blockedBecause.length > 0 ? 1 : 0;
   }
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
@@ -60,6 +74,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `bubblewrap       ${c.bwrap ? `${c.bwrap.version} at ${c.bwrap.path}; --disable-userns ${yes(c.bwrap.supports.disableUserns)}, --overlay ${yes(c.bwrap.supports.overlay)}, --size ${yes(c.bwrap.supports.size)}` : 'NOT FOUND (apt-get install bubblewrap)'}`,
     `sandbox uid      ${c.sandboxHostUser ? `host ${c.sandboxHostUser.name} (${c.sandboxHostUser.uid}); uid 65534 inside` : 'the caller\'s own uid (not root)'}`,
     `cgroups          ${c.cgroup.usable ? `v${c.cgroup.version}${c.cgroup.delegation?.kind === 'delegated' ? ', delegated to this user' : ''}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}` : 'NOT USABLE'} (${c.cgroup.detail})${c.cgroup.fix ? `\n                 fix: ${c.cgroup.fix}` : ''}`,
+    ...(moves ? [`cgroup moves     ${movesLine(moves)}`] : []),
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
     `overlayfs        ${yes(c.overlayfs)} (declared scopes are seen through a copy-on-write overlay)`,
     `syscall tracer   ${tracerLine}`,

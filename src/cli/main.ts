@@ -145,11 +145,12 @@ program
 
 program
   .command('setup')
-  .description('host set-up as root: delegate a cgroup subtree so that USER\'s runs have their limits enforced without root')
+  .description('host set-up as root: delegate a cgroup subtree so that USER\'s runs have their limits enforced without root; or favor cgroup moves')
   .option('--delegate <user>', 'create the subtree for USER (cgroup v1: memory, pids, cpuacct, freezer; v2: one delegated folder)')
   .option('--undelegate <user>', 'remove USER\'s subtree (their leftover run groups are killed first)')
+  .option('--favor-cgroup-moves', 'turn on the kernel\'s favordynmods until the next reboot: a sandbox\'s move into its cgroup never waits for a grace period (host-wide: forks and exits get slightly slower)')
   .option('--json', 'machine-readable')
-  .addHelpText('after', '\nExample (as root, once):\n  airlock setup --delegate alice     # then, as alice: airlock doctor')
+  .addHelpText('after', '\nExamples (as root, once):\n  airlock setup --delegate alice     # then, as alice: airlock doctor\n  airlock setup --favor-cgroup-moves # airlock doctor\'s "cgroup moves" line says when it helps')
   .action(async (opts: import('./setup.js').SetupOptions) => {
     const { setupCommand } = await import('./setup.js');
     process.exitCode = await setupCommand(opts);

@@ -1,10 +1,14 @@
 // `airlock setup --delegate USER` / `--undelegate USER` (root, once per user): the cgroup subtree that
 // lets an ordinary user's runs have their limits enforced (src/sandbox/cgroup/setup.ts).
+// `airlock setup --favor-cgroup-moves` (root): the kernel's favordynmods, so that a sandbox's move into
+// its cgroup never waits for an RCU grace period (src/sandbox/cgroup/favor.ts).
+import { favorCgroupMoves } from '../sandbox/cgroup/favor.js';
 import { delegate, lookupUser, undelegate } from '../sandbox/cgroup/setup.js';
 
 export interface SetupOptions {
   delegate?: string;
   undelegate?: string;
+  favorCgroupMoves?: boolean;
   json?: boolean;
 }
 
@@ -15,9 +19,16 @@ export async function setupCommand(opts: SetupOptions): Promise<number> {
   const fail = (p: { code: string; message: string }): number => {
     if (opts.json) process.stdout.write(JSON.stringify({ ok: false, problems: [p] }, null, 2) + '\n');
     else process.stderr.write(`airlock setup: ${p.code}: ${p.message}\n`);
-    return p.code === 'SETUP_DELEGATE_FAILED' ? 3 : 2;
+    return p.code === 'SETUP_DELEGATE_FAILED' || p.code === 'SETUP_FAVOR_FAILED' ? 3 : 2;
   };
-  if (!opts.delegate === !opts.undelegate) return fail({ code: 'SETUP_USAGE', message: 'give exactly one of --delegate USER or --undelegate USER' });
+  const asked = [opts.delegate, opts.undelegate, opts.favorCgroupMoves].filter((x) => x !== undefined && x !== false);
+  if (asked.length !== 1) return fail({ code: 'SETUP_USAGE', message: 'give exactly one of --delegate USER, --undelegate USER or --favor-cgroup-moves' });
+  if (opts.favorCgroupMoves) {
+    const r = favorCgroupMoves();
+    if (!r.ok) return fail(r.problem);
+    out({ ok: true, favordynmods: true, already: r.already, where: r.where }, r.already ? `favordynmods was already on (${r.where}): nothing changed\n` : `favordynmods on (${r.where}): a sandbox's move into its cgroup no longer waits for an RCU grace period; every fork and exit on the host is slightly slower. It lasts until the next reboot, and the kernel cannot turn it off before (see the README to make it permanent).\n`);
+    return 0;
+  }
   if (opts.delegate) {
     const user = lookupUser(opts.delegate);
     if (isProblem(user)) return fail(user);
