@@ -32,12 +32,6 @@ import { readOr } from './util.js';
 export const FAVOR_MOUNT = '/run/airlock/cgroup-favordynmods';
 const FAVOR_NAME = 'airlock-favordynmods';
 
-export const favorRules = [
-  { code: 'SETUP_FAVOR_NOT_ROOT', spec: 'Only root can change how the kernel locks cgroup moves.', fix: 'Run `airlock setup --favor-cgroup-moves` as root.' },
-  { code: 'SETUP_FAVOR_NO_CGROUP', spec: 'favordynmods is a cgroup mount option: the host needs a cgroup v1 or v2 mount.', fix: 'Mount cgroups (most distributions do at boot), then run setup again.' },
-  { code: 'SETUP_FAVOR_FAILED', spec: 'The kernel refused the mount (favordynmods needs Linux 6.1 or later).', fix: 'Read the message; on an older kernel sandboxes start without it (prime.ts gives the wait a head start).' },
-] as const;
-
 export interface CgroupMoves {
   /** favordynmods is on a cgroup mount now (the kernel may favor moves without it: see measuredMs). */
   favored: boolean;
