@@ -6,8 +6,9 @@
 // starts. A service (keepRunFoldersReady) keeps one folder made ahead per workspace,
 // runs/.ready-<owner tag>-<random>/, and a run takes it with one rename; the next is made after the
 // run, off every request's path. A `.ready-` folder is never a run: `airlock runs` skips names with
-// a leading dot, and recovery finds no result in it. Its name carries its process (base/owner.ts): a service removes its own
-// when it closes or exits, and the next service removes those of a process that is gone.
+// a leading dot, and recovery finds no result in it. Its name carries its process (base/owner.ts):
+// a service removes its own when it closes or exits, and the next service removes those of a
+// process that is gone.
 import { readdirSync, renameSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
@@ -33,7 +34,6 @@ interface ReadyFolder {
   dir: string;
   /** Set once the folder, out/ and the partial file are all there. */
   result: StagedFile | null;
-  failed: boolean;
 }
 
 let keepReady = false;
@@ -71,7 +71,7 @@ export function refillRunFolder(runsDir: string): void {
     swept.add(runsDir);
     sweepDeadOwners(runsDir);
   }
-  const f: ReadyFolder = { dir: join(runsDir, `${READY_PREFIX}${ownerTag()}-${randomBytes(4).toString('hex')}`), result: null, failed: false };
+  const f: ReadyFolder = { dir: join(runsDir, `${READY_PREFIX}${ownerTag()}-${randomBytes(4).toString('hex')}`), result: null };
   ready.set(runsDir, f);
   if (!exitHook) {
     exitHook = true;
@@ -85,7 +85,6 @@ export function refillRunFolder(runsDir: string): void {
     })
     .catch(() => {
       // A folder that could not be made ahead is made by the next run itself (which reports why it fails, if it does).
-      f.failed = true;
       if (ready.get(runsDir) === f) ready.delete(runsDir);
       rmSync(f.dir, { recursive: true, force: true });
     });

@@ -18,8 +18,6 @@ import { scopesFile } from '../commit/load.js';
 import { partialOf, stageFile } from '../base/staged-file.js';
 import { OUT_FOLDER, openRunFolder, refillRunFolder, SANDBOX_RESULT_FILE } from './run-folder.js';
 
-export { SANDBOX_RESULT_FILE };
-
 /**
  * In a run folder while its run goes on: the result's partial file, holding the owning process (pid
  * and start time) until the result replaces it. A folder left with it by a killed process is told
