@@ -32,8 +32,10 @@ export interface RunFolder {
 
 interface ReadyFolder {
   dir: string;
-  /** Set once the folder, out/ and the partial file are all there. */
+  /** The partial result's file, once made. */
   result: StagedFile | null;
+  /** Making it has ended (whether or not all of it could be made). */
+  made: boolean;
 }
 
 let keepReady = false;
@@ -71,30 +73,39 @@ export function refillRunFolder(runsDir: string): void {
     swept.add(runsDir);
     sweepDeadOwners(runsDir);
   }
-  const f: ReadyFolder = { dir: join(runsDir, `${READY_PREFIX}${ownerTag()}-${randomBytes(4).toString('hex')}`), result: null };
+  const f: ReadyFolder = { dir: join(runsDir, `${READY_PREFIX}${ownerTag()}-${randomBytes(4).toString('hex')}`), result: null, made: false };
   ready.set(runsDir, f);
   if (!exitHook) {
     exitHook = true;
     process.once('exit', dropReadyRunFolders);
   }
-  mkdir(f.dir, { mode: 0o700 })
-    .then(() => Promise.all([mkdir(join(f.dir, OUT_FOLDER)), stageResult(f.dir)]))
-    .then(([, result]) => {
-      f.result = result;
-      if (ready.get(runsDir) !== f) discard(f); // dropped while it was being made
-    })
-    .catch(() => {
-      // A folder that could not be made ahead is made by the next run itself (which reports why it fails, if it does).
-      if (ready.get(runsDir) === f) ready.delete(runsDir);
-      rmSync(f.dir, { recursive: true, force: true });
-    });
+  void makeReady(runsDir, f);
+}
+
+/** Makes the folder, its out/ and its partial result, then keeps it, or removes it (dropped meanwhile, or not all made). */
+async function makeReady(runsDir: string, f: ReadyFolder): Promise<void> {
+  let ok = false;
+  try {
+    await mkdir(f.dir, { mode: 0o700 });
+    const [out, result] = await Promise.allSettled([mkdir(join(f.dir, OUT_FOLDER)), stageResult(f.dir)]);
+    if (result.status === 'fulfilled') f.result = result.value;
+    ok = out.status === 'fulfilled' && result.status === 'fulfilled';
+  } catch {
+    /* not made: removed below */
+  }
+  // One synchronous step from here on: a run can take the folder only once it is kept.
+  f.made = true;
+  if (ok && ready.get(runsDir) === f) return;
+  // The next run makes its own folder (and says why if that fails too).
+  if (ready.get(runsDir) === f) ready.delete(runsDir);
+  discard(f);
 }
 
 const stageResult = (dir: string): Promise<StagedFile> => stageFile(join(dir, SANDBOX_RESULT_FILE), 0o644, ownerStamp() + '\n');
 
 function takeReady(runsDir: string, runDir: string): StagedFile | null {
   const f = ready.get(runsDir);
-  if (!f?.result) return null; // none, or still being made: this run makes its own
+  if (!f?.made || !f.result) return null; // none, or still being made: this run makes its own
   ready.delete(runsDir);
   try {
     renameSync(f.dir, runDir);
@@ -105,9 +116,10 @@ function takeReady(runsDir: string, runDir: string): StagedFile | null {
   }
 }
 
+/** Closes and removes a folder made ahead (one still being made is removed when that ends). */
 function discard(f: ReadyFolder): void {
-  if (!f.result) return; // still being made: removed when that ends
-  f.result.discard();
+  if (!f.made) return;
+  f.result?.discard();
   rmSync(f.dir, { recursive: true, force: true });
 }
 

@@ -73,3 +73,28 @@ test("a service removes folders made ahead by a process that is gone, never a li
   assert.equal(existsSync(join(ws.runs, live)), true, 'a live process\'s folder is kept');
   assert.equal(listRuns(ws, 10).length, 1, 'neither is listed as a run');
 });
+
+test('runs at once in a service: each result whole, in its own folder, and one folder made ahead at most', async (t) => {
+  const ws = openWorkspace(scopedWorkspace().root);
+  keepRunFoldersReady(true);
+  t.after(() => keepRunFoldersReady(false));
+  await run(ws, 'print(0)\n');
+  await until('a folder is made ahead', () => ready(ws).length === 1);
+  const rs = await Promise.all(Array.from({ length: 6 }, (_, i) => run(ws, `open("/out/f${i}", "w").write("${i}")\nprint(${i})\n`)));
+  assert.equal(new Set(rs.map((r) => r.runDir)).size, 6);
+  rs.forEach((r, i) => {
+    assert.deepEqual(readdirSync(r.runDir).sort(), ['out', 'sandbox-result.json']);
+    assert.deepEqual(readdirSync(join(r.runDir, 'out')), [`f${i}`]);
+    assert.equal(JSON.parse(readFileSync(r.sandboxResultFile, 'utf8')).sandbox_id, r.sandboxId);
+  });
+  await until('one folder made ahead, no more', () => ready(ws).length === 1);
+  assert.equal(readdirSync(ws.runs).filter((n) => n.startsWith('.ready-')).length, 1);
+});
+
+test('a service that stops while a folder is being made ahead leaves none behind', async () => {
+  const ws = openWorkspace(scopedWorkspace().root);
+  keepRunFoldersReady(true);
+  await run(ws, 'print(1)\n'); // its end starts making the next folder
+  keepRunFoldersReady(false); // at once, while that is under way
+  await until('nothing made ahead is left', () => readdirSync(ws.runs).every((n) => !n.startsWith('.ready-')));
+});
