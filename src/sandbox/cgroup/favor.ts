@@ -3,7 +3,7 @@
 //
 // Every run's first process is moved into the run's cgroup (a write to cgroup.procs). That write
 // takes the kernel's global threadgroup lock for writing, and without favordynmods the first such
-// write after a quiet spell waits for an RCU grace period: on this project's 2-core VM 7.5-26 ms
+// write after a quiet spell waits for an RCU grace period: on this project's 2-core VM 7.4-26.5 ms
 // after 100 ms without a move, 0.2 ms right after another one (a cold /bin/true run is ~12 ms in all).
 // prime.ts gives the wait a head start; it cannot remove it. With favordynmods on any cgroup mount
 // (Linux 6.1+; one global lock) the move costs 0.3 ms whatever came before, and in exchange every
