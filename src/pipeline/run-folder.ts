@@ -50,7 +50,7 @@ export function keepRunFoldersReady(on: boolean): void {
 }
 
 /** Removes this process's folders made ahead (a service's close; also done at exit). */
-export function dropReadyRunFolders(): void {
+function dropReadyRunFolders(): void {
   for (const [runsDir, f] of ready) {
     ready.delete(runsDir);
     discard(f);

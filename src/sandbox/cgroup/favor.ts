@@ -29,7 +29,7 @@ import type { CgroupInfo, RunCgroup } from './types.js';
 import { readOr } from './util.js';
 
 /** Where `airlock setup --favor-cgroup-moves` mounts its named v1 hierarchy. */
-export const FAVOR_MOUNT = '/run/airlock/cgroup-favordynmods';
+const FAVOR_MOUNT = '/run/airlock/cgroup-favordynmods';
 const FAVOR_NAME = 'airlock-favordynmods';
 
 export interface CgroupMoves {
@@ -85,10 +85,10 @@ async function timeMove(info: CgroupInfo): Promise<number | null> {
   }
 }
 
-/** mount(8) or umount(8) from the system's own folders (never the caller's PATH). */
-function run(bin: 'mount' | 'umount', args: string[]): void {
-  const path = findSystemBinary(bin);
-  if (!path) throw new Error(`${bin} is not installed`);
+/** mount(8) from the system's own folders (never the caller's PATH). */
+function mount(args: string[]): void {
+  const path = findSystemBinary('mount');
+  if (!path) throw new Error('mount is not installed');
   execFileSync(path, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' } });
 }
 const stderrOf = (e: unknown): string => ((e as { stderr?: Buffer }).stderr?.toString('utf8').trim() || (e as Error).message).slice(0, 300);
@@ -100,14 +100,15 @@ export function favorCgroupMoves(): { ok: true; already: boolean; where: string 
   const on = favoredMounts(info);
   if (on.length > 0) return { ok: true, already: true, where: on[0]! };
   const { v1, v2 } = parseCgroupMounts(info);
+  const hasV1 = Object.keys(v1).length > 0;
+  if (!hasV1 && v2.length === 0) return { ok: false, problem: { code: 'SETUP_FAVOR_NO_CGROUP', message: 'no cgroup v1 or v2 mount on this host (/proc/self/mountinfo)' } };
   try {
-    if (v2.length > 0 && Object.keys(v1).length === 0) {
-      run('mount', ['-o', 'remount,favordynmods', v2[0]!]);
+    if (!hasV1) {
+      mount(['-o', 'remount,favordynmods', v2[0]!]);
       return { ok: true, already: false, where: v2[0]! };
     }
-    if (Object.keys(v1).length === 0 && v2.length === 0) return { ok: false, problem: { code: 'SETUP_FAVOR_NO_CGROUP', message: 'no cgroup v1 or v2 mount on this host (/proc/self/mountinfo)' } };
     mkdirSync(FAVOR_MOUNT, { recursive: true, mode: 0o700 });
-    run('mount', ['-t', 'cgroup', '-o', `none,name=${FAVOR_NAME},favordynmods`, 'cgroup', FAVOR_MOUNT]);
+    mount(['-t', 'cgroup', '-o', `none,name=${FAVOR_NAME},favordynmods`, 'cgroup', FAVOR_MOUNT]);
     return { ok: true, already: false, where: FAVOR_MOUNT };
   } catch (e) {
     return { ok: false, problem: { code: 'SETUP_FAVOR_FAILED', message: `the kernel refused favordynmods (it needs Linux 6.1 or later): ${stderrOf(e)}` } };
