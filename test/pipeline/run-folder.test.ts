@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { test } from 'node:test';
 import { actionFromToolRequest } from '../../src/action/from-tool-request.js';
@@ -97,4 +98,25 @@ test('a service that stops while a folder is being made ahead leaves none behind
   await run(ws, 'print(1)\n'); // its end starts making the next folder
   keepRunFoldersReady(false); // at once, while that is under way
   await until('nothing made ahead is left', () => readdirSync(ws.runs).every((n) => !n.startsWith('.ready-')));
+});
+
+test("attack: a dead owner's folder made ahead that is a link, or holds links, is removed without following them", async (t) => {
+  const ws = openWorkspace(scopedWorkspace().root);
+  const victim = mkdtempSync(join(tmpdir(), 'airlock-victim-'));
+  writeFileSync(join(victim, 'keep.txt'), 'not yours');
+  const gone = spawnSync('true').pid;
+  const asLink = `.ready-${gone.toString(36)}.x-11111111`;
+  const holdsLinks = `.ready-${gone.toString(36)}.x-22222222`;
+  symlinkSync(victim, join(ws.runs, asLink));
+  mkdirSync(join(ws.runs, holdsLinks));
+  symlinkSync(victim, join(ws.runs, holdsLinks, 'out'));
+  symlinkSync(join(victim, 'keep.txt'), join(ws.runs, holdsLinks, 'sandbox-result.json.partial'));
+  keepRunFoldersReady(true);
+  t.after(() => keepRunFoldersReady(false));
+  await run(ws, 'print(1)\n'); // the service's first folder made ahead sweeps dead owners' first
+  await until('its own folder is made ahead', () => ready(ws).some((n) => n.includes(ownerTag())));
+  assert.equal(existsSync(join(ws.runs, asLink)), false, 'the link is gone');
+  assert.equal(existsSync(join(ws.runs, holdsLinks)), false, 'the folder is gone');
+  assert.deepEqual(readdirSync(victim), ['keep.txt'], 'nothing the links pointed at was touched');
+  assert.equal(readFileSync(join(victim, 'keep.txt'), 'utf8'), 'not yours');
 });
