@@ -3,16 +3,19 @@
 // The worker is not trusted here: every path is checked (relative, no `..`, its parent already
 // received), nothing is created twice, and the files and bytes stop at the run's `files` and
 // `diskBytes` limits (what is past them is read and dropped, and the limit is reported exceeded).
-// outDir is a folder the host made empty; only the host creates entries in it, with O_EXCL and
-// without following links, so nothing the worker sends can lead a write outside it.
+// outDir is made by the host at the first entry (or is an empty folder the caller made); only the
+// host creates entries in it, with O_EXCL and without following links, so nothing the worker sends
+// can lead a write outside it.
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { makeOutDir } from '../ns/outputs.js';
 import { safeRelativePath } from './monty-protocol.js';
 
 export class OutReceiver {
   private readonly dirs = new Set<string>(['.']);
   private readonly seen = new Set<string>();
   private fd: number | null = null;
+  private rootMade = false;
   /** Folders and files the worker announced (those past the file cap included). */
   entries = 0;
   /** Bytes of regular files written (the run's disk use). */
@@ -38,6 +41,15 @@ export class OutReceiver {
     if (++this.entries > this.caps.files) {
       this.exceeded.add('files');
       return false;
+    }
+    if (!this.rootMade) {
+      try {
+        makeOutDir(this.root);
+      } catch (e) {
+        this.error = `the host cannot make the folder for /out: ${(e as Error).message}`;
+        return false;
+      }
+      this.rootMade = true;
     }
     return true;
   }

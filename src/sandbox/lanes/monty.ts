@@ -14,12 +14,13 @@
 // (see docs/monty.md).
 import { randomBytes } from 'node:crypto';
 import { constants as osConstants } from 'node:os';
-import { existsSync, lstatSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Problem } from '../../base/problem.js';
 import type { Action } from '../../action/action.js';
 import { StreamCapture } from '../ns/capture.js';
+import { outDirProblem } from '../ns/outputs.js';
 import { diffSnapshots, DiffBudget, DiffBudgetExceeded, OBSERVE_MARGIN_MS, snapshotTree } from '../observe/fs-diff.js';
 import type { FsChange, LimitEnforcement, LimitName, RunExit, HostFacts, Resources, Observation, RunStatus } from '../types.js';
 import type { LaneOutcome } from './ns.js';
@@ -269,13 +270,9 @@ async function runMonty(action: Action, code: string, ctx: MontyLaneContext, opt
   if (problems.length > 0) return errorObservation(runId, problems, started);
   const worker = opts.workerPath ?? montyWorkerPath();
   if (!worker) return errorObservation(runId, [{ code: 'MONTY_WORKER_MISSING', message: `monty-worker.js not found beside ${fileURLToPath(import.meta.url)}: rebuild Airlock` }], started);
-  try {
-    await ctx.outDirParent;
-    mkdirSync(ctx.outDir, { recursive: true });
-    if (!lstatSync(ctx.outDir).isDirectory() || readdirSync(ctx.outDir).length > 0) throw new Error('it is not an empty directory');
-  } catch (e) {
-    return errorObservation(runId, [{ code: 'MONTY_OUTDIR', message: `cannot use ${ctx.outDir} as /out: ${(e as Error).message}` }], started);
-  }
+  // outDir is made when the worker sends its first /out entry (monty-out.ts): most runs send none.
+  const outDirWhy = await Promise.resolve(ctx.outDirParent).then(() => outDirProblem(ctx.outDir), (e: Error) => e.message);
+  if (outDirWhy !== null) return errorObservation(runId, [{ code: 'MONTY_OUTDIR', message: `cannot use ${ctx.outDir} as /out: ${outDirWhy}` }], started);
   const limits = action.limits;
   const montyLimits: MontyLimits = { maxMemory: limits.memoryBytes, maxRecursionDepth: opts.maxRecursionDepth ?? DEFAULT_RECURSION, maxAllocations: opts.maxAllocations ?? null };
   const x = await execOnPool(montyPool(worker), {

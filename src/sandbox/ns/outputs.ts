@@ -49,6 +49,37 @@ export async function observeScratch(scratch: string, deadline: number, maxFiles
 }
 
 /**
+ * Why `outDir` cannot receive a run's /out, or null: it must not exist yet, or be an empty folder
+ * (never a link), so nothing of a run is mixed into other files. Lanes make it only when the program
+ * left something in /out (makeOutDir): most runs leave nothing, and a new folder is a disk's slowest
+ * metadata step.
+ */
+export function outDirProblem(outDir: string): string | null {
+  try {
+    const st = lstatSync(outDir);
+    if (!st.isDirectory() || readdirSync(outDir).length > 0) return 'it is not an empty directory';
+    return null;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? null : (e as Error).message;
+  }
+}
+
+/** Makes the folder that receives /out (its parents too when missing); one that exists must be empty (outDirProblem). */
+export function makeOutDir(outDir: string): void {
+  let code: string | undefined;
+  try {
+    mkdirSync(outDir, { mode: 0o755 });
+    return;
+  } catch (e) {
+    code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'EEXIST') throw e;
+  }
+  if (code === 'ENOENT') return void mkdirSync(outDir, { recursive: true, mode: 0o755 });
+  const why = outDirProblem(outDir);
+  if (why !== null) throw new Error(`${outDir}: ${why}`);
+}
+
+/**
  * Copies a finished /out tree to the caller's outDir without following anything: directories and
  * regular files are copied; symbolic links, fifos, sockets and devices are not (the diff records
  * them, with a link's target text, and the judge blocks them): nothing on the host that opens the

@@ -16,7 +16,6 @@
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { mkdir, readdir } from 'node:fs/promises';
 import { isAbsolute, join, normalize } from 'node:path';
 import type { Problem } from '../../base/problem.js';
 import { createRunCgroup, type RunCgroup } from '../cgroup/index.js';
@@ -41,7 +40,7 @@ import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } f
 import { NetworkProxy } from '../egress/proxy.js';
 import type { NetworkObservation } from '../egress/records.js';
 import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
-import { copyTreeNoFollow, observeScratch, tmpfsFull } from './outputs.js';
+import { copyTreeNoFollow, makeOutDir, observeScratch, tmpfsFull } from './outputs.js';
 import { chownTo, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
 import { ownerTag } from '../../base/owner.js';
 
@@ -327,15 +326,10 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // entries (nr_inodes): /out with the directory scopes' overlay upper dirs under the disk limit
     // (a one-file scope's copy is post-checked), and /tmp with /dev/shm under the /tmp limit.
     const outP = pooled ? Promise.resolve() : makeRunFolders(folders, mnt, limits, { uid, gid }, asRoot);
-    // The host folder that receives /out, made while the sandbox runs (a disk's mkdir is ~0.3 ms).
+    // The folder that holds outDir, made by the caller while the sandbox starts; outDir itself is
+    // made after the run, and only when /out holds something.
     const parentReady = Promise.resolve(spec.outDirParent);
     parentReady.catch(() => undefined); // awaited before the launch, below
-    const outDirReady = parentReady.then(() => mkdir(spec.outDir)).catch(async (e: NodeJS.ErrnoException) => {
-      if (e.code === 'ENOENT') return void (await mkdir(spec.outDir, { recursive: true }));
-      if (e.code !== 'EEXIST') throw e;
-      if ((await readdir(spec.outDir)).length > 0) throw new Error(`outDir ${spec.outDir} is not empty`);
-    });
-    outDirReady.catch(() => undefined); // awaited after the run
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     // While the mounts and the agents work. Through the tracer, bwrap itself is born in the group
     // too: one more process than the sandbox's own.
@@ -642,9 +636,11 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     }
     const outBytesUsed = (outChanges ?? []).reduce((n, c) => n + (c.type === 'file' || c.type === 'hardlink' ? c.size : 0), 0);
     try {
-      await outDirReady;
       // Only a /out the diff could account for is copied: nothing past the caps reaches the host.
-      if (outChanges) await copyTreeNoFollow(outStage, spec.outDir);
+      if (outChanges && outChanges.length > 0) {
+        makeOutDir(spec.outDir);
+        await copyTreeNoFollow(outStage, spec.outDir);
+      }
     } catch (e) {
       outError = [outError, `copying /out to ${spec.outDir} failed: ${(e as Error).message}`].filter(Boolean).join('; ');
     }
