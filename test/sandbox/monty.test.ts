@@ -561,6 +561,29 @@ ${hang ? 'setInterval(() => {}, 1000);' : ''}
   assert.deepEqual(groupsLeft(k.groups), [], 'the sweep removed the cgroups the killed service left');
 });
 
+test('a run waiting for a worker started ahead of need keeps the process up until it ends (a worker retired after each run)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-monty-wait-'));
+  const lane = new URL('../../src/sandbox/lanes/monty.js', import.meta.url).href;
+  const pool = new URL('../../src/sandbox/lanes/monty-pool.js', import.meta.url).href;
+  const script = join(dir, 'three-runs.mjs');
+  // One worker at most, retired after each run: the next run waits for the replacement the pool
+  // started ahead of need, and nothing else keeps this process alive meanwhile.
+  writeFileSync(script, `import { runInMontyLane } from ${JSON.stringify(lane)};
+import { configureMontyPools } from ${JSON.stringify(pool)};
+configureMontyPools({ min: 1, max: 1, maxRunsPerWorker: 1 });
+const statuses = [];
+for (let i = 0; i < 3; i++) {
+  const r = await runInMontyLane(${JSON.stringify(action('1'))}, { inputsDir: ${JSON.stringify(inputsDir)}, outDir: ${JSON.stringify(dir)} + '/out' + i });
+  statuses.push(r.observation.status);
+}
+console.log(JSON.stringify(statuses));
+`);
+  const { spawnSync } = await import('node:child_process');
+  const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, `exit ${r.status} (13: a run was left waiting when the process ended) ${r.stderr}`);
+  assert.deepEqual(JSON.parse(r.stdout.trim()), ['SUCCESS', 'SUCCESS', 'SUCCESS']);
+});
+
 test('close() ends every worker and removes their cgroups', async () => {
   const o = await monty('1');
   const pid = o.monty.isolation.childPid!;

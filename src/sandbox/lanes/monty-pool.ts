@@ -216,8 +216,11 @@ export class MontyPool {
       idle.proc.ref(true);
       waiter.resolve({ ok: true, worker: idle, facts: { pid: idle.proc.nodePid(), runIndex: idle.runs, maxRuns: this.options.maxRunsPerWorker } });
     }
-    // Start what the waiting runs need (started workers count as on their way).
-    const onTheirWay = this.starting + [...this.workers].filter((w) => w.state === 'starting').length;
+    // Start what the waiting runs need (started workers count as on their way). A run waits for them:
+    // they keep the process up, as a busy worker does (one started ahead of need was not).
+    const started = [...this.workers].filter((w) => w.state === 'starting');
+    if (this.waiters.length > 0) for (const w of started) w.proc.ref(true);
+    const onTheirWay = this.starting + started.length;
     let need = this.waiters.length - onTheirWay;
     while (need-- > 0 && this.workers.size + this.starting < this.options.max) this.startOne(true);
   }
