@@ -99,10 +99,12 @@ const SIDE_EFFECTS_BASIS =
   'foreign code: the program cannot ask for a system call, so there is nothing to trace and the lists are empty by construction. ' +
   'The worker process is not traced either: its seccomp allowlist kills it on any call outside what Node and Monty need, and the run then says so.';
 
+let workerFound: string | undefined;
 /** The worker script: beside this module (tsc output) or beside/above it in the esbuild bundle. */
 export function montyWorkerPath(): string | null {
+  if (workerFound) return workerFound; // found once: a file check less per run
   const here = dirname(fileURLToPath(import.meta.url));
-  for (const p of [join(here, 'monty-worker.js'), join(here, '..', 'monty-worker.js'), join(here, 'lanes', 'monty-worker.js')]) if (existsSync(p)) return p;
+  for (const p of [join(here, 'monty-worker.js'), join(here, '..', 'monty-worker.js'), join(here, 'lanes', 'monty-worker.js')]) if (existsSync(p)) return (workerFound = p);
   return null;
 }
 
