@@ -82,7 +82,7 @@ export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOpt
     }
     const pre = checkPreconditions(run.action, opts.host ?? realHost);
     if (pre.length > 0) return { ok: false, problems: pre };
-    if (actionsOf(run.action).every((a) => a.scope.paths.length === 0)) return fail('COMMIT_NO_SCOPE', `${run.sandboxId} declared no scope: it changed no real file; its outputs are in ${join(run.runDir, 'out')}`);
+    if (actionsOf(run.action).every((a) => a.scope.paths.length === 0)) return fail('COMMIT_NO_SCOPE', `${run.sandboxId} declared no scope: it changed no real file; its outputs, if it left any, are in ${join(run.runDir, 'out')}`);
     if (!run.scopes) return fail('COMMIT_NO_SCOPE_RECORD', `${join(run.runDir, 'scopes.json')} is missing or damaged: Airlock cannot tell which scope roots the run acted on; run the descriptor again`);
     const opened = await Scopes.open(run.scopes);
     if (!opened.ok) return opened;

@@ -69,7 +69,7 @@ export interface NsRunSpec {
   /** Working directory inside the sandbox (default /tmp). */
   cwd?: string;
   inputs?: NsInput[];
-  /** Host directory that receives a copy of /out when the run ends (created if missing; must be empty). */
+  /** Host directory that receives a copy of /out when the run ends: made then, only when /out holds something (absent or an empty folder before the run). */
   outDir: string;
   /** The caller is making outDir's parent (a run folder on a disk): outDir is made after it, and nothing starts if it failed. */
   outDirParent?: Promise<unknown>;

@@ -3,7 +3,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Action, ActionLimits } from '../../src/action/action.js';
@@ -215,6 +215,50 @@ test('a run folder that could not be made stops a Monty run before its program s
   assert.match(o.reason, /EACCES/);
   assert.equal(o.stdout.bytes.length, 0, 'the program did not run');
   assert.equal(existsSync(outDir), false);
+});
+
+test('/out on the host is made only when the program leaves something there; a link or a used folder is refused before the run', async () => {
+  const empty = freshOut();
+  const e = await monty('print("nothing in /out")', { outDir: empty });
+  assert.equal(e.status, 'SUCCESS', text(e));
+  assert.deepEqual(e.fs.out, []);
+  assert.equal(existsSync(empty), false, 'no folder for an empty /out');
+
+  const full = freshOut();
+  const f = await monty('open("/out/x.txt", "w").write("x")', { outDir: full });
+  assert.equal(f.status, 'SUCCESS', text(f));
+  assert.deepEqual(readFileSync(join(full, 'x.txt'), 'utf8'), 'x');
+  assert.deepEqual(f.fs.out?.map((c) => c.path), ['/out/x.txt']);
+
+  const victim = mkdtempSync(join(tmpdir(), 'airlock-monty-victim-'));
+  const link = freshOut();
+  symlinkSync(victim, link);
+  const l = await monty('open("/out/x.txt", "w").write("x")', { outDir: link });
+  assert.equal(l.problems[0]?.code, 'MONTY_OUTDIR', text(l));
+  assert.equal(l.stdout.bytes.length + l.stderr.bytes.length, 0, 'the program did not run');
+  assert.deepEqual(readdirSync(victim), [], 'nothing was written through the link');
+});
+
+test('a host that cannot make the /out folder says so and blocks the diff; the worker is not blamed', async () => {
+  const parent = join(freshOut(), 'gone');
+  mkdirSync(parent, { recursive: true });
+  const outDir = join(parent, 'out');
+  const running = runInMontyLane(action('open("/out/x.txt", "w").write("x")'), { inputsDir, outDir });
+  // After the lane's check (microtasks), before the worker's first frame can arrive (I/O): the place
+  // where /out's folder goes becomes a file.
+  setImmediate(() => {
+    rmSync(parent, { recursive: true });
+    writeFileSync(parent, 'a file now');
+  });
+  const r = await running;
+  assert.ok(r.ok);
+  const o = r.observation as MontyRunObservation;
+  assert.equal(o.status, 'SUCCESS', `the program ran to its end: ${text(o)}`);
+  assert.equal(o.fs.out, null, 'the /out diff cannot be verified');
+  assert.match(o.fs.outError ?? '', /could not make .*gone\/out/);
+  assert.doesNotMatch(o.reason, /protocol/);
+  const next = await monty('1');
+  assert.equal(next.monty.isolation.childPid, o.monty.isolation.childPid, 'the same worker serves the next run');
 });
 
 test('CPU time over cpuMs is measured by the host and killed (RESOURCE_KILLED)', async () => {

@@ -2,13 +2,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { doctor } from '../../src/sandbox/doctor.js';
 import { sandboxIdle, validateSpec } from '../../src/sandbox/ns/runner.js';
 import { stagingBase } from '../../src/sandbox/ns/staging.js';
-import { LIMITS, py, run, text } from './helpers-ns.js';
+import { freshOut, LIMITS, py, run, text } from './helpers-ns.js';
 
 const sha = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
 
@@ -67,6 +67,28 @@ test('a run folder that could not be made stops the run before anything starts (
   assert.equal(o.stdout.bytes.length, 0);
   await sandboxIdle();
   assert.equal(existsSync(outDir), false, 'no /out folder was made under a parent that failed');
+});
+
+test('/out on the host: none for an empty /out; a used folder or a link there is refused before anything starts', async () => {
+  const empty = freshOut();
+  const e = await run(['/bin/true'], { outDir: empty });
+  assert.equal(e.status, 'SUCCESS', text(e));
+  assert.equal(existsSync(empty), false, 'no folder for an empty /out');
+
+  const used = freshOut();
+  mkdirSync(used);
+  writeFileSync(join(used, 'old'), 'x');
+  const victim = mkdtempSync(join(tmpdir(), 'airlock-ns-victim-'));
+  const link = freshOut();
+  symlinkSync(victim, link);
+  for (const outDir of [used, link]) {
+    const o = await run(['/bin/sh', '-c', 'echo ran > /out/x'], { outDir });
+    assert.equal(o.problems[0]?.code, 'NS_OUTDIR', text(o));
+    assert.equal(o.exit.source, 'none', 'no process was started');
+  }
+  assert.deepEqual(readdirSync(used), ['old']);
+  assert.deepEqual(readdirSync(victim), [], 'nothing was written through the link');
+  await sandboxIdle();
 });
 
 test('flooding stdout: capped, truncated, counted and hashed in full, the run completes', async () => {

@@ -15,7 +15,6 @@ export class OutReceiver {
   private readonly dirs = new Set<string>(['.']);
   private readonly seen = new Set<string>();
   private fd: number | null = null;
-  private rootMade = false;
   /** Folders and files the worker announced (those past the file cap included). */
   entries = 0;
   /** Bytes of regular files written (the run's disk use). */
@@ -24,6 +23,10 @@ export class OutReceiver {
   readonly exceeded = new Set<'files' | 'outBytes'>();
   /** A broken stream (a bad path, a duplicate, bytes without a file): the worker is not to be trusted. */
   error: string | null = null;
+  /** The host could not make outDir (a full disk, the run folder gone): nothing more is written, the worker is not to blame. */
+  hostError: string | null = null;
+  /** outDir exists: made here at the first entry (or an empty folder the caller made). */
+  rootMade = false;
 
   constructor(
     private readonly root: string,
@@ -42,11 +45,12 @@ export class OutReceiver {
       this.exceeded.add('files');
       return false;
     }
+    if (this.hostError) return false;
     if (!this.rootMade) {
       try {
         makeOutDir(this.root);
       } catch (e) {
-        this.error = `the host cannot make the folder for /out: ${(e as Error).message}`;
+        this.hostError = `the host could not make ${this.root} for /out: ${(e as Error).message}; nothing of /out was kept`;
         return false;
       }
       this.rootMade = true;
@@ -66,7 +70,7 @@ export class OutReceiver {
   }
 
   chunk(data: Buffer): void {
-    if (this.error || this.exceeded.size > 0) return;
+    if (this.error || this.hostError || this.exceeded.size > 0) return;
     if (this.fd === null) {
       this.error = 'the worker sent /out bytes outside a file';
       return;

@@ -318,14 +318,20 @@ async function observe(runId: string, x: ExecOutcome, limits: Action['limits'], 
   let outChanges: FsChange[] | null = null;
   let outError: string | undefined;
   let outBytes: number | null = x.out.bytes;
-  try {
-    const budget = new DiffBudget({ files: limits.files, bytes: limits.diskBytes, deadline: x.startedAt.getTime() + limits.wallMs + OBSERVE_MARGIN_MS });
-    // outDir was empty before the run and only the host writes to it: nothing received, nothing to diff.
-    outChanges = x.out.entries === 0 ? [] : diffSnapshots({ root: x.outDir, entries: new Map() }, await snapshotTree(x.outDir, budget), { mountPoint: '/out' });
-  } catch (e) {
-    if (e instanceof DiffBudgetExceeded && e.limit !== 'time') limitsExceeded.add(e.limit);
-    outError = e instanceof DiffBudgetExceeded ? `the /out diff stopped: ${e.message}` : `the /out diff failed: ${(e as Error).message}`;
+  if (x.out.hostError) {
+    // What the program left could not be kept: the diff cannot be verified (the judge blocks).
+    outError = x.out.hostError;
     outBytes = null;
+  } else {
+    try {
+      const budget = new DiffBudget({ files: limits.files, bytes: limits.diskBytes, deadline: x.startedAt.getTime() + limits.wallMs + OBSERVE_MARGIN_MS });
+      // outDir was empty (or absent) before the run and only the host writes to it: nothing made, nothing to diff.
+      outChanges = !x.out.rootMade ? [] : diffSnapshots({ root: x.outDir, entries: new Map() }, await snapshotTree(x.outDir, budget), { mountPoint: '/out' });
+    } catch (e) {
+      if (e instanceof DiffBudgetExceeded && e.limit !== 'time') limitsExceeded.add(e.limit);
+      outError = e instanceof DiffBudgetExceeded ? `the /out diff stopped: ${e.message}` : `the /out diff failed: ${(e as Error).message}`;
+      outBytes = null;
+    }
   }
   if (x.out.exceeded.size > 0) outError = [outError, `the program's /out went past the run's ${[...x.out.exceeded].join(' and ')} limit: the host wrote nothing past it`].filter(Boolean).join('; ');
   if (x.end && x.end.outSkipped > 0) outError = [outError, `${x.end.outSkipped} /out entries were neither folders nor regular files and were not taken`].filter(Boolean).join('; ');

@@ -40,7 +40,7 @@ import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } f
 import { NetworkProxy } from '../egress/proxy.js';
 import type { NetworkObservation } from '../egress/records.js';
 import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
-import { copyTreeNoFollow, makeOutDir, observeScratch, tmpfsFull } from './outputs.js';
+import { copyTreeNoFollow, makeOutDir, observeScratch, outDirProblem, tmpfsFull } from './outputs.js';
 import { chownTo, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
 import { ownerTag } from '../../base/owner.js';
 
@@ -389,6 +389,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     // The folder the results go to exists before anything runs (it was being made meanwhile).
     const noFolder = await parentReady.then(() => null, (e: Error) => e.message);
     if (noFolder !== null) return errorObservation(runId, caps, [{ code: 'NS_OUTDIR', message: `cannot make the folder of ${spec.outDir}: ${noFolder}; nothing ran` }]);
+    const unusable = outDirProblem(spec.outDir);
+    if (unusable !== null) return errorObservation(runId, caps, [{ code: 'NS_OUTDIR', message: `cannot use ${spec.outDir} for /out: ${unusable}; nothing ran` }]);
 
     // ---- bwrap arguments ----
     const cwd = spec.cwd ?? '/tmp';
