@@ -103,10 +103,10 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   if (refused.length > 0) return { kind: 'rejected', problems: refused };
   const sandboxId = newSandboxId();
   // The run's folder and its first files: made ahead by a service, else while the sandbox starts (a
-  // new file or folder on a disk costs 0.1-1.5 ms); the lane runs nothing if it failed, and makes
-  // out/ in it only when /out holds something. The Sandbox Result's file holds whose run this is until the result
-  // replaces it; the scope records' is staged too when the action names scopes. Both are published
-  // by a rename at the end (scope records first).
+  // new file or folder on a disk is its slowest metadata step); the lane runs nothing if it failed,
+  // and makes out/ in it only when /out holds something. The Sandbox Result's file holds whose run
+  // this is until the result replaces it; the scope records' is staged too when the action names
+  // scopes. Both are published by a rename at the end (scope records first).
   const { runDir, made: folderMade, result: resultStaged } = openRunFolder(ctx.workspace.runs, sandboxId);
   const scopesStaged = action.scope.paths.length > 0 ? folderMade.then(() => stageFile(scopesFile(runDir), 0o600)) : null;
   for (const f of [folderMade, resultStaged, scopesStaged]) f?.catch(() => undefined); // awaited below
