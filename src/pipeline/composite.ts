@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Problem } from '../base/problem.js';
@@ -8,7 +8,7 @@ import { declarationOf } from '../action/declaration.js';
 import type { Judgement, Verdict } from '../judge/judge.js';
 import { renderSandboxResult } from '../report/sandbox-result.js';
 import { readScopes } from '../commit/load.js';
-import { runAction, sumTimings, writeScopeRecords, type RunContext, type RunOutcome } from './run.js';
+import { newSandboxId, runAction, sumTimings, writeScopeRecords, type RunContext, type RunOutcome } from './run.js';
 
 /**
  * MULTI_STEP_COMPOSITE (action-descriptor.md, "Composite actions"): each child runs once in its own
@@ -25,7 +25,6 @@ export type CompositeChild = { index: number; action_id: string; sandbox_id: str
 export type CompositeOutcome = RunOutcome & { children?: CompositeChild[] };
 
 const SEVERITY: Record<Verdict, number> = { PROMOTE: 0, REQUIRE_CONFIRMATION: 1, BLOCK: 2, FORCE_ROLLBACK: 3 };
-const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${randomBytes(5).toString('hex')}`;
 
 type Ran = Extract<RunOutcome, { kind: 'ran' }>;
 

@@ -79,7 +79,8 @@ export const sumTimings = (ts: PipelineTimings[]): PipelineTimings => {
   return sum;
 };
 
-const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${randomBytes(5).toString('hex')}`;
+/** sbx-<UTC time to the second>-<10 hex>: a run's id and its folder's name. */
+export const newSandboxId = (): string => `sbx-${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${randomBytes(5).toString('hex')}`;
 
 export interface RunContext {
   workspace: Workspace;
