@@ -204,8 +204,12 @@ test('a racing owner swapping a scope directory for a link during hundreds of pr
   }
   const final = await recover(ws);
   assert.ok('recovered' in final && final.recovered.every((x) => x.outcome !== 'failed'), JSON.stringify(final));
-  assert.ok(attempts >= 200, `only ${attempts} attempts`);
-  assert.ok((outcomes.PROMOTE_PATH_UNSAFE ?? 0) + (outcomes.PROMOTE_PATH_CHANGED ?? 0) > 0, `the race never hit: ${JSON.stringify(outcomes)}`);
+  // The race's pressure is how often it made a promotion refuse, not how many attempts that took
+  // (on a busy host the racer swaps less often and the runs are promoted sooner): every run was
+  // attempted twice at least, and the race made RUNS / 2 attempts refuse at least.
+  const hits = (outcomes.PROMOTE_PATH_UNSAFE ?? 0) + (outcomes.PROMOTE_PATH_CHANGED ?? 0);
+  assert.ok(attempts >= 2 * RUNS, `only ${attempts} attempts`);
+  assert.ok(hits >= RUNS / 2, `the race hit only ${hits} times: ${JSON.stringify(outcomes)}`);
   assert.deepEqual(readdirSync(v), [], 'nothing was ever written outside the scope');
   const present = new Set(readdirSync(join(t, 'sub')));
   for (const [i, id] of runs.entries()) {
