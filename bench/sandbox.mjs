@@ -2,13 +2,15 @@
 // sandbox, observe, judge, render; no Node start-up) against a bare bwrap of /bin/true spawned from
 // Node, 200 sequential runs each, in one process: p50/p99 and their ratio (and the ratio again in
 // alternating rounds), where an Airlock run's time goes (per phase), and the CPU per run of this
-// process tree (and of the whole machine) for both; then runs/s with 2 in parallel; a sandbox started
+// process tree (and of the whole machine) for both; then runs/s with 2 in parallel; runs after a
+// pause with and without the launcher a service holds ahead of need; a sandbox started
 // ahead of need against bare bwrap and against one started on request (issue 20, target 3); and the
 // Monty lane's p50 for a trivial program beside the ns lane's (its warm-pool figures: bench/monty.mjs).
 // Peers side by side: bench/peers.mjs.
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { runNs, sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
 import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../dist/src/sandbox/ns/pool.js';
+import { keepLauncherHeld, launcherHeld } from '../dist/src/sandbox/ns/held.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +25,8 @@ const bare = () => bareBwrap();
 
 console.log(`load average at the start: ${loadAverage()}`);
 console.log(await cgroupMovesNote());
+// As a service runs (pipeline/warm.ts): a launcher is held ahead of need for runs started on request.
+keepLauncherHeld(true);
 const first = await nsRun();
 console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
 first.cleanup();
@@ -73,6 +77,7 @@ console.log(`throughput with 2 in parallel: ${fmt(aPar, 1)} runs/s  [target >= 1
 if (b.p50 > 12 || bPar < 150) {
   console.log(`this host: bare bwrap alone is p50 ${fmt(b.p50)} ms and ${fmt(bPar, 1)} runs/s, so no bwrap-based run can meet p50 <= 12 ms${bPar < 150 ? ' or 150 runs/s' : ''} here`);
 }
+await afterPauseSection(Number(process.env.BENCH_PAUSE_ROUNDS ?? 30), Number(process.env.BENCH_PAUSE_MS ?? 100));
 await pooledSection(R);
 (await montyRun()).cleanup();
 const m = await timeEach(() => montyRun(), Math.min(N, 50));
@@ -81,6 +86,39 @@ console.log(`load average at the end: ${loadAverage()}`);
 await closeMontyPools();
 await sandboxIdle();
 removeWorkspace();
+
+// A run after a pause, as an agent's occasional tool call meets it: without favordynmods the first
+// move into a cgroup after a pause waits for an RCU grace period. In rounds, each run after `pause`
+// ms of idle: bare bwrap; a full run started on request with the launcher a service holds (moved
+// into its cgroup ahead of need, ns/held.ts); the same without one (a one-shot command's run: its
+// launcher forks and moves on the request's path).
+async function afterPauseSection(rounds, pause) {
+  const [xb, xh, xc] = [[], [], []];
+  let missed = 0;
+  for (let i = 0; i < rounds + 2; i++) {
+    await sandboxIdle();
+    await sleep(pause);
+    let t = performance.now();
+    await bare();
+    const tb = performance.now() - t;
+    if (!launcherHeld().waiting) missed++;
+    await sleep(pause);
+    t = performance.now();
+    (await nsRun()).cleanup();
+    const th = performance.now() - t;
+    keepLauncherHeld(false);
+    await sandboxIdle();
+    await sleep(pause);
+    t = performance.now();
+    (await nsRun()).cleanup();
+    const tc = performance.now() - t;
+    keepLauncherHeld(true); // holds the next one now (its move waits during the pause)
+    if (i >= 2) [xb, xh, xc].forEach((xs, j) => xs.push([tb, th, tc][j]));
+  }
+  const [sb, sh, sc] = [summary(xb), summary(xh), summary(xc)];
+  console.log(`after a ${pause} ms pause (rounds n=${rounds}${missed ? `, ${missed} found no launcher held` : ''}): bare bwrap p50 ${fmt(sb.p50)} ms p99 ${fmt(sb.p99)}; full run, launcher held ahead p50 ${fmt(sh.p50)} ms p99 ${fmt(sh.p99)}; full run, launcher forked on request p50 ${fmt(sc.p50)} ms p99 ${fmt(sc.p99)}`);
+  console.log(`  ratio p50 held / bare: ${fmt(sh.p50 / sb.p50)}x; forked on request / bare: ${fmt(sc.p50 / sb.p50)}x`);
+}
 
 // Sandboxes started ahead of need (issue 20, target 3), for the common shape (no scope, no network:
 // /in and /out only), at the lane's API: from the request (runNs) to its Observation (the program's

@@ -16,10 +16,14 @@
 //   `R <run> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid> <stdout fifo> <stderr fifo> <seccomp file>
 //    <cgroup.procs files|-> <argv>...`: start bwrap for a run (details at parse_launch and "launches").
 //   `G <run>`: let a held run's init go on.
+//   `H <slot> <cgroup.procs files>`: fork a launcher ahead of need that moves itself into those cgroups
+//    and waits; an `R` whose cgroup field is `h<slot>` then starts its bwrap (details at "held launchers").
+//   `C <slot>`: end a held launcher that no run will take.
 // stdout, one line per event, `<run> <type> ...`; strings are hex so no byte can break the framing:
 //   R ok <pid> | R err <step> <errno>    bwrap started (its pid) | a step failed (busy, request, fifo,
-//                                        pipe, fork: nothing runs; cgroup, rlimit, fds, ids, exec: in
-//                                        the child, whose exit W and Z follow)
+//                                        pipe, fork, held, params: nothing runs; cgroup, rlimit, fds,
+//                                        ids, exec: in the child, whose exit W and Z follow). A held
+//                                        launcher's lines carry its slot until an `R` takes it.
 //   B <pid> | B err ptrace <errno> <pid> bwrap's init is traced | could not be (it is still blocked)
 //   W <code|-> <signal|->                bwrap itself ended
 //   P <pid>                              the program's first process (first successful exec of the run)
@@ -105,6 +109,8 @@ struct sc_info {
 // ---- output ------------------------------------------------------------------------------------
 
 #define PATH_CAP 4096
+#define IBUF_CAP (1 << 20) // the longest request line
+#define MAX_ARGS 8192
 // A pending event holds up to two lines (D and A) of one path made of a cwd and a relative path
 // (each up to PATH_CAP), hex-encoded: 2 lines x 2 x (2 x PATH_CAP + 2) + framing.
 #define PEND_CAP (8 * PATH_CAP + 512)
@@ -695,6 +701,8 @@ struct launch {
   pid_t pid;          // bwrap (not traced: only its init and what the init starts are)
   int reaped;
   int info_fd, block_fd, status_fd;
+  int params_fd; // a held launcher: where its launch request goes (-1 once sent)
+  int held;      // a launcher waiting for its run (`H`), not yet taken by an `R`
   int hold, traced;
   char info[512];
   size_t info_len;
@@ -715,6 +723,7 @@ static void maybe_finish(struct run *r) {
   close_fd(&l->info_fd);
   close_fd(&l->block_fd);
   close_fd(&l->status_fd);
+  close_fd(&l->params_fd);
   r->in_use = 0;
 }
 
@@ -746,18 +755,22 @@ struct launch_req {
   long long fsize;
   unsigned uid, gid;
   char *fifo[2], *seccomp, *cgroups; // cgroups: cgroup.procs paths, newline-separated ("" for none)
+  int held_slot;                      // > 0: started by the launcher held in that slot (`h<slot>`)
   char **argv;
 };
 
-// In the child, between fork and exec: only async-signal-safe calls.
-static void child_exec(const struct launch_req *q, int info_w, int block_r, int status_w) {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  signal(SIGPIPE, SIG_DFL);
+// Closes every fd from `lo` on (close_range where the kernel has it).
+static void close_from(unsigned lo, unsigned hi) {
+  if (lo > hi) return;
+  if (syscall(SYS_close_range, lo, hi, 0) != 0)
+    for (unsigned fd = lo; fd <= hi && fd < 65536; fd++) close((int)fd);
+}
+
+// Joins the run's cgroups (every process of the run is born inside).
+static void join_cgroups(char *cgroups, int status_w) {
   char pid[24];
   int pl = snprintf(pid, sizeof pid, "%d", getpid());
-  for (char *p = q->cgroups; *p;) {
+  for (char *p = cgroups; *p;) {
     char *nl = strchr(p, '\n');
     if (nl) *nl = 0;
     int fd = open(p, O_WRONLY | O_CLOEXEC);
@@ -766,6 +779,15 @@ static void child_exec(const struct launch_req *q, int info_w, int block_r, int 
     if (!nl) break;
     p = nl + 1;
   }
+}
+
+// In the child, between fork and exec: only async-signal-safe calls.
+static void child_exec(const struct launch_req *q, int info_w, int block_r, int status_w) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  join_cgroups(q->cgroups, status_w);
   struct rlimit cpu = {(rlim_t)q->cpu_soft, (rlim_t)q->cpu_hard}, core = {0, 0}, fs = {(rlim_t)q->fsize, (rlim_t)q->fsize};
   if (setrlimit(RLIMIT_CPU, &cpu) != 0 || setrlimit(RLIMIT_CORE, &core) != 0 || (q->fsize >= 0 && setrlimit(RLIMIT_FSIZE, &fs) != 0)) child_fail(status_w, "rlimit");
   int src[7];
@@ -787,8 +809,7 @@ static void child_exec(const struct launch_req *q, int info_w, int block_r, int 
   if (dup3(status_w, 6, O_CLOEXEC) != 6) child_fail(status_w, "fds");
   status_w = 6;
   // Nothing else of ours (node's pipes, other runs' fds) may reach the sandbox.
-  if (syscall(SYS_close_range, 7, ~0U, 0) != 0)
-    for (int fd = 7; fd < 65536; fd++) close(fd);
+  close_from(7, ~0U);
   if (setgroups(0, NULL) != 0 || setresgid(q->gid, q->gid, q->gid) != 0 || setresuid(q->uid, q->uid, q->uid) != 0) child_fail(status_w, "ids");
   if (getuid() != q->uid || geteuid() != q->uid || getgid() != q->gid) child_fail(status_w, "ids");
   char *envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
@@ -796,50 +817,177 @@ static void child_exec(const struct launch_req *q, int info_w, int block_r, int 
   child_fail(status_w, "exec");
 }
 
-static void launch(struct launch_req *q) {
+// A free slot for a new launch (or NULL), after `busy` was told for an id in use or no room.
+static struct run *new_slot(int id) {
   struct run *r = NULL;
   for (int i = 0; i < MAX_RUNS && !r; i++)
     if (!runs[i].in_use) r = &runs[i];
-  if (!r || run_of(q->id)) {
-    out("%d R err busy %d\n", q->id, r ? EEXIST : EAGAIN);
-    return;
+  if (!r || run_of(id)) {
+    out("%d R err busy %d\n", id, r ? EEXIST : EAGAIN);
+    return NULL;
   }
+  memset(&launches[r - runs], 0, sizeof launches[0]);
   struct launch *l = &launches[r - runs];
-  memset(l, 0, sizeof *l);
-  l->info_fd = l->block_fd = l->status_fd = -1;
-  int info[2] = {-1, -1}, block[2] = {-1, -1}, status[2] = {-1, -1};
-  const char *step = "fifo";
-  for (int i = 0; i < 2; i++)
-    if (mkfifo(q->fifo[i], 0600) != 0) goto fail;
-  step = "pipe";
-  if (pipe2(info, O_CLOEXEC) != 0 || pipe2(block, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) goto fail;
+  l->info_fd = l->block_fd = l->status_fd = l->params_fd = -1;
+  r->id = id;
+  r->live = 0;
+  r->program = 0;
+  return r;
+}
+
+// Forks the launcher of slot `r` with its info, block and status pipes (and, held, the pipe its
+// request comes on); the child runs `child`. 0, or the failed step's name.
+static const char *fork_launcher(struct run *r, int held, void (*child)(void *, int, int, int, int), void *arg) {
+  struct launch *l = &launches[r - runs];
+  int info[2] = {-1, -1}, block[2] = {-1, -1}, status[2] = {-1, -1}, params[2] = {-1, -1};
+  const char *step = "pipe";
+  if (pipe2(info, O_CLOEXEC) != 0 || pipe2(block, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0 || (held && pipe2(params, O_CLOEXEC) != 0)) goto fail;
   step = "fork";
   pid_t pid = fork();
   if (pid < 0) goto fail;
-  if (pid == 0) child_exec(q, info[1], block[0], status[1]);
+  if (pid == 0) child(arg, info[1], block[0], status[1], params[0]);
   close(info[1]);
   close(block[0]);
   close(status[1]);
+  if (held) close(params[0]);
   fcntl(info[0], F_SETFL, O_NONBLOCK);
   fcntl(status[0], F_SETFL, O_NONBLOCK);
+  if (held) fcntl(params[1], F_SETFL, O_NONBLOCK);
   l->pid = pid;
   l->info_fd = info[0];
   l->block_fd = block[1];
   l->status_fd = status[0];
-  l->hold = q->hold;
-  r->id = q->id;
+  l->params_fd = params[1];
+  l->held = held;
   r->in_use = 1;
-  r->live = 0;
-  r->program = 0;
-  out("%d R ok %d\n", q->id, pid);
-  return;
+  return NULL;
 fail:
-  out("%d R err %s %d\n", q->id, step, errno);
   for (int i = 0; i < 2; i++) {
     close_fd(&info[i]);
     close_fd(&block[i]);
     close_fd(&status[i]);
+    close_fd(&params[i]);
   }
+  return step;
+}
+
+static void exec_child(void *q, int info_w, int block_r, int status_w, int params_r) {
+  (void)params_r;
+  child_exec(q, info_w, block_r, status_w);
+}
+
+static void make_fifos(const struct launch_req *q, const char **step) {
+  *step = NULL;
+  for (int i = 0; i < 2; i++)
+    if (mkfifo(q->fifo[i], 0600) != 0) *step = "fifo";
+}
+
+static void launch(struct launch_req *q) {
+  struct run *r = new_slot(q->id);
+  if (!r) return;
+  const char *step;
+  make_fifos(q, &step);
+  if (!step) step = fork_launcher(r, 0, exec_child, q);
+  if (step) {
+    out("%d R err %s %d\n", q->id, step, errno);
+    return;
+  }
+  launches[r - runs].hold = q->hold;
+  out("%d R ok %d\n", q->id, launches[r - runs].pid);
+}
+
+// ---- held launchers ----------------------------------------------------------------------------
+
+// Moving a process into a cgroup write-locks the kernel's threadgroup rwsem, and without favordynmods
+// the first such write after a pause waits for an RCU grace period (5-25 ms measured). A held
+// launcher pays that ahead of need: forked on `H`, it closes every fd but its four pipes (nothing of
+// ours or of other runs may wait with it), moves itself into the slot's fresh cgroups and blocks on
+// its request pipe. An `R` naming it (`h<slot>`) makes the FIFOs, writes the request line to that
+// pipe and gives the slot the run's id; the launcher parses it as `R` would and goes on as a forked
+// launcher does, from the rlimits on. EOF before any request: node let it go, it exits.
+
+static char held_req[IBUF_CAP];
+static int parse_request(char *line, struct launch_req *q);
+
+static void held_child(void *cgroups, int info_w, int block_r, int status_w, int params_r) {
+  int keep[4] = {info_w, block_r, status_w, params_r};
+  for (int i = 1; i < 4; i++)
+    for (int j = i; j > 0 && keep[j] < keep[j - 1]; j--) {
+      int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  unsigned lo = 0;
+  for (int i = 0; i < 4; i++) {
+    if ((unsigned)keep[i] > lo) close_from(lo, (unsigned)keep[i] - 1);
+    lo = (unsigned)keep[i] + 1;
+  }
+  close_from(lo, ~0U);
+  join_cgroups(cgroups, status_w);
+  size_t n = 0;
+  ssize_t k;
+  while (n < sizeof held_req - 1 && (k = read(params_r, held_req + n, sizeof held_req - 1 - n)) != 0) {
+    if (k < 0 && errno != EINTR) child_fail(status_w, "params");
+    if (k > 0) n += (size_t)k;
+  }
+  if (n == 0) _exit(0);
+  held_req[n] = 0;
+  struct launch_req q;
+  if (parse_request(held_req, &q) != 0 || q.held_slot <= 0) child_fail(status_w, "request");
+  close(params_r);
+  child_exec(&q, info_w, block_r, status_w);
+}
+
+// `H <slot> <hex cgroup.procs paths>`
+static void hold_launcher(char *line) {
+  static char cgroups[PATH_CAP * 8];
+  int id;
+  char *save = NULL;
+  strtok_r(line, " ", &save);
+  char *ids = strtok_r(NULL, " ", &save), *cg = strtok_r(NULL, " ", &save);
+  if (!ids || sscanf(ids, "%d", &id) != 1) return;
+  if (!cg || unhex(cg) <= 0 || strlen(cg) >= sizeof cgroups) {
+    out("%d R err request %d\n", id, EINVAL);
+    return;
+  }
+  strcpy(cgroups, cg);
+  struct run *r = new_slot(id);
+  if (!r) return;
+  const char *step = fork_launcher(r, 1, held_child, cgroups);
+  if (step) out("%d R err %s %d\n", id, step, errno);
+}
+
+// `C <slot>`: a held launcher no run will take ends now (W and Z follow). Killed by pid, not by its
+// cgroup: it may not have joined it yet.
+static void cancel_held(int slot) {
+  struct run *r = run_of(slot);
+  struct launch *l = r ? &launches[r - runs] : NULL;
+  if (l && l->held && !l->reaped) kill(l->pid, SIGKILL);
+}
+
+// An `R` for a held launcher: `raw` is its line as it came (parsing decoded `q` in place).
+static void launch_held(struct launch_req *q, const char *raw, size_t len) {
+  struct run *r = run_of(q->held_slot);
+  struct launch *l = r ? &launches[r - runs] : NULL;
+  if (!l || !l->held || l->reaped || run_of(q->id)) {
+    out("%d R err held %d\n", q->id, ESRCH);
+    return;
+  }
+  const char *step;
+  make_fifos(q, &step);
+  if (!step && len > 65536 && fcntl(l->params_fd, F_SETPIPE_SZ, (int)len) < 0) step = "params";
+  if (!step && write(l->params_fd, raw, len) != (ssize_t)len) step = "params";
+  close_fd(&l->params_fd);
+  l->held = 0;
+  l->hold = q->hold;
+  r->id = q->id;
+  if (step) {
+    // The launcher cannot have the whole request: it ends (EOF, or a line it refuses); W and Z follow.
+    kill(l->pid, SIGKILL);
+    out("%d R err %s %d\n", q->id, step, errno);
+    return;
+  }
+  out("%d R ok %d\n", q->id, l->pid);
 }
 
 static void release(struct launch *l) {
@@ -906,52 +1054,61 @@ static int on_launch_gone(pid_t pid, int status) {
 
 // ---- requests ----------------------------------------------------------------------------------
 
-#define IBUF_CAP (1 << 20)
-#define MAX_ARGS 8192
 static char ibuf[IBUF_CAP];
 static size_t ilen;
 static int overlong;
 
 // `R <id> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid> <hex stdout fifo> <hex stderr fifo>
-//  <hex seccomp file> <hex cgroup.procs paths, newline-separated, or -> <hex argv>...`; every hex field
-//  is `x` followed by the hex digits.
-static void parse_launch(char *line) {
+//  <hex seccomp file> <hex cgroup.procs paths, newline-separated, or -, or h<held slot>> <hex argv>...`;
+//  every hex field is `x` followed by the hex digits. Decoded in place into `q`: 0, or -1 (q->id set
+//  when it could be read).
+static int parse_request(char *line, struct launch_req *q) {
   static char *argv[MAX_ARGS + 1];
-  struct launch_req q;
-  memset(&q, 0, sizeof q);
+  memset(q, 0, sizeof *q);
+  q->id = -1;
   char *save = NULL, *tok[11];
   int nt = 0;
   for (char *t = strtok_r(line, " ", &save); t && nt < 11; t = nt < 11 ? strtok_r(NULL, " ", &save) : NULL) tok[nt++] = t;
-  if (nt < 11 || sscanf(tok[1], "%d", &q.id) != 1) return;
-  if (sscanf(tok[2], "%d", &q.hold) != 1 || sscanf(tok[3], "%ld", &q.cpu_soft) != 1 || sscanf(tok[4], "%ld", &q.cpu_hard) != 1 ||
-      sscanf(tok[5], "%lld", &q.fsize) != 1 || sscanf(tok[6], "%u", &q.uid) != 1 || sscanf(tok[7], "%u", &q.gid) != 1 ||
-      q.cpu_soft <= 0 || q.cpu_hard < q.cpu_soft || q.uid == 0 || q.gid == 0) {
-    out("%d R err request %d\n", q.id, EINVAL);
-    return;
-  }
+  if (nt < 11 || sscanf(tok[1], "%d", &q->id) != 1) return -1;
+  if (sscanf(tok[2], "%d", &q->hold) != 1 || sscanf(tok[3], "%ld", &q->cpu_soft) != 1 || sscanf(tok[4], "%ld", &q->cpu_hard) != 1 ||
+      sscanf(tok[5], "%lld", &q->fsize) != 1 || sscanf(tok[6], "%u", &q->uid) != 1 || sscanf(tok[7], "%u", &q->gid) != 1 ||
+      q->cpu_soft <= 0 || q->cpu_hard < q->cpu_soft || q->uid == 0 || q->gid == 0)
+    return -1;
   // Decoded in place: hex is twice as long as what it encodes.
   char *fields[3] = {tok[8], tok[9], tok[10]};
   for (int i = 0; i < 3; i++)
-    if (unhex(fields[i]) < 0) goto bad;
-  q.fifo[0] = fields[0];
-  q.fifo[1] = fields[1];
-  q.seccomp = fields[2];
+    if (unhex(fields[i]) < 0) return -1;
+  q->fifo[0] = fields[0];
+  q->fifo[1] = fields[1];
+  q->seccomp = fields[2];
   char *cg = strtok_r(NULL, " ", &save);
-  if (!cg) goto bad;
-  if (strcmp(cg, "-") == 0) cg[0] = 0;
-  else if (unhex(cg) < 0) goto bad;
-  q.cgroups = cg;
+  if (!cg) return -1;
+  if (cg[0] == 'h') {
+    if (sscanf(cg + 1, "%d", &q->held_slot) != 1 || q->held_slot <= 0) return -1;
+    cg[0] = 0;
+  } else if (strcmp(cg, "-") == 0) cg[0] = 0;
+  else if (unhex(cg) < 0) return -1;
+  q->cgroups = cg;
   int na = 0;
   for (char *a = strtok_r(NULL, " ", &save); a; a = strtok_r(NULL, " ", &save)) {
-    if (na == MAX_ARGS || unhex(a) < 0) goto bad;
+    if (na == MAX_ARGS || unhex(a) < 0) return -1;
     argv[na++] = a;
   }
-  if (na == 0) goto bad;
+  if (na == 0) return -1;
   argv[na] = NULL;
-  q.argv = argv;
-  return launch(&q);
-bad:
-  out("%d R err request %d\n", q.id, EINVAL);
+  q->argv = argv;
+  return 0;
+}
+
+static void on_launch_request(char *line) {
+  static char raw[IBUF_CAP];
+  size_t len = strlen(line);
+  memcpy(raw, line, len);
+  struct launch_req q;
+  if (parse_request(line, &q) != 0) {
+    if (q.id >= 0) out("%d R err request %d\n", q.id, EINVAL);
+  } else if (q.held_slot > 0) launch_held(&q, raw, len);
+  else launch(&q);
 }
 
 static void read_requests(void) {
@@ -972,7 +1129,9 @@ static void read_requests(void) {
     *nl = 0;
     int id;
     if (overlong) overlong = 0; // the tail of a line too long to hold: dropped
-    else if (start[0] == 'R' && start[1] == ' ') parse_launch(start);
+    else if (start[0] == 'R' && start[1] == ' ') on_launch_request(start);
+    else if (start[0] == 'H' && start[1] == ' ') hold_launcher(start);
+    else if (sscanf(start, "C %d", &id) == 1) cancel_held(id);
     else if (sscanf(start, "G %d", &id) == 1) {
       struct run *r = run_of(id);
       if (r) release(&launches[r - runs]);

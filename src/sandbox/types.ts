@@ -166,8 +166,12 @@ export interface HostFacts {
   syscallTracer: 'airlock-tracer' | 'strace' | null;
   outMechanism: 'tmpfs-size' | 'rlimit-fsize+post-check' | 'monty-mount-write-cap';
   limits: LimitEnforcement[];
-  /** ns lane: the sandbox was started for this run, or ahead of need and taken from the pool (ns/pool.ts); either way it served this run only. */
-  sandboxStart?: 'on request' | 'ahead of need';
+  /**
+   * ns lane: the sandbox was started for this run (from a launcher held in its cgroup ahead of need,
+   * ns/held.ts, or forked on request), or ahead of need and taken from the pool (ns/pool.ts); either
+   * way it served this run only.
+   */
+  sandboxStart?: 'on request' | 'on request, held launcher' | 'ahead of need';
 }
 
 export interface Observation {

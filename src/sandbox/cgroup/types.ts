@@ -56,6 +56,8 @@ export interface RunCgroup {
    * group has no memory controller or the kernel refuses (a limit below the current usage).
    */
   setMemoryLimit(bytes: number): void;
+  /** Sets the memory and pids limits of a group made ahead of its run (a held launcher's). Throws as setMemoryLimit. */
+  setLimits(limits: CgroupLimits): void;
   /** Memory charged to the group now, in bytes, or null without a memory controller. */
   memoryBytes(): number | null;
   /** User and system CPU time so far, in ms, in one read where the kernel allows (a Monty worker's per-run accounting), or null. */

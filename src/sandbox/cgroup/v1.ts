@@ -29,6 +29,17 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
   const pidsMax = (): number => (dirs.pids ? (readKeyed(join(dirs.pids, 'pids.events'), 'max') ?? 0) : 0);
   const memFail = (): number => (mem ? (readNumber(join(mem, 'memory.failcnt')) ?? 0) : 0);
 
+  const setMemoryLimit = (bytes: number): void => {
+    if (!mem) throw new Error('no memory controller');
+    if (bytes === memoryLimit) return;
+    // memsw must stay >= the memory limit: raise it first, lower it last.
+    const raising = bytes > memoryLimit;
+    if (hasMemsw && raising) write(join(mem, 'memory.memsw.limit_in_bytes'), String(bytes));
+    write(join(mem, 'memory.limit_in_bytes'), String(bytes));
+    if (hasMemsw && !raising) write(join(mem, 'memory.memsw.limit_in_bytes'), String(bytes));
+    memoryLimit = bytes;
+  };
+
   const killAll = async (): Promise<void> => {
     const fz = dirs.freezer;
     const anyDir = all[0];
@@ -61,15 +72,10 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
     addProcess(pid: number): void {
       for (const d of all) write(join(d, 'cgroup.procs'), String(pid));
     },
-    setMemoryLimit(bytes: number): void {
-      if (!mem) throw new Error('no memory controller');
-      if (bytes === memoryLimit) return;
-      // memsw must stay >= the memory limit: raise it first, lower it last.
-      const raising = bytes > memoryLimit;
-      if (hasMemsw && raising) write(join(mem, 'memory.memsw.limit_in_bytes'), String(bytes));
-      write(join(mem, 'memory.limit_in_bytes'), String(bytes));
-      if (hasMemsw && !raising) write(join(mem, 'memory.memsw.limit_in_bytes'), String(bytes));
-      memoryLimit = bytes;
+    setMemoryLimit,
+    setLimits(l: CgroupLimits): void {
+      if (mem) setMemoryLimit(l.memoryBytes);
+      if (dirs.pids) write(join(dirs.pids, 'pids.max'), String(l.pids));
     },
     memoryBytes(): number | null {
       return mem ? readNumber(join(mem, 'memory.usage_in_bytes')) : null;

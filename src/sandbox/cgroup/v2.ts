@@ -58,6 +58,12 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
   }
   if (hasPids) write(join(dir, 'pids.max'), String(limits.pids));
   let memoryLimit = limits.memoryBytes;
+  const setMemoryLimit = (bytes: number): void => {
+    if (!hasMem) throw new Error('no memory controller');
+    if (bytes === memoryLimit) return;
+    write(join(dir, 'memory.max'), String(bytes));
+    memoryLimit = bytes;
+  };
   const oom = (): boolean => (readKeyed(join(dir, 'memory.events'), 'oom_kill') ?? 0) > 0;
   const pidsHit = (): boolean => (readKeyed(join(dir, 'pids.events'), 'max') ?? 0) > 0;
 
@@ -90,11 +96,10 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
     addProcess(pid: number): void {
       write(join(dir, 'cgroup.procs'), String(pid));
     },
-    setMemoryLimit(bytes: number): void {
-      if (!hasMem) throw new Error('no memory controller');
-      if (bytes === memoryLimit) return;
-      write(join(dir, 'memory.max'), String(bytes));
-      memoryLimit = bytes;
+    setMemoryLimit,
+    setLimits(l: CgroupLimits): void {
+      if (hasMem) setMemoryLimit(l.memoryBytes);
+      if (hasPids) write(join(dir, 'pids.max'), String(l.pids));
     },
     memoryBytes(): number | null {
       return hasMem ? readNumber(join(dir, 'memory.current')) : null;

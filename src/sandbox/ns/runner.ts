@@ -30,6 +30,7 @@ import { resolveOnRoot, rootPlan, SANDBOX_UID } from '../rootfs.js';
 import type { FsChange, LimitEnforcement, LimitName, RunExit, HostFacts, Limits, Resources, Observation, NsRunSpec, RunStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
 import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
+import { endUnused, takeHeldLauncher } from './held.js';
 import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
 import { namespaceArgs, observeFilterIn, plainSeccompFilter, READ_ONLY_ROOT } from './bwrap-args.js';
@@ -308,10 +309,13 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         openingScopes.then((o) => o.ok && closeScopes(o.scopes), () => undefined); // the `finally` below is not reached
         throw e;
       });
-  const folders = pooled?.folders ?? runFolders(base!, runId, caps);
+  // Started on request by a service: the launcher held ahead of need, already in its cgroup (held.ts).
+  const held = pooled || !tracer ? null : takeHeldLauncher(tracer, caps.cgroup, { memoryBytes: limits.memoryBytes, pids: limits.pids + 1 });
+  const folders = pooled?.folders ?? runFolders(base!, held?.name ?? runId, caps);
   const { dir, inStage, outStage, sharedDisk, scratch, mounted } = folders;
   const logFile = join(dir, 'strace.log');
-  let cg: RunCgroup | null = pooled?.cg ?? null;
+  let cg: RunCgroup | null = pooled?.cg ?? held?.cg ?? null;
+  let heldUsed = false;
   const cleanupErrors: string[] = [];
   // Network: the host proxy of this run (unix socket in the root-owned staging dir) and the bridge
   // that carries 127.0.0.1:PROXY_PORT inside the sandbox's own network namespace to it.
@@ -333,7 +337,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
     // While the mounts and the agents work. Through the tracer, bwrap itself is born in the group
     // too: one more process than the sandbox's own.
-    if (!pooled && caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + (tracer ? 1 : 0) });
+    if (!pooled && !held && caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + (tracer ? 1 : 0) });
     const openedScopes = await openingScopes;
     if (!openedScopes.ok) {
       await outP.catch(() => undefined); // its mounts are undone below
@@ -423,6 +427,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     let launch: SandboxLaunch;
     if (pooled) launch = pooled.launch;
     else if (tracer) {
+      heldUsed = held !== null;
       launch = launchWithTracer(tracer, {
         argv: [bwrap.path, ...a],
         stdoutFifo: join(dir, 'stdout'),
@@ -431,6 +436,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
         limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid },
         hold: spec.network !== undefined,
+        ...(held ? { held: held.launcher } : {}),
       });
     } else {
       const cmd: string[] = [];
@@ -740,7 +746,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: scopeObs },
       ...(scratchUse ? { scratch: scratchUse } : {}),
       inputs,
-      host: { ...hostFacts(caps, spec, cg, observedBy, [...backstops]), sandboxStart: pooled ? 'ahead of need' : 'on request' },
+      host: { ...hostFacts(caps, spec, cg, observedBy, [...backstops]), sandboxStart: pooled ? 'ahead of need' : heldUsed ? 'on request, held launcher' : 'on request' },
       timings: { stagingMs: t0 - tStart, launchMs: (tReleased || tEnded) - t0, programMs: tReleased ? tEnded - tReleased : 0, observeMs: tDiff - tEnded + (performance.now() - tDiffEnd), diffMs: tDiffEnd - tDiff },
       ...(network ? { network } : {}),
       problems: status === 'SANDBOX_ERROR' ? [{ code: tracerRefused ? 'NS_TRACER_REFUSED' : 'NS_SANDBOX_FAILED', message: reason }] : [],
@@ -758,6 +764,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     if (pooled && !sandboxGone) pooled.launch.kill();
     background(async () => {
       if (px) await px.close();
+      if (held && !heldUsed) await endUnused(held);
       if ((await removeRunFolders(folders, group, caps, cleanupErrors)).length > 0) process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
       // The next run of this shape finds a sandbox waiting (when the process keeps a pool).
       if (shape && (await scopesAreDirs().catch(() => false))) refillPool(shape, { limits, scopes: scopes.map((sc) => ({ hostPath: sc.hostPath, readOnly: sc.readOnly === true })) }, caps);

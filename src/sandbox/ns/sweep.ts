@@ -29,7 +29,7 @@ export function mountsBelow(dir: string): string[] {
 }
 
 /** SIGKILL what is left in a run's group and remove it, waiting up to ~1 s for the killed tasks to go (EBUSY until then). */
-function killAndRemoveGroup(group: string): string | null {
+export function killAndRemoveGroup(group: string): string | null {
   for (let i = 0; ; i++) {
     try {
       for (const pid of readFileSync(join(group, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');

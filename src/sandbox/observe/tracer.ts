@@ -33,6 +33,19 @@ export interface LaunchSpec {
   limits: { cpuSoftS: number; cpuHardS: number; fsizeBytes: number | null; uid: number; gid: number };
   /** Hold bwrap's init (blocked) after it is traced until release(): the network bridge starts first. */
   hold: boolean;
+  /** Start bwrap from this launcher, held ahead of need and already in the run's cgroups (`cgroupProcs` is then ignored). */
+  held?: HeldLauncher;
+}
+
+/** A launcher forked ahead of need that moves itself into a run's cgroups and waits for its run (native/tracer.c, "held launchers"). */
+export interface HeldLauncher {
+  readonly slot: number;
+  /** It ended (killed, or it could not join the cgroups) before a run took it. */
+  readonly gone: boolean;
+  /** Why it ended, once known. */
+  readonly failure: string | null;
+  /** Resolves once it is gone (reaped by the tracer: nothing of it is left in any cgroup). */
+  readonly ended: Promise<void>;
 }
 
 export interface AttachFailure {
@@ -93,6 +106,8 @@ export class SyscallTracer {
   private child: ChildProcessWithoutNullStreams | null = null;
   private readonly runs = new Map<number, RunState>();
   private readonly parked = new Set<number>();
+  /** Held launchers not yet taken: they do not keep node alive. */
+  private readonly holding = new Set<number>();
   private nextId = 1;
   private buf = '';
 
@@ -147,7 +162,7 @@ export class SyscallTracer {
         // steps (cgroup, rlimit, fds, ids, exec) are followed by bwrap's exit and Z.
         r.spawnError ??= `starting bwrap failed at step "${f[2]}" (errno ${f[3]})`;
         r.onStarted({ error: r.spawnError });
-        if (['busy', 'request', 'fifo', 'pipe', 'fork'].includes(f[2] ?? '')) {
+        if (['busy', 'request', 'fifo', 'pipe', 'fork', 'held'].includes(f[2] ?? '')) {
           this.runs.delete(id);
           this.lose(r, r.spawnError);
         }
@@ -164,15 +179,14 @@ export class SyscallTracer {
     const c = this.child;
     if (!c) return;
     for (const id of this.parked) if (!this.runs.has(id)) this.parked.delete(id);
-    const busy = this.runs.size > this.parked.size;
+    for (const id of this.holding) if (!this.runs.has(id)) this.holding.delete(id);
+    const busy = this.runs.size > this.parked.size + this.holding.size;
     for (const s of [c.stdout, c.stderr, c.stdin] as unknown as { ref?: () => void; unref?: () => void }[]) (busy ? s.ref : s.unref)?.call(s);
     if (busy) c.ref();
     else c.unref();
   }
 
-  /** Starts bwrap for one run: in its cgroups, with its rlimits, its init traced before the program starts. */
-  launch(spec: LaunchSpec): Launch {
-    const c = this.start();
+  private newRun(): [number, RunState, Pick<Launch, 'started' | 'init' | 'exit'>] {
     const id = this.nextId++;
     const [started, onStarted] = settleOnce<{ pid: number } | { error: string }>();
     const [init, onInit] = settleOnce<{ pid: number } | AttachFailure>();
@@ -180,12 +194,51 @@ export class SyscallTracer {
     const [done, finish] = settleOnce<void>();
     const r: RunState = { lines: [], done, lost: null, finish: () => finish(), onStarted, onInit, onExit, spawnError: null };
     this.runs.set(id, r);
+    return [id, r, { started, init, exit }];
+  }
+
+  /**
+   * Forks a launcher that moves itself into these cgroups now and waits for a run (launch with
+   * `held`). It does not keep node alive; it ends with the tracer, or when its cgroups are killed.
+   */
+  hold(cgroupProcs: string[]): HeldLauncher {
+    const c = this.start();
+    const [slot, r, { exit }] = this.newRun();
+    this.holding.add(slot);
+    const held = { slot, gone: false, failure: null as string | null, ended: r.done };
+    void exit.then((e) => (held.failure = e.spawnError ?? (e.signal ? `killed by ${e.signal}` : `it exited (${e.code})`)));
+    void r.done.then(() => (held.gone = true));
+    this.idle();
+    c.stdin.write(`H ${slot} ${hexField(cgroupProcs.join('\n'))}\n`);
+    return held;
+  }
+
+  /** Ends a held launcher that no run took (it may still be joining its cgroups); resolves once it is gone. */
+  cancelHeld(held: HeldLauncher): Promise<void> {
+    if (this.runs.has(held.slot)) {
+      this.holding.delete(held.slot); // awaited now: its end keeps node alive
+      this.idle();
+      this.child?.stdin.write(`C ${held.slot}\n`);
+    }
+    return held.ended;
+  }
+
+  /** Starts bwrap for one run: in its cgroups, with its rlimits, its init traced before the program starts. */
+  launch(spec: LaunchSpec): Launch {
+    const c = this.start();
+    const [id, r, { started, init, exit }] = this.newRun();
+    // A held launcher's own lines are of no one's interest once a run takes it: the tracer carries
+    // the run's id from now on.
+    if (spec.held) {
+      this.runs.delete(spec.held.slot);
+      this.holding.delete(spec.held.slot);
+    }
     this.idle();
     const l = spec.limits;
     const request = [
       'R', id, spec.hold ? 1 : 0, l.cpuSoftS, l.cpuHardS, l.fsizeBytes ?? -1, l.uid, l.gid,
       hexField(spec.stdoutFifo), hexField(spec.stderrFifo), hexField(spec.seccompFile),
-      spec.cgroupProcs.length ? hexField(spec.cgroupProcs.join('\n')) : '-',
+      spec.held ? `h${spec.held.slot}` : spec.cgroupProcs.length ? hexField(spec.cgroupProcs.join('\n')) : '-',
       ...spec.argv.map(hexField),
     ];
     c.stdin.write(`${request.join(' ')}\n`);

@@ -1,0 +1,119 @@
+// A launcher held ahead of need for the next run started on request (a service's; issue 20).
+//
+// Moving a process into a cgroup write-locks the kernel's threadgroup rwsem, and without
+// favordynmods the first write after a pause waits for an RCU grace period: 5-25 ms of a run started
+// on request, measured (docs/sandbox.md, "Limits"). A service keeps one launcher per tracer forked
+// ahead of need (native/tracer.c, "held launchers"): it closed every fd but its own pipes, moved
+// itself into a fresh run cgroup and waits. A run started on request takes it, writes its limits into
+// that cgroup, and has the tracer start its bwrap from it, with no move left on its path; the next
+// one is held at once, off the run's path. Runs from the sandbox pool (pool.ts) need none: theirs
+// moved when they started. A launcher that ended while it waited (killed, or it could not join its
+// cgroup) is dropped and the run forks its own; after MAX_FAILURES in a row none is held any more.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { ownerTag } from '../../base/owner.js';
+import { createRunCgroup, type CgroupInfo, type CgroupLimits, type RunCgroup } from '../cgroup/index.js';
+import type { HeldLauncher, SyscallTracer } from '../observe/tracer.js';
+import { killAndRemoveGroup } from './sweep.js';
+
+/** The cgroup's limits while the launcher waits alone in it (a run's own replace them when it is taken). */
+const WAITING_LIMITS: CgroupLimits = { memoryBytes: 64 << 20, pids: 1 };
+const MAX_FAILURES = 3;
+
+export interface TakenLauncher {
+  /** The cgroup's name: the run's folder takes it too (cleanup at exit finds the group by its folder). */
+  readonly name: string;
+  readonly cg: RunCgroup;
+  readonly launcher: HeldLauncher;
+  readonly tracer: SyscallTracer;
+}
+
+/**
+ * Ends a taken launcher whose run ended before its launch (an input or scope refused). Through the
+ * tracer, by pid: it may still be joining its cgroup, where a kill of the group's tasks would miss
+ * it. Resolves once it is gone; its cgroup is then the run's to remove.
+ */
+export function endUnused(h: TakenLauncher): Promise<void> {
+  return h.tracer.cancelHeld(h.launcher);
+}
+
+let wanted = false;
+let waiting: TakenLauncher | null = null;
+let failures = 0;
+let exitHook = false;
+/** What the last run started on request had: the first launcher is held after the first such run. */
+let seen: { tracer: SyscallTracer; info: CgroupInfo } | null = null;
+
+/** On: keep one launcher held for runs started on request (a service). Off: drop the one waiting. */
+export function keepLauncherHeld(on: boolean): void {
+  wanted = on;
+  failures = 0;
+  if (!on && waiting) drop(waiting);
+  if (!on) waiting = null;
+  else if (seen) holdNext(seen.tracer, seen.info);
+}
+
+/** Whether a launcher is held now, and its cgroup's directories (tests, benches). */
+export function launcherHeld(): { waiting: boolean; failures: number; cgroupDirs: string[] } {
+  return { waiting: waiting !== null && !waiting.launcher.gone, failures, cgroupDirs: waiting?.cg.dirs ?? [] };
+}
+
+/**
+ * The held launcher, its cgroup set to `limits`, for this run (null: none is held; the caller forks
+ * its own and makes its own cgroup). The next one is held right after, off this run's path.
+ */
+export function takeHeldLauncher(tracer: SyscallTracer, info: CgroupInfo, limits: CgroupLimits): TakenLauncher | null {
+  if (!wanted || !info.usable) return null;
+  seen = { tracer, info };
+  const h = waiting;
+  waiting = null;
+  setImmediate(() => holdNext(tracer, info));
+  if (!h) return null;
+  const why = h.launcher.gone ? `it ended while it waited: ${h.launcher.failure}` : setLimits(h, limits);
+  if (why === null) {
+    failures = 0;
+    return h;
+  }
+  failures++;
+  drop(h);
+  process.emitWarning(`airlock: a launcher held ahead of need was not used (${h.name}): ${why}${failures >= MAX_FAILURES ? '; no launcher is held any more' : ''}`);
+  return null;
+}
+
+function setLimits(h: TakenLauncher, limits: CgroupLimits): string | null {
+  try {
+    h.cg.setLimits(limits);
+    return null;
+  } catch (e) {
+    return `cannot set its cgroup's limits: ${(e as Error).message}`;
+  }
+}
+
+function holdNext(tracer: SyscallTracer, info: CgroupInfo): void {
+  if (!wanted || waiting || failures >= MAX_FAILURES) return;
+  const name = `ns-${ownerTag()}-${randomBytes(4).toString('hex')}`;
+  let cg: RunCgroup;
+  try {
+    cg = createRunCgroup(info, name, WAITING_LIMITS);
+  } catch (e) {
+    failures++;
+    process.emitWarning(`airlock: cannot make a cgroup for a launcher held ahead of need: ${(e as Error).message}`);
+    return;
+  }
+  waiting = { name, cg, launcher: tracer.hold(cg.dirs.map((d) => join(d, 'cgroup.procs'))), tracer };
+  if (!exitHook) {
+    exitHook = true;
+    // Not yet any run's: no run folder names its group, so the staging's own cleanup would not find it.
+    process.once('exit', () => {
+      for (const d of waiting?.cg.dirs ?? []) killAndRemoveGroup(d);
+    });
+  }
+}
+
+function drop(h: TakenLauncher): void {
+  void endUnused(h)
+    .then(() => h.cg.destroy())
+    .then((errors) => {
+      if (errors.length > 0) process.emitWarning(`airlock: cleanup of held launcher ${h.name} incomplete: ${errors.join('; ')}`);
+    });
+}

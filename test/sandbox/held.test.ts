@@ -1,0 +1,170 @@
+// The launcher a service holds ahead of need for runs started on request (ns/held.ts, native/tracer.c
+// "held launchers"), with real bwrap, the real host tracer and real cgroups: a run started from it
+// keeps every limit of its own (written into the held cgroup when the run takes it), the launcher
+// carries nothing of ours into the sandbox, and one that is killed, dropped, left unused or still
+// joining its cgroup leaves no process or cgroup behind.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { keepLauncherHeld, launcherHeld } from '../../src/sandbox/ns/held.js';
+import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
+import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
+import { detectCgroups } from '../../src/sandbox/cgroup/index.js';
+import type { Observation } from '../../src/sandbox/types.js';
+import { freshOut, LIMITS, run, text } from './helpers-ns.js';
+
+const skip = syscallTracer() === null ? 'needs root and the host tracer (dist/native/airlock-tracer)' : !detectCgroups(true).usable ? 'needs a usable cgroup hierarchy' : false;
+
+after(async () => {
+  keepLauncherHeld(false);
+  await sandboxIdle();
+});
+
+async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(launcherHeld())}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A launcher waits in its cgroup (the first run started on request after turning it on holds one). */
+async function held(): Promise<string[]> {
+  keepLauncherHeld(true);
+  if (!launcherHeld().waiting) await run(['/bin/true']);
+  await until('a launcher held', () => launcherHeld().waiting);
+  const dirs = launcherHeld().cgroupDirs;
+  await until('the launcher in its cgroup', () => pidsOf(dirs).length === 1);
+  return dirs;
+}
+
+const fromHeld = (o: Observation): void => assert.equal(o.host.sandboxStart, 'on request, held launcher', `the run did not start from the held launcher: ${text(o)}`);
+
+function pidsOf(dirs: string[]): number[] {
+  try {
+    return readFileSync(join(dirs[0]!, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+test('a run started on request takes the held launcher; the next one is held at once', { skip }, async () => {
+  const dirs = await held();
+  const o = await run(['/bin/echo', 'from the held launcher']);
+  fromHeld(o);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.stdout.bytes.toString(), 'from the held launcher\n');
+  assert.deepEqual(o.sideEffects?.processesSpawned.executables, [{ path: '/bin/echo', count: 1 }]);
+  await until('the next launcher held', () => launcherHeld().waiting && launcherHeld().cgroupDirs[0] !== dirs[0]);
+  await sandboxIdle();
+  for (const d of dirs) assert.equal(existsSync(d), false, `the run's cgroup ${d} is removed after it`);
+});
+
+test('limits hold per run from a held launcher: each run gets its own memory and pids limits, written when it takes it', { skip }, async () => {
+  await held();
+  const bomb = await run(['/bin/sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 5 & done; wait'], { limits: { pids: 8 } });
+  fromHeld(bomb);
+  assert.ok(bomb.limitsExceeded.includes('pids'), text(bomb));
+
+  // The next launcher waited with a cgroup made for no run: this run's 64 MiB is the kernel's limit.
+  await held();
+  const oom = await run(['python3', '-c', 'x = bytearray(400 << 20); print(len(x))'], { limits: { memoryBytes: 64 << 20 } });
+  fromHeld(oom);
+  assert.equal(oom.status, 'RESOURCE_KILLED', text(oom));
+  assert.ok(oom.limitsExceeded.includes('memoryBytes'), text(oom));
+
+  // And a run with more than the waiting cgroup's own limits (64 MiB, 1 process) gets all of it.
+  await held();
+  const big = await run(['python3', '-c', 'import os\nx = bytearray(150 << 20)\npids = [os.fork() for _ in range(3)]\nprint(len(x)) if all(pids) else os._exit(0)'], { limits: { memoryBytes: 256 << 20, pids: 16 } });
+  fromHeld(big);
+  assert.equal(big.status, 'SUCCESS', text(big));
+  assert.equal(big.stdout.bytes.toString(), `${150 << 20}\n`);
+});
+
+test('hostile: the held launcher carries none of our descriptors, and a program in its sandbox finds only its stdio', { skip }, async () => {
+  const dirs = await held();
+  const [pid] = pidsOf(dirs);
+  // While it waits: its four pipes to the tracer, nothing else (not node's, not another run's).
+  const fds = readdirSync(`/proc/${pid}/fd`).map((fd) => readlinkSync(`/proc/${pid}/fd/${fd}`));
+  assert.equal(fds.length, 4, JSON.stringify(fds));
+  for (const f of fds) assert.match(f, /^pipe:\[\d+\]$/, JSON.stringify(fds));
+  const o = await run(['python3', '-c', 'import os\nprint("fds", sorted(int(f) for f in os.listdir("/proc/self/fd")))\nprint("uid", os.getuid())']);
+  fromHeld(o);
+  assert.match(o.stdout.bytes.toString(), /^fds \[0, 1, 2, 3\]\nuid \d+\n$/, `only stdio (and the listing's own descriptor): ${text(o)}`);
+  assert.doesNotMatch(o.stdout.bytes.toString(), /uid 0\n/, 'the program is not root');
+});
+
+test('a held launcher killed while it waits is dropped with a warning, and the run forks its own', { skip }, async () => {
+  const dirs = await held();
+  const warnings: string[] = [];
+  const onWarning = (w: Error): void => void warnings.push(w.message);
+  process.on('warning', onWarning);
+  try {
+    process.kill(pidsOf(dirs)[0]!, 'SIGKILL');
+    await until('the launcher reported gone', () => !launcherHeld().waiting);
+    const o = await run(['/bin/echo', 'still here']);
+    assert.equal(o.status, 'SUCCESS', text(o));
+    assert.equal(o.host.sandboxStart, 'on request');
+    assert.equal(o.stdout.bytes.toString(), 'still here\n');
+    await until('the warning', () => warnings.some((w) => /was not used .*ended while it waited/.test(w)));
+    await until('its cgroup removed', () => dirs.every((d) => !existsSync(d)));
+  } finally {
+    process.off('warning', onWarning);
+  }
+});
+
+test('dropping a launcher that is still joining its cgroup leaves no process or cgroup (ended by pid, not by its group)', { skip }, async () => {
+  await held();
+  const seen: string[][] = [];
+  for (let i = 0; i < 12; i++) {
+    // After a pause, a move into a cgroup waits for the kernel (without favordynmods: 5-25 ms) while
+    // holding cgroup_mutex: a group emptied and removed then is joined first, and stays busy.
+    await new Promise((r) => setTimeout(r, 120));
+    keepLauncherHeld(true); // holds one at once (a run was seen), then drops it before it could settle
+    seen.push(launcherHeld().cgroupDirs);
+    if (i % 3 > 0) await new Promise((r) => setTimeout(r, i % 3));
+    keepLauncherHeld(false);
+  }
+  assert.ok(seen.every((d) => d.length > 0), 'each turn held a launcher');
+  await until('every dropped launcher\'s cgroup removed', () => seen.flat().every((d) => !existsSync(d)));
+  // The tracer forks every launcher: none is left (nothing runs, none is held).
+  const children = (pid: number): number[] => spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  const tracer = children(process.pid).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('airlock-tracer'));
+  assert.equal(tracer.length, 1, 'the tracer runs');
+  await until('no launcher left', () => children(tracer[0]!).length === 0);
+});
+
+test('a run that ends before its launch (an input changed) ends the launcher it took and removes its cgroup', { skip }, async () => {
+  const dirs = await held();
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-held-test-'));
+  const input = join(dir, 'data.txt');
+  writeFileSync(input, 'actual');
+  const o = await run(['/bin/cat', '/in/data.txt'], { inputs: [{ name: 'data.txt', hostPath: input, sha256: createHash('sha256').update('declared').digest('hex') }] });
+  assert.equal(o.status, 'SANDBOX_ERROR', text(o));
+  assert.match(o.reason ?? '', /NS_INPUT_HASH_MISMATCH|sha256/, text(o));
+  await sandboxIdle();
+  await until('the taken launcher ended and its cgroup removed', () => dirs.every((d) => !existsSync(d)));
+});
+
+test('a process with a launcher held exits by itself, and its exit removes the launcher and its cgroup', { skip }, () => {
+  const script = `
+    const { keepLauncherHeld, launcherHeld } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/held.js', import.meta.url).href)});
+    const { runNs, sandboxIdle } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/runner.js', import.meta.url).href)});
+    keepLauncherHeld(true);
+    const o = await runNs({ argv: ['/bin/true'], outDir: process.env.OUT, limits: ${JSON.stringify(LIMITS)} });
+    await sandboxIdle();
+    while (!launcherHeld().waiting) await new Promise((r) => setTimeout(r, 20));
+    console.log(JSON.stringify({ status: o.status, dirs: launcherHeld().cgroupDirs }));`;
+  const t0 = Date.now();
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, OUT: freshOut() } });
+  assert.equal(r.status, 0, `${r.stderr}`);
+  assert.ok(Date.now() - t0 < 20_000, 'it did not wait for its held launcher');
+  const { status, dirs } = JSON.parse(r.stdout.trim().split('\n').pop()!) as { status: string; dirs: string[] };
+  assert.equal(status, 'SUCCESS');
+  assert.ok(dirs.length > 0);
+  for (const d of dirs) assert.equal(existsSync(d), false, `the held launcher's cgroup ${d} is gone with its process`);
+});
