@@ -2,7 +2,8 @@
 // process, in rounds (each round runs every candidate once, so the machine's drift hits them alike):
 //   airlock ns      a full gated run through the library API, in a sandbox it starts itself (checked):
 //                   validate a COMMAND_EXECUTION descriptor
-//                   with one declared scope, sandbox, observe (syscall tracer, diffs, limits), judge, render
+//                   with one declared scope, sandbox, observe (syscall tracer, diffs, limits), judge, render;
+//                   as a service starts it: from the launcher held ahead of need in a fresh cgroup (ns/held.ts)
 //   airlock ns, ahead of need  a full gated run of the command as `airlock exec -- CMD` makes it (no
 //                   scope, no network) in a sandbox started ahead of need (a waiting one before each
 //                   run; its start, in the background, is counted in its CPU per run)
@@ -24,6 +25,7 @@ import { pathToFileURL } from 'node:url';
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
 import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../dist/src/sandbox/ns/pool.js';
+import { keepLauncherHeld } from '../dist/src/sandbox/ns/held.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { bareArgs, execRun, montyRun, nsRun, removeWorkspace } from './airlock-run.mjs';
 import { loadAverage, treeCpuMs } from './proc-cpu.mjs';
@@ -83,9 +85,12 @@ if (srt.mod) {
   }
 }
 
-// Sandboxes ahead of need for the `airlock exec` shape only: the full gated run (with its scope) starts its own.
+// Sandboxes ahead of need for the `airlock exec` shape only: the full gated run (with its scope) starts
+// its own, from the launcher a service holds (pipeline/warm.ts does both).
 configureSandboxPool(1, (shape) => shape.scopes.length === 0);
+keepLauncherHeld(true);
 let pooledMisses = 0;
+let heldMisses = 0;
 console.log(`load average at the start: ${loadAverage()}; ${N} runs of each (sandbox-runtime ${srtWhy ? 'absent' : N_SRT}), in rounds`);
 console.log(await cgroupMovesNote());
 for (const c of COMMANDS) {
@@ -96,7 +101,8 @@ for (const c of COMMANDS) {
       fn: async () => {
         const r = await nsRun(descriptorFor(c.argv));
         if (r.sandboxResult.execution.status !== 'SUCCESS' || !r.observation.sideEffects) throw new Error(`airlock ns: ${r.sandboxResult.execution.status}, side effects ${r.observation.sideEffects ? 'observed' : 'unobserved'}`);
-        if (r.observation.host.sandboxStart !== 'on request') throw new Error('airlock ns (full gated run) must start its own sandbox');
+        if (!r.observation.host.sandboxStart?.startsWith('on request')) throw new Error('airlock ns (full gated run) must start its own sandbox');
+        if (r.observation.host.sandboxStart !== 'on request, held launcher') heldMisses++;
         expect('airlock ns', r.observation.stdout.bytes.toString(), c.out);
         return r;
       },
@@ -173,7 +179,8 @@ for (const c of COMMANDS) {
     console.log(`  sandbox-runtime / airlock ns ahead of need, p50: ${fmt(srtS.p50 / stats['airlock ns, ahead of need'].p50)}x; CPU/run ${fmt(srtS.cpu / stats['airlock ns, ahead of need'].cpu)}x`);
   } else console.log(`  sandbox-runtime: ${srtWhy}`);
 }
-console.log(`\nload average at the end: ${loadAverage()}${pooledMisses ? `; ${pooledMisses} "ahead of need" runs found no sandbox waiting` : ''}`);
+console.log(`\nload average at the end: ${loadAverage()}${pooledMisses ? `; ${pooledMisses} "ahead of need" runs found no sandbox waiting` : ''}${heldMisses ? `; ${heldMisses} full gated runs found no launcher held` : ''}`);
+keepLauncherHeld(false);
 await closeSandboxPool();
 if (srt.mod && !srtWhy) await srt.mod.SandboxManager.reset();
 await closeMontyPools();
