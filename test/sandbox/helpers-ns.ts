@@ -11,9 +11,17 @@ export function freshOut(): string {
   return join(mkdtempSync(join(tmpdir(), 'airlock-ns-test-')), 'out');
 }
 
-export function run(argv: string[], more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<Limits> } = {}): Promise<Observation> {
+const watchers: ((o: Observation) => void)[] = [];
+/** Sees every Observation `run` returns (a suite run again another way checks how its sandboxes started). */
+export function onObservation(watch: (o: Observation) => void): void {
+  watchers.push(watch);
+}
+
+export async function run(argv: string[], more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<Limits> } = {}): Promise<Observation> {
   const { limits, ...rest } = more;
-  return runNs({ argv, outDir: freshOut(), ...rest, limits: { ...LIMITS, ...limits } });
+  const o = await runNs({ argv, outDir: freshOut(), ...rest, limits: { ...LIMITS, ...limits } });
+  for (const watch of watchers) watch(o);
+  return o;
 }
 
 export const py = (code: string, more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<Limits> } = {}): Promise<Observation> => run(['python3', '-c', code], more);

@@ -53,9 +53,11 @@ export function keepLauncherHeld(on: boolean): void {
   else if (seen) holdNext(seen.tracer, seen.info);
 }
 
-/** Whether a launcher is held now, and its cgroup's directories (tests, benches). */
-export function launcherHeld(): { waiting: boolean; failures: number; cgroupDirs: string[] } {
-  return { waiting: waiting !== null && !waiting.launcher.gone, failures, cgroupDirs: waiting?.cg.dirs ?? [] };
+let served = 0;
+
+/** Whether a launcher is held now, its cgroup's directories, and how many runs took one (tests, benches). */
+export function launcherHeld(): { waiting: boolean; failures: number; cgroupDirs: string[]; served: number } {
+  return { waiting: waiting !== null && !waiting.launcher.gone, failures, cgroupDirs: waiting?.cg.dirs ?? [], served };
 }
 
 /**
@@ -72,6 +74,7 @@ export function takeHeldLauncher(tracer: SyscallTracer, info: CgroupInfo, limits
   const why = h.launcher.gone ? `it ended while it waited: ${h.launcher.failure}` : setLimits(h, limits);
   if (why === null) {
     failures = 0;
+    served++;
     return h;
   }
   failures++;
