@@ -982,9 +982,10 @@ static void launch_held(struct launch_req *q, const char *raw, size_t len) {
   l->hold = q->hold;
   r->id = q->id;
   if (step) {
-    // The launcher cannot have the whole request: it ends (EOF, or a line it refuses); W and Z follow.
+    // The launcher cannot have the whole request: it ends now; W and Z follow.
+    int e = errno;
     kill(l->pid, SIGKILL);
-    out("%d R err %s %d\n", q->id, step, errno);
+    out("%d R err %s %d\n", q->id, step, e);
     return;
   }
   out("%d R ok %d\n", q->id, l->pid);

@@ -85,6 +85,15 @@ test('limits hold per run from a held launcher: each run gets its own memory and
   assert.equal(big.stdout.bytes.toString(), `${150 << 20}\n`);
 });
 
+test('a launch request longer than a pipe holds (here a 100 kB argument) reaches the held launcher whole', { skip }, async () => {
+  await held();
+  const arg = 'x'.repeat(100_000);
+  const o = await run(['python3', '-c', "import sys; print(len(sys.argv[1]), sys.argv[1] == 'x' * 100000)", arg]);
+  fromHeld(o);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.stdout.bytes.toString(), '100000 True\n');
+});
+
 test('hostile: the held launcher carries none of our descriptors, and a program in its sandbox finds only its stdio', { skip }, async () => {
   const dirs = await held();
   const [pid] = pidsOf(dirs);
