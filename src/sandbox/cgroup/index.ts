@@ -99,12 +99,14 @@ function detectDelegated(v1: Record<string, string>, v2: string[]): CgroupInfo {
   return { version: null, controllers: [], mounts: {}, swapAccounting: false, usable: false, bases: {}, delegation: null, detail: 'no cgroup hierarchy is mounted' };
 }
 
-/** Create this run's group with its limits. Throws on failure (the runner turns it into a SANDBOX_ERROR). */
-export function createRunCgroup(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
+/**
+ * Create this run's group with its limits. Throws on failure (the runner turns it into a SANDBOX_ERROR).
+ * `prime`: the caller moves the sandbox in shortly, on a request's path (not a launcher held ahead).
+ */
+export function createRunCgroup(info: CgroupInfo, runName: string, limits: CgroupLimits, prime = true): RunCgroup {
   if (!info.usable || info.version === null) throw new Error(`no usable cgroup: ${info.detail}`);
   const group = info.version === 2 ? createV2(info, runName, limits) : createV1(info, runName, limits);
-  // The caller moves the sandbox in shortly: start the kernel's wait for that now, after the group's
-  // mkdirs (prime.ts).
-  primeAttach(info);
+  // Start the kernel's wait for that move now, after the group's mkdirs (prime.ts).
+  if (prime) primeAttach(info);
   return group;
 }
