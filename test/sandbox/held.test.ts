@@ -15,6 +15,7 @@ import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import { detectCgroups } from '../../src/sandbox/cgroup/index.js';
 import type { Observation } from '../../src/sandbox/types.js';
+import { airlock } from '../helpers/cli.js';
 import { freshOut, LIMITS, run, text } from './helpers-ns.js';
 
 const skip = syscallTracer() === null ? 'needs root and the host tracer (dist/native/airlock-tracer)' : !detectCgroups(true).usable ? 'needs a usable cgroup hierarchy' : false;
@@ -176,4 +177,11 @@ test('a process with a launcher held exits by itself, and its exit removes the l
   assert.equal(status, 'SUCCESS');
   assert.ok(dirs.length > 0);
   for (const d of dirs) assert.equal(existsSync(d), false, `the held launcher's cgroup ${d} is gone with its process`);
+});
+
+test('airlock doctor says whether a service holds a launcher here', { skip }, () => {
+  const r = airlock(['doctor']);
+  assert.match(r.stdout, /\nheld launcher +yes: services hold one launcher already moved into a fresh cgroup/, r.stdout);
+  const off = airlock(['doctor'], { env: { AIRLOCK_SYSCALL_TRACER: 'strace' } });
+  assert.match(off.stdout, /\nheld launcher +NO: it needs root and the host syscall tracer/, off.stdout);
 });
