@@ -180,7 +180,7 @@ for (const c of COMMANDS) {
   } else console.log(`  sandbox-runtime: ${srtWhy}`);
 }
 console.log(`\nload average at the end: ${loadAverage()}${pooledMisses ? `; ${pooledMisses} "ahead of need" runs found no sandbox waiting` : ''}${heldMisses ? `; ${heldMisses} full gated runs found no launcher held` : ''}`);
-keepLauncherHeld(false);
+await keepLauncherHeld(false);
 await closeSandboxPool();
 if (srt.mod && !srtWhy) await srt.mod.SandboxManager.reset();
 await closeMontyPools();

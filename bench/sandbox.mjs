@@ -106,7 +106,7 @@ async function afterPauseSection(rounds, pause) {
     t = performance.now();
     (await nsRun()).cleanup();
     const th = performance.now() - t;
-    keepLauncherHeld(false);
+    await keepLauncherHeld(false);
     await sandboxIdle();
     await sleep(pause);
     t = performance.now();

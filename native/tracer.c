@@ -14,16 +14,20 @@
 //
 // Protocol. stdin, one request per line:
 //   `R <run> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid> <stdout fifo> <stderr fifo> <seccomp file>
-//    <cgroup.procs files|-> <argv>...`: start bwrap for a run (details at parse_launch and "launches").
+//    <cgroup.procs files|-|h<slot>x<files>> <argv>...`: start bwrap for a run (details at parse_request
+//    and "launches"); with `h<slot>`, from the launcher held in that slot, or, when it is gone, from one
+//    forked into the files' cgroups.
 //   `G <run>`: let a held run's init go on.
 //   `H <slot> <cgroup.procs files>`: fork a launcher ahead of need that moves itself into those cgroups
-//    and waits; an `R` whose cgroup field is `h<slot>` then starts its bwrap (details at "held launchers").
+//    and waits for an `R` naming it (details at "held launchers").
 //   `C <slot>`: end a held launcher that no run will take.
 // stdout, one line per event, `<run> <type> ...`; strings are hex so no byte can break the framing:
-//   R ok <pid> | R err <step> <errno>    bwrap started (its pid) | a step failed (busy, request, fifo,
-//                                        pipe, fork, held, params: nothing runs; cgroup, rlimit, fds,
-//                                        ids, exec: in the child, whose exit W and Z follow). A held
-//                                        launcher's lines carry its slot until an `R` takes it.
+//   R ok <pid> [held] | R err <step> <errno>  bwrap started (its pid; `held`: from a held launcher) |
+//                                        a step failed (busy, request, fifo, pipe, fork: nothing runs;
+//                                        cgroup, rlimit, fds, ids, exec: in the child, whose exit W and
+//                                        Z follow; a held launcher's fifo, request or params: it is
+//                                        killed, W and Z follow). A held launcher's lines carry its
+//                                        slot until an `R` takes it.
 //   B <pid> | B err ptrace <errno> <pid> bwrap's init is traced | could not be (it is still blocked)
 //   W <code|-> <signal|->                bwrap itself ended
 //   P <pid>                              the program's first process (first successful exec of the run)
@@ -728,15 +732,19 @@ static void maybe_finish(struct run *r) {
 }
 
 // A request field: `x` then the hex of its bytes (so an empty string is still a field), decoded in place.
+// Linear in the field's length (sscanf("%2x") per byte pair rescanned the rest of the line each time:
+// quadratic, ~0.5 s for a 400 kB request).
+static int nibble(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
 static int unhex(char *h) {
   if (h[0] != 'x') return -1;
   size_t n = strlen(h + 1);
   if (n % 2) return -1;
   for (size_t i = 0; i < n / 2; i++) {
-    unsigned v;
-    if (sscanf(h + 1 + 2 * i, "%2x", &v) != 1) return -1;
-    h[i] = (char)v;
-    if (h[i] == 0) return -1;
+    int hi = nibble(h[1 + 2 * i]), lo = nibble(h[2 + 2 * i]);
+    if (hi < 0 || lo < 0 || (hi | lo) == 0) return -1;
+    h[i] = (char)(hi << 4 | lo);
   }
   h[n / 2] = 0;
   return (int)(n / 2);
@@ -766,6 +774,25 @@ static void close_from(unsigned lo, unsigned hi) {
     for (unsigned fd = lo; fd <= hi && fd < 65536; fd++) close((int)fd);
 }
 
+// Closes every fd but `keep` (n of them, at most 4): nothing of ours (node's pipes, other runs' pipes,
+// FIFOs, a held launcher's request pipe) stays in a launcher a moment longer than its fork.
+static void close_all_but(const int *fds, int n) {
+  int keep[4];
+  memcpy(keep, fds, sizeof(int) * (size_t)n);
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && keep[j] < keep[j - 1]; j--) {
+      int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  unsigned lo = 0;
+  for (int i = 0; i < n; i++) {
+    if ((unsigned)keep[i] > lo) close_from(lo, (unsigned)keep[i] - 1);
+    lo = (unsigned)keep[i] + 1;
+  }
+  close_from(lo, ~0U);
+}
+
 // Joins the run's cgroups (every process of the run is born inside).
 static void join_cgroups(char *cgroups, int status_w) {
   char pid[24];
@@ -787,6 +814,8 @@ static void child_exec(const struct launch_req *q, int info_w, int block_r, int 
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   signal(SIGPIPE, SIG_DFL);
+  const int mine[3] = {info_w, block_r, status_w};
+  close_all_but(mine, 3);
   join_cgroups(q->cgroups, status_w);
   struct rlimit cpu = {(rlim_t)q->cpu_soft, (rlim_t)q->cpu_hard}, core = {0, 0}, fs = {(rlim_t)q->fsize, (rlim_t)q->fsize};
   if (setrlimit(RLIMIT_CPU, &cpu) != 0 || setrlimit(RLIMIT_CORE, &core) != 0 || (q->fsize >= 0 && setrlimit(RLIMIT_FSIZE, &fs) != 0)) child_fail(status_w, "rlimit");
@@ -878,15 +907,15 @@ static void exec_child(void *q, int info_w, int block_r, int status_w, int param
 
 static void make_fifos(const struct launch_req *q, const char **step) {
   *step = NULL;
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 2 && !*step; i++)
     if (mkfifo(q->fifo[i], 0600) != 0) *step = "fifo";
 }
 
-static void launch(struct launch_req *q) {
+static void launch(struct launch_req *q, int fifos_made) {
   struct run *r = new_slot(q->id);
   if (!r) return;
-  const char *step;
-  make_fifos(q, &step);
+  const char *step = NULL;
+  if (!fifos_made) make_fifos(q, &step);
   if (!step) step = fork_launcher(r, 0, exec_child, q);
   if (step) {
     out("%d R err %s %d\n", q->id, step, errno);
@@ -902,40 +931,78 @@ static void launch(struct launch_req *q) {
 // the first such write after a pause waits for an RCU grace period (5-25 ms measured). A held
 // launcher pays that ahead of need: forked on `H`, it closes every fd but its four pipes (nothing of
 // ours or of other runs may wait with it), moves itself into the slot's fresh cgroups and blocks on
-// its request pipe. An `R` naming it (`h<slot>`) makes the FIFOs, writes the request line to that
-// pipe and gives the slot the run's id; the launcher parses it as `R` would and goes on as a forked
-// launcher does, from the rlimits on. EOF before any request: node let it go, it exits.
+// its request pipe. An `R` naming it (`h<slot>`) makes the FIFOs, writes the request, decoded, to
+// that pipe and gives the slot the run's id; the launcher goes on as a forked launcher does, from the
+// rlimits on. EOF before any request: node let it go, it exits.
 
+// The request a held launcher gets: a 4-byte length, then `<hold> <cpuSoft> <cpuHard> <fsize> <uid>
+// <gid> <argc>`, NUL, and the FIFOs, the seccomp file and argv, each NUL-terminated: decoded by the
+// tracer already (outside the run's cgroup), read by length (never until EOF: a launcher forked
+// meanwhile may still hold a copy of the pipe's write end until its own close_all_but).
 static char held_req[IBUF_CAP];
-static int parse_request(char *line, struct launch_req *q);
+
+static int read_full(int fd, char *buf, size_t n) {
+  for (size_t got = 0; got < n;) {
+    ssize_t k = read(fd, buf + got, n - got);
+    if (k == 0 || (k < 0 && errno != EINTR)) return -1;
+    if (k > 0) got += (size_t)k;
+  }
+  return 0;
+}
+
+static int unpack_request(char *b, size_t len, struct launch_req *q) {
+  static char *argv[MAX_ARGS + 1];
+  memset(q, 0, sizeof *q);
+  char *end = b + len, *p = memchr(b, 0, len);
+  int argc;
+  if (!p || sscanf(b, "%d %ld %ld %lld %u %u %d", &q->hold, &q->cpu_soft, &q->cpu_hard, &q->fsize, &q->uid, &q->gid, &argc) != 7) return -1;
+  if (argc <= 0 || argc > MAX_ARGS || q->uid == 0 || q->gid == 0) return -1;
+  char *f[3];
+  for (int i = 0; i < 3 + argc; i++) {
+    char *s = ++p;
+    if (s >= end || !(p = memchr(s, 0, (size_t)(end - s)))) return -1;
+    if (i < 3) f[i] = s;
+    else argv[i - 3] = s;
+  }
+  argv[argc] = NULL;
+  q->fifo[0] = f[0];
+  q->fifo[1] = f[1];
+  q->seccomp = f[2];
+  q->cgroups = (char *)"";
+  q->argv = argv;
+  return 0;
+}
 
 static void held_child(void *cgroups, int info_w, int block_r, int status_w, int params_r) {
-  int keep[4] = {info_w, block_r, status_w, params_r};
-  for (int i = 1; i < 4; i++)
-    for (int j = i; j > 0 && keep[j] < keep[j - 1]; j--) {
-      int t = keep[j];
-      keep[j] = keep[j - 1];
-      keep[j - 1] = t;
-    }
-  unsigned lo = 0;
-  for (int i = 0; i < 4; i++) {
-    if ((unsigned)keep[i] > lo) close_from(lo, (unsigned)keep[i] - 1);
-    lo = (unsigned)keep[i] + 1;
-  }
-  close_from(lo, ~0U);
+  const int mine[4] = {info_w, block_r, status_w, params_r};
+  close_all_but(mine, 4);
   join_cgroups(cgroups, status_w);
-  size_t n = 0;
-  ssize_t k;
-  while (n < sizeof held_req - 1 && (k = read(params_r, held_req + n, sizeof held_req - 1 - n)) != 0) {
-    if (k < 0 && errno != EINTR) child_fail(status_w, "params");
-    if (k > 0) n += (size_t)k;
-  }
-  if (n == 0) _exit(0);
-  held_req[n] = 0;
-  struct launch_req q;
-  if (parse_request(held_req, &q) != 0 || q.held_slot <= 0) child_fail(status_w, "request");
+  uint32_t len;
+  if (read_full(params_r, (char *)&len, sizeof len) != 0) _exit(0); // node let it go unused
+  if (len == 0 || len > sizeof held_req || read_full(params_r, held_req, len) != 0) child_fail(status_w, "params");
   close(params_r);
+  struct launch_req q;
+  if (unpack_request(held_req, len, &q) != 0) child_fail(status_w, "request");
   child_exec(&q, info_w, block_r, status_w);
+}
+
+// What a held launcher reads: see held_req. 0 when it does not fit.
+static size_t pack_request(const struct launch_req *q, char *b, size_t cap) {
+  int argc = 0;
+  while (q->argv[argc]) argc++;
+  int n = snprintf(b + 4, cap - 4, "%d %ld %ld %lld %u %u %d", q->hold, q->cpu_soft, q->cpu_hard, q->fsize, q->uid, q->gid, argc);
+  size_t len = (size_t)n + 1;
+  const char *fields[3] = {q->fifo[0], q->fifo[1], q->seccomp};
+  for (int i = 0; i < 3 + argc; i++) {
+    const char *f = i < 3 ? fields[i] : q->argv[i - 3];
+    size_t fl = strlen(f) + 1;
+    if (4 + len + fl > cap) return 0;
+    memcpy(b + 4 + len, f, fl);
+    len += fl;
+  }
+  uint32_t l32 = (uint32_t)len;
+  memcpy(b, &l32, 4);
+  return 4 + len;
 }
 
 // `H <slot> <hex cgroup.procs paths>`
@@ -965,20 +1032,32 @@ static void cancel_held(int slot) {
   if (l && l->held && !l->reaped) kill(l->pid, SIGKILL);
 }
 
-// An `R` for a held launcher: `raw` is its line as it came (parsing decoded `q` in place).
-static void launch_held(struct launch_req *q, const char *raw, size_t len) {
-  struct run *r = run_of(q->held_slot);
+// Whether slot `slot` holds a launcher a run can take now.
+static struct launch *held_in(int slot) {
+  struct run *r = run_of(slot);
   struct launch *l = r ? &launches[r - runs] : NULL;
-  if (!l || !l->held || l->reaped || run_of(q->id)) {
-    out("%d R err held %d\n", q->id, ESRCH);
+  return l && l->held && !l->reaped ? l : NULL;
+}
+
+// An `R` for a held launcher that is there (on_launch_request checked).
+static void launch_held(struct launch_req *q) {
+  static char packed[IBUF_CAP];
+  struct launch *l = held_in(q->held_slot);
+  struct run *r = &runs[l - launches];
+  if (run_of(q->id)) {
+    out("%d R err busy %d\n", q->id, EEXIST);
     return;
   }
   const char *step;
   make_fifos(q, &step);
+  size_t len = step ? 0 : pack_request(q, packed, sizeof packed);
+  if (!step && len == 0) step = "request";
   if (!step && len > 65536 && fcntl(l->params_fd, F_SETPIPE_SZ, (int)len) < 0) step = "params";
-  if (!step && write(l->params_fd, raw, len) != (ssize_t)len) step = "params";
+  if (!step && write(l->params_fd, packed, len) != (ssize_t)len) step = "params";
+  int gone = step && errno == EPIPE; // it died, not yet reaped: the run gets a forked launcher instead
   close_fd(&l->params_fd);
   l->held = 0;
+  if (gone) return launch(q, 1);
   l->hold = q->hold;
   r->id = q->id;
   if (step) {
@@ -988,7 +1067,7 @@ static void launch_held(struct launch_req *q, const char *raw, size_t len) {
     out("%d R err %s %d\n", q->id, step, e);
     return;
   }
-  out("%d R ok %d\n", q->id, l->pid);
+  out("%d R ok %d held\n", q->id, l->pid);
 }
 
 static void release(struct launch *l) {
@@ -1066,7 +1145,7 @@ static int overlong;
 static int parse_request(char *line, struct launch_req *q) {
   static char *argv[MAX_ARGS + 1];
   memset(q, 0, sizeof *q);
-  q->id = -1;
+  q->id = INT_MIN;
   char *save = NULL, *tok[11];
   int nt = 0;
   for (char *t = strtok_r(line, " ", &save); t && nt < 11; t = nt < 11 ? strtok_r(NULL, " ", &save) : NULL) tok[nt++] = t;
@@ -1085,9 +1164,12 @@ static int parse_request(char *line, struct launch_req *q) {
   char *cg = strtok_r(NULL, " ", &save);
   if (!cg) return -1;
   if (cg[0] == 'h') {
-    if (sscanf(cg + 1, "%d", &q->held_slot) != 1 || q->held_slot <= 0) return -1;
-    cg[0] = 0;
-  } else if (strcmp(cg, "-") == 0) cg[0] = 0;
+    // h<slot>x<hex cgroup.procs paths>: the held launcher, or, when it is gone, a launcher forked into those cgroups.
+    char *x = strchr(cg, 'x');
+    if (!x || sscanf(cg + 1, "%d", &q->held_slot) != 1 || q->held_slot <= 0) return -1;
+    cg = x;
+  }
+  if (strcmp(cg, "-") == 0) cg[0] = 0;
   else if (unhex(cg) < 0) return -1;
   q->cgroups = cg;
   int na = 0;
@@ -1102,14 +1184,11 @@ static int parse_request(char *line, struct launch_req *q) {
 }
 
 static void on_launch_request(char *line) {
-  static char raw[IBUF_CAP];
-  size_t len = strlen(line);
-  memcpy(raw, line, len);
   struct launch_req q;
   if (parse_request(line, &q) != 0) {
-    if (q.id >= 0) out("%d R err request %d\n", q.id, EINVAL);
-  } else if (q.held_slot > 0) launch_held(&q, raw, len);
-  else launch(&q);
+    if (q.id != INT_MIN) out("%d R err request %d\n", q.id, EINVAL);
+  } else if (q.held_slot > 0 && held_in(q.held_slot)) launch_held(&q);
+  else launch(&q, 0); // a held launcher that is gone (killed while the run staged): fork one into the same cgroups
 }
 
 static void read_requests(void) {

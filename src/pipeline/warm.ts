@@ -24,6 +24,5 @@ export function warmLanes(o: { monty: boolean }): void {
 /** Stops the workers, kills the sandboxes waiting and removes the run folders made ahead (a service's shutdown). */
 export async function closeLanes(): Promise<void> {
   keepRunFoldersReady(false);
-  keepLauncherHeld(false);
-  await Promise.all([closeMontyPools(), closeSandboxPool()]);
+  await Promise.all([closeMontyPools(), closeSandboxPool(), keepLauncherHeld(false)]);
 }

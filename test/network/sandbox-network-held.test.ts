@@ -9,7 +9,7 @@ import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 
 keepLauncherHeld(true);
 after(async () => {
-  keepLauncherHeld(false);
+  await keepLauncherHeld(false);
   await sandboxIdle();
   if (syscallTracer() !== null) assert.ok(launcherHeld().served >= 10, `runs started from a held launcher: ${launcherHeld().served}`);
 });

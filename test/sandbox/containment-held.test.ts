@@ -13,7 +13,7 @@ keepLauncherHeld(true);
 const starts: string[] = [];
 onObservation((o: Observation) => void starts.push(o.host.sandboxStart ?? 'none'));
 after(async () => {
-  keepLauncherHeld(false);
+  await keepLauncherHeld(false);
   await sandboxIdle();
   // All but the first run (which finds none held yet) start from a held launcher where this host can hold one.
   if (syscallTracer() !== null) assert.ok(starts.filter((s) => s === 'on request, held launcher').length >= starts.length - 3, `how the runs started: ${JSON.stringify(starts)}`);

@@ -7,13 +7,13 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { keepLauncherHeld, launcherHeld } from '../../src/sandbox/ns/held.js';
 import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
-import { detectCgroups } from '../../src/sandbox/cgroup/index.js';
+import { createRunCgroup, detectCgroups } from '../../src/sandbox/cgroup/index.js';
 import type { Observation } from '../../src/sandbox/types.js';
 import { airlock } from '../helpers/cli.js';
 import { freshOut, LIMITS, run, text } from './helpers-ns.js';
@@ -21,7 +21,7 @@ import { freshOut, LIMITS, run, text } from './helpers-ns.js';
 const skip = syscallTracer() === null ? 'needs root and the host tracer (dist/native/airlock-tracer)' : !detectCgroups(true).usable ? 'needs a usable cgroup hierarchy' : false;
 
 after(async () => {
-  keepLauncherHeld(false);
+  await keepLauncherHeld(false);
   await sandboxIdle();
 });
 
@@ -86,13 +86,73 @@ test('limits hold per run from a held launcher: each run gets its own memory and
   assert.equal(big.stdout.bytes.toString(), `${150 << 20}\n`);
 });
 
-test('a launch request longer than a pipe holds (here a 100 kB argument) reaches the held launcher whole', { skip }, async () => {
+test('a launch request longer than a pipe holds (4 arguments of 120 kB) reaches the held launcher whole, and the run is not charged for it', { skip }, async () => {
   await held();
-  const arg = 'x'.repeat(100_000);
-  const o = await run(['python3', '-c', "import sys; print(len(sys.argv[1]), sys.argv[1] == 'x' * 100000)", arg]);
+  const arg = 'x'.repeat(120_000);
+  // The request is decoded by the tracer, outside the run's cgroup (a launcher that decoded it itself
+  // was charged ~0.8 s of CPU for these, and killed at a 500 ms CPU limit).
+  const o = await run(['python3', '-c', "import sys; print(len(sys.argv) - 1, all(a == 'x' * 120000 for a in sys.argv[1:]))", arg, arg, arg, arg], { limits: { cpuMs: 500 } });
   fromHeld(o);
   assert.equal(o.status, 'SUCCESS', text(o));
-  assert.equal(o.stdout.bytes.toString(), '100000 True\n');
+  assert.equal(o.stdout.bytes.toString(), '4 True\n');
+  const cpu = (o.resources.cpuUserMs ?? 0) + (o.resources.cpuSystemMs ?? 0);
+  assert.ok(cpu < 300, `the run's CPU is its program's: ${cpu} ms`);
+});
+
+test('a held launcher killed after its run took it (while the run staged) gives way to one forked into the same cgroup', { skip }, async () => {
+  const dirs = await held();
+  const [pid] = pidsOf(dirs);
+  let release!: () => void;
+  const staged = new Promise<void>((r) => (release = r));
+  const p = run(['/bin/echo', 'forked instead'], { outDirParent: staged, limits: { pids: 8 } });
+  await until('the run took it', () => launcherHeld().cgroupDirs[0] !== dirs[0]);
+  process.kill(pid!, 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 200));
+  release();
+  const o = await p;
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.stdout.bytes.toString(), 'forked instead\n');
+  assert.equal(o.host.sandboxStart, 'on request', 'the observation says the launcher was forked');
+  const bomb = await run(['/bin/sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 5 & done; wait'], { limits: { pids: 8 } });
+  assert.ok(bomb.limitsExceeded.includes('pids'), text(bomb));
+});
+
+test('a held run does not wait for a launcher forked meanwhile that is slow to start (it reads its request by length, and launchers keep no other fd)', { skip }, async () => {
+  const tracer = syscallTracer()!;
+  const info = detectCgroups(true);
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-held-test-'));
+  const a = createRunCgroup(info, `ns-test-a-${process.pid}`, { memoryBytes: 64 << 20, pids: 4 }, false);
+  const b = createRunCgroup(info, `ns-test-b-${process.pid}`, { memoryBytes: 64 << 20, pids: 4 }, false);
+  const procs = (g: typeof a): string[] => g.dirs.map((d) => join(d, 'cgroup.procs'));
+  const spec = (name: string, g: typeof a) => ({ argv: ['/bin/true'], stdoutFifo: join(dir, `${name}.out`), stderrFifo: join(dir, `${name}.err`), seccompFile: '/dev/null', cgroupProcs: procs(g), limits: { cpuSoftS: 2, cpuHardS: 3, fsizeBytes: null, uid: 65534, gid: 65534 }, hold: false });
+  const readers: number[] = [];
+  const openReaders = (sp: { stdoutFifo: string; stderrFifo: string }): void => {
+    for (const f of [sp.stdoutFifo, sp.stderrFifo]) readers.push(openSync(f, constants.O_RDONLY | constants.O_NONBLOCK));
+  };
+  try {
+    const h = tracer.hold(procs(a));
+    await until('the launcher in its cgroup', () => pidsOf(a.dirs).length === 1);
+    // An ordinary launch whose launcher waits on its FIFOs (nobody opens them for 3 s): a held launcher
+    // that read its request until EOF waited for it, since this one kept a copy of the pipe.
+    const slowSpec = spec('slow', b);
+    const slow = tracer.launch(slowSpec);
+    await slow.started;
+    setTimeout(() => openReaders(slowSpec), 3000);
+    const t0 = Date.now();
+    const fast = tracer.launch({ ...spec('held', a), held: h });
+    const st = await fast.started;
+    assert.ok('pid' in st && st.held, JSON.stringify(st));
+    openReaders(spec('held', a));
+    const ex = await fast.exit;
+    assert.equal(ex.code, 0, JSON.stringify(ex));
+    assert.ok(Date.now() - t0 < 2000, `the held run took ${Date.now() - t0} ms`);
+    await slow.exit;
+  } finally {
+    for (const fd of readers) closeSync(fd);
+    await a.destroy();
+    await b.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('hostile: the held launcher carries none of our descriptors, and a program in its sandbox finds only its stdio', { skip }, async () => {
@@ -106,6 +166,12 @@ test('hostile: the held launcher carries none of our descriptors, and a program 
   fromHeld(o);
   assert.match(o.stdout.bytes.toString(), /^fds \[0, 1, 2, 3\]\nuid \d+\n$/, `only stdio (and the listing's own descriptor): ${text(o)}`);
   assert.doesNotMatch(o.stdout.bytes.toString(), /uid 0\n/, 'the program is not root');
+});
+
+test('turning the held launcher off resolves once it is gone and its cgroup removed (a service\'s close awaits it)', { skip }, async () => {
+  const dirs = await held();
+  await keepLauncherHeld(false);
+  for (const d of dirs) assert.equal(existsSync(d), false, `${d} is left after the close`);
 });
 
 test('a held launcher killed while it waits is dropped with a warning, and the run forks its own', { skip }, async () => {
@@ -137,7 +203,7 @@ test('dropping a launcher that is still joining its cgroup leaves no process or 
     keepLauncherHeld(true); // holds one at once (a run was seen), then drops it before it could settle
     seen.push(launcherHeld().cgroupDirs);
     if (i % 3 > 0) await new Promise((r) => setTimeout(r, i % 3));
-    keepLauncherHeld(false);
+    void keepLauncherHeld(false);
   }
   assert.ok(seen.every((d) => d.length > 0), 'each turn held a launcher');
   await until('every dropped launcher\'s cgroup removed', () => seen.flat().every((d) => !existsSync(d)));

@@ -44,13 +44,20 @@ let exitHook = false;
 /** What the last run started on request had: the first launcher is held after the first such run. */
 let seen: { tracer: SyscallTracer; info: CgroupInfo } | null = null;
 
-/** On: keep one launcher held for runs started on request (a service). Off: drop the one waiting. */
-export function keepLauncherHeld(on: boolean): void {
+/**
+ * On: keep one launcher held for runs started on request (a service). Off: drop the one waiting;
+ * resolves once it is gone and its cgroup removed (a service's close awaits it).
+ */
+export function keepLauncherHeld(on: boolean): Promise<void> {
   wanted = on;
   failures = 0;
-  if (!on && waiting) drop(waiting);
-  if (!on) waiting = null;
-  else if (seen) holdNext(seen.tracer, seen.info);
+  const h = waiting;
+  if (on) {
+    if (seen) holdNext(seen.tracer, seen.info);
+    return Promise.resolve();
+  }
+  waiting = null;
+  return h ? drop(h) : Promise.resolve();
 }
 
 let served = 0;
@@ -78,7 +85,7 @@ export function takeHeldLauncher(tracer: SyscallTracer, info: CgroupInfo, limits
     return h;
   }
   failures++;
-  drop(h);
+  void drop(h);
   process.emitWarning(`airlock: a launcher held ahead of need was not used (${h.name}): ${why}${failures >= MAX_FAILURES ? '; no launcher is held any more' : ''}`);
   return null;
 }
@@ -106,17 +113,22 @@ function holdNext(tracer: SyscallTracer, info: CgroupInfo): void {
   waiting = { name, cg, launcher: tracer.hold(cg.dirs.map((d) => join(d, 'cgroup.procs'))), tracer };
   if (!exitHook) {
     exitHook = true;
-    // Not yet any run's: no run folder names its group, so the staging's own cleanup would not find it.
+    // Not yet any run's (waiting, or being dropped): no run folder names their groups, so the
+    // staging's own cleanup would not find them.
     process.once('exit', () => {
-      for (const d of waiting?.cg.dirs ?? []) killAndRemoveGroup(d);
+      for (const h of [waiting, ...dropping]) for (const d of h?.cg.dirs ?? []) killAndRemoveGroup(d);
     });
   }
 }
 
-function drop(h: TakenLauncher): void {
-  void endUnused(h)
+const dropping = new Set<TakenLauncher>();
+
+function drop(h: TakenLauncher): Promise<void> {
+  dropping.add(h);
+  return endUnused(h)
     .then(() => h.cg.destroy())
     .then((errors) => {
       if (errors.length > 0) process.emitWarning(`airlock: cleanup of held launcher ${h.name} incomplete: ${errors.join('; ')}`);
-    });
+    })
+    .finally(() => dropping.delete(h));
 }

@@ -29,6 +29,8 @@ export interface SandboxLaunch {
   readonly trace: TraceRun | null;
   /** bwrap's host pid, once known. */
   bwrapPid(): number | null;
+  /** bwrap was started from the launcher held ahead of need for it (ns/held.ts), not forked for it. */
+  fromHeld(): boolean;
   /** Parked (a sandbox waiting in the pool), the launch does not keep node alive (tracer launches). */
   park(on: boolean): void;
 }
@@ -40,6 +42,7 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   let pid: number | null = null;
+  let held = false;
   let traced = false;
   let exited = false;
   const sockets: Socket[] = [];
@@ -72,6 +75,7 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
       return;
     }
     pid = s.pid;
+    held = s.held;
     // The FIFOs exist now, and bwrap's open for writing waits for our reader: opened here, before any
     // writer, a reader sees the writers' end (a reader opened after they were gone never would).
     for (const [path, into] of [[spec.stdoutFifo, stdout], [spec.stderrFifo, stderr]] as const) {
@@ -114,6 +118,7 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
       return traced ? l.trace : null;
     },
     bwrapPid: () => pid,
+    fromHeld: () => held,
     park: (on) => {
       parked = on;
       for (const sock of sockets) (on ? sock.unref : sock.ref).call(sock);
@@ -182,6 +187,7 @@ export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: W
     kill: () => child.kill('SIGKILL'),
     trace: null,
     bwrapPid: () => child.pid ?? null,
+    fromHeld: () => false,
     park: () => undefined, // node launches are never pooled
   };
 }

@@ -746,7 +746,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: scopeObs },
       ...(scratchUse ? { scratch: scratchUse } : {}),
       inputs,
-      host: { ...hostFacts(caps, spec, cg, observedBy, [...backstops]), sandboxStart: pooled ? 'ahead of need' : heldUsed ? 'on request, held launcher' : 'on request' },
+      host: { ...hostFacts(caps, spec, cg, observedBy, [...backstops]), sandboxStart: pooled ? 'ahead of need' : launch.fromHeld() ? 'on request, held launcher' : 'on request' },
       timings: { stagingMs: t0 - tStart, launchMs: (tReleased || tEnded) - t0, programMs: tReleased ? tEnded - tReleased : 0, observeMs: tDiff - tEnded + (performance.now() - tDiffEnd), diffMs: tDiffEnd - tDiff },
       ...(network ? { network } : {}),
       problems: status === 'SANDBOX_ERROR' ? [{ code: tracerRefused ? 'NS_TRACER_REFUSED' : 'NS_SANDBOX_FAILED', message: reason }] : [],

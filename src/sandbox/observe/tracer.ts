@@ -64,8 +64,8 @@ export interface LaunchExit {
 }
 
 export interface Launch {
-  /** bwrap's host pid, or why it could not be started. */
-  readonly started: Promise<{ pid: number } | { error: string }>;
+  /** bwrap's host pid (`held`: started from the launcher held for it), or why it could not be started. */
+  readonly started: Promise<{ pid: number; held: boolean } | { error: string }>;
   /** bwrap's init, traced (and, unless held, let go), or why not. */
   readonly init: Promise<{ pid: number } | AttachFailure>;
   /** bwrap's own end. */
@@ -79,7 +79,7 @@ export interface Launch {
 
 interface RunState extends TraceRun {
   finish: () => void;
-  onStarted: (r: { pid: number } | { error: string }) => void;
+  onStarted: (r: { pid: number; held: boolean } | { error: string }) => void;
   onInit: (r: { pid: number } | AttachFailure) => void;
   onExit: (r: LaunchExit) => void;
   spawnError: string | null;
@@ -156,13 +156,14 @@ export class SyscallTracer {
         this.runs.delete(id);
         r.onInit({ error: r.spawnError ?? 'bwrap ended before its init was traced', initPid: null, hostRefusesPtrace: false });
         r.finish();
-      } else if (f[0] === 'R' && f[1] === 'ok') r.onStarted({ pid: Number(f[2]) });
+      } else if (f[0] === 'R' && f[1] === 'ok') r.onStarted({ pid: Number(f[2]), held: f[3] === 'held' });
       else if (f[0] === 'R') {
         // `R err <step> <errno>`. Steps before the fork end the run here (no W or Z follows); the child's
         // steps (cgroup, rlimit, fds, ids, exec) are followed by bwrap's exit and Z.
         r.spawnError ??= `starting bwrap failed at step "${f[2]}" (errno ${f[3]})`;
         r.onStarted({ error: r.spawnError });
-        if (['busy', 'request', 'fifo', 'pipe', 'fork', 'held'].includes(f[2] ?? '')) {
+        // (A held launcher that failed at fifo or request is killed, and its W and Z follow: ignored then.)
+        if (['busy', 'request', 'fifo', 'pipe', 'fork'].includes(f[2] ?? '')) {
           this.runs.delete(id);
           this.lose(r, r.spawnError);
         }
@@ -188,7 +189,7 @@ export class SyscallTracer {
 
   private newRun(): [number, RunState, Pick<Launch, 'started' | 'init' | 'exit'>] {
     const id = this.nextId++;
-    const [started, onStarted] = settleOnce<{ pid: number } | { error: string }>();
+    const [started, onStarted] = settleOnce<{ pid: number; held: boolean } | { error: string }>();
     const [init, onInit] = settleOnce<{ pid: number } | AttachFailure>();
     const [exit, onExit] = settleOnce<LaunchExit>();
     const [done, finish] = settleOnce<void>();
@@ -238,7 +239,8 @@ export class SyscallTracer {
     const request = [
       'R', id, spec.hold ? 1 : 0, l.cpuSoftS, l.cpuHardS, l.fsizeBytes ?? -1, l.uid, l.gid,
       hexField(spec.stdoutFifo), hexField(spec.stderrFifo), hexField(spec.seccompFile),
-      spec.held ? `h${spec.held.slot}` : spec.cgroupProcs.length ? hexField(spec.cgroupProcs.join('\n')) : '-',
+      // The held launcher, or (gone meanwhile) one the tracer forks into the same cgroups.
+      spec.held ? `h${spec.held.slot}${hexField(spec.cgroupProcs.join('\n'))}` : spec.cgroupProcs.length ? hexField(spec.cgroupProcs.join('\n')) : '-',
       ...spec.argv.map(hexField),
     ];
     c.stdin.write(`${request.join(' ')}\n`);
