@@ -9,6 +9,7 @@
 // one is held at once, off the run's path. Runs from the sandbox pool (pool.ts) need none: theirs
 // moved when they started. A launcher that ended while it waited (killed, or it could not join its
 // cgroup) is dropped and the run forks its own; after MAX_FAILURES in a row none is held any more.
+// One that ends after a run took it gives way to one the tracer forks into the same cgroup.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ownerTag } from '../../base/owner.js';

@@ -33,7 +33,10 @@ export interface LaunchSpec {
   limits: { cpuSoftS: number; cpuHardS: number; fsizeBytes: number | null; uid: number; gid: number };
   /** Hold bwrap's init (blocked) after it is traced until release(): the network bridge starts first. */
   hold: boolean;
-  /** Start bwrap from this launcher, held ahead of need and already in the run's cgroups (`cgroupProcs` is then ignored). */
+  /**
+   * Start bwrap from this launcher, held ahead of need and already in the run's cgroups; `cgroupProcs`
+   * name them, for the launcher the tracer forks instead if this one is gone (killed meanwhile).
+   */
   held?: HeldLauncher;
 }
 
