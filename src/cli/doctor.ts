@@ -39,6 +39,7 @@ function poolLine(isRoot: boolean, tracer: string | null): string {
 function heldLine(isRoot: boolean, tracer: string | null, cgroupUsable: boolean): string {
   if (!isRoot || !tracer || process.env.AIRLOCK_SYSCALL_TRACER === 'strace') return 'NO: it needs root and the host syscall tracer: each run started on request forks its launcher';
   if (!cgroupUsable) return 'NO: no usable cgroup (nothing to move into ahead of need)';
+  if (process.env.AIRLOCK_HELD_LAUNCHER === '0') return 'off (AIRLOCK_HELD_LAUNCHER=0): each run started on request forks its launcher';
   return 'yes: services hold one launcher already moved into a fresh cgroup, for runs no waiting sandbox fits';
 }
 

@@ -11,13 +11,14 @@ import { keepRunFoldersReady } from './run-folder.js';
 /**
  * Monty: `min` workers (AIRLOCK_MONTY_WARM, else 2) when the policy lets that lane run. ns: per shape
  * of limits, AIRLOCK_SANDBOX_POOL sandboxes (else 2) after the first run of that shape. 0 turns either off.
- * A launcher held for ns runs started on request. Run folders: made ahead per workspace, after its first run.
+ * A launcher held for ns runs started on request (AIRLOCK_HELD_LAUNCHER=0: none). Run folders: made
+ * ahead per workspace, after its first run.
  */
 export function warmLanes(o: { monty: boolean }): void {
   if (o.monty) warmMontyLane();
   const n = Number(process.env.AIRLOCK_SANDBOX_POOL ?? 2);
   if (Number.isSafeInteger(n) && n > 0) configureSandboxPool(n);
-  keepLauncherHeld(true);
+  if (process.env.AIRLOCK_HELD_LAUNCHER !== '0') void keepLauncherHeld(true);
   keepRunFoldersReady(true);
 }
 

@@ -250,4 +250,34 @@ test('airlock doctor says whether a service holds a launcher here', { skip }, ()
   assert.match(r.stdout, /\nheld launcher +yes: services hold one launcher already moved into a fresh cgroup/, r.stdout);
   const off = airlock(['doctor'], { env: { AIRLOCK_SYSCALL_TRACER: 'strace' } });
   assert.match(off.stdout, /\nheld launcher +NO: it needs root and the host syscall tracer/, off.stdout);
+  const chosen = airlock(['doctor'], { env: { AIRLOCK_HELD_LAUNCHER: '0' } });
+  assert.match(chosen.stdout, /\nheld launcher +off \(AIRLOCK_HELD_LAUNCHER=0\)/, chosen.stdout);
+});
+
+test('a service holds a launcher (warmLanes), unless AIRLOCK_HELD_LAUNCHER=0; its close removes it', { skip }, () => {
+  const script = `
+    const { warmLanes, closeLanes } = await import(${JSON.stringify(new URL('../../src/pipeline/warm.js', import.meta.url).href)});
+    const { launcherHeld } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/held.js', import.meta.url).href)});
+    const { runNs, sandboxIdle } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/runner.js', import.meta.url).href)});
+    const { existsSync } = await import('node:fs');
+    warmLanes({ monty: false });
+    const starts = [];
+    for (let i = 0; i < 3; i++) {
+      const o = await runNs({ argv: ['/bin/true'], outDir: process.env.OUT + i, limits: ${JSON.stringify(LIMITS)} });
+      starts.push(o.host.sandboxStart);
+      await sandboxIdle();
+    }
+    const dirs = launcherHeld().cgroupDirs;
+    await closeLanes();
+    console.log(JSON.stringify({ starts, left: dirs.filter((d) => existsSync(d)) }));`;
+  const go = (env: NodeJS.ProcessEnv): { starts: string[]; left: string[] } => {
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, OUT: freshOut(), AIRLOCK_SANDBOX_POOL: '0', ...env } });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout.trim().split('\n').pop()!) as { starts: string[]; left: string[] };
+  };
+  const on = go({});
+  assert.deepEqual(on.starts, ['on request', 'on request, held launcher', 'on request, held launcher']);
+  assert.deepEqual(on.left, [], 'closeLanes removed the held launcher\'s cgroup');
+  const off = go({ AIRLOCK_HELD_LAUNCHER: '0' });
+  assert.deepEqual(off.starts, ['on request', 'on request', 'on request']);
 });
