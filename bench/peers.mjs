@@ -25,7 +25,7 @@ import { pathToFileURL } from 'node:url';
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
 import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../dist/src/sandbox/ns/pool.js';
-import { keepLauncherHeld } from '../dist/src/sandbox/ns/held.js';
+import { keepLaunchersHeld } from '../dist/src/sandbox/ns/held.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { bareArgs, execRun, montyRun, nsRun, removeWorkspace } from './airlock-run.mjs';
 import { loadAverage, treeCpuMs } from './proc-cpu.mjs';
@@ -88,7 +88,7 @@ if (srt.mod) {
 // Sandboxes ahead of need for the `airlock exec` shape only: the full gated run (with its scope) starts
 // its own, from the launcher a service holds (pipeline/warm.ts does both).
 configureSandboxPool(1, (shape) => shape.scopes.length === 0);
-keepLauncherHeld(true);
+keepLaunchersHeld(1);
 let pooledMisses = 0;
 let heldMisses = 0;
 console.log(`load average at the start: ${loadAverage()}; ${N} runs of each (sandbox-runtime ${srtWhy ? 'absent' : N_SRT}), in rounds`);
@@ -180,7 +180,7 @@ for (const c of COMMANDS) {
   } else console.log(`  sandbox-runtime: ${srtWhy}`);
 }
 console.log(`\nload average at the end: ${loadAverage()}${pooledMisses ? `; ${pooledMisses} "ahead of need" runs found no sandbox waiting` : ''}${heldMisses ? `; ${heldMisses} full gated runs found no launcher held` : ''}`);
-await keepLauncherHeld(false);
+await keepLaunchersHeld(0);
 await closeSandboxPool();
 if (srt.mod && !srtWhy) await srt.mod.SandboxManager.reset();
 await closeMontyPools();

@@ -10,7 +10,7 @@
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { runNs, sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
 import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../dist/src/sandbox/ns/pool.js';
-import { keepLauncherHeld, launcherHeld } from '../dist/src/sandbox/ns/held.js';
+import { keepLaunchersHeld, launcherHeld } from '../dist/src/sandbox/ns/held.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +26,7 @@ const bare = () => bareBwrap();
 console.log(`load average at the start: ${loadAverage()}`);
 console.log(await cgroupMovesNote());
 // As a service runs (pipeline/warm.ts): a launcher is held ahead of need for runs started on request.
-keepLauncherHeld(true);
+keepLaunchersHeld(1);
 const first = await nsRun();
 console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
 first.cleanup();
@@ -106,13 +106,13 @@ async function afterPauseSection(rounds, pause) {
     t = performance.now();
     (await nsRun()).cleanup();
     const th = performance.now() - t;
-    await keepLauncherHeld(false);
+    await keepLaunchersHeld(0);
     await sandboxIdle();
     await sleep(pause);
     t = performance.now();
     (await nsRun()).cleanup();
     const tc = performance.now() - t;
-    keepLauncherHeld(true); // holds the next one now (its move waits during the pause)
+    keepLaunchersHeld(1); // holds the next one now (its move waits during the pause)
     if (i >= 2) [xb, xh, xc].forEach((xs, j) => xs.push([tb, th, tc][j]));
   }
   const [sb, sh, sc] = [summary(xb), summary(xh), summary(xc)];

@@ -35,12 +35,13 @@ function poolLine(isRoot: boolean, tracer: string | null): string {
   return `yes: services keep ${Number(process.env.AIRLOCK_SANDBOX_POOL ?? 2)} per shape of limits for runs without a scope or the network (AIRLOCK_SANDBOX_POOL)`;
 }
 
-/** Whether a service holds a launcher ahead of need here (src/sandbox/ns/held.ts), and why not. */
+/** Whether a service holds launchers ahead of need here (src/sandbox/ns/held.ts), and why not. */
 function heldLine(isRoot: boolean, tracer: string | null, cgroupUsable: boolean): string {
-  if (!isRoot || !tracer || process.env.AIRLOCK_SYSCALL_TRACER === 'strace') return 'NO: it needs root and the host syscall tracer: each run started on request forks its launcher';
+  if (!isRoot || !tracer || process.env.AIRLOCK_SYSCALL_TRACER === 'strace') return 'NO: they need root and the host syscall tracer: each run started on request forks its launcher';
   if (!cgroupUsable) return 'NO: no usable cgroup (nothing to move into ahead of need)';
-  if (process.env.AIRLOCK_HELD_LAUNCHER === '0') return 'off (AIRLOCK_HELD_LAUNCHER=0): each run started on request forks its launcher';
-  return 'yes: services hold one launcher already moved into a fresh cgroup, for runs no waiting sandbox fits';
+  const n = Number(process.env.AIRLOCK_HELD_LAUNCHERS ?? 2);
+  if (!(Number.isSafeInteger(n) && n > 0)) return `off (AIRLOCK_HELD_LAUNCHERS=${process.env.AIRLOCK_HELD_LAUNCHERS}): each run started on request forks its launcher`;
+  return `yes: services hold ${n} launchers already moved into fresh cgroups, for runs no waiting sandbox fits (AIRLOCK_HELD_LAUNCHERS)`;
 }
 
 /** Above this, a move waited for the kernel (a favored move takes ~0.3 ms, a waiting one 7.4-26.5 ms on the VM measured). */
@@ -87,7 +88,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `overlayfs        ${yes(c.overlayfs)} (declared scopes are seen through a copy-on-write overlay)`,
     `syscall tracer   ${tracerLine}`,
     `warm sandboxes   ${poolLine(c.isRoot, tracer)}`,
-    `held launcher    ${heldLine(c.isRoot, tracer, c.cgroup.usable)}`,
+    `held launchers   ${heldLine(c.isRoot, tracer, c.cgroup.usable)}`,
     `strace           ${c.strace ? `${c.strace.version} at ${c.strace.path} (the fallback tracer)` : 'NOT FOUND: without the syscall tracer, side effects will be null (unmeasured) and every run BLOCKed'}`,
     `tmpfs caps       /out ${yes(c.tmpfsSizeCaps.hostOut)}, /tmp ${yes(c.tmpfsSizeCaps.sandboxTmp)} (${c.tmpfsSizeCaps.detail})`,
     `interpreters     ${c.interpreters.map((i) => `${i.name} ${i.version}`).join(', ') || 'none'}`,

@@ -49,7 +49,7 @@ test('rootless: before delegation every run is BLOCKed and doctor says why and h
     assert.equal(doc.code, 1, doc.stdout + doc.stderr);
     assert.match(doc.stdout, /running as non-root/);
     assert.match(doc.stdout, /\nwarm sandboxes +NO: they need root and the host syscall tracer/, 'the pool is said to be unavailable to an ordinary user');
-    assert.match(doc.stdout, /\nheld launcher +NO: it needs root and the host syscall tracer/, 'so is the held launcher');
+    assert.match(doc.stdout, /\nheld launchers +NO: they need root and the host syscall tracer/, 'so is the held launcher');
     assert.match(doc.stdout, /\n {2}memory +rlimit only, NOT COUNTED AS ENFORCED +.*RLIMIT_AS/);
     assert.match(doc.stdout, /\n {2}processes +rlimit only, NOT COUNTED AS ENFORCED +.*RLIMIT_NPROC/);
     assert.match(doc.stdout, /\n {2}wall time +enforced by the host/);

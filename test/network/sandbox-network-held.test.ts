@@ -3,13 +3,13 @@
 // held launcher's request carries as a forked launcher's does (sandbox-network.test.ts).
 import { after } from 'node:test';
 import assert from 'node:assert/strict';
-import { keepLauncherHeld, launcherHeld } from '../../src/sandbox/ns/held.js';
+import { keepLaunchersHeld, launcherHeld } from '../../src/sandbox/ns/held.js';
 import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 
-keepLauncherHeld(true);
+keepLaunchersHeld(1);
 after(async () => {
-  await keepLauncherHeld(false);
+  await keepLaunchersHeld(0);
   await sandboxIdle();
   if (syscallTracer() !== null) assert.ok(launcherHeld().served >= 10, `runs started from a held launcher: ${launcherHeld().served}`);
 });

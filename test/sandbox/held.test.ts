@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { keepLauncherHeld, launcherHeld } from '../../src/sandbox/ns/held.js';
+import { keepLaunchersHeld, launcherHeld } from '../../src/sandbox/ns/held.js';
 import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import { createRunCgroup, detectCgroups } from '../../src/sandbox/cgroup/index.js';
@@ -21,7 +21,7 @@ import { freshOut, LIMITS, run, text } from './helpers-ns.js';
 const skip = syscallTracer() === null ? 'needs root and the host tracer (dist/native/airlock-tracer)' : !detectCgroups(true).usable ? 'needs a usable cgroup hierarchy' : false;
 
 after(async () => {
-  await keepLauncherHeld(false);
+  await keepLaunchersHeld(0);
   await sandboxIdle();
 });
 
@@ -35,9 +35,9 @@ async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void
 
 /** A launcher waits in its cgroup (the first run started on request after turning it on holds one). */
 async function held(): Promise<string[]> {
-  keepLauncherHeld(true);
+  keepLaunchersHeld(1);
   if (!launcherHeld().waiting) await run(['/bin/true']);
-  await until('a launcher held', () => launcherHeld().waiting);
+  await until('a launcher held', () => launcherHeld().waiting > 0);
   const dirs = launcherHeld().cgroupDirs;
   await until('the launcher in its cgroup', () => pidsOf(dirs).length === 1);
   return dirs;
@@ -60,9 +60,22 @@ test('a run started on request takes the held launcher; the next one is held at 
   assert.equal(o.status, 'SUCCESS', text(o));
   assert.equal(o.stdout.bytes.toString(), 'from the held launcher\n');
   assert.deepEqual(o.sideEffects?.processesSpawned.executables, [{ path: '/bin/echo', count: 1 }]);
-  await until('the next launcher held', () => launcherHeld().waiting && launcherHeld().cgroupDirs[0] !== dirs[0]);
+  await until('the next launcher held', () => launcherHeld().waiting > 0 && launcherHeld().cgroupDirs[0] !== dirs[0]);
   await sandboxIdle();
   for (const d of dirs) assert.equal(existsSync(d), false, `the run's cgroup ${d} is removed after it`);
+});
+
+test('with two held, two runs that come at once both start from a held launcher', { skip }, async () => {
+  await held();
+  await keepLaunchersHeld(2);
+  await until('two held', () => launcherHeld().waiting === 2);
+  const [x, y] = await Promise.all([run(['/bin/echo', 'one']), run(['/bin/echo', 'two'])]);
+  fromHeld(x);
+  fromHeld(y);
+  assert.deepEqual([x.stdout.bytes.toString(), y.stdout.bytes.toString()], ['one\n', 'two\n']);
+  await until('two held again', () => launcherHeld().waiting === 2);
+  await keepLaunchersHeld(1);
+  assert.equal(launcherHeld().waiting, 1, 'lowering the count drops the surplus');
 });
 
 test('limits hold per run from a held launcher: each run gets its own memory and pids limits, written when it takes it', { skip }, async () => {
@@ -170,7 +183,7 @@ test('hostile: the held launcher carries none of our descriptors, and a program 
 
 test('turning the held launcher off resolves once it is gone and its cgroup removed (a service\'s close awaits it)', { skip }, async () => {
   const dirs = await held();
-  await keepLauncherHeld(false);
+  await keepLaunchersHeld(0);
   for (const d of dirs) assert.equal(existsSync(d), false, `${d} is left after the close`);
 });
 
@@ -181,7 +194,7 @@ test('a held launcher killed while it waits is dropped with a warning, and the r
   process.on('warning', onWarning);
   try {
     process.kill(pidsOf(dirs)[0]!, 'SIGKILL');
-    await until('the launcher reported gone', () => !launcherHeld().waiting);
+    await until('the launcher reported gone', () => launcherHeld().waiting === 0);
     const o = await run(['/bin/echo', 'still here']);
     assert.equal(o.status, 'SUCCESS', text(o));
     assert.equal(o.host.sandboxStart, 'on request');
@@ -200,10 +213,10 @@ test('dropping a launcher that is still joining its cgroup leaves no process or 
     // After a pause, a move into a cgroup waits for the kernel (without favordynmods: 5-25 ms) while
     // holding cgroup_mutex: a group emptied and removed then is joined first, and stays busy.
     await new Promise((r) => setTimeout(r, 120));
-    keepLauncherHeld(true); // holds one at once (a run was seen), then drops it before it could settle
+    keepLaunchersHeld(1); // holds one at once (a run was seen), then drops it before it could settle
     seen.push(launcherHeld().cgroupDirs);
     if (i % 3 > 0) await new Promise((r) => setTimeout(r, i % 3));
-    void keepLauncherHeld(false);
+    void keepLaunchersHeld(0);
   }
   assert.ok(seen.every((d) => d.length > 0), 'each turn held a launcher');
   await until('every dropped launcher\'s cgroup removed', () => seen.flat().every((d) => !existsSync(d)));
@@ -228,12 +241,12 @@ test('a run that ends before its launch (an input changed) ends the launcher it 
 
 test('a process with a launcher held exits by itself, and its exit removes the launcher and its cgroup', { skip }, () => {
   const script = `
-    const { keepLauncherHeld, launcherHeld } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/held.js', import.meta.url).href)});
+    const { keepLaunchersHeld, launcherHeld } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/held.js', import.meta.url).href)});
     const { runNs, sandboxIdle } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/runner.js', import.meta.url).href)});
-    keepLauncherHeld(true);
+    keepLaunchersHeld(1);
     const o = await runNs({ argv: ['/bin/true'], outDir: process.env.OUT, limits: ${JSON.stringify(LIMITS)} });
     await sandboxIdle();
-    while (!launcherHeld().waiting) await new Promise((r) => setTimeout(r, 20));
+    while (launcherHeld().waiting === 0) await new Promise((r) => setTimeout(r, 20));
     console.log(JSON.stringify({ status: o.status, dirs: launcherHeld().cgroupDirs }));`;
   const t0 = Date.now();
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, OUT: freshOut() } });
@@ -247,14 +260,14 @@ test('a process with a launcher held exits by itself, and its exit removes the l
 
 test('airlock doctor says whether a service holds a launcher here', { skip }, () => {
   const r = airlock(['doctor']);
-  assert.match(r.stdout, /\nheld launcher +yes: services hold one launcher already moved into a fresh cgroup/, r.stdout);
+  assert.match(r.stdout, /\nheld launchers +yes: services hold 2 launchers already moved into fresh cgroups/, r.stdout);
   const off = airlock(['doctor'], { env: { AIRLOCK_SYSCALL_TRACER: 'strace' } });
-  assert.match(off.stdout, /\nheld launcher +NO: it needs root and the host syscall tracer/, off.stdout);
-  const chosen = airlock(['doctor'], { env: { AIRLOCK_HELD_LAUNCHER: '0' } });
-  assert.match(chosen.stdout, /\nheld launcher +off \(AIRLOCK_HELD_LAUNCHER=0\)/, chosen.stdout);
+  assert.match(off.stdout, /\nheld launchers +NO: they need root and the host syscall tracer/, off.stdout);
+  const chosen = airlock(['doctor'], { env: { AIRLOCK_HELD_LAUNCHERS: '0' } });
+  assert.match(chosen.stdout, /\nheld launchers +off \(AIRLOCK_HELD_LAUNCHERS=0\)/, chosen.stdout);
 });
 
-test('a service holds a launcher (warmLanes), unless AIRLOCK_HELD_LAUNCHER=0; its close removes it', { skip }, () => {
+test('a service holds launchers (warmLanes), unless AIRLOCK_HELD_LAUNCHERS=0; its close removes them', { skip }, () => {
   const script = `
     const { warmLanes, closeLanes } = await import(${JSON.stringify(new URL('../../src/pipeline/warm.js', import.meta.url).href)});
     const { launcherHeld } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/held.js', import.meta.url).href)});
@@ -278,6 +291,6 @@ test('a service holds a launcher (warmLanes), unless AIRLOCK_HELD_LAUNCHER=0; it
   const on = go({});
   assert.deepEqual(on.starts, ['on request', 'on request, held launcher', 'on request, held launcher']);
   assert.deepEqual(on.left, [], 'closeLanes removed the held launcher\'s cgroup');
-  const off = go({ AIRLOCK_HELD_LAUNCHER: '0' });
+  const off = go({ AIRLOCK_HELD_LAUNCHERS: '0' });
   assert.deepEqual(off.starts, ['on request', 'on request', 'on request']);
 });

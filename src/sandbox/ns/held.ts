@@ -1,9 +1,9 @@
-// A launcher held ahead of need for the next run started on request (a service's; issue 20).
+// Launchers held ahead of need for the next runs started on request (a service's; issue 20).
 //
 // Moving a process into a cgroup write-locks the kernel's threadgroup rwsem, and without
 // favordynmods the first write after a pause waits for an RCU grace period: 5-25 ms of a run started
-// on request, measured (docs/sandbox.md, "Limits"). A service keeps one launcher per tracer forked
-// ahead of need (native/tracer.c, "held launchers"): it closed every fd but its own pipes, moved
+// on request, measured (docs/sandbox.md, "Limits"). A service keeps launchers forked by the tracer
+// ahead of need (native/tracer.c, "held launchers"; two by default): each closed every fd but its own pipes, moved
 // itself into a fresh run cgroup and waits. A run started on request takes it, writes its limits into
 // that cgroup, and has the tracer start its bwrap from it, with no move left on its path; the next
 // one is held at once, off the run's path. Runs from the sandbox pool (pool.ts) need none: theirs
@@ -38,56 +38,52 @@ export function endUnused(h: TakenLauncher): Promise<void> {
   return h.tracer.cancelHeld(h.launcher);
 }
 
-let wanted = false;
-let waiting: TakenLauncher | null = null;
+let size = 0;
+const waiting: TakenLauncher[] = [];
 let failures = 0;
 let exitHook = false;
-/** What the last run started on request had: the first launcher is held after the first such run. */
+/** What the last run started on request had: launchers are held after the first such run. */
 let seen: { tracer: SyscallTracer; info: CgroupInfo } | null = null;
 
 /**
- * On: keep one launcher held for runs started on request (a service). Off: drop the one waiting;
- * resolves once it is gone and its cgroup removed (a service's close awaits it).
+ * Keep `n` launchers held for runs started on request (a service; 0: none). Lowering it drops the
+ * surplus; resolves once those are gone and their cgroups removed (a service's close awaits it).
  */
-export function keepLauncherHeld(on: boolean): Promise<void> {
-  wanted = on;
+export function keepLaunchersHeld(n: number): Promise<void> {
+  size = Math.max(0, Math.floor(n));
   failures = 0;
-  const h = waiting;
-  if (on) {
-    if (seen) holdNext(seen.tracer, seen.info);
-    return Promise.resolve();
-  }
-  waiting = null;
-  return h ? drop(h) : Promise.resolve();
+  const surplus = waiting.splice(size);
+  if (size > 0 && seen) fill(seen.tracer, seen.info);
+  return Promise.all(surplus.map(drop)).then(() => undefined);
 }
 
 let served = 0;
 
-/** Whether a launcher is held now, its cgroup's directories, and how many runs took one (tests, benches). */
-export function launcherHeld(): { waiting: boolean; failures: number; cgroupDirs: string[]; served: number } {
-  return { waiting: waiting !== null && !waiting.launcher.gone, failures, cgroupDirs: waiting?.cg.dirs ?? [], served };
+/** How many launchers are held now, the cgroup of the next to be taken, and how many runs took one (tests, benches). */
+export function launcherHeld(): { waiting: number; failures: number; cgroupDirs: string[]; served: number } {
+  const live = waiting.filter((h) => !h.launcher.gone);
+  return { waiting: live.length, failures, cgroupDirs: live[0]?.cg.dirs ?? [], served };
 }
 
 /**
- * The held launcher, its cgroup set to `limits`, for this run (null: none is held; the caller forks
- * its own and makes its own cgroup). The next one is held right after, off this run's path.
+ * A held launcher, its cgroup set to `limits`, for this run (null: none is held; the caller forks
+ * its own and makes its own cgroup). Another is held right after, off this run's path.
  */
 export function takeHeldLauncher(tracer: SyscallTracer, info: CgroupInfo, limits: CgroupLimits): TakenLauncher | null {
-  if (!wanted || !info.usable) return null;
+  if (size === 0 || !info.usable) return null;
   seen = { tracer, info };
-  const h = waiting;
-  waiting = null;
-  setImmediate(() => holdNext(tracer, info));
-  if (!h) return null;
-  const why = h.launcher.gone ? `it ended while it waited: ${h.launcher.failure}` : setLimits(h, limits);
-  if (why === null) {
-    failures = 0;
-    served++;
-    return h;
+  setImmediate(() => fill(tracer, info));
+  for (let h = waiting.shift(); h; h = waiting.shift()) {
+    const why = h.launcher.gone ? `it ended while it waited: ${h.launcher.failure}` : setLimits(h, limits);
+    if (why === null) {
+      failures = 0;
+      served++;
+      return h;
+    }
+    failures++;
+    void drop(h);
+    process.emitWarning(`airlock: a launcher held ahead of need was not used (${h.name}): ${why}${failures >= MAX_FAILURES ? '; no launcher is held any more' : ''}`);
   }
-  failures++;
-  void drop(h);
-  process.emitWarning(`airlock: a launcher held ahead of need was not used (${h.name}): ${why}${failures >= MAX_FAILURES ? '; no launcher is held any more' : ''}`);
   return null;
 }
 
@@ -100,24 +96,25 @@ function setLimits(h: TakenLauncher, limits: CgroupLimits): string | null {
   }
 }
 
-function holdNext(tracer: SyscallTracer, info: CgroupInfo): void {
-  if (!wanted || waiting || failures >= MAX_FAILURES) return;
-  const name = `ns-${ownerTag()}-${randomBytes(4).toString('hex')}`;
-  let cg: RunCgroup;
-  try {
-    cg = createRunCgroup(info, name, WAITING_LIMITS, false); // its move is off any request's path: nothing to prime
-  } catch (e) {
-    failures++;
-    process.emitWarning(`airlock: cannot make a cgroup for a launcher held ahead of need: ${(e as Error).message}`);
-    return;
+function fill(tracer: SyscallTracer, info: CgroupInfo): void {
+  while (waiting.length < size && failures < MAX_FAILURES) {
+    const name = `ns-${ownerTag()}-${randomBytes(4).toString('hex')}`;
+    let cg: RunCgroup;
+    try {
+      cg = createRunCgroup(info, name, WAITING_LIMITS, false); // its move is off any request's path: nothing to prime
+    } catch (e) {
+      failures++;
+      process.emitWarning(`airlock: cannot make a cgroup for a launcher held ahead of need: ${(e as Error).message}`);
+      return;
+    }
+    waiting.push({ name, cg, launcher: tracer.hold(cg.dirs.map((d) => join(d, 'cgroup.procs'))), tracer });
   }
-  waiting = { name, cg, launcher: tracer.hold(cg.dirs.map((d) => join(d, 'cgroup.procs'))), tracer };
-  if (!exitHook) {
+  if (!exitHook && waiting.length > 0) {
     exitHook = true;
     // Not yet any run's (waiting, or being dropped): no run folder names their groups, so the
     // staging's own cleanup would not find them.
     process.once('exit', () => {
-      for (const h of [waiting, ...dropping]) for (const d of h?.cg.dirs ?? []) killAndRemoveGroup(d);
+      for (const h of [...waiting, ...dropping]) for (const d of h.cg.dirs) killAndRemoveGroup(d);
     });
   }
 }
