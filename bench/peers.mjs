@@ -88,7 +88,7 @@ if (srt.mod) {
 // Sandboxes ahead of need for the `airlock exec` shape only: the full gated run (with its scope) starts
 // its own, from the launcher a service holds (pipeline/warm.ts does both).
 configureSandboxPool(1, (shape) => shape.scopes.length === 0);
-keepLaunchersHeld(1);
+keepLaunchersHeld(2);
 let pooledMisses = 0;
 let heldMisses = 0;
 console.log(`load average at the start: ${loadAverage()}; ${N} runs of each (sandbox-runtime ${srtWhy ? 'absent' : N_SRT}), in rounds`);

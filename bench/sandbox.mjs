@@ -25,8 +25,8 @@ const bare = () => bareBwrap();
 
 console.log(`load average at the start: ${loadAverage()}`);
 console.log(await cgroupMovesNote());
-// As a service runs (pipeline/warm.ts): a launcher is held ahead of need for runs started on request.
-keepLaunchersHeld(1);
+// As a service runs (pipeline/warm.ts): launchers are held ahead of need for runs started on request.
+keepLaunchersHeld(2);
 const first = await nsRun();
 console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
 first.cleanup();
@@ -112,7 +112,7 @@ async function afterPauseSection(rounds, pause) {
     t = performance.now();
     (await nsRun()).cleanup();
     const tc = performance.now() - t;
-    keepLaunchersHeld(1); // holds the next one now (its move waits during the pause)
+    keepLaunchersHeld(2); // holds them now (their moves wait during the pause)
     if (i >= 2) [xb, xh, xc].forEach((xs, j) => xs.push([tb, th, tc][j]));
   }
   const [sb, sh, sc] = [summary(xb), summary(xh), summary(xc)];
