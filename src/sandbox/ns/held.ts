@@ -3,10 +3,10 @@
 // Moving a process into a cgroup write-locks the kernel's threadgroup rwsem, and without
 // favordynmods the first write after a pause waits for an RCU grace period: 5-25 ms of a run started
 // on request, measured (docs/sandbox.md, "Limits"). A service keeps launchers forked by the tracer
-// ahead of need (native/tracer.c, "held launchers"; two by default): each closed every fd but its own pipes, moved
-// itself into a fresh run cgroup and waits. A run started on request takes it, writes its limits into
-// that cgroup, and has the tracer start its bwrap from it, with no move left on its path; the next
-// one is held at once, off the run's path. Runs from the sandbox pool (pool.ts) need none: theirs
+// ahead of need (native/tracer.c, "held launchers"; two by default): each closed every fd but its own
+// pipes, moved itself into a fresh run cgroup and waits. A run started on request takes one, writes
+// its limits into that cgroup, and has the tracer start its bwrap from it, with no move left on its
+// path; another is held at once, off the run's path. Runs from the sandbox pool (pool.ts) need none: theirs
 // moved when they started. A launcher that ended while it waited (killed, or it could not join its
 // cgroup) is dropped and the run forks its own; after MAX_FAILURES in a row none is held any more.
 // One that ends after a run took it gives way to one the tracer forks into the same cgroup.
