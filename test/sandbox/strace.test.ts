@@ -161,3 +161,18 @@ test('helpers: device set and unescaping', () => {
   for (const p of ['/dev/kmsg', '/dev/../dev/mem', '/dev/shmx', '/dev/sda1', '/dev/net/tun']) assert.equal(isDevicePath(p), true, p);
   assert.equal(unescapeStrace('a\\"b\\n\\303\\251\\x41\\\\'), 'a"b\né' + 'A\\');
 });
+
+test('a launch by node (the strace path) whose process exited while another still holds its pipes ends after a grace period: the run never hangs on them', async () => {
+  const { launchWithNode } = await import('../../src/sandbox/ns/launch.js');
+  // `sleep` keeps every pipe of the launch open for 20 s after the shell has printed and exited.
+  const l = launchWithNode({ cmd: ['/bin/sh', '-c', 'echo hi; sleep 20 & exit 3'], ids: null, filter: Buffer.alloc(0), prepare: async () => null });
+  let out = '';
+  l.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  l.stderr.resume();
+  const t0 = Date.now();
+  const end = await l.closed;
+  assert.ok(Date.now() - t0 < 5000, `closed after ${Date.now() - t0} ms`);
+  assert.equal(end.code, 3);
+  assert.equal(out, 'hi\n', 'what the pipe carried before is read');
+  spawnSync('pkill', ['-f', '^sleep 20$']);
+});

@@ -140,6 +140,9 @@ export interface NodeLaunchSpec {
   stdin?: boolean;
 }
 
+/** How long a node launch's pipes may stay open after its process exited (what they still carry is read meanwhile). */
+const EXIT_GRACE_MS = 1000;
+
 /** A long-lived launch (a Monty worker) may let the process exit while it idles: `ref(false)`. */
 export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: Writable | null; ref(on: boolean): void } {
   const stdio: StdioOptions = [spec.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
@@ -157,6 +160,14 @@ export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: W
       resolve({ code: null, signal: null, spawnError });
     });
     child.on('close', (code, signal) => resolve({ code, signal, spawnError }));
+    // Its pipes end with it, unless another process still holds one (the caller kills the run's
+    // cgroup after this resolves): after a grace period, stop waiting for them.
+    child.on('exit', (code, signal) => {
+      setTimeout(() => {
+        for (const s of [child.stdout, child.stderr, ...extra.slice(3)]) s?.destroy();
+        resolve({ code, signal, spawnError });
+      }, EXIT_GRACE_MS).unref();
+    });
   });
   // bwrap tells its init's pid on --info-fd while the init waits on --block-fd.
   const ready = new Promise<LaunchReady>((resolve) => {
