@@ -905,17 +905,17 @@ static void exec_child(void *q, int info_w, int block_r, int status_w, int param
   child_exec(q, info_w, block_r, status_w);
 }
 
-static void make_fifos(const struct launch_req *q, const char **step) {
-  *step = NULL;
-  for (int i = 0; i < 2 && !*step; i++)
-    if (mkfifo(q->fifo[i], 0600) != 0) *step = "fifo";
+// NULL, or the failed step's name.
+static const char *make_fifos(const struct launch_req *q) {
+  for (int i = 0; i < 2; i++)
+    if (mkfifo(q->fifo[i], 0600) != 0) return "fifo";
+  return NULL;
 }
 
 static void launch(struct launch_req *q, int fifos_made) {
   struct run *r = new_slot(q->id);
   if (!r) return;
-  const char *step = NULL;
-  if (!fifos_made) make_fifos(q, &step);
+  const char *step = fifos_made ? NULL : make_fifos(q);
   if (!step) step = fork_launcher(r, 0, exec_child, q);
   if (step) {
     out("%d R err %s %d\n", q->id, step, errno);
@@ -1048,13 +1048,16 @@ static void launch_held(struct launch_req *q) {
     out("%d R err busy %d\n", q->id, EEXIST);
     return;
   }
-  const char *step;
-  make_fifos(q, &step);
+  const char *step = make_fifos(q);
   size_t len = step ? 0 : pack_request(q, packed, sizeof packed);
   if (!step && len == 0) step = "request";
   if (!step && len > 65536 && fcntl(l->params_fd, F_SETPIPE_SZ, (int)len) < 0) step = "params";
-  if (!step && write(l->params_fd, packed, len) != (ssize_t)len) step = "params";
-  int gone = step && errno == EPIPE; // it died, not yet reaped: the run gets a forked launcher instead
+  int gone = 0;
+  if (!step && write(l->params_fd, packed, len) != (ssize_t)len) {
+    step = "params";
+    gone = errno == EPIPE; // it died, not yet reaped: the run gets a forked launcher instead
+  }
+  int e = errno;
   close_fd(&l->params_fd);
   l->held = 0;
   if (gone) return launch(q, 1);
@@ -1062,7 +1065,6 @@ static void launch_held(struct launch_req *q) {
   r->id = q->id;
   if (step) {
     // The launcher cannot have the whole request: it ends now; W and Z follow.
-    int e = errno;
     kill(l->pid, SIGKILL);
     out("%d R err %s %d\n", q->id, step, e);
     return;

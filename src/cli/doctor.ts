@@ -52,7 +52,7 @@ function movesLine(m: CgroupMoves): string {
   const measured = m.measuredMs === null ? 'could not be measured' : `after a ${PAUSE_MS} ms pause took ${m.measuredMs.toFixed(1)} ms`;
   if (m.favored) return `fast: favordynmods on ${m.where.join(', ')} (a move ${measured})`;
   if (m.measuredMs !== null && m.measuredMs < SLOW_MOVE_MS) return `fast: a move ${measured} (the kernel favors cgroup moves: favordynmods set since boot, or a kernel that does not wait)`;
-  return `${m.measuredMs === null ? 'UNKNOWN' : 'SLOW AFTER A PAUSE'}: a move ${measured}. Without favordynmods the first move into a cgroup after a pause waits for an RCU grace period (7.4-26.5 ms on the VM measured): every sandbox a one-shot command starts pays it (a service holds a launcher already moved for its runs started on request)
+  return `${m.measuredMs === null ? 'UNKNOWN' : 'SLOW AFTER A PAUSE'}: a move ${measured}. Without favordynmods the first move into a cgroup after a pause waits for an RCU grace period (7.4-26.5 ms on the VM measured): every sandbox a one-shot command starts pays it (a service holds launchers already moved for its runs started on request)
                  fix (root): airlock setup --favor-cgroup-moves (until the next reboot; in exchange every fork and exit on the host is slightly slower)`;
 }
 

@@ -16,7 +16,7 @@ import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import { createRunCgroup, detectCgroups } from '../../src/sandbox/cgroup/index.js';
 import type { Observation } from '../../src/sandbox/types.js';
 import { airlock } from '../helpers/cli.js';
-import { freshOut, LIMITS, run, text } from './helpers-ns.js';
+import { freshOut, LIMITS, run, text, until as waitUntil } from './helpers-ns.js';
 
 const skip = syscallTracer() === null ? 'needs root and the host tracer (dist/native/airlock-tracer)' : !detectCgroups(true).usable ? 'needs a usable cgroup hierarchy' : false;
 
@@ -25,13 +25,7 @@ after(async () => {
   await sandboxIdle();
 });
 
-async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(launcherHeld())}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what: string, ok: () => boolean, ms?: number): Promise<void> => waitUntil(what, ok, launcherHeld, ms);
 
 /** A launcher waits in its cgroup (the first run started on request after turning it on holds one). */
 async function held(): Promise<string[]> {

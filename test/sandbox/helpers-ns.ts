@@ -27,3 +27,12 @@ export async function run(argv: string[], more: Omit<Partial<NsRunSpec>, 'limits
 export const py = (code: string, more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<Limits> } = {}): Promise<Observation> => run(['python3', '-c', code], more);
 
 export const text = (o: Observation): string => `status=${o.status} reason=${o.reason} exit=${JSON.stringify(o.exit)} stdout=${o.stdout.bytes.toString().slice(0, 300)} stderr=${o.stderr.bytes.toString().slice(0, 600)}`;
+
+/** Waits (polling every 20 ms) until `ok()`; on a timeout, says what it waited for and `state()`. */
+export async function until(what: string, ok: () => boolean, state: () => unknown, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(state())}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -13,7 +13,7 @@ import { stagingBase } from '../../src/sandbox/ns/staging.js';
 import { mountsBelow } from '../../src/sandbox/ns/sweep.js';
 import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import type { Limits, NsScope, Observation } from '../../src/sandbox/types.js';
-import { freshOut, LIMITS, run, text } from './helpers-ns.js';
+import { freshOut, LIMITS, run, text, until as waitUntil } from './helpers-ns.js';
 import { airlock } from '../helpers/cli.js';
 
 const skip = syscallTracer() === null ? 'needs root and the host tracer (dist/native/airlock-tracer)' : nativeBinaryPath('airlock-exec') === null ? 'airlock-exec is not built' : false;
@@ -24,13 +24,7 @@ after(async () => {
   await sandboxIdle();
 });
 
-async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(sandboxPoolState())}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what: string, ok: () => boolean, ms?: number): Promise<void> => waitUntil(what, ok, sandboxPoolState, ms);
 
 /** A run of this shape (limits, scopes) has happened (it asks for the pool) and a sandbox of that shape waits. */
 async function warm(limits: Partial<Limits> = {}, scopes: NsScope[] = []): Promise<void> {
