@@ -47,6 +47,9 @@ export const subjectRules = [
 
 const problem = (code: string, message: string): Problem => ({ code, message });
 
+/** A subject whose every token is valid: checked in one pass (the common case, on every call). */
+const VALID_SUBJECT = /^[A-Za-z0-9_-]{1,128}(?:\.[A-Za-z0-9_-]{1,128})*$/;
+
 /** Checks NATS/Airlock token rules and splits; never echoes the subject itself (it is input). */
 function tokenize(subject: unknown): Result<string[]> {
   if (typeof subject !== 'string') return { ok: false, problems: [problem('UTP_FIELD_TYPE', 'subject must be a string')] };
@@ -54,9 +57,10 @@ function tokenize(subject: unknown): Result<string[]> {
   if (subject.length > MAX_SUBJECT_LENGTH) {
     return { ok: false, problems: [problem('UTP_SUBJECT_SYNTAX', `subject is ${subject.length} characters; the limit is ${MAX_SUBJECT_LENGTH}`)] };
   }
-  const tokens = subject.split('.');
+  if (VALID_SUBJECT.test(subject)) return { ok: true, value: subject.split('.') };
+  // Something is wrong: find every bad token and say what is wrong with it.
   const problems: Problem[] = [];
-  tokens.forEach((t, i) => {
+  subject.split('.').forEach((t, i) => {
     const where = `subject token ${i + 1}`;
     if (t === '') problems.push(problem('UTP_SUBJECT_SYNTAX', `${where} is empty (leading, trailing or doubled dot)`));
     else if (t === '*' || t === '>' || t.includes('*') || t.includes('>')) {
@@ -67,8 +71,12 @@ function tokenize(subject: unknown): Result<string[]> {
       problems.push(problem('UTP_SUBJECT_SYNTAX', `${where} has a character outside [A-Za-z0-9_-] (non-ASCII, control or punctuation)`));
     }
   });
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, value: tokens };
+  // Unreachable while VALID_SUBJECT and the checks above agree; fail closed anyway.
+  if (problems.length === 0) problems.push(problem('UTP_SUBJECT_SYNTAX', 'subject is not a dot-separated list of [A-Za-z0-9_-] tokens'));
+  return { ok: false, problems };
 }
+
+const form = (message: string): Result<SubjectRoute> => ({ ok: false, problems: [problem('UTP_SUBJECT_FORM', `${message}; ${FORMS}`)] });
 
 const FORMS =
   'expected cg.<ver>.<project_id>.<channel_id>.cmd.tool.<target>..., cg.<ver>.<project_id>.<channel_id>.cmd.sys.pmo.internal.<tool> or cg.<ver>.<project_id>.<channel_id>.cmd.agent.<target>.wakeup';
@@ -78,27 +86,27 @@ export function parseSubject(subject: unknown): Result<SubjectRoute> {
   const t = tokenize(subject);
   if (!t.ok) return t;
   const tokens = t.value;
-  const form = (message: string): Result<SubjectRoute> => ({ ok: false, problems: [problem('UTP_SUBJECT_FORM', `${message}; ${FORMS}`)] });
-  const [root, ver, projectId, channelId, cmd, ...tail] = tokens;
+  // Indexed, not destructured with rest elements: this runs several times per call.
+  const root = tokens[0], ver = tokens[1], projectId = tokens[2], channelId = tokens[3], cmd = tokens[4];
   if (root !== 'cg') return form('subject must start with `cg.`');
   if (ver === undefined || projectId === undefined || channelId === undefined || cmd === undefined) return form('subject is too short');
   if (!SUBJECT_VERSION.test(ver)) return form('the <ver> token (2nd) must look like `v1`');
   if (cmd !== 'cmd') return form('the 5th token must be `cmd`');
-  const base = { ver, projectId, channelId };
-  const [area, ...after] = tail;
+  const area = tokens[5];
+  const after = tokens.length - 6;
   if (area === 'tool') {
-    const [target, ...rest] = after;
+    const target = tokens[6];
     if (target === undefined) return form('`cmd.tool` must be followed by a <target> token');
-    return { ok: true, value: { ...base, kind: 'tool', target, rest } };
+    return { ok: true, value: { ver, projectId, channelId, kind: 'tool', target, rest: tokens.slice(7) } };
   }
   if (area === 'sys') {
-    if (after[0] !== 'pmo' || after[1] !== 'internal') return form('`cmd.sys` must continue with `pmo.internal.<tool>`');
-    if (after.length !== 3) return form('`cmd.sys.pmo.internal` must be followed by exactly one <tool> token');
-    return { ok: true, value: { ...base, kind: 'pmo', target: after[2] as string, rest: [] } };
+    if (tokens[6] !== 'pmo' || tokens[7] !== 'internal') return form('`cmd.sys` must continue with `pmo.internal.<tool>`');
+    if (after !== 3) return form('`cmd.sys.pmo.internal` must be followed by exactly one <tool> token');
+    return { ok: true, value: { ver, projectId, channelId, kind: 'pmo', target: tokens[8] as string, rest: [] } };
   }
   if (area === 'agent') {
-    if (after.length !== 2 || after[1] !== 'wakeup') return form('`cmd.agent` must be followed by exactly `<target>.wakeup`');
-    return { ok: true, value: { ...base, kind: 'wakeup', target: after[0] as string, rest: [] } };
+    if (after !== 2 || tokens[7] !== 'wakeup') return form('`cmd.agent` must be followed by exactly `<target>.wakeup`');
+    return { ok: true, value: { ver, projectId, channelId, kind: 'wakeup', target: tokens[6] as string, rest: [] } };
   }
   return form('after `cmd` comes `tool`, `sys.pmo.internal` or `agent`');
 }

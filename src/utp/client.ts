@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { headers as natsHeaders, type NatsConnection, type Subscription } from 'nats';
+import { headers as natsHeaders, type JetStreamClient, type NatsConnection, type Subscription } from 'nats';
 import type { Problem } from '../base/problem.js';
 import {
   buildWakeupSubject,
@@ -121,6 +121,14 @@ function router(nc: NatsConnection, subject: string) {
   return r;
 }
 
+/** One JetStream client per connection (a new one per call is an object graph built and dropped each time). */
+const jetstreams = new WeakMap<NatsConnection, JetStreamClient>();
+function jetstream(nc: NatsConnection): JetStreamClient {
+  let js = jetstreams.get(nc);
+  if (!js) jetstreams.set(nc, (js = nc.jetstream()));
+  return js;
+}
+
 const bad = (toolCallId: string, code: string, message: string): CallToolOutcome => ({ ok: false, toolCallId, problems: [{ code, message }] });
 
 /** One whole UTP call. Never throws for a failed call: the outcome says what happened. */
@@ -211,7 +219,7 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   try {
     // No msgID: JetStream would silently drop a retry of the same call within its duplicate window,
     // and the service would never see it to wake us again. The service's claim dedupes calls.
-    await o.nats.jetstream().publish(subject, JSON.stringify(payload), { headers: h });
+    await jetstream(o.nats).publish(subject, JSON.stringify(payload), { headers: h });
   } catch (e) {
     clearTimeout(timer);
     unwait();
@@ -269,7 +277,7 @@ export async function cancelTool(o: {
     tool_call_card_id: o.toolCallCardId ?? `cancel-${o.toolCallId}`.slice(0, 256),
   };
   try {
-    await o.nats.jetstream().publish(subject, JSON.stringify(payload));
+    await jetstream(o.nats).publish(subject, JSON.stringify(payload));
     return [];
   } catch (e) {
     return [{ code: 'UTPC_PUBLISH', message: `cannot publish the cancel on ${subject}: ${(e as Error).message}` }];

@@ -95,3 +95,20 @@ test('build* refuses tokens that are not single valid tokens', () => {
   assert.deepEqual(codes(buildSubject({ ...base, kind: 'pmo', target: 't', rest: ['x'] })), ['UTP_SUBJECT_FORM']);
   assert.deepEqual(codes(buildToolSubject({ ...base, ver: '1', target: 'a' })), ['UTP_SUBJECT_FORM']);
 });
+
+test('the one-pass check of a valid subject agrees with the token-by-token rules (property)', async () => {
+  const fc = (await import('fast-check')).default;
+  // Subjects from the characters that matter: token characters, dots, wildcards, whitespace, non-ASCII.
+  const subject = fc.stringMatching(/^[a-c0-9_.*> \t\u00e9$-]{0,24}$/);
+  fc.assert(
+    fc.property(subject, (s) => {
+      const tokens = s.split('.');
+      const valid = s.length > 0 && tokens.every((t) => /^[A-Za-z0-9_-]{1,128}$/.test(t));
+      const r = parseSubject(`cg.v1.p.c.cmd.tool.${s}`);
+      assert.equal(r.ok, valid, s);
+      // A bad subject is refused with a syntax problem naming a token, never a form problem.
+      if (!valid) assert.ok(!r.ok && r.problems.every((p) => p.code === 'UTP_SUBJECT_SYNTAX' && /^subject token \d+ /.test(p.message)), JSON.stringify(r));
+    }),
+    { numRuns: 2000 },
+  );
+});
