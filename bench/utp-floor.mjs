@@ -145,6 +145,8 @@ export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
   const js = nc.jetstream();
   const calls = [];
   return {
+    /** The worker process (its CPU is read from /proc by the timeline). */
+    pid: child.pid,
     async call() {
       const t = `turn-${randomUUID()}`;
       const c = `call-${randomUUID()}`;

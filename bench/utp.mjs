@@ -332,19 +332,32 @@ async function timeline(kind, n, floorDir) {
   });
   const calls = [];
   const floorCalls = [];
+  // CPU per call: this process's around each call (calls are sequential: what it used meanwhile is
+  // that call's), each worker process's over the measured rounds (one floor worker, one Airlock worker).
+  const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
+  const cpu = { client: { floor: 0, airlock: 0 }, workers: undefined };
+  const workersBefore = () => ({ floor: procCpuMs(floor.pid), airlock: procCpuMs(d.pids()[0]) });
+  let w0;
   for (let i = 0; i < n + 50; i++) {
+    if (i === 50) w0 = workersBefore(); // the first 50 rounds warm up
+    const c0 = cpuMs();
     const fc = await floor.call();
+    const c1 = cpuMs();
     const id = `call-${randomUUID()}`;
     cur = { id, start: hostNow() };
     const r = await d.call('echo', { x: 1 }, { nats: tnc, store, toolCallId: id });
     stamp('done');
+    const c2 = cpuMs();
     if (!r.ok || r.status !== 'success') throw new Error(`timeline call failed: ${JSON.stringify(r).slice(0, 300)}`);
     if (i >= 50) {
-      // the first 50 rounds warm up
       calls.push(cur);
       floorCalls.push(fc);
+      cpu.client.floor += (c1 - c0) / n;
+      cpu.client.airlock += (c2 - c1) / n;
     }
   }
+  const w1 = workersBefore();
+  cpu.workers = { floor: (w1.floor - w0.floor) / n, airlock: (w1.airlock - w0.airlock) / n };
   await floor.close();
   const byId = new Map(calls.map((c) => [c.id, c]));
   for (const [id, step, t] of await d.stopWorkers()) {
@@ -354,11 +367,11 @@ async function timeline(kind, n, floorDir) {
   await d.close();
   // AIRLOCK_BENCH_TIMELINE_DUMP=<dir>: every call's stamps, for a closer look.
   if (process.env.AIRLOCK_BENCH_TIMELINE_DUMP) writeFileSync(join(process.env.AIRLOCK_BENCH_TIMELINE_DUMP, `timeline-${kind}.json`), JSON.stringify({ floorCalls, calls }));
-  return { floorCalls, calls };
+  return { floorCalls, calls, cpu };
 }
 
 /** p50 of each step's duration (from the previous step), for the floor's calls and Airlock's, side by side. */
-function printTimeline(kind, floorCalls, calls) {
+function printTimeline(kind, floorCalls, calls, cpu) {
   const steps = (cs) => {
     const out = {};
     let prev = 'start';
@@ -378,7 +391,12 @@ function printTimeline(kind, floorCalls, calls) {
   for (const [k, label] of [...STEPS, ['puback_after_card', '(client: PubAck of the command, after the card)'], ['whole_call', 'whole call']]) {
     process.stderr.write(`  ${label.padEnd(62)}${col(f[k])}${col(a[k])}${col(ms(a[k] - f[k]))}\n`);
   }
-  return { floor: f, airlock: a };
+  // Added latency that is added CPU: what the two processes on the call's path spend per call.
+  const cpuRow = { client: { floor: ms(cpu.client.floor), airlock: ms(cpu.client.airlock) }, worker: { floor: ms(cpu.workers.floor), airlock: ms(cpu.workers.airlock) } };
+  for (const [who, label] of [['client', 'CPU per call, caller process (ms, mean)'], ['worker', 'CPU per call, worker process (ms, mean; /proc, 10 ms ticks)']]) {
+    process.stderr.write(`  ${label.padEnd(62)}${col(cpuRow[who].floor)}${col(cpuRow[who].airlock)}${col(ms(cpuRow[who].airlock - cpuRow[who].floor))}\n`);
+  }
+  return { floor: f, airlock: a, cpu_ms_per_call: cpuRow };
 }
 
 const timelines = {};
@@ -388,7 +406,7 @@ for (const kind of ['sqlite', 'postgres']) {
   record(`floor: bare statements, ${kind}`, await measureFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor.db'), n: LAT_N }), undefined);
   const tl = await timeline(kind, LAT_N, dir);
   rmSync(dir, { recursive: true, force: true });
-  timelines[kind] = printTimeline(kind, tl.floorCalls, tl.calls);
+  timelines[kind] = printTimeline(kind, tl.floorCalls, tl.calls, tl.cpu);
   if (timelineOnly) continue;
   // PostgreSQL: 1, 2 and 3 worker processes (scale-out, issue 20 target 6); SQLite: 1 and 3 workers in one process.
   for (const workers of kind === 'postgres' ? [1, 2, 3] : [1, 3]) {
