@@ -76,10 +76,10 @@ function tokenize(subject: unknown): Result<string[]> {
   return { ok: false, problems };
 }
 
-const form = (message: string): Result<SubjectRoute> => ({ ok: false, problems: [problem('UTP_SUBJECT_FORM', `${message}; ${FORMS}`)] });
-
 const FORMS =
   'expected cg.<ver>.<project_id>.<channel_id>.cmd.tool.<target>..., cg.<ver>.<project_id>.<channel_id>.cmd.sys.pmo.internal.<tool> or cg.<ver>.<project_id>.<channel_id>.cmd.agent.<target>.wakeup';
+
+const form = (message: string): Result<SubjectRoute> => ({ ok: false, problems: [problem('UTP_SUBJECT_FORM', `${message}; ${FORMS}`)] });
 
 /** Parses a published UTP subject into its route. Never throws. */
 export function parseSubject(subject: unknown): Result<SubjectRoute> {
