@@ -598,15 +598,21 @@ export class UtpService {
     }
     this.onStep?.('committed', anchor);
     this.stats.answered++;
-    this.log('info', 'answered', { ...anchor, status: content.status, code: content.error?.code, card_id: card.card_id });
-    if (subject) {
-      await this.publishWakeup(anchor, subject, payload, hs, afterWakeup);
-      this.onStep?.('woken', anchor);
+    try {
+      if (subject) {
+        this.publishWakeup(anchor, subject, payload, hs, () => {
+          afterWakeup?.();
+          this.onStep?.('woken', anchor); // handed to NATS: the socket write follows in a microtask
+        });
+      }
+    } finally {
+      // After the wakeup: the log line (serialised and written to stdout) is not on the agent's path.
+      this.log('info', 'answered', { ...anchor, status: content.status, code: content.error?.code, card_id: card.card_id });
+      if (!subject) this.log('warn', 'no-wakeup-subject', { ...anchor, reason: 'agent_id is not a subject token: the report is in the inbox, no wakeup is published' });
     }
-    else this.log('warn', 'no-wakeup-subject', { ...anchor, reason: 'agent_id is not a subject token: the report is in the inbox, no wakeup is published' });
   }
 
-  private async publishWakeup(anchor: Anchor, subject: string, payload: Record<string, unknown>, hs: Record<string, string>, afterPublish?: () => void): Promise<void> {
+  private publishWakeup(anchor: Anchor, subject: string, payload: Record<string, unknown>, hs: Record<string, string>, afterPublish?: () => void): void {
     const h = natsHeaders();
     for (const [k, v] of Object.entries(hs)) h.set(k, v);
     this.o.nats.publish(subject, JSON.stringify(payload), { headers: h });
@@ -622,7 +628,7 @@ export class UtpService {
     this.log('info', 'duplicate', { ...anchor, state: existing.state, redelivered, result_card_id: existing.result_card_id });
     if (existing.state === 'answered' && existing.wakeup?.subject) {
       this.stats.republished++;
-      await this.publishWakeup(anchor, existing.wakeup.subject, existing.wakeup.payload, existing.wakeup.headers);
+      this.publishWakeup(anchor, existing.wakeup.subject, existing.wakeup.payload, existing.wakeup.headers);
     }
   }
 
@@ -744,7 +750,7 @@ export class UtpService {
     for (const c of await this.o.store.unwokenAnswers(this.o.wakeupRetryMs, 100)) {
       if (!c.wakeup?.subject) continue;
       this.stats.republished++;
-      await this.publishWakeup({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }, c.wakeup.subject, c.wakeup.payload, c.wakeup.headers);
+      this.publishWakeup({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }, c.wakeup.subject, c.wakeup.payload, c.wakeup.headers);
     }
   }
 }
