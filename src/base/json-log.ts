@@ -21,9 +21,34 @@ export function jsonLog(service: ServiceName, destination?: pino.DestinationStre
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    destination,
+    destination ?? bufferedStdout(),
   );
   return {
     write: (level, event, fields = {}, msg) => (msg === undefined ? logger[level]({ event, ...fields }) : logger[level]({ event, ...fields }, msg)),
   };
+}
+
+/**
+ * Stdout in blocks of up to 4 KB, flushed at exit and within 100 ms of a line: one write per line
+ * cost a UTP worker ~30 us of CPU per call (a write handed to libuv's threads, then its wake-ups).
+ * A SIGKILL loses at most the last 100 ms of lines; the audit log is where durability lives.
+ */
+function bufferedStdout(): pino.DestinationStream {
+  const out = pino.destination({ dest: 1, minLength: 4096, sync: false });
+  let unflushed = false;
+  const write = out.write.bind(out);
+  out.write = (line: string) => {
+    unflushed = true;
+    return write(line);
+  };
+  setInterval(() => {
+    if (!unflushed) return;
+    unflushed = false;
+    try {
+      out.flush();
+    } catch {
+      // stdout is gone (closed, broken pipe): there is nowhere to write, and the service goes on.
+    }
+  }, 100).unref();
+  return out;
 }
