@@ -30,7 +30,7 @@ export function jsonLog(service: ServiceName, destination?: pino.DestinationStre
 
 /**
  * Stdout in blocks of up to 4 KB, flushed at exit and within 100 ms of a line: one write per line
- * cost a UTP worker ~30 us of CPU per call (a write handed to libuv's threads, then its wake-ups).
+ * cost a UTP worker 30-40 us of CPU per call (a write handed to libuv's threads, then its wake-ups).
  * A SIGKILL loses at most the last 100 ms of lines; the audit log is where durability lives.
  */
 function bufferedStdout(): pino.DestinationStream {
