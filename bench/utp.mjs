@@ -12,7 +12,7 @@
 //
 // Latency: sequential calls (p50/p99). Throughput: many calls in flight (calls/s).
 // The workers' JSON log is off (a no-op sink): a deployed `airlock serve` also writes one line per
-// call, about 25-35 us of CPU per line (docs/benchmarks.md, UTP, eleventh session).
+// call (its CPU per line: `npm run bench:log`).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';

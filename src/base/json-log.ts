@@ -29,8 +29,8 @@ export function jsonLog(service: ServiceName, destination?: pino.DestinationStre
 }
 
 /**
- * Stdout in blocks of up to 4 KB, flushed at exit and within 100 ms of a line: one write per line
- * cost a UTP worker 30-40 us of CPU per call (a write handed to libuv's threads, then its wake-ups).
+ * Stdout in blocks of up to 4 KB, flushed at exit and within 100 ms of a line: a line written on
+ * its own (handed to libuv's threads, then its wake-ups) costs twice the CPU or more (bench:log).
  * A SIGKILL loses at most the last 100 ms of lines; the audit log is where durability lives.
  */
 function bufferedStdout(): pino.DestinationStream {

@@ -622,7 +622,7 @@ export class UtpService {
   }
 
   /** A duplicate or redelivered command: never run again; an answered call is woken again with the same card. */
-  private async onDuplicate(existing: ClaimRecord, redelivered: boolean): Promise<void> {
+  private onDuplicate(existing: ClaimRecord, redelivered: boolean): void {
     this.stats.duplicates++;
     const anchor = { agent_turn_id: existing.agent_turn_id, tool_call_id: existing.tool_call_id };
     this.log('info', 'duplicate', { ...anchor, state: existing.state, redelivered, result_card_id: existing.result_card_id });
