@@ -743,7 +743,11 @@ static int server(char *hexsock) {
         if (!kind) _exit(1);
         *kind++ = 0;
         kind[strcspn(kind, "\n")] = 0;
+        // Sent now, while we are still root: once the session takes the owner's uid, the owner can
+        // SIGSTOP it, and the client finds a stopped agent by this pid (a buffered pid it never got
+        // would leave a promotion waiting forever).
         printf("pid %d\n", (int)getpid());  // before anything can fail: the client reaps us by it
+        fflush(stdout);
         _exit(session(first, kind));
       }
       close(c);

@@ -4,9 +4,10 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ScopeFs } from '../../src/base/scope-fs.js';
+import { ScopeFs, scopeFsBinaryPath } from '../../src/base/scope-fs.js';
 import { doctor } from '../../src/sandbox/doctor.js';
 import { runNs } from '../../src/sandbox/ns/runner.js';
 import { mountScopeOverlay } from '../../src/sandbox/ns/scopes.js';
@@ -420,5 +421,44 @@ test('a file the owner makes where the promotion was adding one is neither overw
     assert.deepEqual(readdirSync(t).filter((n) => !n.startsWith('.airlock-')), ['n29']);
   } finally {
     owner.kill();
+  }
+});
+
+test('a scope agent has sent its pid before it takes the owner\'s uid (a session the owner stops at once is still found by its pid, not waited on forever)', { skip: !root, timeout: 60_000 }, async () => {
+  // strace holds the session for 1.5 s as it enters setresuid, the step after which the owner may
+  // signal it. Its pid must already be with the client: a pid still in the session's stdout buffer
+  // is what a promotion waited on forever (once in CI) when the owner stopped the session right there.
+  const bin = scopeFsBinaryPath();
+  assert.ok(bin, 'dist/native/airlock-scopefs is built');
+  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'rv15-pid-'));
+  chownSync(t, U, U);
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-rv15-sock-'));
+  const sock = join(dir, 's');
+  const hex = (s: string) => Buffer.from(s, 'utf8').toString('hex');
+  const server = spawn('strace', ['-f', '-qq', '-o', '/dev/null', '-e', 'trace=setresuid', '-e', 'inject=setresuid:delay_enter=1500000', bin, '--serve', hex(sock)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  try {
+    await new Promise<void>((res, rej) => {
+      server.stdout.on('data', (d: Buffer) => String(d).includes('ok serving') && res());
+      server.on('exit', (c) => rej(new Error(`the server ended (${c})`)));
+    });
+    const conn = createConnection(sock);
+    const lines: { line: string; at: number }[] = [];
+    let buf = '';
+    const t0 = Date.now();
+    conn.on('data', (d: Buffer) => {
+      buf += String(d);
+      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) lines.push({ line: buf.slice(0, i), at: Date.now() - t0 });
+    });
+    conn.write(`${hex(t)} dir\n`);
+    while (lines.length < 2 && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 10));
+    conn.destroy();
+    assert.match(lines[0]?.line ?? '', /^pid \d+$/);
+    assert.match(lines[1]?.line ?? '', /^ok hello /);
+    assert.ok((lines[1]?.at ?? 0) >= 1400, `the session was held at setresuid (hello after ${lines[1]?.at} ms)`);
+    assert.ok((lines[0]?.at ?? Infinity) < 1000, `the pid came ${lines[0]?.at} ms after the request, with the hello: after the session took the owner's uid`);
+  } finally {
+    server.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
   }
 });
