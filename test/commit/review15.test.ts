@@ -123,21 +123,26 @@ while True:
   s.stdout?.on('data', (d: Buffer) => (stoppedOut += d));
   await new Promise((res) => setTimeout(res, 300));
   const t0 = Date.now();
-  const p = await new Promise<{ code: number | null; signal: string | null; stderr: string }>((res) => {
-    const c = cliAsync(['promote', r.sandboxId, '--workspace', ws.root]);
-    let stderr = '';
-    c.stderr?.on('data', (d: Buffer) => (stderr += d));
-    const killer = setTimeout(() => c.kill('SIGKILL'), 150_000);
-    c.on('close', (code, signal) => {
-      clearTimeout(killer);
-      res({ code, signal, stderr });
+  let p: { code: number | null; signal: string | null; stderr: string };
+  try {
+    p = await new Promise((res) => {
+      const c = cliAsync(['promote', r.sandboxId, '--workspace', ws.root]);
+      let stderr = '';
+      c.stderr?.on('data', (d: Buffer) => (stderr += d));
+      const killer = setTimeout(() => c.kill('SIGKILL'), 150_000);
+      c.on('close', (code, signal) => {
+        clearTimeout(killer);
+        res({ code, signal, stderr });
+      });
     });
-  });
+    await new Promise((res) => {
+      s.on('close', res);
+      s.kill('SIGTERM');
+    });
+  } finally {
+    s.kill('SIGKILL'); // a stopper left behind (a failed wait) would keep this test file running
+  }
   const took = Date.now() - t0;
-  await new Promise((res) => {
-    s.on('close', res);
-    s.kill('SIGTERM');
-  });
   assert.ok(Number(stoppedOut.trim()) >= 1, 'the owner stopped the agent');
   assert.equal(p.signal, null, `promote hung for ${took} ms with the agent stopped (killed by the test)`);
   assert.notEqual(p.code, 0, p.stderr);
