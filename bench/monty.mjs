@@ -3,7 +3,10 @@
 //   * p50/p99 of the lane function (runInMontyLane) and of a full Airlock run (runAction: validate,
 //     sandbox, observe, judge, render, files written), sequential;
 //   * the ns lane's p50 (a full run of /bin/true) in the same process, and the ratio;
-//   * throughput: runs/s with the pool's workers all busy (the lane function, then full runs).
+//   * throughput: runs/s with the pool's workers all busy (the lane function, then full runs), full
+//     runs with the workspace on TMPDIR's disk and in memory (/dev/shm) in alternated blocks: a full
+//     run makes two new inodes in the workspace, and what that costs depends on the disk (its state
+//     is printed first: src/workspace/disk.ts).
 // Environment: BENCH_RUNS (sequential runs, default 1000), BENCH_NS_RUNS (default 100),
 // BENCH_POOL (warm workers, default 2), BENCH_PARALLEL (runs in flight, default BENCH_POOL),
 // BENCH_MAX_RUNS (runs per worker before it is replaced, default the pool's).
@@ -19,6 +22,7 @@ import { runInMontyLane } from '../dist/src/sandbox/lanes/monty.js';
 import { closeMontyPools, configureMontyPools, montyPool } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { montyWorkerPath } from '../dist/src/sandbox/lanes/monty.js';
 import { openWorkspace } from '../dist/src/workspace/workspace.js';
+import { newFileCpuUs, workspaceDisk } from '../dist/src/workspace/disk.js';
 import { descriptor, montyRequest } from './sandbox-fixtures.mjs';
 import { fmt, timeEach } from './stats.mjs';
 
@@ -28,23 +32,31 @@ const POOL = Number(process.env.BENCH_POOL ?? 2);
 const PAR = Number(process.env.BENCH_PARALLEL ?? POOL);
 const opts = configureMontyPools({ min: POOL, max: Math.max(POOL, PAR), ...(process.env.BENCH_MAX_RUNS ? { maxRunsPerWorker: Number(process.env.BENCH_MAX_RUNS) } : {}) });
 const ws = openWorkspace(mkdtempSync(join(tmpdir(), 'airlock-bench-monty-')));
+// The same runs with the workspace in memory, when /dev/shm is a tmpfs: what the disk takes from a full run.
+const memWs = workspaceDisk('/dev/shm').fsType === 'tmpfs' ? openWorkspace(mkdtempSync('/dev/shm/airlock-bench-monty-')) : null;
 const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-bench-in-'));
 const outBase = mkdtempSync(join(tmpdir(), 'airlock-bench-out-'));
 const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 console.log(`load average at start: ${load()} (2-core VM shared with other sessions: figures vary from minute to minute)`);
+const disk = workspaceDisk(ws.root);
+const journal = disk.journal === null ? '' : disk.journal ? ', with a journal' : ', NO JOURNAL (each new inode steps over those deleted in the last minutes: airlock doctor)';
+console.log(`workspace disk: ${disk.fsType}${disk.source.startsWith('/') ? ` on ${disk.source}` : ''}${journal}; a new file costs ${fmt(newFileCpuUs(ws.root), 0)} us of CPU now${memWs ? `, ${fmt(newFileCpuUs(memWs.root), 0)} us in memory (/dev/shm)` : ''}`);
 
 const checkedMonty = checkText('TR-20261122-000000Z-bench-monty.md', montyRequest);
 if (checkedMonty.problems.length) throw new Error(JSON.stringify(checkedMonty.problems));
 const montyAction = actionFromToolRequest(checkedMonty.value);
 
-async function full(text, name, from) {
+async function full(text, name, from, workspace = ws) {
   const checked = checkText(name, text);
   if (checked.problems.length) throw new Error(JSON.stringify(checked.problems));
-  const r = await runAction(from(checked.value), { workspace: ws, inputsDir, scopeRoots: ['/var/tmp/airlock-bench'] });
+  const r = await runAction(from(checked.value), { workspace, inputsDir, scopeRoots: ['/var/tmp/airlock-bench'] });
   if (r.kind !== 'ran') throw new Error(JSON.stringify(r.problems));
-  return Object.assign(r, { cleanup: () => rmSync(r.runDir, { recursive: true, force: true }) });
+  // Its folder stays until the bench ends: on an ext4 without a journal, every deletion makes the
+  // next new inodes dearer for minutes, which a service (it deletes nothing per run) never pays.
+  return r;
 }
 const montyFull = () => full(montyRequest, 'TR-20261122-000000Z-bench-monty.md', actionFromToolRequest);
+const montyFullInMemory = () => full(montyRequest, 'TR-20261122-000000Z-bench-monty.md', actionFromToolRequest, memWs);
 const nsFull = () => full(descriptor, 'bench.json', actionFromDescriptor);
 let outN = 0;
 /** The lane function alone: what a service calls between its own request handling and the judge. */
@@ -55,7 +67,7 @@ async function montyLane() {
   return { cleanup: () => rmSync(outDir, { recursive: true, force: true }) };
 }
 
-/** Runs/s of `fn` with `par` runs in flight, `n` runs in all (cleanups after the clock stops). */
+/** Runs/s of `fn` with `par` runs in flight, `n` runs in all (cleanups, if any, after the clock stops). */
 async function throughput(fn, n, par) {
   const done = [];
   let next = 0;
@@ -72,10 +84,9 @@ pool.warm();
 keepRunFoldersReady(true); // a service's run folders, made ahead (pipeline/warm.ts)
 const first = await montyFull();
 console.log(`check: monty run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; worker sandbox: ${first.observation.monty.isolation.sandbox ? `bwrap ${first.observation.host.bwrapVersion}, host uid ${first.observation.host.hostUid}, seccomp, cgroup v${first.observation.host.cgroupVersion}` : 'NONE'}`);
-first.cleanup();
 for (let i = 0; i < 200; i++) (await montyLane()).cleanup();
-for (let i = 0; i < 10; i++) (await nsFull()).cleanup();
-for (let i = 0; i < 50; i++) (await montyFull()).cleanup();
+for (let i = 0; i < 10; i++) await nsFull();
+for (let i = 0; i < 50; i++) await montyFull();
 console.log(`pool: min ${opts.min}, max ${opts.max}, ${opts.maxRunsPerWorker} runs per worker; workers ${JSON.stringify(pool.stats().map((s) => s.state))}`);
 
 const lane = await timeEach(montyLane, N);
@@ -86,10 +97,18 @@ console.log(`monty full run (runAction)              p50 ${fmt(mFull.p50, 3)} ms
 console.log(`ns full run of /bin/true (runAction)    p50 ${fmt(ns.p50, 3)} ms  p99 ${fmt(ns.p99, 3)} ms  (n=${NS})`);
 console.log(`ratio p50 monty full / ns full: ${fmt(mFull.p50 / ns.p50, 3)}  (1/${fmt(ns.p50 / mFull.p50, 1)})  [target <= 0.1]; lane function / ns full: ${fmt(lane.p50 / ns.p50, 3)}`);
 const tLane = await throughput(montyLane, Math.max(N, 2000), PAR);
-const tFull = await throughput(montyFull, Math.max(N, 2000), PAR);
-console.log(`throughput, ${PAR} in flight on ${POOL} warm workers: lane function ${fmt(tLane, 0)} runs/s, full runs ${fmt(tFull, 0)} runs/s  [target >= 1000 runs/s]`);
+// Full runs on the disk and in memory in alternated blocks: one process's pace drifts over thousands of runs.
+const blocks = { disk: [], memory: [] };
+for (let b = 0; b < 4; b++) {
+  blocks.disk.push(await throughput(montyFull, Math.max(N, 2000) / 4, PAR));
+  if (memWs) blocks.memory.push(await throughput(montyFullInMemory, Math.max(N, 2000) / 4, PAR));
+}
+const rate = (xs) => xs.length / xs.reduce((a, r) => a + 1 / r, 0); // runs/s over the blocks (equal runs each)
+console.log(`throughput, ${PAR} in flight on ${POOL} warm workers: lane function ${fmt(tLane, 0)} runs/s, full runs ${fmt(rate(blocks.disk), 0)} runs/s  [target >= 1000 runs/s]`);
+if (memWs) console.log(`  full runs with the workspace in memory (/dev/shm), blocks alternated with the above: ${fmt(rate(blocks.memory), 0)} runs/s (disk blocks ${blocks.disk.map((r) => fmt(r, 0)).join(' / ')}, memory ${blocks.memory.map((r) => fmt(r, 0)).join(' / ')})`);
 console.log(`load average at end: ${load()}`);
 await closeMontyPools();
 rmSync(ws.root, { recursive: true, force: true });
+if (memWs) rmSync(memWs.root, { recursive: true, force: true });
 rmSync(outBase, { recursive: true, force: true });
 rmSync(inputsDir, { recursive: true, force: true });

@@ -5,6 +5,8 @@ import { untraversable } from '../sandbox/ns/staging.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 import { nativeBinaryPath } from '../base/native.js';
 import { PAUSE_MS, probeCgroupMoves, type CgroupMoves } from '../sandbox/cgroup/favor.js';
+import { newFileCpuUs, workspaceDisk, type WorkspaceDisk } from '../workspace/disk.js';
+import { workspaceRoot } from '../workspace/workspace.js';
 
 /** A person's name for each limit, and the order doctor lists them in. */
 const LIMIT_LABELS: Record<LimitName, string> = {
@@ -56,16 +58,31 @@ function movesLine(m: CgroupMoves): string {
                  fix (root): airlock setup --favor-cgroup-moves (until the next reboot; in exchange every fork and exit on the host is slightly slower)`;
 }
 
+/** The workspace's file system: what a new file costs there, and what a crash would leave (src/workspace/disk.ts). */
+function diskLine(d: WorkspaceDisk, costUs: number | null, root: string): string {
+  const where = `${d.exists ? root : `${root} (not made yet: checked ${d.checked})`}: ${d.fsType}${d.source.startsWith('/') ? ` on ${d.source}` : ''}${d.mountPoint ? ` (mounted at ${d.mountPoint})` : ''}`;
+  const cost = costUs === null ? '' : `; a new file costs ${Math.round(costUs)} us of CPU here now (a run makes two or more)`;
+  if (d.journal === false) {
+    return `${where}, NO JOURNAL${cost}. Without a journal, ext4 makes every new file step over each file deleted in the last minutes (up to ~1 ms of CPU each, measured), and a rename is not atomic across a crash: after a power loss, run e2fsck on ${d.source || 'the device'} before \`airlock recover\`
+                 fix: a workspace on a file system with a journal (--workspace, AIRLOCK_HOME), or give this one a journal (tune2fs -O has_journal, on the unmounted device)`;
+  }
+  if (d.fsType === 'tmpfs') return `${where}, in memory: run records, the audit log and the promotion journal are lost at reboot${cost}`;
+  return `${where}${d.journal ? ', with a journal' : ''}${cost}`;
+}
+
 /**
  * `airlock doctor`: what this host can enforce, per limit and how, and (last line) what every run
  * will get: runnable, or BLOCKed and why, with the fix. Exit 0 when runs can pass, 1 when the ns
  * lane cannot run or every run would be BLOCKed.
  */
-export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
+export async function doctorCommand(opts: { json?: boolean; workspace?: string }): Promise<number> {
   const c = await doctor(true);
   const moves = c.cgroup.usable ? await probeCgroupMoves(c.cgroup) : null;
+  const root = workspaceRoot(opts.workspace);
+  const disk = workspaceDisk(root);
+  const newFileUs = disk.exists ? newFileCpuUs(root) : null; // a workspace not made yet is not made for this
   if (opts.json) {
-    process.stdout.write(JSON.stringify({ ...c, cgroupMoves: moves }, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ ...c, cgroupMoves: moves, workspaceDisk: { ...disk, newFileCpuUs: newFileUs } }, null, 2) + '\n');
     return c.blockers.length > 0 || c.outlook.blockedBecause.length > 0 ? 1 : 0;
   }
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
@@ -92,6 +109,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     `strace           ${c.strace ? `${c.strace.version} at ${c.strace.path} (the fallback tracer)` : 'NOT FOUND: without the syscall tracer, side effects will be null (unmeasured) and every run BLOCKed'}`,
     `tmpfs caps       /out ${yes(c.tmpfsSizeCaps.hostOut)}, /tmp ${yes(c.tmpfsSizeCaps.sandboxTmp)} (${c.tmpfsSizeCaps.detail})`,
     `interpreters     ${c.interpreters.map((i) => `${i.name} ${i.version}`).join(', ') || 'none'}`,
+    `workspace disk   ${diskLine(disk, newFileUs, root)}`,
     `staging folder   ${staging ? `NOT USABLE: ${staging}` : `${tmpdir()} (TMPDIR): the sandbox's host user can reach it`}`,
     'limits (what enforces each; an rlimit bounds each process, not the sandbox as a whole, and does not count for memory or processes):',
     ...c.limits.map((l) => `  ${LIMIT_LABELS[l.limit].padEnd(12)} ${(MECHANISM[l.mechanism] + (l.enforced ? '' : l.mechanism === 'rlimit' ? ', NOT COUNTED AS ENFORCED' : '')).padEnd(38)} ${l.how}`),

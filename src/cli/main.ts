@@ -138,7 +138,8 @@ program
   .command('doctor')
   .description('print what this host can enforce for the sandbox, and which limits will only be reported')
   .option('--json', 'print the capabilities as JSON')
-  .action(async (opts: { json?: boolean }) => {
+  .option('--workspace <dir>', 'workspace whose disk to check (default: $AIRLOCK_HOME or ~/.airlock)')
+  .action(async (opts: { json?: boolean; workspace?: string }) => {
     const { doctorCommand } = await import('./doctor.js');
     process.exitCode = await doctorCommand(opts);
   });
