@@ -25,15 +25,15 @@ for (const root of roots) {
   configureMontyPools({ min: 2, max: 2 });
   montyPool(montyWorkerPath()).warm();
   keepRunFoldersReady(true);
-  builds.push({ root, montyRun, removeWorkspace, closeMontyPools, keepRunFoldersReady, ms: [], cpuMs: 0, done: [] });
+  builds.push({ root, montyRun, removeWorkspace, closeMontyPools, keepRunFoldersReady, ms: [], cpuMs: 0 });
 }
-for (const b of builds) for (let i = 0; i < 200; i++) b.done.push(await b.montyRun()); // warm-up
+for (const b of builds) for (let i = 0; i < 200; i++) await b.montyRun(); // warm-up
 for (let r = 0; r < ROUNDS; r++) {
   for (const b of r % 2 ? [...builds].reverse() : builds) {
     const c0 = process.cpuUsage();
     for (let i = 0; i < BLOCK; i++) {
       const t0 = performance.now();
-      b.done.push(await b.montyRun());
+      await b.montyRun();
       b.ms.push(performance.now() - t0);
     }
     const c = process.cpuUsage(c0);
@@ -48,6 +48,5 @@ for (const b of builds) {
 for (const b of builds) {
   b.keepRunFoldersReady(false);
   await b.closeMontyPools();
-  for (const r of b.done) r.cleanup();
   b.removeWorkspace();
 }

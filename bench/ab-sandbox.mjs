@@ -14,7 +14,7 @@ const R = Number(process.argv[3] ?? 60);
 const { nsRun, removeWorkspace } = await import(pathToFileURL(`${root}/bench/airlock-run.mjs`).href);
 const { sandboxIdle } = await import(pathToFileURL(`${root}/dist/src/sandbox/ns/runner.js`).href);
 for (let i = 0; i < 10; i++) {
-  (await nsRun()).cleanup();
+  await nsRun();
   await bareBwrap();
 }
 await sandboxIdle();

@@ -1,7 +1,8 @@
 // One full Airlock run as bench/sandbox.mjs and bench/peers.mjs time it: validate the document,
-// translate, sandbox, observe, judge, render (its files written to the workspace). The run carries a
-// cleanup that deletes its folder: the benches call it outside the timed part, as deleting results is
-// not part of a run (the workspace would otherwise grow by hundreds of runs).
+// translate, sandbox, observe, judge, render (its files written to the workspace). A run's folder stays
+// until the bench ends (removeWorkspace): deleting results is not part of a run, and on an ext4
+// without a journal every deletion makes the next new inodes dearer for minutes (src/workspace/disk.ts),
+// which a service, deleting nothing per run, never pays.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,7 +29,7 @@ async function airlockRun(name, text, from) {
   const validateMs = performance.now() - t0;
   const r = await runAction(action, { workspace: ws, inputsDir, scopeRoots: ['/var/tmp/airlock-bench'] });
   if (r.kind !== 'ran') throw new Error(JSON.stringify(r.problems));
-  return Object.assign(r, { validateMs, cleanup: () => rmSync(r.runDir, { recursive: true, force: true }) });
+  return Object.assign(r, { validateMs });
 }
 /** A full gated run of a COMMAND_EXECUTION descriptor (default: /bin/true with one declared scope). */
 export const nsRun = (text = descriptor) => airlockRun('bench.json', text, actionFromDescriptor);
@@ -43,7 +44,7 @@ export async function execRun(argv) {
   if ('problems' in action) throw new Error(JSON.stringify(action.problems));
   const r = await runAction(action, { workspace: ws, inputsDir, scopeRoots: [] });
   if (r.kind !== 'ran') throw new Error(JSON.stringify(r.problems));
-  return Object.assign(r, { cleanup: () => rmSync(r.runDir, { recursive: true, force: true }) });
+  return r;
 }
 
 /** A full gated run of a Tool Request (ns lane unless its backend is monty). */

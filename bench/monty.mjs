@@ -22,9 +22,9 @@ import { runInMontyLane } from '../dist/src/sandbox/lanes/monty.js';
 import { closeMontyPools, configureMontyPools, montyPool } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { montyWorkerPath } from '../dist/src/sandbox/lanes/monty.js';
 import { openWorkspace } from '../dist/src/workspace/workspace.js';
-import { newFileCpuUs, workspaceDisk } from '../dist/src/workspace/disk.js';
+import { workspaceDisk } from '../dist/src/workspace/disk.js';
 import { descriptor, montyRequest } from './sandbox-fixtures.mjs';
-import { fmt, timeEach } from './stats.mjs';
+import { diskNote, fmt, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 1000);
 const NS = Number(process.env.BENCH_NS_RUNS ?? 100);
@@ -38,9 +38,7 @@ const inputsDir = mkdtempSync(join(tmpdir(), 'airlock-bench-in-'));
 const outBase = mkdtempSync(join(tmpdir(), 'airlock-bench-out-'));
 const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 console.log(`load average at start: ${load()} (2-core VM shared with other sessions: figures vary from minute to minute)`);
-const disk = workspaceDisk(ws.root);
-const journal = disk.journal === null ? '' : disk.journal ? ', with a journal' : ', NO JOURNAL (each new inode steps over those deleted in the last minutes: airlock doctor)';
-console.log(`workspace disk: ${disk.fsType}${disk.source.startsWith('/') ? ` on ${disk.source}` : ''}${journal}; a new file costs ${fmt(newFileCpuUs(ws.root), 0)} us of CPU now${memWs ? `, ${fmt(newFileCpuUs(memWs.root), 0)} us in memory (/dev/shm)` : ''}`);
+console.log(await diskNote(ws.root));
 
 const checkedMonty = checkText('TR-20261122-000000Z-bench-monty.md', montyRequest);
 if (checkedMonty.problems.length) throw new Error(JSON.stringify(checkedMonty.problems));

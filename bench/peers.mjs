@@ -149,7 +149,7 @@ for (const c of COMMANDS) {
   for (const k of candidates) {
     k.ms = [];
     k.cpu = 0;
-    for (let i = 0; i < 3; i++) (await k.fn())?.cleanup?.(); // warm-up
+    for (let i = 0; i < 3; i++) await k.fn(); // warm-up
     await k.settle?.();
   }
   wrapMs.length = 0;
@@ -158,11 +158,10 @@ for (const c of COMMANDS) {
       if (i >= (k.n ?? N)) continue;
       const c0 = treeCpuMs();
       const t0 = performance.now();
-      const r = await k.fn();
+      await k.fn();
       k.ms.push(performance.now() - t0);
       await k.settle?.();
       k.cpu += treeCpuMs() - c0;
-      r?.cleanup?.(); // deleting a run's folder is not part of the run
     }
   }
   console.log(`\n${c.name}:`);

@@ -14,32 +14,28 @@ import { keepLaunchersHeld, launcherHeld } from '../dist/src/sandbox/ns/held.js'
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { montyRun, nsRun, phasesOf, removeWorkspace } from './airlock-run.mjs';
+import { montyRun, nsRun, phasesOf, removeWorkspace, ws } from './airlock-run.mjs';
 import { bareBwrap } from './bare-bwrap.mjs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuPerRun, loadAverage } from './proc-cpu.mjs';
-import { cgroupMovesNote, fmt, inRounds, mean, percentile, summary, timeEach } from './stats.mjs';
+import { cgroupMovesNote, diskNote, fmt, inRounds, mean, percentile, summary, timeEach } from './stats.mjs';
 
 const N = Number(process.env.BENCH_RUNS ?? 200);
 const bare = () => bareBwrap();
 
 console.log(`load average at the start: ${loadAverage()}`);
 console.log(await cgroupMovesNote());
+console.log(await diskNote(ws.runs));
 // As a service runs (pipeline/warm.ts): launchers are held ahead of need for runs started on request.
 keepLaunchersHeld(2);
 const first = await nsRun();
 console.log(`check: /bin/true run -> ${first.sandboxResult.execution.status}, verdict ${first.sandboxResult.verdict.recommended_action}; side effects observed: ${first.observation.sideEffects ? `yes (${first.observation.host.syscallTracer})` : 'no'}`);
-first.cleanup();
-for (let i = 0; i < 10; i++) { (await nsRun()).cleanup(); await bare(); }
+for (let i = 0; i < 10; i++) { await nsRun(); await bare(); }
 await sandboxIdle();
 const phases = {};
 const keep = (r) => { for (const [k, v] of Object.entries(phasesOf(r))) (phases[k] ??= []).push(v); };
 const { result: b, treeMs: bCpu, parts: bParts, machineMs: bMachine } = await cpuPerRun(N, () => timeEach(bare, N));
-// The runs' folders are deleted after the CPU window (deleting results is not part of a run).
-const later = [];
-const nsRunKept = async () => { const r = await nsRun(); later.push(r.cleanup); return { ...r, cleanup: undefined }; };
-const { result: a, treeMs: aCpu, parts: aParts, machineMs: aMachine } = await cpuPerRun(N, () => timeEach(nsRunKept, N, keep), sandboxIdle);
-for (const f of later.splice(0)) f();
+const { result: a, treeMs: aCpu, parts: aParts, machineMs: aMachine } = await cpuPerRun(N, () => timeEach(nsRun, N, keep), sandboxIdle);
 console.log(`bare bwrap /bin/true         p50 ${fmt(b.p50)} ms  p99 ${fmt(b.p99)} ms  (n=${N})`);
 console.log(`airlock run /bin/true (full)  p50 ${fmt(a.p50)} ms  p99 ${fmt(a.p99)} ms  (n=${N})`);
 console.log(`ratio p50 airlock / bare: ${fmt(a.p50 / b.p50)}x   [targets: p50 <= 12 ms, <= 1.5x bare (issue 20), p99 <= 30 ms]`);
@@ -65,9 +61,7 @@ const P = Math.min(N, 100);
 async function twoInParallel(fn) {
   const t0 = performance.now();
   let next = 0;
-  const done = [];
-  await Promise.all([0, 1].map(async () => { while (next++ < P) done.push(await fn()); }));
-  for (const r of done) r?.cleanup?.();
+  await Promise.all([0, 1].map(async () => { while (next++ < P) await fn(); }));
   return (P / (performance.now() - t0)) * 1000;
 }
 const aPar = await twoInParallel(() => nsRun());
@@ -79,7 +73,7 @@ if (b.p50 > 12 || bPar < 150) {
 }
 await afterPauseSection(Number(process.env.BENCH_PAUSE_ROUNDS ?? 30), Number(process.env.BENCH_PAUSE_MS ?? 100));
 await pooledSection(R);
-(await montyRun()).cleanup();
+await montyRun();
 const m = await timeEach(() => montyRun(), Math.min(N, 50));
 console.log(`monty lane, trivial program   p50 ${fmt(m.p50)} ms  p99 ${fmt(m.p99)} ms  (n=${Math.min(N, 50)}); ns lane p50 ${fmt(a.p50)} ms`);
 console.log(`load average at the end: ${loadAverage()}`);
@@ -104,13 +98,13 @@ async function afterPauseSection(rounds, pause) {
     if (!launcherHeld().waiting) missed++;
     await sleep(pause);
     t = performance.now();
-    (await nsRun()).cleanup();
+    await nsRun();
     const th = performance.now() - t;
     await keepLaunchersHeld(0);
     await sandboxIdle();
     await sleep(pause);
     t = performance.now();
-    (await nsRun()).cleanup();
+    await nsRun();
     const tc = performance.now() - t;
     keepLaunchersHeld(2); // holds them now (their moves wait during the pause)
     if (i >= 2) [xb, xh, xc].forEach((xs, j) => xs.push([tb, th, tc][j]));
@@ -171,7 +165,7 @@ async function pooledSection(rounds) {
   const [fb, fp] = [[], []];
   let fcold = 0;
   for (let i = 0; i < rounds + 5; i++) {
-    await waiting().catch(async () => ((await nsRun()).cleanup(), waiting()));
+    await waiting().catch(async () => (await nsRun(), waiting()));
     let t = performance.now();
     await bare();
     const tb = performance.now() - t;
@@ -179,7 +173,6 @@ async function pooledSection(rounds) {
     const r = await nsRun();
     const tp = performance.now() - t;
     if (r.observation.host.sandboxStart !== 'ahead of need') fcold++;
-    r.cleanup();
     if (i >= 5) [fb, fp].forEach((xs, j) => xs.push([tb, tp][j]));
   }
   await closeSandboxPool();

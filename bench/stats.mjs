@@ -61,3 +61,14 @@ export async function cgroupMovesNote() {
   const measured = m.measuredMs === null ? 'not measured' : `a move after a pause took ${m.measuredMs.toFixed(1)} ms`;
   return `cgroup moves: ${m.favored ? `favordynmods on ${m.where.join(', ')}` : 'no favordynmods mount'}; ${measured} (airlock doctor, "cgroup moves")`;
 }
+
+/**
+ * The disk under a bench's workspace and what a new file costs there now (a full run makes two or
+ * more): on an ext4 without a journal that cost depends on what was deleted in the last minutes.
+ */
+export async function diskNote(dir) {
+  const { newFileCpuUs, workspaceDisk } = await import('../dist/src/workspace/disk.js');
+  const d = workspaceDisk(dir);
+  const journal = d.journal === null ? '' : d.journal ? ', with a journal' : ', NO JOURNAL (each new inode steps over those deleted in the last minutes)';
+  return `workspace disk: ${d.fsType}${d.source.startsWith('/') ? ` on ${d.source}` : ''}${journal}; a new file costs ${fmt(newFileCpuUs(dir), 0)} us of CPU now (airlock doctor, "workspace disk")`;
+}
