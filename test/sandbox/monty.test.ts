@@ -3,7 +3,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Action, ActionLimits } from '../../src/action/action.js';
@@ -628,12 +628,24 @@ console.log(JSON.stringify(statuses));
   assert.deepEqual(JSON.parse(r.stdout.trim()), ['SUCCESS', 'SUCCESS', 'SUCCESS']);
 });
 
-test('close() ends every worker and removes their cgroups', async () => {
+test('close() ends every worker, removes their cgroups and closes the files the host held open on them', async () => {
   const o = await monty('1');
   const pid = o.monty.isolation.childPid!;
   const groups = o.monty.isolation.sandbox?.cgroup ? readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').map((l) => l.split(':')[2]).filter((g): g is string => Boolean(g && g.includes('monty-w-'))) : [];
+  // The worker's /proc files and its cgroup's counters are read through descriptors held across runs.
+  const held = (): string[] => readdirSync('/proc/self/fd').flatMap((fd) => {
+    try {
+      const t = readlinkSync(`/proc/self/fd/${fd}`);
+      return t.startsWith(`/proc/${pid}/`) || groups.some((g) => t.includes(g)) ? [t] : [];
+    } catch {
+      return [];
+    }
+  });
+  assert.ok(held().includes(`/proc/${pid}/status`), held().join(', '));
+  if (groups.length > 0) assert.ok(held().some((t) => t.includes('/sys/fs/cgroup/')), held().join(', '));
   await closeMontyPools();
   assert.ok(await gone(pid));
+  assert.deepEqual(held(), [], 'nothing of the worker is left open');
   for (const g of groups) for (const m of ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/unified', '/sys/fs/cgroup']) assert.equal(existsSync(join(m, g)), false, `${m}${g} removed`);
   const again = await monty('2');
   assert.equal(again.status, 'SUCCESS', 'a closed pool is made again on the next run');

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { delegatedV1, delegatedV2 } from './delegated.js';
 import type { CgroupController, CgroupInfo, CgroupLimits, RunCgroup } from './types.js';
 import { primeAttach } from './prime.js';
+import { HeldFiles } from '../../base/held-files.js';
 import { readOr } from './util.js';
 import { createV1 } from './v1.js';
 import { createV2 } from './v2.js';
@@ -99,14 +100,19 @@ function detectDelegated(v1: Record<string, string>, v2: string[]): CgroupInfo {
   return { version: null, controllers: [], mounts: {}, swapAccounting: false, usable: false, bases: {}, delegation: null, detail: 'no cgroup hierarchy is mounted' };
 }
 
-/**
- * Create this run's group with its limits. Throws on failure (the runner turns it into a SANDBOX_ERROR).
- * `prime`: the caller moves the sandbox in shortly, on a request's path (not a launcher held ahead).
- */
-export function createRunCgroup(info: CgroupInfo, runName: string, limits: CgroupLimits, prime = true): RunCgroup {
+export interface GroupOptions {
+  /** The caller moves the sandbox in shortly, on a request's path (not a launcher held ahead). Default true. */
+  prime?: boolean;
+  /** The group lives across many runs (a Monty worker's): its counters are read through files held open until destroy(). */
+  holdFiles?: boolean;
+}
+
+/** Create this run's group with its limits. Throws on failure (the runner turns it into a SANDBOX_ERROR). */
+export function createRunCgroup(info: CgroupInfo, runName: string, limits: CgroupLimits, opts: GroupOptions = {}): RunCgroup {
   if (!info.usable || info.version === null) throw new Error(`no usable cgroup: ${info.detail}`);
-  const group = info.version === 2 ? createV2(info, runName, limits) : createV1(info, runName, limits);
+  const held = opts.holdFiles ? new HeldFiles() : null;
+  const group = info.version === 2 ? createV2(info, runName, limits, held) : createV1(info, runName, limits, held);
   // Start the kernel's wait for that move now, after the group's mkdirs (prime.ts).
-  if (prime) primeAttach(info);
+  if (opts.prime ?? true) primeAttach(info);
   return group;
 }

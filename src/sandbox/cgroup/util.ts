@@ -12,16 +12,19 @@ export function readOr(path: string): string | null {
   }
 }
 
-export function readNumber(path: string): number | null {
-  const t = readOr(path);
+/** How a group reads its files: by path each time, or through files it holds open (base/held-files.ts). */
+export type Read = (path: string) => string | null;
+
+export function readNumber(path: string, read: Read = readOr): number | null {
+  const t = read(path);
   if (t === null) return null;
   const n = Number(t.trim());
   return Number.isFinite(n) ? n : null;
 }
 
 /** Value of `key N` in a flat keyed file (memory.events, cpu.stat, pids.events, oom_control). */
-export function readKeyed(path: string, key: string): number | null {
-  const t = readOr(path);
+export function readKeyed(path: string, key: string, read: Read = readOr): number | null {
+  const t = read(path);
   if (t === null) return null;
   const m = new RegExp(`^${key}\\s+(\\d+)`, 'm').exec(t);
   return m?.[1] !== undefined ? Number(m[1]) : null;

@@ -3,9 +3,12 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CgroupInfo, CgroupLimits, CgroupUsage, RunCgroup } from './types.js';
-import { pidsIn, readKeyed, readNumber, readOr, removeGroup, sleep, write } from './util.js';
+import { pidsIn, readKeyed, readNumber, readOr, removeGroup, sleep, write, type Read } from './util.js';
+import type { HeldFiles } from '../../base/held-files.js';
 
-export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
+export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits, held: HeldFiles | null = null): RunCgroup {
+  // A group that lives across runs reads its counters through files held open (closed by destroy()).
+  const read: Read = held ? (p) => held.read(p) : readOr;
   const dirs: Record<string, string> = {};
   for (const c of ['memory', 'pids', 'cpuacct', 'freezer'] as const) {
     const base = info.bases[c];
@@ -25,9 +28,9 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
   const all = Object.values(dirs);
   const hasMemsw = mem !== undefined && existsSync(join(mem, 'memory.memsw.limit_in_bytes'));
   let memoryLimit = limits.memoryBytes;
-  const oomCount = (): number => (mem ? (readKeyed(join(mem, 'memory.oom_control'), 'oom_kill') ?? 0) : 0);
-  const pidsMax = (): number => (dirs.pids ? (readKeyed(join(dirs.pids, 'pids.events'), 'max') ?? 0) : 0);
-  const memFail = (): number => (mem ? (readNumber(join(mem, 'memory.failcnt')) ?? 0) : 0);
+  const oomCount = (): number => (mem ? (readKeyed(join(mem, 'memory.oom_control'), 'oom_kill', read) ?? 0) : 0);
+  const pidsMax = (): number => (dirs.pids ? (readKeyed(join(dirs.pids, 'pids.events'), 'max', read) ?? 0) : 0);
+  const memFail = (): number => (mem ? (readNumber(join(mem, 'memory.failcnt'), read) ?? 0) : 0);
 
   const setMemoryLimit = (bytes: number): void => {
     if (!mem) throw new Error('no memory controller');
@@ -78,12 +81,12 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
       if (dirs.pids) write(join(dirs.pids, 'pids.max'), String(l.pids));
     },
     memoryBytes(): number | null {
-      return mem ? readNumber(join(mem, 'memory.usage_in_bytes')) : null;
+      return mem ? readNumber(join(mem, 'memory.usage_in_bytes'), read) : null;
     },
     cpuSplitMs() {
       if (!dirs.cpuacct) return null;
       // cpuacct.usage_all: one line per CPU, "cpu user system" in ns (Linux 4.7+).
-      const all = readOr(join(dirs.cpuacct, 'cpuacct.usage_all'));
+      const all = read(join(dirs.cpuacct, 'cpuacct.usage_all'));
       if (all !== null) {
         let user = 0;
         let system = 0;
@@ -96,12 +99,12 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
         }
         if (Number.isFinite(user) && Number.isFinite(system)) return { user: user / 1e6, system: system / 1e6 };
       }
-      const user = readNumber(join(dirs.cpuacct, 'cpuacct.usage_user'));
-      const sys = readNumber(join(dirs.cpuacct, 'cpuacct.usage_sys'));
+      const user = readNumber(join(dirs.cpuacct, 'cpuacct.usage_user'), read);
+      const sys = readNumber(join(dirs.cpuacct, 'cpuacct.usage_sys'), read);
       return user === null || sys === null ? null : { user: user / 1e6, system: sys / 1e6 };
     },
     cpuTotalMs(): number | null {
-      const ns = dirs.cpuacct ? readNumber(join(dirs.cpuacct, 'cpuacct.usage')) : null;
+      const ns = dirs.cpuacct ? readNumber(join(dirs.cpuacct, 'cpuacct.usage'), read) : null;
       return ns === null ? null : ns / 1e6;
     },
     limitHit() {
@@ -110,8 +113,8 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
     usage(): CgroupUsage {
       const u: CgroupUsage = { cpuUserMs: null, cpuSystemMs: null, peakMemoryBytes: null, unmeasured: {}, oomKilled: oomCount() > 0, pidsLimitHit: pidsMax() > 0 };
       if (dirs.cpuacct) {
-        const user = readNumber(join(dirs.cpuacct, 'cpuacct.usage_user'));
-        const sys = readNumber(join(dirs.cpuacct, 'cpuacct.usage_sys'));
+        const user = readNumber(join(dirs.cpuacct, 'cpuacct.usage_user'), read);
+        const sys = readNumber(join(dirs.cpuacct, 'cpuacct.usage_sys'), read);
         u.cpuUserMs = user === null ? null : user / 1e6;
         u.cpuSystemMs = sys === null ? null : sys / 1e6;
         if (user === null) u.unmeasured.cpuUserMs = 'cpuacct.usage_user unreadable';
@@ -120,10 +123,10 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
         u.unmeasured.cpuUserMs = u.unmeasured.cpuSystemMs = 'cgroup v1 cpuacct controller is not mounted';
       }
       if (mem) {
-        u.peakMemoryBytes = readNumber(join(mem, 'memory.max_usage_in_bytes'));
+        u.peakMemoryBytes = readNumber(join(mem, 'memory.max_usage_in_bytes'), read);
         if (u.peakMemoryBytes === null) u.unmeasured.peakMemoryBytes = 'memory.max_usage_in_bytes unreadable';
         // An OOM kill can be recorded only as failcnt on kernels without oom_kill in oom_control.
-        if (!u.oomKilled && memFail() > 0 && readKeyed(join(mem, 'memory.oom_control'), 'oom_kill') === null) u.oomKilled = true;
+        if (!u.oomKilled && memFail() > 0 && readKeyed(join(mem, 'memory.oom_control'), 'oom_kill', read) === null) u.oomKilled = true;
       } else u.unmeasured.peakMemoryBytes = 'cgroup v1 memory controller is not mounted';
       return u;
     },
@@ -135,6 +138,7 @@ export function createV1(info: CgroupInfo, runName: string, limits: CgroupLimits
       } catch (e) {
         errors.push(`kill failed: ${(e as Error).message}`);
       }
+      held?.close();
       for (const d of all) {
         const err = await removeGroup(d);
         if (err) errors.push(err);

@@ -2,7 +2,8 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CgroupInfo, CgroupLimits, CgroupUsage, RunCgroup } from './types.js';
-import { pidsIn, readKeyed, readNumber, readOr, removeGroup, sleep, write } from './util.js';
+import { pidsIn, readKeyed, readNumber, readOr, removeGroup, sleep, write, type Read } from './util.js';
+import type { HeldFiles } from '../../base/held-files.js';
 import { HOST_LEAF } from './delegated.js';
 
 const prepared = new Set<string>();
@@ -31,7 +32,9 @@ function prepareDelegated(base: string, enable: string): void {
   prepared.add(base);
 }
 
-export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits): RunCgroup {
+export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits, held: HeldFiles | null = null): RunCgroup {
+  // A group that lives across runs reads its counters through files held open (closed by destroy()).
+  const read: Read = held ? (p) => held.read(p) : readOr;
   const mount = info.mounts.unified;
   const parent = info.bases.unified;
   if (!mount || !parent) throw new Error('createV2 without a unified mount');
@@ -64,8 +67,8 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
     write(join(dir, 'memory.max'), String(bytes));
     memoryLimit = bytes;
   };
-  const oom = (): boolean => (readKeyed(join(dir, 'memory.events'), 'oom_kill') ?? 0) > 0;
-  const pidsHit = (): boolean => (readKeyed(join(dir, 'pids.events'), 'max') ?? 0) > 0;
+  const oom = (): boolean => (readKeyed(join(dir, 'memory.events'), 'oom_kill', read) ?? 0) > 0;
+  const pidsHit = (): boolean => (readKeyed(join(dir, 'pids.events'), 'max', read) ?? 0) > 0;
 
   const killAll = async (): Promise<void> => {
     const hasKill = existsSync(join(dir, 'cgroup.kill'));
@@ -102,10 +105,10 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
       if (hasPids) write(join(dir, 'pids.max'), String(l.pids));
     },
     memoryBytes(): number | null {
-      return hasMem ? readNumber(join(dir, 'memory.current')) : null;
+      return hasMem ? readNumber(join(dir, 'memory.current'), read) : null;
     },
     cpuSplitMs() {
-      const stat = readOr(join(dir, 'cpu.stat'));
+      const stat = read(join(dir, 'cpu.stat'));
       const get = (k: string): number | null => {
         const m = stat === null ? null : new RegExp(`^${k}\\s+(\\d+)`, 'm').exec(stat);
         return m?.[1] !== undefined ? Number(m[1]) / 1000 : null;
@@ -115,16 +118,16 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
       return user === null || system === null ? null : { user, system };
     },
     cpuTotalMs(): number | null {
-      const us = readKeyed(join(dir, 'cpu.stat'), 'usage_usec');
+      const us = readKeyed(join(dir, 'cpu.stat'), 'usage_usec', read);
       return us === null ? null : us / 1000;
     },
     limitHit() {
       return { memory: oom(), pids: pidsHit() };
     },
     usage(): CgroupUsage {
-      const user = readKeyed(join(dir, 'cpu.stat'), 'user_usec');
-      const sys = readKeyed(join(dir, 'cpu.stat'), 'system_usec');
-      const peak = hasMem ? readNumber(join(dir, 'memory.peak')) : null;
+      const user = readKeyed(join(dir, 'cpu.stat'), 'user_usec', read);
+      const sys = readKeyed(join(dir, 'cpu.stat'), 'system_usec', read);
+      const peak = hasMem ? readNumber(join(dir, 'memory.peak'), read) : null;
       const u: CgroupUsage = {
         cpuUserMs: user === null ? null : user / 1000,
         cpuSystemMs: sys === null ? null : sys / 1000,
@@ -146,6 +149,7 @@ export function createV2(info: CgroupInfo, runName: string, limits: CgroupLimits
       } catch (e) {
         errors.push(`kill failed: ${(e as Error).message}`);
       }
+      held?.close();
       const err = await removeGroup(dir);
       if (err) errors.push(err);
       return errors;

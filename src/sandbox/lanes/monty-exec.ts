@@ -5,8 +5,9 @@
 // cancel, protocol error or death ends the worker (killed, replaced by the pool); a clean run gives it
 // back for the next run, which gets a new Monty instance and new folders.
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { once } from 'node:events';
+import type { HeldFiles } from '../../base/held-files.js';
 import type { Problem } from '../../base/problem.js';
 import type { Action } from '../../action/action.js';
 import { StreamCapture } from '../ns/capture.js';
@@ -72,18 +73,18 @@ export interface ExecOutcome {
   memoryBackstop: number;
 }
 
-/** CPU and memory of a live process from /proc (null once it is gone or on a host without /proc). */
-export function sampleProc(pid: number): ProcSample | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-    const s = { cpuUserMs: Number(rest[11]) * TICK_MS, cpuSystemMs: Number(rest[12]) * TICK_MS, rssBytes: kb('VmRSS'), hwmBytes: kb('VmHWM') };
-    return Object.values(s).every(Number.isFinite) ? s : null;
-  } catch {
-    return null;
-  }
+/**
+ * CPU and memory of a live worker from /proc, through the files the worker holds open (bound to its
+ * process: null once it is gone, or on a host without /proc).
+ */
+function sampleProc(files: HeldFiles, pid: number): ProcSample | null {
+  const stat = files.read(`/proc/${pid}/stat`);
+  const status = files.read(`/proc/${pid}/status`);
+  if (stat === null || status === null) return null;
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const kb = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+  const s = { cpuUserMs: Number(rest[11]) * TICK_MS, cpuSystemMs: Number(rest[12]) * TICK_MS, rssBytes: kb('VmRSS'), hwmBytes: kb('VmHWM') };
+  return Object.values(s).every(Number.isFinite) ? s : null;
 }
 
 /** The memory a run may add to its worker: Monty's heap limit plus a margin (V8, Node), and the run's files on the worker's tmpfs. */
@@ -95,22 +96,18 @@ export function memoryAllowance(limits: Action['limits'], inputBytes: number): {
 function cpuOf(worker: MontyWorker, pid: number | null): { user: number; system: number } | null {
   const split = worker.proc.cgroup?.enforces.cpuAccounting ? worker.proc.cgroup.cpuSplitMs() : null;
   if (split) return split;
-  const s = pid !== null ? sampleProc(pid) : null;
+  const s = pid !== null ? sampleProc(worker.procFiles, pid) : null;
   return s ? { user: s.cpuUserMs, system: s.cpuSystemMs } : null;
 }
 
 function memoryNow(worker: MontyWorker, pid: number | null): number | null {
-  return worker.proc.cgroup?.memoryBytes() ?? (pid !== null ? (sampleProc(pid)?.rssBytes ?? null) : null);
+  return worker.proc.cgroup?.memoryBytes() ?? (pid !== null ? (sampleProc(worker.procFiles, pid)?.rssBytes ?? null) : null);
 }
 
-/** The peak RSS of a live process (VmHWM), or null once it is gone. */
-function peakRss(pid: number): number | null {
-  try {
-    const kb = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-    return kb === undefined ? null : Number(kb) * 1024;
-  } catch {
-    return null;
-  }
+/** The peak RSS of the live worker (VmHWM), or null once it is gone. */
+function peakRss(worker: MontyWorker, pid: number): number | null {
+  const kb = /^VmHWM:\s+(\d+) kB/m.exec(worker.procFiles.read(`/proc/${pid}/status`) ?? '')?.[1];
+  return kb === undefined ? null : Number(kb) * 1024;
 }
 
 /** The kernel limit is rounded up to this step, so that runs with the same limits rarely rewrite it. */
@@ -163,16 +160,10 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
     }
   }
   let hwmReset = false;
-  if (pid !== null) {
-    try {
-      writeFileSync(`/proc/${pid}/clear_refs`, '5');
-      hwmReset = true;
-    } catch {
-      /* the peak is then the worker's since its start: said in peakBasis */
-    }
-  }
+  // Refused: the peak is then the worker's since its start, as peakBasis says.
+  if (pid !== null) hwmReset = worker.procFiles.write(`/proc/${pid}/clear_refs`, '5');
   const cpu0 = cpuOf(worker, pid);
-  const startRss = cg?.enforces.memory ? null : pid !== null ? (sampleProc(pid)?.rssBytes ?? null) : null;
+  const startRss = cg?.enforces.memory ? null : pid !== null ? (sampleProc(worker.procFiles, pid)?.rssBytes ?? null) : null;
 
   // ---- the run ----
   startedAt = new Date();
@@ -242,11 +233,11 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
   const poll = setInterval(() => {
     if (end || kill) return;
     const c = cg?.enforces.cpuAccounting ? cg.cpuTotalMs() : null;
-    const s = c === null && pid !== null ? sampleProc(pid) : null;
+    const s = c === null && pid !== null ? sampleProc(worker.procFiles, pid) : null;
     const used = c !== null && cpu0 ? c - cpu0.user - cpu0.system : s && cpu0 ? s.cpuUserMs + s.cpuSystemMs - cpu0.user - cpu0.system : null;
     if (used !== null && used > limits.cpuMs) return killWorker({ status: 'RESOURCE_KILLED', limit: 'cpuMs', reason: `CPU time limit ${limits.cpuMs} ms exceeded (${Math.round(used)} ms): killed by the host` });
     if (startRss !== null) {
-      const rss = s?.rssBytes ?? (pid !== null ? sampleProc(pid)?.rssBytes : undefined);
+      const rss = s?.rssBytes ?? (pid !== null ? sampleProc(worker.procFiles, pid)?.rssBytes : undefined);
       if (rss !== undefined && rss - startRss > memoryBackstop) killWorker({ status: 'RESOURCE_KILLED', limit: 'memoryBytes', reason: `memory limit ${limits.memoryBytes} bytes: the worker's RSS grew by ${rss - startRss} bytes (backstop ${memoryBackstop}); killed by the host` });
     }
   }, POLL_MS);
@@ -297,7 +288,7 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
   const finished = end !== null && !kill && !protocolError;
   // ---- after: CPU and peak memory while the worker idles (or what was last seen of a dead one) ----
   const cpu1 = finished ? cpuOf(worker, pid) : cg?.enforces.cpuAccounting ? cpuOf(worker, null) : null;
-  const peak = pid !== null ? peakRss(pid) : null;
+  const peak = pid !== null ? peakRss(worker, pid) : null;
   let workerExit: ExecOutcome['workerExit'] = null;
   let oomKilled = false;
   if (!finished) {

@@ -5,6 +5,7 @@
 // is its own sandboxed process (monty-sandbox.ts). Idle workers do not keep the process alive (their
 // handles are unref'd), and close() ends them all.
 import { availableParallelism } from 'node:os';
+import { HeldFiles } from '../../base/held-files.js';
 import type { Problem } from '../../base/problem.js';
 import { FROM_WORKER, FrameReader, type Frame } from './monty-protocol.js';
 import { startWorkerProcess, type WorkerProcess, type WorkerSpec } from './monty-sandbox.js';
@@ -56,6 +57,8 @@ export class MontyWorker {
   private stderrTail = '';
   /** Memory charged to the worker before its first run (a worker that keeps much more is replaced). */
   baselineMemory: number | null | undefined = undefined;
+  /** Its /proc/<pid> files, opened at its first run and closed when it ends (base/held-files.ts). */
+  readonly procFiles = new HeldFiles();
 
   constructor(readonly proc: WorkerProcess, startTimeoutMs: number) {
     let onReady!: (p: Problem | null) => void;
@@ -63,6 +66,7 @@ export class MontyWorker {
     this.exited = proc.exited.then((e) => {
       this.stateAtExit = this.state;
       this.state = 'dead';
+      this.procFiles.close();
       onReady({ code: 'MONTY_CHILD_FAILED', message: `the Monty worker ended before it was ready (${e.error ?? e.signal ?? `exit ${e.code}`}): ${this.stderr().slice(0, 300).trim()}` });
       this.broken?.({ protocol: false, why: `the worker ended (${e.signal ?? `exit ${e.code}`})` });
       return e;

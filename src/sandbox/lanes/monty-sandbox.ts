@@ -174,7 +174,7 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
   if (caps.cgroup.usable) {
     marker = join(dirname(app), name);
     mkdirSync(marker, { mode: 0o700 });
-    cg = createRunCgroup(caps.cgroup, name, { memoryBytes: spec.idleMemoryBytes, pids: spec.pids });
+    cg = createRunCgroup(caps.cgroup, name, { memoryBytes: spec.idleMemoryBytes, pids: spec.pids }, { holdFiles: true });
   }
   const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--hostname', 'airlock'];
   if (bwrap.supports.disableUserns) a.push('--disable-userns');

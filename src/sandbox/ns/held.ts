@@ -101,7 +101,7 @@ function fill(tracer: SyscallTracer, info: CgroupInfo): void {
     const name = `ns-${ownerTag()}-${randomBytes(4).toString('hex')}`;
     let cg: RunCgroup;
     try {
-      cg = createRunCgroup(info, name, WAITING_LIMITS, false); // its move is off any request's path: nothing to prime
+      cg = createRunCgroup(info, name, WAITING_LIMITS, { prime: false }); // its move is off any request's path: nothing to prime
     } catch (e) {
       failures++;
       process.emitWarning(`airlock: cannot make a cgroup for a launcher held ahead of need: ${(e as Error).message}`);
