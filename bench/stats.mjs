@@ -70,5 +70,7 @@ export async function diskNote(dir) {
   const { newFileCpuUs, workspaceDisk } = await import('../dist/src/workspace/disk.js');
   const d = workspaceDisk(dir);
   const journal = d.journal === null ? '' : d.journal ? ', with a journal' : ', NO JOURNAL (each new inode steps over those deleted in the last minutes)';
-  return `workspace disk: ${d.fsType}${d.source.startsWith('/') ? ` on ${d.source}` : ''}${journal}; a new file costs ${fmt(newFileCpuUs(dir), 0)} us of CPU now (airlock doctor, "workspace disk")`;
+  const probe = newFileCpuUs(dir);
+  const cost = 'us' in probe ? `a new file costs ${fmt(probe.us, 0)} us of CPU now` : `a new file was not timed: ${probe.notTimed}`;
+  return `workspace disk: ${d.fsType}${d.source.startsWith('/') ? ` on ${d.source}` : ''}${journal}; ${cost} (airlock doctor, "workspace disk")`;
 }

@@ -5,7 +5,7 @@ import { untraversable } from '../sandbox/ns/staging.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 import { nativeBinaryPath } from '../base/native.js';
 import { PAUSE_MS, probeCgroupMoves, type CgroupMoves } from '../sandbox/cgroup/favor.js';
-import { newFileCpuUs, workspaceDisk, type WorkspaceDisk } from '../workspace/disk.js';
+import { newFileCpuUs, workspaceDisk, type NewFileCost, type WorkspaceDisk } from '../workspace/disk.js';
 import { workspaceRoot } from '../workspace/workspace.js';
 
 /** A person's name for each limit, and the order doctor lists them in. */
@@ -59,9 +59,9 @@ function movesLine(m: CgroupMoves): string {
 }
 
 /** The workspace's file system: what a new file costs there, and what a crash would leave (src/workspace/disk.ts). */
-function diskLine(d: WorkspaceDisk, costUs: number | null, root: string): string {
+function diskLine(d: WorkspaceDisk, probe: NewFileCost | null, root: string): string {
   const where = `${d.exists ? root : `${root} (not made yet: checked ${d.checked})`}: ${d.fsType}${d.source.startsWith('/') ? ` on ${d.source}` : ''}${d.mountPoint ? ` (mounted at ${d.mountPoint})` : ''}`;
-  const cost = costUs === null ? '' : `; a new file costs ${Math.round(costUs)} us of CPU here now (a run makes two or more)`;
+  const cost = probe === null ? '' : 'us' in probe ? `; a new file costs ${Math.round(probe.us)} us of CPU here now (a run makes two or more)` : `; a new file was not timed: ${probe.notTimed}`;
   if (d.journal === false) {
     return `${where}, NO JOURNAL${cost}. Without a journal, ext4 makes every new file step over each file deleted in the last minutes (up to ~1 ms of CPU each, measured), and a rename is not atomic across a crash: after a power loss, run e2fsck on ${d.source || 'the device'} before \`airlock recover\`
                  fix: a workspace on a file system with a journal (--workspace, AIRLOCK_HOME), or give this one a journal (tune2fs -O has_journal, on the unmounted device)`;
@@ -82,7 +82,7 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
   const disk = workspaceDisk(root);
   const newFileUs = disk.exists ? newFileCpuUs(root) : null; // a workspace not made yet is not made for this
   if (opts.json) {
-    process.stdout.write(JSON.stringify({ ...c, cgroupMoves: moves, workspaceDisk: { ...disk, newFileCpuUs: newFileUs } }, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ ...c, cgroupMoves: moves, workspaceDisk: { ...disk, newFile: newFileUs } }, null, 2) + '\n');
     return c.blockers.length > 0 || c.outlook.blockedBecause.length > 0 ? 1 : 0;
   }
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
