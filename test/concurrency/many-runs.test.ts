@@ -246,9 +246,14 @@ test(`CLI runs, a folder gate and a UTP worker, ${RUNS} runs each at once on one
   const auditedOnly = sandboxIds.filter((id) => !finished.includes(id as string));
   assert.ok(auditedOnly.length <= 3, `audited runs without a record.json: ${auditedOnly.join(', ')}`);
   const unfinished = runDirs.filter((d) => !finished.includes(d));
-  assert.equal(finished.length, RUNS - 1 + (RUNS - 1) + (byStatus.success ?? 0) + 1, 'CLI + gate + UTP successes + the last run');
-  // The killed CLI run, the gate's killed run and the UTP call in the sandbox when its worker died; other lost calls may not have started.
-  assert.ok(unfinished.length >= 3 && unfinished.length <= 2 + lost.length, `unfinished runs: ${unfinished.length}, lost UTP calls: ${lost.length}`);
+  // A lost call that ran in the killed worker may have finished its run (record.json written) before
+  // the kill came, and not yet committed its answer: the caller then gets executor_lost for a run
+  // that is on record (at most once, not exactly once). Once in a fresh-clone run: 147 for 146.
+  const lostRan = lost.filter((id) => utpRuns.some(([, call]) => call === id)).length;
+  const answeredRuns = RUNS - 1 + (RUNS - 1) + (byStatus.success ?? 0) + 1; // CLI + gate + UTP successes + the last run
+  assert.ok(finished.length >= answeredRuns && finished.length <= answeredRuns + lostRan, `finished runs: ${finished.length}, answered: ${answeredRuns}, lost UTP calls that ran: ${lostRan}`);
+  // Every other folder is the killed CLI run, the gate's killed run, or a lost call's run that did not finish.
+  assert.ok(unfinished.length >= 2 && finished.length + unfinished.length <= answeredRuns + 2 + lostRan, `unfinished runs: ${unfinished.length}, lost UTP calls that ran: ${lostRan}`);
 
   // Nothing of any run is left: no mount below the shared TMPDIR, no cgroup of these processes, no staging folder.
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '');
