@@ -29,6 +29,7 @@ export const clientRules = [
   { code: 'UTPC_BAD_INPUT', spec: 'Airlock client: ids are UTP identifiers, agent_id a subject token (it names the wakeup subject), the subject a cmd.tool subject.', fix: 'Fix the named option.' },
   { code: 'UTPC_PUBLISH', spec: 'Airlock client: the command is published through JetStream (a stream must capture the subject).', fix: 'Start `airlock serve --nats URL` (it creates the stream), and check the subject is a registered target_subject.' },
   { code: 'UTPC_TIMEOUT', spec: 'Airlock client: no wakeup arrived within timeoutMs.', fix: 'Raise timeoutMs, or check that `airlock serve` is running.' },
+  { code: 'UTPC_CONNECTION_CLOSED', spec: 'Airlock client: the NATS connection closed while a call waited for its wakeup; the call may still run, or have run.', fix: 'Call again with the same agent_turn_id and tool_call_id on an open connection: the service answers a repeated call from its record, without running it again.' },
   { code: 'UTPC_BAD_ANSWER', spec: 'UTP 4.2: the wakeup carries routing and pointer fields and names a valid tool.result card.', fix: 'A bug on the serving side: report it with the logged problems.' },
 ] as const;
 
@@ -75,7 +76,7 @@ export type CallToolOutcome =
   | { ok: false; toolCallId: string; problems: Problem[] };
 
 interface Waiter {
-  resolve(v: { payload: unknown; headers: Record<string, string> }): void;
+  resolve(v: { payload: unknown; headers: Record<string, string> } | 'closed'): void;
 }
 
 /**
@@ -92,7 +93,14 @@ const routers = new WeakMap<NatsConnection, Map<string, { sub: Subscription; wai
 
 function router(nc: NatsConnection, subject: string) {
   let bySubject = routers.get(nc);
-  if (!bySubject) routers.set(nc, (bySubject = new Map()));
+  if (!bySubject) {
+    const all = (bySubject = new Map());
+    routers.set(nc, all);
+    // No wakeup can come once the connection is closed: every waiting call ends now, not at its timeout.
+    void nc.closed().then(() => {
+      for (const r of all.values()) for (const ws of r.waiters.values()) for (const w of ws) w.resolve('closed');
+    });
+  }
   let r = bySubject.get(subject);
   if (r) return r;
   // Several waiters per call: a retry may wait beside the first attempt; one wakeup answers both.
@@ -180,7 +188,7 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
     ws?.delete(waiter);
     if (ws?.size === 0) waiters.delete(k);
   };
-  const woken = new Promise<{ payload: unknown; headers: Record<string, string> } | 'timeout'>((resolve) => {
+  const woken = new Promise<{ payload: unknown; headers: Record<string, string> } | 'timeout' | 'closed'>((resolve) => {
     waiter.resolve = resolve;
     const ws = waiters.get(k) ?? new Set<Waiter>();
     ws.add(waiter);
@@ -228,6 +236,10 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   const w = await woken;
   clearTimeout(timer);
   if (w === 'timeout') return bad(toolCallId, 'UTPC_TIMEOUT', `no wakeup for ${toolCallId} within ${o.timeoutMs ?? 60_000} ms`);
+  if (w === 'closed') {
+    unwait();
+    return bad(toolCallId, 'UTPC_CONNECTION_CLOSED', `the NATS connection closed before the wakeup for ${toolCallId} came: the call may still run, or have run; call again with the same agent_turn_id and tool_call_id to get its answer (it does not run twice)`);
+  }
   return readAnswer(o.store, toolCallId, w.payload, w.headers);
 }
 

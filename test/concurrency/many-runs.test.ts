@@ -64,9 +64,12 @@ function sandboxUnderWay(tmp: string, pid: number): boolean {
   }
   return false;
 }
+/** Set when the test has ended (a failed check included): the flows still going stop at their next step. */
+let ended = false;
 async function until(what: string, f: () => boolean, ms = 60_000): Promise<void> {
   const end = Date.now() + ms;
   while (!f()) {
+    if (ended) throw new Error(`the test ended while waiting until ${what}`);
     if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting until ${what}`);
     await sleep(25);
   }
@@ -77,6 +80,17 @@ test(`CLI runs, a folder gate and a UTP worker, ${RUNS} runs each at once on one
   if (!caps.isRoot || !caps.cgroup.usable || caps.blockers.length > 0) return t.skip('needs root, a usable cgroup and a working ns lane');
   const nc = await natsOrFail();
   const top = mkdtempSync(join(tmpdir(), 'airlock-many-'));
+  // Whatever happens (a failed check included): an open connection or store would keep this file's
+  // process alive after its test, and the whole suite would wait on it.
+  const opened: { store?: SqliteStore; stream?: string } = {};
+  t.after(async () => {
+    ended = true;
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    await opened.store?.close();
+    if (opened.stream) await (await nc.jetstreamManager()).streams.delete(opened.stream).catch(() => undefined);
+    await nc.close();
+    rmSync(top, { recursive: true, force: true });
+  });
   chmodSync(top, 0o711);
   const tmp = join(top, 'tmp');
   mkdirSync(tmp, { mode: 0o711 });
@@ -92,7 +106,7 @@ test(`CLI runs, a folder gate and a UTP worker, ${RUNS} runs each at once on one
   // --- the CLI: two loops of `airlock exec` side by side; run 10 of the first loop is killed mid-run.
   const cli = { ok: 0, killed: 0, failures: [] as string[] };
   const cliLoop = async (lane: number, count: number, victim: number): Promise<void> => {
-    for (let i = 0; i < count; i++) {
+    for (let i = 0; i < count && !ended; i++) {
       const kill = i === victim;
       const c = start(repoPath('bin/airlock'), ['exec', '--workspace', wsDir, '--json', '--', ...(kill ? ['/bin/sleep', '30'] : ['/bin/true'])], env);
       const o = collect(c);
@@ -148,9 +162,11 @@ test(`CLI runs, a folder gate and a UTP worker, ${RUNS} runs each at once on one
 
   // --- the UTP worker: RUNS sandbox.exec calls through NATS; killed when a third are answered, restarted.
   const store = new SqliteStore(join(wsDir, 'airlock.db'));
+  opened.store = store;
   await store.init();
   const project = token('p');
   const stream = token('AIRLOCK_M_').toUpperCase();
+  opened.stream = stream;
   const durable = token('airlock-m-');
   const subject = defaultToolSubject('v1', project, 'ch1', 'sandbox.exec');
   await store.upsertTool({ project_id: project, tool_name: 'sandbox.exec', target_subject: subject, ...(BUILTIN_TOOLS['sandbox.exec'] as object) } as Parameters<SqliteStore['upsertTool']>[0]);
@@ -268,10 +284,4 @@ test(`CLI runs, a folder gate and a UTP worker, ${RUNS} runs each at once on one
   assert.deepEqual(groups, [], 'no cgroup left');
   assert.deepEqual(readdirSync(tmp), [], 'no staging or temporary folder left in the shared TMPDIR');
   process.stdout.write(`# ${JSON.stringify({ runs: finished.length, unfinished: unfinished.length, utp: byStatus, seconds: elapsed })}\n`);
-
-  await store.close();
-  const jsm = await nc.jetstreamManager();
-  await jsm.streams.delete(stream).catch(() => undefined);
-  await nc.close();
-  rmSync(top, { recursive: true, force: true });
 });

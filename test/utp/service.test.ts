@@ -18,7 +18,7 @@ import { callTool, cancelTool, readAnswer } from '../../src/utp/client.js';
 import { defaultToolSubject } from '../../src/utp/tools.js';
 import { airlock } from '../helpers/cli.js';
 import { addOperator } from '../helpers/operator.js';
-import { eventually, sleep, startHarness, type Harness } from './harness.js';
+import { eventually, natsOrFail, sleep, startHarness, type Harness } from './harness.js';
 
 /** The UTP command path against real NATS JetStream and a SQLite store (postgres-service.test.ts: the same core on PostgreSQL). */
 
@@ -653,6 +653,20 @@ describe('client', () => {
     const x = await readAnswer(h.store, r.toolCallId, forged, {});
     assert.equal(x.ok, false);
     assert.ok(!x.ok && x.problems.some((p) => p.code === 'UTP_CARD_MISMATCH'));
+  });
+
+  test('a call whose connection closes while it waits ends at once with UTPC_CONNECTION_CLOSED; called again on an open one, it gets its answer without a second run', async () => {
+    const nc2 = await natsOrFail();
+    const id = ids();
+    const pending = callTool({ nats: nc2, store: h.store, subject: h.subject('echo'), tool: 'echo', agentId: 'agent-1', turnEpoch: 3, ...id, arguments: { delay_ms: 1000 }, timeoutMs: 120_000 });
+    await eventually(() => h.runs.includes(id.toolCallId) || undefined, 10_000, 'the call runs');
+    await nc2.close();
+    const r = await pending;
+    assert.ok(!r.ok && r.problems[0]?.code === 'UTPC_CONNECTION_CLOSED', JSON.stringify(r));
+    assert.ok(!r.ok && /call again with the same agent_turn_id and tool_call_id/.test(r.problems[0]!.message));
+    const again = await call('echo', { delay_ms: 1000 }, id);
+    assert.ok(again.ok && again.status === 'success', JSON.stringify(again));
+    assert.equal(h.runs.filter((x) => x === id.toolCallId).length, 1, 'ran once');
   });
 
   test('a client timeout is a value, not a throw', async () => {
