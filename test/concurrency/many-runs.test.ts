@@ -85,7 +85,11 @@ test(`CLI runs, a folder gate and a UTP worker, ${RUNS} runs each at once on one
   const opened: { store?: SqliteStore; stream?: string } = {};
   t.after(async () => {
     ended = true;
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    const alive = children.filter((c) => c.exitCode === null && c.signalCode === null);
+    for (const c of alive) c.kill('SIGKILL');
+    await Promise.all(alive.map(exited));
+    // What they left (mounts, cgroups, staging below the test's TMPDIR): the next airlock process sweeps it.
+    airlock(['exec', '--workspace', join(top, 'ws'), '--', '/bin/true'], { env: { TMPDIR: join(top, 'tmp') } });
     await opened.store?.close();
     if (opened.stream) await (await nc.jetstreamManager()).streams.delete(opened.stream).catch(() => undefined);
     await nc.close();
