@@ -64,6 +64,42 @@ test("a held /proc/<pid> file stays bound to its process: once it is gone, reads
   }
 });
 
+/** A new process given `pid` (root: the kernel's next pid set through ns_last_pid; retried while other forks take it first). */
+async function processWithPid(pid: number): Promise<ReturnType<typeof spawn> | null> {
+  for (let i = 0; i < 100; i++) {
+    writeFileSync('/proc/sys/kernel/ns_last_pid', String(pid - 1));
+    const c = spawn('/bin/cat', [], { stdio: ['pipe', 'ignore', 'ignore'] });
+    if (c.pid === pid) return c;
+    c.kill('SIGKILL');
+    await new Promise((r) => c.on('exit', r));
+  }
+  return null;
+}
+
+test("a worker's pid taken by another process: read by path, /proc gives the newcomer; through the held file, nothing", { skip: process.getuid?.() !== 0 && 'needs root (ns_last_pid)' }, async () => {
+  const worker = spawn('/bin/sleep', ['30']);
+  const pid = worker.pid!;
+  const h = new HeldFiles();
+  try {
+    // Both opened while the worker is known to be ours (as a Monty worker's are, at its first run).
+    assert.match(h.read(`/proc/${pid}/status`) ?? '', /^Name:\s+sleep$/m);
+    assert.equal(h.write(`/proc/${pid}/clear_refs`, '5'), true);
+    worker.kill('SIGKILL');
+    await new Promise((r) => worker.on('exit', r));
+    const newcomer = await processWithPid(pid);
+    assert.ok(newcomer, `no process could be given pid ${pid}`);
+    try {
+      assert.match(readFileSync(`/proc/${pid}/status`, 'utf8'), /^Name:\s+cat$/m, 'the pid is reused: a read by path reaches the newcomer');
+      assert.equal(h.read(`/proc/${pid}/status`), null, 'the held file does not');
+      assert.equal(h.write(`/proc/${pid}/clear_refs`, '5'), false, 'nor does a reset');
+    } finally {
+      newcomer.kill('SIGKILL');
+    }
+  } finally {
+    h.close();
+  }
+});
+
 test('a write never creates a file; after close, nothing is open and nothing opens', () => {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-held-'));
   const h = new HeldFiles();

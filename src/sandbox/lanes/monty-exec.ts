@@ -162,6 +162,9 @@ async function execOnce(pool: MontyPool, spec: ExecSpec): Promise<ExecOutcome & 
   let hwmReset = false;
   // Refused: the peak is then the worker's since its start, as peakBasis says.
   if (pid !== null) hwmReset = worker.procFiles.write(`/proc/${pid}/clear_refs`, '5');
+  // Its status file opened now, while it is alive and ours: read after a death, it cannot reach a
+  // process that took the pid since (base/held-files.ts).
+  if (pid !== null && got.facts.runIndex === 1) worker.procFiles.read(`/proc/${pid}/status`);
   const cpu0 = cpuOf(worker, pid);
   const startRss = cg?.enforces.memory ? null : pid !== null ? (sampleProc(worker.procFiles, pid)?.rssBytes ?? null) : null;
 
