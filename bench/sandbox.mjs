@@ -15,6 +15,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { montyRun, nsRun, phasesOf, removeWorkspace, ws } from './airlock-run.mjs';
+import { SCOPE_DIR } from './sandbox-fixtures.mjs';
+import { ScopeFs } from '../dist/src/base/scope-fs.js';
 import { bareBwrap } from './bare-bwrap.mjs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuPerRun, loadAverage } from './proc-cpu.mjs';
@@ -45,6 +47,17 @@ for (const [k, xs] of Object.entries(phases)) {
   console.log(`  ${k.padEnd(14)} mean ${fmt(mean(xs)).padStart(6)}  p50 ${fmt(percentile(s, 50)).padStart(6)}`);
 }
 console.log(`  ${'sum of means'.padEnd(14)} ${fmt(Object.values(phases).reduce((n, xs) => n + mean(xs), 0)).padStart(11)}  (before launch = the pipeline's before + the lane's preparation + the runner's staging)`);
+// A scoped run's staging waits for its scope agent (in parallel with its tmpfs mounts): one open,
+// 2 ms apart, as runs come (a session is connected ahead of need after each close).
+const opens = [];
+for (let i = 0; i < N; i++) {
+  const t = performance.now();
+  (await ScopeFs.open(SCOPE_DIR, 'dir')).close();
+  opens.push(performance.now() - t);
+  await sleep(2);
+}
+const so = summary(opens);
+console.log(`  scope agent opened (one scope, inside "before launch"): p50 ${fmt(so.p50)} ms p99 ${fmt(so.p99)} (n=${N})`);
 console.log(`CPU per run, this process tree: airlock ${fmt(aCpu)} ms, bare bwrap ${fmt(bCpu)} ms, ratio ${fmt(aCpu / bCpu)}x  [target <= 1.5x]`);
 const parts = (p) => `Node ${fmt(p.node)}, reaped children (bwrap, the program, helpers run per run) ${fmt(p.reaped)}, live helpers (tracer, perl host helper) ${fmt(p.live)}`;
 console.log(`  airlock:    ${parts(aParts)}`);

@@ -11,6 +11,8 @@
 //             what this machine's NATS, JetStream and store cost before Airlock adds anything
 //
 // Latency: sequential calls (p50/p99). Throughput: many calls in flight (calls/s).
+// The timeline (issue 20, target 5) prints two windows of alternating floor/Airlock rounds: the
+// first after 50 rounds and the steady state after BENCH_UTP_STEADY_AFTER (default 2,000) rounds.
 // The workers' JSON log is off (a no-op sink): a deployed `airlock serve` also writes one line per
 // call (its CPU per line: `npm run bench:log`).
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -307,10 +309,14 @@ const STEPS = [
   ['done', 'client: result card read and checked'],
 ];
 /**
- * The floor and Airlock side by side: each of the n rounds makes one bare floor call, then one
- * Airlock echo call, so both see the same moment's machine (a busy host drifts within seconds).
- * Returns both sets of stamped calls.
+ * The floor and Airlock side by side: each round makes one bare floor call, then one Airlock echo
+ * call, so both see the same moment's machine (a busy host drifts within seconds). Two windows of n
+ * rounds are kept: the first after 50 rounds (a service just started) and the last after
+ * STEADY_AFTER rounds (a service that has run a while: V8 keeps compiling the worker's and the
+ * caller's code for thousands of calls, and the floor's few lines warm up at once). Returns both
+ * windows' stamped calls and CPU.
  */
+const STEADY_AFTER = Number(process.env.BENCH_UTP_STEADY_AFTER ?? 2000);
 async function timeline(kind, n, floorDir) {
   const floor = await openFloor(kind, { nats: NATS, pg: PG, sqlite: join(floorDir, 'floor.db'), timeline: true });
   const d = await deployment(kind, 1, { timeline: true });
@@ -332,16 +338,20 @@ async function timeline(kind, n, floorDir) {
       return typeof v === 'function' ? v.bind(t) : v;
     },
   });
-  const calls = [];
-  const floorCalls = [];
   // CPU per call: this process's around each call (calls are sequential: what it used meanwhile is
-  // that call's), each worker process's over the measured rounds (one floor worker, one Airlock worker).
+  // that call's), each worker process's over the window (one floor worker, one Airlock worker).
   const cpuMs = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
-  const cpu = { client: { floor: 0, airlock: 0 }, workers: undefined };
-  const workersBefore = () => ({ floor: procCpuMs(floor.pid), airlock: procCpuMs(d.pids()[0]) });
-  let w0;
-  for (let i = 0; i < n + 50; i++) {
-    if (i === 50) w0 = workersBefore(); // the first 50 rounds warm up
+  const workersNow = () => ({ floor: procCpuMs(floor.pid), airlock: procCpuMs(d.pids()[0]) });
+  const window = (from) => ({ from, calls: [], floorCalls: [], cpu: { client: { floor: 0, airlock: 0 }, workers: undefined }, w0: undefined });
+  const windows = { first: window(50), steady: window(Math.max(STEADY_AFTER, 50 + n)) };
+  const total = windows.steady.from + n;
+  if (STEADY_AFTER > 50) process.stderr.write(`timeline, ${kind}: ${total} rounds (steady state from round ${windows.steady.from})...\n`);
+  for (let i = 0; i < total; i++) {
+    const w = Object.values(windows).find((x) => i >= x.from && i < x.from + n);
+    for (const x of Object.values(windows)) {
+      if (i === x.from) x.w0 = workersNow();
+      if (i === x.from + n) x.cpu.workers = { floor: (workersNow().floor - x.w0.floor) / n, airlock: (workersNow().airlock - x.w0.airlock) / n };
+    }
     const c0 = cpuMs();
     const fc = await floor.call();
     const c1 = cpuMs();
@@ -351,29 +361,29 @@ async function timeline(kind, n, floorDir) {
     stamp('done');
     const c2 = cpuMs();
     if (!r.ok || r.status !== 'success') throw new Error(`timeline call failed: ${JSON.stringify(r).slice(0, 300)}`);
-    if (i >= 50) {
-      calls.push(cur);
-      floorCalls.push(fc);
-      cpu.client.floor += (c1 - c0) / n;
-      cpu.client.airlock += (c2 - c1) / n;
+    if (w) {
+      w.calls.push(cur);
+      w.floorCalls.push(fc);
+      w.cpu.client.floor += (c1 - c0) / n;
+      w.cpu.client.airlock += (c2 - c1) / n;
     }
   }
-  const w1 = workersBefore();
-  cpu.workers = { floor: (w1.floor - w0.floor) / n, airlock: (w1.airlock - w0.airlock) / n };
+  const last = windows.steady;
+  last.cpu.workers = { floor: (workersNow().floor - last.w0.floor) / n, airlock: (workersNow().airlock - last.w0.airlock) / n };
   await floor.close();
-  const byId = new Map(calls.map((c) => [c.id, c]));
+  const byId = new Map(Object.values(windows).flatMap((x) => x.calls.map((c) => [c.id, c])));
   for (const [id, step, t] of await d.stopWorkers()) {
     const c = byId.get(id);
     if (c) c[step] = t;
   }
   await d.close();
   // AIRLOCK_BENCH_TIMELINE_DUMP=<dir>: every call's stamps, for a closer look.
-  if (process.env.AIRLOCK_BENCH_TIMELINE_DUMP) writeFileSync(join(process.env.AIRLOCK_BENCH_TIMELINE_DUMP, `timeline-${kind}.json`), JSON.stringify({ floorCalls, calls }));
-  return { floorCalls, calls, cpu };
+  if (process.env.AIRLOCK_BENCH_TIMELINE_DUMP) writeFileSync(join(process.env.AIRLOCK_BENCH_TIMELINE_DUMP, `timeline-${kind}.json`), JSON.stringify(windows));
+  return windows;
 }
 
 /** p50 of each step's duration (from the previous step), for the floor's calls and Airlock's, side by side. */
-function printTimeline(kind, floorCalls, calls, cpu) {
+function printTimeline(kind, { from, floorCalls, calls, cpu }) {
   const steps = (cs) => {
     const out = {};
     let prev = 'start';
@@ -388,7 +398,7 @@ function printTimeline(kind, floorCalls, calls, cpu) {
   const f = steps(floorCalls);
   const a = steps(calls);
   const col = (x) => String(x).padStart(8);
-  process.stderr.write(`timeline, ${kind}: p50 of each step, ms since the previous step (${calls.length} rounds of one floor call then one Airlock echo call; one monotonic clock for all processes)\n`);
+  process.stderr.write(`timeline, ${kind}, rounds ${from + 1}-${from + calls.length}: p50 of each step, ms since the previous step (each round one floor call then one Airlock echo call; one monotonic clock for all processes)\n`);
   process.stderr.write(`  ${'step'.padEnd(62)}${col('floor')}${col('Airlock')}${col('added')}\n`);
   for (const [k, label] of [...STEPS, ['puback_after_card', '(client: PubAck of the command, after the card)'], ['whole_call', 'whole call']]) {
     process.stderr.write(`  ${label.padEnd(62)}${col(f[k])}${col(a[k])}${col(ms(a[k] - f[k]))}\n`);
@@ -408,7 +418,8 @@ for (const kind of ['sqlite', 'postgres']) {
   record(`floor: bare statements, ${kind}`, await measureFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor.db'), n: LAT_N }), undefined);
   const tl = await timeline(kind, LAT_N, dir);
   rmSync(dir, { recursive: true, force: true });
-  timelines[kind] = printTimeline(kind, tl.floorCalls, tl.calls, tl.cpu);
+  // Target 5 is judged on the steady state: a service's latency once it has run a while.
+  timelines[kind] = { first: printTimeline(kind, tl.first), steady: printTimeline(kind, tl.steady) };
   if (timelineOnly) continue;
   // PostgreSQL: 1, 2 and 3 worker processes (scale-out, issue 20 target 6); SQLite: 1 and 3 workers in one process.
   for (const workers of kind === 'postgres' ? [1, 2, 3] : [1, 3]) {
@@ -453,7 +464,9 @@ const targets = {
 // Issue 20, target 5: Airlock's added p50 above the floor, from the alternating timeline rounds.
 for (const kind of ['sqlite', 'postgres']) {
   const t = timelines[kind];
-  if (t) targets[`added_over_floor_p50_ms_${kind}`] = ms(t.airlock.whole_call - t.floor.whole_call);
+  if (!t) continue;
+  targets[`added_over_floor_p50_ms_${kind}`] = ms(t.steady.airlock.whole_call - t.steady.floor.whole_call);
+  targets[`added_over_floor_p50_ms_${kind}_first_rounds`] = ms(t.first.airlock.whole_call - t.first.floor.whole_call);
 }
 targets.met = {
   overhead_p50_at_most_5x_raw_sqlite: targets.overhead_ratio_sqlite_p50 <= 5,
@@ -466,6 +479,7 @@ targets.met = {
 process.stderr.write(
   `overhead p50 / raw round trip: SQLite ${targets.overhead_ratio_sqlite_p50}x (bare floor ${targets.floor_ratio_sqlite_p50}x), ` +
     `PostgreSQL ${targets.overhead_ratio_postgres_p50}x (bare floor ${targets.floor_ratio_postgres_p50}x)  [target <= 5x]\n` +
-    `added above the floor, p50 of alternating rounds: SQLite ${targets.added_over_floor_p50_ms_sqlite} ms, PostgreSQL ${targets.added_over_floor_p50_ms_postgres} ms  [target <= 0.5 ms]\n`,
+    `added above the floor, p50 of alternating rounds, steady state (after ${STEADY_AFTER} rounds): SQLite ${targets.added_over_floor_p50_ms_sqlite} ms, PostgreSQL ${targets.added_over_floor_p50_ms_postgres} ms  [target <= 0.5 ms]\n` +
+    `  (the first rounds, after 50: SQLite ${targets.added_over_floor_p50_ms_sqlite_first_rounds} ms, PostgreSQL ${targets.added_over_floor_p50_ms_postgres_first_rounds} ms)\n`,
 );
 process.stdout.write(JSON.stringify({ node: process.version, rows, timelines, targets }, null, 2) + '\n');

@@ -689,7 +689,8 @@ static int session(char *hexpath, const char *kind) {
  * `--serve <hex socket path>`: one long-lived process that starts a session per connection (a
  * fork of this small process, instead of a fork of the large Node process per scope). Only the
  * process that started it can connect: the socket is in a folder of its own, mode 0700. Each
- * connection's first line is `<hex path> <dir|file>`; the session answers `pid <pid>`, then as above.
+ * session first says `pid <pid>`, then reads the connection's first line, `<hex path> <dir|file>`,
+ * and answers as above.
  * A session's process is reaped only when stdin says `R <pid>` (after its client closed it), so
  * its pid cannot be another process's while the client may still use /proc/<pid>/fd/<root fd>.
  * Stdin's end (the client process is gone) ends the server; sessions end with their connections.
@@ -737,17 +738,18 @@ static int server(char *hexsock) {
         if (dup2(c, 0) < 0 || dup2(c, 1) < 0) _exit(1);
         close(c);
         clearerr(stdin);
+        // Sent first, while we are still root: the client reaps us by it, also when it never sends
+        // a path (a session connected ahead of need and dropped); and once the session takes the
+        // owner's uid, the owner can SIGSTOP it, and the client finds a stopped agent by this pid (a
+        // buffered pid it never got would leave a promotion waiting forever).
+        printf("pid %d\n", (int)getpid());
+        fflush(stdout);
         char first[2 * PATH_MAX + 16];
         if (!fgets(first, sizeof first, stdin)) _exit(1);
         char *kind = strchr(first, ' ');
         if (!kind) _exit(1);
         *kind++ = 0;
         kind[strcspn(kind, "\n")] = 0;
-        // Sent now, while we are still root: once the session takes the owner's uid, the owner can
-        // SIGSTOP it, and the client finds a stopped agent by this pid (a buffered pid it never got
-        // would leave a promotion waiting forever).
-        printf("pid %d\n", (int)getpid());  // before anything can fail: the client reaps us by it
-        fflush(stdout);
         _exit(session(first, kind));
       }
       close(c);

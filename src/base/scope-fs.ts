@@ -198,15 +198,29 @@ export interface OpenScopeFs {
   rootByDescriptor: string;
 }
 
+/** A connection to the agent server and its forked session, which has sent its pid and waits for a path. */
+interface Session {
+  conn: Socket;
+  reader: ByteReader;
+  /** The session's pid: known once its first line came (`pid <pid>`), then its own until reaped. */
+  pid: Promise<number>;
+}
+
 /**
  * The agents' parent: one `airlock-scopefs --serve` per Node process, started on first use, that
  * forks a session per connection (a fork of a small C process costs far less than a spawn from a
  * large Node process: this is most of what a scope adds to a run). Its socket is in a fresh 0700
  * folder of ours, so only this process (and root) can connect. A session's pid stays its own until
- * we tell the server to reap it (`R <pid>`), which close() does only after killing it.
+ * we tell the server to reap it (`R <pid>`), which we do only after killing it.
+ *
+ * After a session ends, one more is connected ahead of need: its fork, connection and first line are
+ * then off the next scope's path (a run's scopes are opened while its sandbox is staged). It waits as
+ * root, as every session does until it has opened its path, on a socket only this process holds.
  */
 class AgentServer {
   private static current: Promise<AgentServer> | null = null;
+  private spare: Session | null = null;
+  private closed = false;
 
   private constructor(
     private readonly child: ChildProcessWithoutNullStreams,
@@ -226,11 +240,13 @@ class AgentServer {
     const socket = join(dir, 's');
     const child = spawn(bin, ['--serve', hex(socket)], { stdio: ['pipe', 'pipe', 'pipe'], env: {} });
     const reader = new ByteReader(() => null);
+    let server: AgentServer | undefined;
     child.stdout.on('data', (d: Buffer) => reader.push(d));
     child.on('error', (e) => reader.end(e.message));
     child.on('close', (code, sig) => {
       reader.end(`exit ${code ?? sig}`);
       AgentServer.current = null;
+      server?.dropSpare();
       rmSync(dir, { recursive: true, force: true });
     });
     child.stdin.on('error', () => undefined);
@@ -246,7 +262,64 @@ class AgentServer {
     child.unref();
     for (const s of [child.stdin, child.stdout, child.stderr]) (s as unknown as Socket).unref();
     process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-    return new AgentServer(child, socket);
+    return (server = new AgentServer(child, socket));
+  }
+
+  /** A session for the next scope: the one connected ahead of need when it is still there, else a new one. */
+  session(): Session {
+    const spare = this.spare;
+    this.spare = null;
+    if (spare && spare.reader.ended === null) return spare;
+    if (spare) this.end(spare);
+    return this.connect();
+  }
+
+  /** Connects one session ahead of need, unless one waits already. */
+  keepSpare(): void {
+    if (this.spare || this.closed) return;
+    this.spare = this.connect();
+    // Neither a connected spare nor its server may keep Node alive.
+    this.spare.conn.unref();
+  }
+
+  private connect(): Session {
+    const conn = createConnection(this.socket);
+    const known = { pid: 0 };
+    const reader = new ByteReader(() => {
+      const state = procState(known.pid);
+      if (state !== 'T' && state !== 't') return null;
+      kill(known.pid);
+      return `found stopped after ${AGENT_IDLE_MS / 1000} s without an answer (signalled by the scope's owner?): killed`;
+    });
+    conn.on('data', (d: Buffer) => reader.push(d));
+    conn.on('error', (e) => reader.end(e.message));
+    conn.on('close', () => reader.end('its connection closed'));
+    const pid = reader.line().then((line) => {
+      const f = line.split(' ');
+      const n = Number(f[1]);
+      if (f[0] !== 'pid' || !Number.isSafeInteger(n) || n <= 0) {
+        conn.destroy();
+        throw new ScopeFsError('EPROTO', `the scope agent server answered ${JSON.stringify(line)} instead of its session's pid`, '');
+      }
+      return (known.pid = n);
+    });
+    pid.catch(() => undefined); // awaited by open(), or by end()
+    return { conn, reader, pid };
+  }
+
+  /** Ends a session that will not be used: killed, then reaped by the server (once its pid is known). */
+  end(s: Session): void {
+    s.conn.destroy();
+    s.pid.then((pid) => {
+      kill(pid);
+      this.reap(pid);
+    }, () => undefined);
+  }
+
+  private dropSpare(): void {
+    this.closed = true;
+    if (this.spare) this.spare.conn.destroy();
+    this.spare = null;
   }
 
   /** Lets the server reap a session we have killed. */
@@ -281,25 +354,13 @@ export class ScopeFs implements OpenScopeFs {
     const bin = scopeFsBinaryPath();
     if (!bin) throw new ScopeFsError('ENOENT', 'the scope agent (dist/native/airlock-scopefs) is not built: run `npm run build` with a C compiler (apt-get install gcc libc6-dev)', '');
     const server = await AgentServer.get(bin);
-    const conn = createConnection(server.socket);
-    const session = { pid: 0 }; // known from the server's first line
-    const reader = new ByteReader(() => {
-      const state = procState(session.pid);
-      if (state !== 'T' && state !== 't') return null;
-      kill(session.pid);
-      return `found stopped after ${AGENT_IDLE_MS / 1000} s without an answer (signalled by the scope's owner?): killed`;
-    });
-    conn.on('data', (d: Buffer) => reader.push(d));
-    conn.on('error', (e) => reader.end(e.message));
-    conn.on('close', () => reader.end('its connection closed'));
+    const { conn, reader, pid: pidKnown } = server.session();
+    conn.ref(); // a spare was unref'd while it waited
     conn.write(`${hex(absPath)} ${kind}\n`);
-    const first = (await reader.line()).split(' ');
-    const pid = Number(first[1]);
-    if (first[0] !== 'pid' || !Number.isSafeInteger(pid) || pid <= 0) {
+    const pid = await pidKnown.catch((e: unknown) => {
       conn.destroy();
-      throw new ScopeFsError('EPROTO', `the scope agent server answered ${JSON.stringify(first.join(' '))} instead of its session's pid`, '');
-    }
-    session.pid = pid;
+      throw e;
+    });
     try {
       // ok hello <walk> <uid> <gid> <root fd> <pid> <stat...>
       const hello = (await reader.line()).split(' ');
@@ -455,6 +516,7 @@ export class ScopeFs implements OpenScopeFs {
     kill(this.pid);
     this.server.reap(this.pid);
     this.pid = 0;
+    this.server.keepSpare();
   }
 }
 

@@ -1,0 +1,105 @@
+// The scope agents' server keeps one session connected ahead of need (src/base/scope-fs.ts): the
+// next scope is opened by it, a dead one is never used, and every session ends reaped.
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { ScopeFs, scopeFsBinaryPath } from '../../src/base/scope-fs.js';
+import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+
+const built = scopeFsBinaryPath() !== null;
+
+/** pid and state letter of every process whose parent is `ppid`. */
+function childrenOf(ppid: number): { pid: number; state: string; cmd: string }[] {
+  const out: { pid: number; state: string; cmd: string }[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(rest[1]) !== ppid) continue;
+      out.push({ pid: Number(name), state: rest[0] ?? '?', cmd: readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ') });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+const server = (): number => {
+  const s = childrenOf(process.pid).find((c) => c.cmd.includes('airlock-scopefs') && c.cmd.includes('--serve'));
+  assert.ok(s, 'the scope agent server runs as a child of this process');
+  return s.pid;
+};
+const pidOf = (fs: ScopeFs): number => Number(fs.rootByDescriptor.split('/')[2]);
+const until = async (what: string, ok: () => boolean): Promise<void> => {
+  for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(ok(), what);
+};
+
+function scopeDir(): string {
+  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'spare-'));
+  writeFileSync(join(t, 'a.txt'), 'a\n');
+  return t;
+}
+
+test('after a scope agent ends, the next one is already forked and waiting: the next scope is opened by that session', { skip: !built }, async () => {
+  const t = scopeDir();
+  try {
+    const first = await ScopeFs.open(t, 'dir');
+    const firstPid = pidOf(first);
+    first.close();
+    const srv = server();
+    // The first session reaped, one more forked ahead of need (it has sent its pid and waits for a path).
+    await until('one session waits, the closed one is reaped', () => {
+      const kids = childrenOf(srv);
+      return kids.length === 1 && kids[0]?.pid !== firstPid && kids[0]?.state === 'S';
+    });
+    const spare = childrenOf(srv)[0]!.pid;
+    const next = await ScopeFs.open(t, 'dir');
+    assert.equal(pidOf(next), spare, 'the waiting session opened the next scope');
+    assert.deepEqual(await next.list(''), ['a.txt']);
+    next.close();
+  } finally {
+    rmSync(t, { recursive: true, force: true });
+  }
+});
+
+test('a waiting session that died is not used: the next scope gets a new session, and the dead one is reaped', { skip: !built }, async () => {
+  const t = scopeDir();
+  try {
+    (await ScopeFs.open(t, 'dir')).close();
+    const srv = server();
+    await until('a session waits', () => childrenOf(srv).length === 1);
+    const spare = childrenOf(srv)[0]!.pid;
+    process.kill(spare, 'SIGKILL');
+    await until('the killed session is a zombie of the server', () => childrenOf(srv).some((c) => c.pid === spare && c.state === 'Z'));
+    await new Promise((r) => setTimeout(r, 50)); // its connection's close reaches us
+    const next = await ScopeFs.open(t, 'dir');
+    assert.notEqual(pidOf(next), spare);
+    assert.deepEqual(await next.list(''), ['a.txt']);
+    await until('the dead session is reaped', () => !childrenOf(srv).some((c) => c.pid === spare));
+    next.close();
+  } finally {
+    rmSync(t, { recursive: true, force: true });
+  }
+});
+
+test('many scopes opened and closed leave one waiting session and no zombie', { skip: !built }, async () => {
+  const t = scopeDir();
+  try {
+    for (let i = 0; i < 30; i++) {
+      const fs = await ScopeFs.open(t, 'dir');
+      assert.deepEqual(await fs.list(''), ['a.txt']);
+      fs.close();
+    }
+    const srv = server();
+    await until('only the waiting session is left', () => {
+      const kids = childrenOf(srv);
+      return kids.length === 1 && kids[0]?.state === 'S';
+    });
+  } finally {
+    rmSync(t, { recursive: true, force: true });
+  }
+});
