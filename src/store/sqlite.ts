@@ -1,4 +1,4 @@
-import Database from 'better-sqlite3';
+import Database, { type Transaction } from 'better-sqlite3';
 import { openSqliteFile } from './sqlite-file.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -184,8 +184,12 @@ export class SqliteStore implements Store {
       }
     };
     const alone = settled(one);
-    const inSavepoint = settled((x: T) => this.d.transaction(one)(x));
-    return new GroupCommit<T, R>((xs) => (xs.length === 1 ? [alone(xs[0] as T)] : this.d.transaction(() => xs.map(inSavepoint)).immediate()), { maxInFlight: 1, holdTurn: true });
+    // Made once, on first use: better-sqlite3 builds four wrappers per transaction() (a few % of a
+    // worker's CPU when made per call).
+    let savepoint: ((x: T) => R) | undefined;
+    let batch: Transaction<(xs: T[]) => (R | ItemFailed)[]> | undefined;
+    const inSavepoint = settled((x: T) => (savepoint ??= this.d.transaction(one))(x));
+    return new GroupCommit<T, R>((xs) => (xs.length === 1 ? [alone(xs[0] as T)] : (batch ??= this.d.transaction((ys: T[]) => ys.map(inSavepoint))).immediate(xs)), { maxInFlight: 1, holdTurn: true });
   }
 
   private readonly cardWrites = this.writes((x: { card: { card_id: string; type: string }; anchor?: Anchor }): boolean => {
@@ -305,36 +309,35 @@ export class SqliteStore implements Store {
   }
 
   // Alone, its own immediate transaction; in a turn's batch, a savepoint of the batch's transaction.
+  private answerTx: Transaction<(a: AnswerInput, now: number) => AnswerOutcome> | undefined;
   private readonly answers = this.writes((a: AnswerInput): AnswerOutcome => {
-    const d = this.d;
-    const now = Date.now();
-    const tx = d.transaction((): AnswerOutcome => {
+    const tx = (this.answerTx ??= this.d.transaction((x: AnswerInput, now: number): AnswerOutcome => {
       const u = this.st(
           `UPDATE claims SET state = 'answered', result_card_id = ?, wakeup = ?, updated_at = ?
            WHERE agent_turn_id = ? AND tool_call_id = ? AND state = 'running' AND worker_id = ?`,
         )
-        .run(a.card.card_id, JSON.stringify(a.wakeup), now, a.agent_turn_id, a.tool_call_id, a.worker_id);
+        .run(x.card.card_id, JSON.stringify(x.wakeup), now, x.agent_turn_id, x.tool_call_id, x.worker_id);
       if (u.changes !== 1) return { ok: false, reason: 'not-owner', existing: undefined };
       this.st('INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
-        a.card.card_id,
+        x.card.card_id,
         'tool.result',
-        a.agent_turn_id,
-        a.tool_call_id,
-        JSON.stringify(a.card),
+        x.agent_turn_id,
+        x.tool_call_id,
+        JSON.stringify(x.card),
         now,
       );
       this.st('INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
-        a.report.agent_id,
-        a.agent_turn_id,
-        a.tool_call_id,
-        a.report.kind,
-        JSON.stringify(a.report.payload),
+        x.report.agent_id,
+        x.agent_turn_id,
+        x.tool_call_id,
+        x.report.kind,
+        JSON.stringify(x.report.payload),
         now,
       );
       return { ok: true };
-    });
+    }));
     try {
-      const r = tx.immediate();
+      const r = tx.immediate(a, Date.now());
       if (!r.ok) return { ...r, existing: this.readClaim(a) };
       return r;
     } catch (e) {
