@@ -516,7 +516,8 @@ export class ScopeFs implements OpenScopeFs {
     kill(this.pid);
     this.server.reap(this.pid);
     this.pid = 0;
-    this.server.keepSpare();
+    // After what the caller does next in this turn (a run's result goes up first).
+    setImmediate(() => this.server.keepSpare());
   }
 }
 

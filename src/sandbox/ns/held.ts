@@ -67,24 +67,32 @@ export function launcherHeld(): { waiting: number; failures: number; cgroupDirs:
 
 /**
  * A held launcher, its cgroup set to `limits`, for this run (null: none is held; the caller forks
- * its own and makes its own cgroup). Another is held right after, off this run's path.
+ * its own and makes its own cgroup). The caller refills after its run (refillHeldLaunchers): a
+ * refill makes a cgroup and asks the tracer for a launcher, ~0.6 ms of this thread that would
+ * otherwise land in this run's staging. Only when none is left waiting does the refill start now.
  */
 export function takeHeldLauncher(tracer: SyscallTracer, info: CgroupInfo, limits: CgroupLimits): TakenLauncher | null {
   if (size === 0 || !info.usable) return null;
   seen = { tracer, info };
-  setImmediate(() => fill(tracer, info));
   for (let h = waiting.shift(); h; h = waiting.shift()) {
     const why = h.launcher.gone ? `it ended while it waited: ${h.launcher.failure}` : setLimits(h, limits);
     if (why === null) {
       failures = 0;
       served++;
+      if (waiting.length === 0) setImmediate(refillHeldLaunchers);
       return h;
     }
     failures++;
     void drop(h);
     process.emitWarning(`airlock: a launcher held ahead of need was not used (${h.name}): ${why}${failures >= MAX_FAILURES ? '; no launcher is held any more' : ''}`);
   }
+  setImmediate(refillHeldLaunchers);
   return null;
+}
+
+/** Holds launchers again up to the number kept (after a run that took one, and its cleanup). */
+export function refillHeldLaunchers(): void {
+  if (size > 0 && seen) fill(seen.tracer, seen.info);
 }
 
 function setLimits(h: TakenLauncher, limits: CgroupLimits): string | null {

@@ -30,7 +30,7 @@ import { resolveOnRoot, rootPlan, SANDBOX_UID } from '../rootfs.js';
 import type { FsChange, LimitEnforcement, LimitName, RunExit, HostFacts, Limits, Resources, Observation, NsRunSpec, RunStatus, ObservedSideEffects, ScopeObservation } from '../types.js';
 import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
-import { endUnused, takeHeldLauncher } from './held.js';
+import { endUnused, refillHeldLaunchers, takeHeldLauncher } from './held.js';
 import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
 import { namespaceArgs, observeFilterIn, plainSeccompFilter, READ_ONLY_ROOT } from './bwrap-args.js';
@@ -766,6 +766,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       if (px) await px.close();
       if (held && !heldUsed) await endUnused(held);
       if ((await removeRunFolders(folders, group, caps, cleanupErrors)).length > 0) process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
+      if (held) refillHeldLaunchers();
       // The next run of this shape finds a sandbox waiting (when the process keeps a pool).
       if (shape && (await scopesAreDirs().catch(() => false))) refillPool(shape, { limits, scopes: scopes.map((sc) => ({ hostPath: sc.hostPath, readOnly: sc.readOnly === true })) }, caps);
     });
