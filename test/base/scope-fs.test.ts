@@ -1,7 +1,9 @@
 // The scope agents' server keeps one session connected ahead of need (src/base/scope-fs.ts): the
 // next scope is opened by it, a dead one is never used, and every session ends reaped.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ScopeFs, scopeFsBinaryPath } from '../../src/base/scope-fs.js';
@@ -99,6 +101,51 @@ test('many scopes opened and closed leave one waiting session and no zombie', { 
       const kids = childrenOf(srv);
       return kids.length === 1 && kids[0]?.state === 'S';
     });
+  } finally {
+    rmSync(t, { recursive: true, force: true });
+  }
+});
+
+test('another local user cannot reach the agent server or the session waiting as root: no connection, no signal, no descriptor', { skip: !built || process.getuid?.() !== 0 }, async () => {
+  const t = scopeDir();
+  try {
+    (await ScopeFs.open(t, 'dir')).close();
+    const srv = server();
+    await until('a session waits', () => childrenOf(srv).length === 1);
+    const spare = childrenOf(srv)[0]!.pid;
+    // The server decodes its hex argument in place: its command line shows the socket's path.
+    const socketPath = readFileSync(`/proc/${srv}/cmdline`, 'utf8').split('\0')[2] ?? '';
+    assert.match(socketPath, /^\/.*\/s$/);
+    // The hostile program, as uid 4242: connect to the server and ask for a root session on /, stop
+    // the waiting session, take its descriptors.
+    const hostile = [
+      'import json, os, signal, socket, sys',
+      'out = {}',
+      'try:',
+      '    s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(sys.argv[1])',
+      "    s.sendall(b'2f dir\\n'); out['connect'] = s.recv(200).decode()",
+      'except OSError as e:',
+      "    out['connect'] = 'errno %d' % e.errno",
+      'try:',
+      "    os.kill(int(sys.argv[2]), signal.SIGSTOP); out['signal'] = 'sent'",
+      'except OSError as e:',
+      "    out['signal'] = 'errno %d' % e.errno",
+      'try:',
+      "    out['fds'] = os.listdir('/proc/%s/fd' % sys.argv[2])",
+      'except OSError as e:',
+      "    out['fds'] = 'errno %d' % e.errno",
+      'print(json.dumps(out))',
+    ].join('\n');
+    const r = spawnSync('/usr/bin/python3', ['-c', hostile, socketPath, String(spare)], { uid: 4242, gid: 4242, encoding: 'utf8' });
+    assert.equal(r.status, 0, `the hostile program failed: ${r.stderr}`);
+    const got = JSON.parse(r.stdout) as Record<string, string>;
+    assert.equal(got.connect, `errno ${constants.errno.EACCES}`, `the server's socket answered another user: ${got.connect}`);
+    assert.equal(got.signal, `errno ${constants.errno.EPERM}`);
+    assert.equal(got.fds, `errno ${constants.errno.EACCES}`);
+    // The waiting session is untouched: it opens the next scope.
+    const next = await ScopeFs.open(t, 'dir');
+    assert.equal(pidOf(next), spare);
+    next.close();
   } finally {
     rmSync(t, { recursive: true, force: true });
   }
