@@ -39,80 +39,68 @@ const until = async (what: string, ok: () => boolean): Promise<void> => {
   assert.ok(ok(), what);
 };
 
-function scopeDir(): string {
+/** Runs `f` on a fresh scope folder that holds a.txt, removed afterwards. */
+async function inScope(f: (t: string) => Promise<void>): Promise<void> {
   mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
   const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'spare-'));
   writeFileSync(join(t, 'a.txt'), 'a\n');
-  return t;
-}
-
-test('after a scope agent ends, the next one is already forked and waiting: the next scope is opened by that session', { skip: !built }, async () => {
-  const t = scopeDir();
   try {
-    const first = await ScopeFs.open(t, 'dir');
-    const firstPid = pidOf(first);
-    first.close();
-    const srv = server();
-    // The first session reaped, one more forked ahead of need (it has sent its pid and waits for a path).
-    await until('one session waits, the closed one is reaped', () => {
-      const kids = childrenOf(srv);
-      return kids.length === 1 && kids[0]?.pid !== firstPid && kids[0]?.state === 'S';
-    });
-    const spare = childrenOf(srv)[0]!.pid;
-    const next = await ScopeFs.open(t, 'dir');
-    assert.equal(pidOf(next), spare, 'the waiting session opened the next scope');
-    assert.deepEqual(await next.list(''), ['a.txt']);
-    next.close();
+    await f(t);
   } finally {
     rmSync(t, { recursive: true, force: true });
   }
-});
+}
 
-test('a waiting session that died is not used: the next scope gets a new session, and the dead one is reaped', { skip: !built }, async () => {
-  const t = scopeDir();
+/** The session the server holds ahead of need, once it is the server's only child (every other reaped). */
+async function waitingSession(srv: number, not?: number): Promise<number> {
+  await until('one session waits, every other is reaped', () => {
+    const kids = childrenOf(srv);
+    return kids.length === 1 && kids[0]?.pid !== not && kids[0]?.state === 'S';
+  });
+  return childrenOf(srv)[0]!.pid;
+}
+
+/** Opens the scope `t`, checks what it lists, closes it; returns the session's pid. */
+async function openList(t: string): Promise<number> {
+  const fs = await ScopeFs.open(t, 'dir');
   try {
-    (await ScopeFs.open(t, 'dir')).close();
+    assert.deepEqual(await fs.list(''), ['a.txt']);
+    return pidOf(fs);
+  } finally {
+    fs.close();
+  }
+}
+
+test('after a scope agent ends, the next one is already forked and waiting: the next scope is opened by that session', { skip: !built }, () =>
+  inScope(async (t) => {
+    const first = await openList(t);
+    const spare = await waitingSession(server(), first);
+    assert.equal(await openList(t), spare, 'the waiting session opened the next scope');
+  }));
+
+test('a waiting session that died is not used: the next scope gets a new session, and the dead one is reaped', { skip: !built }, () =>
+  inScope(async (t) => {
+    await openList(t);
     const srv = server();
-    await until('a session waits', () => childrenOf(srv).length === 1);
-    const spare = childrenOf(srv)[0]!.pid;
+    const spare = await waitingSession(srv);
     process.kill(spare, 'SIGKILL');
     await until('the killed session is a zombie of the server', () => childrenOf(srv).some((c) => c.pid === spare && c.state === 'Z'));
     await new Promise((r) => setTimeout(r, 50)); // its connection's close reaches us
-    const next = await ScopeFs.open(t, 'dir');
-    assert.notEqual(pidOf(next), spare);
-    assert.deepEqual(await next.list(''), ['a.txt']);
+    assert.notEqual(await openList(t), spare);
     await until('the dead session is reaped', () => !childrenOf(srv).some((c) => c.pid === spare));
-    next.close();
-  } finally {
-    rmSync(t, { recursive: true, force: true });
-  }
-});
+  }));
 
-test('many scopes opened and closed leave one waiting session and no zombie', { skip: !built }, async () => {
-  const t = scopeDir();
-  try {
-    for (let i = 0; i < 30; i++) {
-      const fs = await ScopeFs.open(t, 'dir');
-      assert.deepEqual(await fs.list(''), ['a.txt']);
-      fs.close();
-    }
-    const srv = server();
-    await until('only the waiting session is left', () => {
-      const kids = childrenOf(srv);
-      return kids.length === 1 && kids[0]?.state === 'S';
-    });
-  } finally {
-    rmSync(t, { recursive: true, force: true });
-  }
-});
+test('many scopes opened and closed leave one waiting session and no zombie', { skip: !built }, () =>
+  inScope(async (t) => {
+    for (let i = 0; i < 30; i++) await openList(t);
+    await waitingSession(server());
+  }));
 
-test('another local user cannot reach the agent server or the session waiting as root: no connection, no signal, no descriptor', { skip: !built || process.getuid?.() !== 0 }, async () => {
-  const t = scopeDir();
-  try {
-    (await ScopeFs.open(t, 'dir')).close();
+test('another local user cannot reach the agent server or the session waiting as root: no connection, no signal, no descriptor', { skip: !built || process.getuid?.() !== 0 }, () =>
+  inScope(async (t) => {
+    await openList(t);
     const srv = server();
-    await until('a session waits', () => childrenOf(srv).length === 1);
-    const spare = childrenOf(srv)[0]!.pid;
+    const spare = await waitingSession(srv);
     // The server decodes its hex argument in place: its command line shows the socket's path.
     const socketPath = readFileSync(`/proc/${srv}/cmdline`, 'utf8').split('\0')[2] ?? '';
     assert.match(socketPath, /^\/.*\/s$/);
@@ -143,10 +131,5 @@ test('another local user cannot reach the agent server or the session waiting as
     assert.equal(got.signal, `errno ${constants.errno.EPERM}`);
     assert.equal(got.fds, `errno ${constants.errno.EACCES}`);
     // The waiting session is untouched: it opens the next scope.
-    const next = await ScopeFs.open(t, 'dir');
-    assert.equal(pidOf(next), spare);
-    next.close();
-  } finally {
-    rmSync(t, { recursive: true, force: true });
-  }
-});
+    assert.equal(await openList(t), spare);
+  }));
