@@ -61,7 +61,12 @@ CREATE TABLE IF NOT EXISTS claims (
   updated_at bigint NOT NULL,
   PRIMARY KEY (agent_turn_id, tool_call_id)
 );
-CREATE INDEX IF NOT EXISTS claims_running ON claims (state, lease_until);
+-- The sweeper's two queries, each on a partial index that holds only the rows it looks for: running
+-- claims by lease, answered claims whose wakeup is not known sent, oldest first. An index of every
+-- claim by state made each sweep read all answered claims (30 ms a sweep at 300,000 of them).
+CREATE INDEX IF NOT EXISTS claims_lease ON claims (lease_until) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS claims_unwoken ON claims (updated_at) WHERE state = 'answered' AND NOT woken;
+DROP INDEX IF EXISTS claims_running;
 -- Heartbeats renew claims by their key (the calls a worker runs): no index on worker_id to keep up
 -- on every claim and answer. Dropped from stores made by earlier versions.
 DROP INDEX IF EXISTS claims_worker;
@@ -191,6 +196,18 @@ export function redactUrl(url: string): string {
     return 'the given PostgreSQL URL';
   }
 }
+
+/** The sweeper's statements; each reads through its partial index (claims_lease, claims_unwoken). */
+export const SWEEP_SQL = {
+  // SKIP LOCKED: concurrent sweepers split the expired claims instead of queueing on them; the outer
+  // WHERE re-checks the lease under the row lock.
+  expired: `UPDATE claims SET worker_id = $1, lease_until = ${NOW} + $2, updated_at = ${NOW}
+    WHERE (agent_turn_id, tool_call_id) IN (
+      SELECT agent_turn_id, tool_call_id FROM claims WHERE state = 'running' AND lease_until < ${NOW} LIMIT $3 FOR UPDATE SKIP LOCKED)
+    AND state = 'running' AND lease_until < ${NOW}
+    RETURNING *`,
+  unwoken: `SELECT * FROM claims WHERE state = 'answered' AND NOT woken AND updated_at < ${NOW} - $1 ORDER BY updated_at LIMIT $2`,
+} as const;
 
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
@@ -474,16 +491,7 @@ export class PostgresStore implements Store {
   }
 
   async takeOverExpired(workerId: string, leaseMs: number, limit: number): Promise<ClaimRecord[]> {
-    // SKIP LOCKED: concurrent sweepers split the expired claims instead of queueing on them; the
-    // outer WHERE re-checks the lease under the row lock.
-    const r = await this.q(
-      `UPDATE claims SET worker_id = $1, lease_until = ${NOW} + $2, updated_at = ${NOW}
-       WHERE (agent_turn_id, tool_call_id) IN (
-         SELECT agent_turn_id, tool_call_id FROM claims WHERE state = 'running' AND lease_until < ${NOW} LIMIT $3 FOR UPDATE SKIP LOCKED)
-       AND state = 'running' AND lease_until < ${NOW}
-       RETURNING *`,
-      [workerId, leaseMs, limit],
-    );
+    const r = await this.q(SWEEP_SQL.expired, [workerId, leaseMs, limit]);
     return r.rows.map(rowToClaim);
   }
 
@@ -572,7 +580,7 @@ export class PostgresStore implements Store {
   }
 
   async unwokenAnswers(olderThanMs: number, limit: number): Promise<ClaimRecord[]> {
-    const r = await this.q(`SELECT * FROM claims WHERE state = 'answered' AND woken = false AND updated_at < ${NOW} - $1 ORDER BY updated_at LIMIT $2`, [olderThanMs, limit]);
+    const r = await this.q(SWEEP_SQL.unwoken, [olderThanMs, limit]);
     return r.rows.map(rowToClaim);
   }
 

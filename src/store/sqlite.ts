@@ -61,7 +61,12 @@ CREATE TABLE IF NOT EXISTS claims (
   updated_at INTEGER NOT NULL,
   PRIMARY KEY (agent_turn_id, tool_call_id)
 );
-CREATE INDEX IF NOT EXISTS claims_running ON claims (state, lease_until);
+-- The sweeper's two queries, each on a partial index that holds only the rows it looks for: running
+-- claims by lease, answered claims whose wakeup is not known sent, oldest first. An index of every
+-- claim by state made each sweep read all answered claims (30 ms a sweep at 300,000 of them).
+CREATE INDEX IF NOT EXISTS claims_lease ON claims (lease_until) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS claims_unwoken ON claims (updated_at) WHERE state = 'answered' AND woken = 0;
+DROP INDEX IF EXISTS claims_running;
 -- Heartbeats renew claims by their key (the calls a worker runs): no index on worker_id to keep up
 -- on every claim and answer. Dropped from stores made by earlier versions.
 DROP INDEX IF EXISTS claims_worker;
@@ -111,6 +116,14 @@ function migrate(db: Database.Database): void {
     }
   }
 }
+
+/** The sweeper's statements; each reads through its partial index (claims_lease, claims_unwoken). */
+export const SWEEP_SQL = {
+  expired: `UPDATE claims SET worker_id = ?, lease_until = ?, updated_at = ?
+    WHERE rowid IN (SELECT rowid FROM claims WHERE state = 'running' AND lease_until < ? LIMIT ?) AND state = 'running' AND lease_until < ?
+    RETURNING *`,
+  unwoken: "SELECT * FROM claims WHERE state = 'answered' AND woken = 0 AND updated_at < ? ORDER BY updated_at LIMIT ?",
+} as const;
 
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
@@ -299,12 +312,7 @@ export class SqliteStore implements Store {
 
   async takeOverExpired(workerId: string, leaseMs: number, limit: number): Promise<ClaimRecord[]> {
     const now = Date.now();
-    const rows = this.st(
-        `UPDATE claims SET worker_id = ?, lease_until = ?, updated_at = ?
-         WHERE rowid IN (SELECT rowid FROM claims WHERE state = 'running' AND lease_until < ? LIMIT ?) AND state = 'running' AND lease_until < ?
-         RETURNING *`,
-      )
-      .all(workerId, now + leaseMs, now, now, limit, now) as Row[];
+    const rows = this.st(SWEEP_SQL.expired).all(workerId, now + leaseMs, now, now, limit, now) as Row[];
     return rows.map(rowToClaim);
   }
 
@@ -363,8 +371,7 @@ export class SqliteStore implements Store {
   }
 
   async unwokenAnswers(olderThanMs: number, limit: number): Promise<ClaimRecord[]> {
-    const rows = this.st("SELECT * FROM claims WHERE state = 'answered' AND woken = 0 AND updated_at < ? ORDER BY updated_at LIMIT ?")
-      .all(Date.now() - olderThanMs, limit) as Row[];
+    const rows = this.st(SWEEP_SQL.unwoken).all(Date.now() - olderThanMs, limit) as Row[];
     return rows.map(rowToClaim);
   }
 
