@@ -19,6 +19,8 @@ import {
   WOKEN_FLUSH_MS,
 } from './types.js';
 
+type TxFunction = Parameters<Database.Database['transaction']>[0];
+
 /**
  * The embedded store: one SQLite file (WAL mode, so several worker processes on one host can share
  * it; writers serialise on SQLite's lock with a busy timeout). Statements are synchronous; the
@@ -145,6 +147,17 @@ export class SqliteStore implements Store {
     return s;
   }
 
+  private readonly transactions = new Map<string, Transaction<TxFunction>>();
+  /** Transaction functions are cached too: better-sqlite3 builds four wrappers per transaction() (a few % of a worker's CPU when made per call). */
+  private tx<F extends TxFunction>(name: string, fn: F): Transaction<F> {
+    let t = this.transactions.get(name) as Transaction<F> | undefined;
+    if (!t) {
+      t = this.d.transaction(fn);
+      this.transactions.set(name, t);
+    }
+    return t;
+  }
+
   private get d(): Database.Database {
     if (!this.db) throw new StoreUnavailableError('the SQLite store is not open: call init() first');
     return this.db;
@@ -173,6 +186,7 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     await this.woken.settled();
     this.statements.clear();
+    this.transactions.clear();
     this.db?.close();
     this.db = null;
   }
@@ -187,7 +201,7 @@ export class SqliteStore implements Store {
    * own savepoint, so each caller still gets its own outcome. Fewer write transactions also means
    * fewer busy waits between processes sharing the file.
    */
-  private writes<T, R>(one: (x: T) => R): GroupCommit<T, R> {
+  private writes<T, R>(name: string, one: (x: T) => R): GroupCommit<T, R> {
     // In a batch, each item in its own savepoint: one that throws is rolled back and fails alone.
     const settled = (f: (x: T) => R) => (x: T): R | ItemFailed => {
       try {
@@ -197,15 +211,11 @@ export class SqliteStore implements Store {
       }
     };
     const alone = settled(one);
-    // Made once, on first use: better-sqlite3 builds four wrappers per transaction() (a few % of a
-    // worker's CPU when made per call).
-    let savepoint: ((x: T) => R) | undefined;
-    let batch: Transaction<(xs: T[]) => (R | ItemFailed)[]> | undefined;
-    const inSavepoint = settled((x: T) => (savepoint ??= this.d.transaction(one))(x));
-    return new GroupCommit<T, R>((xs) => (xs.length === 1 ? [alone(xs[0] as T)] : (batch ??= this.d.transaction((ys: T[]) => ys.map(inSavepoint))).immediate(xs)), { maxInFlight: 1, holdTurn: true });
+    const inSavepoint = settled((x: T) => this.tx(`${name}:item`, one)(x));
+    return new GroupCommit<T, R>((xs) => (xs.length === 1 ? [alone(xs[0] as T)] : this.tx(`${name}:batch`, (ys: T[]) => ys.map(inSavepoint)).immediate(xs)), { maxInFlight: 1, holdTurn: true });
   }
 
-  private readonly cardWrites = this.writes((x: { card: { card_id: string; type: string }; anchor?: Anchor }): boolean => {
+  private readonly cardWrites = this.writes('cards', (x: { card: { card_id: string; type: string }; anchor?: Anchor }): boolean => {
     try {
       this.st('INSERT INTO cards (card_id, type, agent_turn_id, tool_call_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)')
         .run(x.card.card_id, x.card.type, x.anchor?.agent_turn_id ?? null, x.anchor?.tool_call_id ?? null, JSON.stringify(x.card), Date.now());
@@ -264,7 +274,7 @@ export class SqliteStore implements Store {
     return this.st('DELETE FROM tools WHERE project_id = ? AND tool_name = ?').run(projectId, toolName).changes > 0;
   }
 
-  private readonly claims = this.writes((x: { a: Anchor; cardId: string | null; workerId: string; leaseMs: number; context: Record<string, unknown>; readCardId: string | null }): ClaimOutcome & { card?: unknown } => {
+  private readonly claims = this.writes('claims', (x: { a: Anchor; cardId: string | null; workerId: string; leaseMs: number; context: Record<string, unknown>; readCardId: string | null }): ClaimOutcome & { card?: unknown } => {
     const { a } = x;
     // Embedded: no round trip to save. A card that cannot be read is read again (and reported) by the caller.
     let card: unknown;
@@ -317,9 +327,8 @@ export class SqliteStore implements Store {
   }
 
   // Alone, its own immediate transaction; in a turn's batch, a savepoint of the batch's transaction.
-  private answerTx: Transaction<(a: AnswerInput, now: number) => AnswerOutcome> | undefined;
-  private readonly answers = this.writes((a: AnswerInput): AnswerOutcome => {
-    const tx = (this.answerTx ??= this.d.transaction((x: AnswerInput, now: number): AnswerOutcome => {
+  private readonly answers = this.writes('answers', (a: AnswerInput): AnswerOutcome => {
+    const tx = this.tx('answer', (x: AnswerInput, now: number): AnswerOutcome => {
       const u = this.st(
           `UPDATE claims SET state = 'answered', result_card_id = ?, wakeup = ?, updated_at = ?
            WHERE agent_turn_id = ? AND tool_call_id = ? AND state = 'running' AND worker_id = ?`,
@@ -343,7 +352,7 @@ export class SqliteStore implements Store {
         now,
       );
       return { ok: true };
-    }));
+    });
     try {
       const r = tx.immediate(a, Date.now());
       if (!r.ok) return { ...r, existing: this.readClaim(a) };

@@ -1,8 +1,10 @@
+import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { test } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite.js';
-import { storeSuite } from './suite.js';
+import { answerInput, storeSuite } from './suite.js';
 
 storeSuite('SQLite', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-store-'));
@@ -21,4 +23,20 @@ storeSuite('SQLite', async () => {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+});
+
+test('a SQLite store closed and opened again claims and answers: nothing of the closed connection is reused', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-store-'));
+  try {
+    const store = new SqliteStore(join(dir, 'airlock.db'));
+    for (const round of [1, 2]) {
+      await store.init();
+      const a = { agent_turn_id: `turn-${round}`, tool_call_id: 'call-1' };
+      assert.equal((await store.claim(a, null, 'w1', 60_000, {})).claimed, true);
+      assert.deepEqual(await store.answer(answerInput(a, 'w1')), { ok: true });
+      await store.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

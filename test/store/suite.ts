@@ -17,7 +17,7 @@ export interface StoreFixture {
 const anchor = () => ({ agent_turn_id: `turn-${randomUUID()}`, tool_call_id: `call-${randomUUID()}` });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function answerInput(a: { agent_turn_id: string; tool_call_id: string }, worker: string, cardId = `card-result-${randomUUID()}`): AnswerInput {
+export function answerInput(a: { agent_turn_id: string; tool_call_id: string }, worker: string, cardId = `card-result-${randomUUID()}`): AnswerInput {
   const payload = { agent_id: 'agent-1', ...a, turn_epoch: 1, tool_result_card_id: cardId, status: 'success', after_execution: 'suspend' };
   return {
     ...a,
