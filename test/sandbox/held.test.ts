@@ -72,6 +72,20 @@ test('with two held, two runs that come at once both start from a held launcher'
   assert.equal(launcherHeld().waiting, 1, 'lowering the count drops the surplus');
 });
 
+test('with two held, a run that takes one leaves the other waiting and holds the next after it ends, not during its staging', { skip }, async () => {
+  await held();
+  await keepLaunchersHeld(2);
+  await until('two held', () => launcherHeld().waiting === 2);
+  await sandboxIdle(); // no earlier run's cleanup (which refills too) may land in this one
+  let whileRunning = -1;
+  const o = await run(['/bin/true'], { onEvent: (e) => e.kind === 'phase' && e.phase === 'running' && (whileRunning = launcherHeld().waiting) });
+  fromHeld(o);
+  assert.equal(whileRunning, 1, 'the next launcher was held in the run itself');
+  await sandboxIdle();
+  assert.equal(launcherHeld().waiting, 2, 'held again once the run and its cleanup were done');
+  await keepLaunchersHeld(1);
+});
+
 test('limits hold per run from a held launcher: each run gets its own memory and pids limits, written when it takes it', { skip }, async () => {
   await held();
   const bomb = await run(['/bin/sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 5 & done; wait'], { limits: { pids: 8 } });
