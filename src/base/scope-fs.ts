@@ -308,7 +308,7 @@ class AgentServer {
   }
 
   /** Ends a session that will not be used: killed, then reaped by the server (once its pid is known). */
-  end(s: Session): void {
+  private end(s: Session): void {
     s.conn.destroy();
     s.pid.then((pid) => {
       kill(pid);
