@@ -348,10 +348,7 @@ async function timeline(kind, n, floorDir) {
   if (STEADY_AFTER > 50) process.stderr.write(`timeline, ${kind}: ${total} rounds (steady state from round ${windows.steady.from})...\n`);
   for (let i = 0; i < total; i++) {
     const w = Object.values(windows).find((x) => i >= x.from && i < x.from + n);
-    for (const x of Object.values(windows)) {
-      if (i === x.from) x.w0 = workersNow();
-      if (i === x.from + n) x.cpu.workers = { floor: (workersNow().floor - x.w0.floor) / n, airlock: (workersNow().airlock - x.w0.airlock) / n };
-    }
+    if (w && i === w.from) w.w0 = workersNow();
     const c0 = cpuMs();
     const fc = await floor.call();
     const c1 = cpuMs();
@@ -366,10 +363,12 @@ async function timeline(kind, n, floorDir) {
       w.floorCalls.push(fc);
       w.cpu.client.floor += (c1 - c0) / n;
       w.cpu.client.airlock += (c2 - c1) / n;
+      if (i === w.from + n - 1) {
+        const w1 = workersNow();
+        w.cpu.workers = { floor: (w1.floor - w.w0.floor) / n, airlock: (w1.airlock - w.w0.airlock) / n };
+      }
     }
   }
-  const last = windows.steady;
-  last.cpu.workers = { floor: (workersNow().floor - last.w0.floor) / n, airlock: (workersNow().airlock - last.w0.airlock) / n };
   await floor.close();
   const byId = new Map(Object.values(windows).flatMap((x) => x.calls.map((c) => [c.id, c])));
   for (const [id, step, t] of await d.stopWorkers()) {

@@ -297,13 +297,10 @@ class AgentServer {
     const pid = reader.line().then((line) => {
       const f = line.split(' ');
       const n = Number(f[1]);
-      if (f[0] !== 'pid' || !Number.isSafeInteger(n) || n <= 0) {
-        conn.destroy();
-        throw new ScopeFsError('EPROTO', `the scope agent server answered ${JSON.stringify(line)} instead of its session's pid`, '');
-      }
+      if (f[0] !== 'pid' || !Number.isSafeInteger(n) || n <= 0) throw new ScopeFsError('EPROTO', `the scope agent server answered ${JSON.stringify(line)} instead of its session's pid`, '');
       return (known.pid = n);
     });
-    pid.catch(() => undefined); // awaited by open(), or by end()
+    pid.catch(() => undefined); // awaited by open(), or by end(): each destroys the connection on failure
     return { conn, reader, pid };
   }
 

@@ -65,7 +65,8 @@ CREATE TABLE IF NOT EXISTS claims (
 );
 -- The sweeper's two queries, each on a partial index that holds only the rows it looks for: running
 -- claims by lease, answered claims whose wakeup is not known sent, oldest first. An index of every
--- claim by state made each sweep read all answered claims (30 ms a sweep at 300,000 of them).
+-- claim by state made each sweep read all answered claims (npm run bench:sweep, 300,000 of them:
+-- 28 ms a sweep on SQLite, 20 ms on PostgreSQL).
 CREATE INDEX IF NOT EXISTS claims_lease ON claims (lease_until) WHERE state = 'running';
 CREATE INDEX IF NOT EXISTS claims_unwoken ON claims (updated_at) WHERE state = 'answered' AND woken = 0;
 DROP INDEX IF EXISTS claims_running;
