@@ -149,3 +149,22 @@ test('overlay upper on tmpfs over a lower on disk: a copied-up dir is not "modif
     spawnSync('umount', [ram]);
   }
 });
+
+test('a big tree is walked in slices: other work runs meanwhile, and every entry is there', async () => {
+  // Empty dirs only: nothing in the walk waits for the thread pool, so only the walk's own yields
+  // (every 256 entries) let the event loop run before it ends.
+  const root = join(base, 'wide');
+  mkdirSync(root);
+  for (let i = 0; i < 600; i++) mkdirSync(join(root, `d${String(i).padStart(3, '0')}`));
+  mkdirSync(join(root, 'd000', 'inner'));
+  let immediateRan = false;
+  setImmediate(() => (immediateRan = true));
+  const snap = await snapshotTree(root);
+  const ranBeforeTheEnd = immediateRan;
+  assert.equal(snap.entries.size, 601);
+  assert.equal(snap.entries.get('d000/inner')?.type, 'dir');
+  assert.ok(ranBeforeTheEnd, 'a callback queued before the walk ran before the walk ended');
+  const changes = diffSnapshots({ root, entries: new Map() }, snap, { mountPoint: '/out' });
+  assert.equal(changes.length, 601);
+  assert.ok(changes.every((c) => c.change === 'added' && c.type === 'dir'));
+});

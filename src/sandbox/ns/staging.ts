@@ -3,8 +3,8 @@
 // Everything mounted here is unmounted at the end, even on errors (in the background: see runner.ts).
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, createReadStream, mkdirSync, statSync } from 'node:fs';
-import { chmod, copyFile, lstat, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmodSync, chownSync, createReadStream, mkdirSync, rmSync, statSync } from 'node:fs';
+import { chmod, copyFile, lstat, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { HostOps } from './hostops.js';
@@ -146,4 +146,9 @@ export const mkdirModeSync = (p: string, mode: number): void => {
 export const mkdirMode = async (p: string, mode: number): Promise<void> => mkdirModeSync(p, mode);
 /** Synchronous chown behind a promise (errors reject it). */
 export const chownTo = async (p: string, uid: number, gid: number): Promise<void> => chownSync(p, uid, gid);
-export const removeTree = (p: string): Promise<void> => rm(p, { recursive: true, force: true });
+/**
+ * Removes a run's folder once its mounts are undone: what is left is its skeleton and /in's files (one
+ * per input, no subfolders), a few dozen metadata calls on the staging tmpfs. Synchronously: as a
+ * thread-pool round trip each they cost the main thread 0.3-0.5 ms of wake-ups per run on a 2-core VM.
+ */
+export const removeTreeSync = (p: string): void => rmSync(p, { recursive: true, force: true });

@@ -8,8 +8,8 @@
 // hashes are streamed so memory stays bounded whatever the file sizes.
 
 import { createHash } from 'node:crypto';
-import { constants, type Stats } from 'node:fs';
-import { lstat, open, readdir, readlink } from 'node:fs/promises';
+import { constants, lstatSync, readdirSync, type Stats } from 'node:fs';
+import { lstat, open, readlink } from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import { posix, join } from 'node:path';
 import type { FsChange, FsEntryType } from './types.js';
@@ -134,19 +134,29 @@ async function entryOf(path: string, st: Stats, budget?: DiffBudget): Promise<Tr
   return e;
 }
 
+// A walk's directory reads and lstats are synchronous: microseconds each on a run's tmpfs, where a
+// thread-pool round trip each cost more than the call (most runs leave /out and the scopes empty).
+// A directory holds at most the run's file cap, and the walk lets the event loop run every
+// YIELD_EVERY entries, so a big tree does not hold other runs up.
+const YIELD_EVERY = 256;
+const listDir = (dir: string): string[] => readdirSync(dir).sort();
+async function breathe(seen: number): Promise<void> {
+  if (seen % YIELD_EVERY === 0) await new Promise((r) => setImmediate(r));
+}
+
 /** Walks `root` without following links (the root itself must be a real directory). */
 export async function snapshotTree(root: string, budget?: DiffBudget): Promise<TreeSnapshot> {
   const entries = new Map<string, TreeEntry>();
-  const rootSt = await lstat(root);
+  const rootSt = lstatSync(root);
   if (!rootSt.isDirectory()) throw new Error(`snapshot root is not a directory: ${root}`);
   const stack: string[] = [''];
   while (stack.length > 0) {
     const rel = stack.pop() as string;
-    const names = (await readdir(join(root, rel))).sort();
-    for (const name of names) {
+    for (const name of listDir(join(root, rel))) {
       const childRel = rel === '' ? name : `${rel}/${name}`;
       const abs = join(root, childRel);
-      const st = await lstat(abs);
+      const st = lstatSync(abs);
+      await breathe(entries.size + 1);
       entries.set(childRel, await entryOf(abs, st, budget));
       if (st.isDirectory()) stack.push(childRel);
     }
@@ -263,9 +273,10 @@ export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mount
   const stack: string[] = [''];
   while (stack.length > 0) {
     const rel = stack.pop() as string;
-    for (const name of (await readdir(join(upperDir, rel))).sort()) {
+    for (const name of listDir(join(upperDir, rel))) {
       const childRel = rel === '' ? name : `${rel}/${name}`;
-      const st = await lstat(join(upperDir, childRel));
+      const st = lstatSync(join(upperDir, childRel));
+      await breathe(upper.length + 1);
       budget?.tick();
       const low = await lower.entry(childRel);
       upper.push({ rel: childRel, st, low });
