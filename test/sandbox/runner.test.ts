@@ -154,6 +154,19 @@ test('a run of /bin/true leaves no cgroup, no mount and no staging dir behind (a
   for (const m of Object.values(caps.cgroup.mounts)) assert.ok(!existsSync(join(m, 'airlock', o.runId)), `cgroup survived under ${m}`);
 });
 
+test('a run with 300 inputs (its folder removed on the thread pool) leaves no staging dir behind either', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-many-'));
+  const inputs = Array.from({ length: 300 }, (_, i) => {
+    writeFileSync(join(dir, `f${i}`), `${i}`);
+    return { hostPath: join(dir, `f${i}`), name: `f${i}` };
+  });
+  const o = await run(['/bin/sh', '-c', 'ls /in | wc -l'], { inputs });
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.stdout.bytes.toString().trim(), '300');
+  await sandboxIdle();
+  assert.ok(!existsSync(join(await stagingBase(), o.runId)), 'the staging dir survived');
+});
+
 test('a declared scope is seen through a copy-on-write overlay: the real files never change', async (t) => {
   const caps = await doctor();
   if (!caps.bwrap?.supports.overlay && !(caps.isRoot && caps.overlayfs)) return t.skip('doctor: no overlay possible on this host (not root or no overlayfs, bwrap < 0.9)');

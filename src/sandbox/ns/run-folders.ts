@@ -8,7 +8,7 @@ import type { RunCgroup } from '../cgroup/index.js';
 import type { HostCapabilities } from '../doctor.js';
 import type { Limits } from '../types.js';
 import { hostOps } from './hostops.js';
-import { chownTo, mkdirModeSync, mounter, removeTreeSync, type Mounter } from './staging.js';
+import { chownTo, mkdirModeSync, mounter, removeRunFolder, type Mounter } from './staging.js';
 
 export interface RunFolders {
   dir: string;
@@ -68,13 +68,7 @@ export async function removeRunFolders(f: RunFolders, cg: RunCgroup | null, caps
     const e = await unmounter.unmount(m);
     if (e) errors.push(e);
   }
-  if (errors.length === 0) {
-    try {
-      removeTreeSync(f.dir);
-    } catch {
-      /* what is left goes with the staging base at exit (sweep.ts, cleanOnExit) */
-    }
-  }
+  if (errors.length === 0) await removeRunFolder(f.dir, f.inStage);
   return errors;
 }
 
