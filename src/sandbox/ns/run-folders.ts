@@ -64,10 +64,11 @@ export async function makeRunFolders(f: RunFolders, mnt: Mounter, limits: Limits
 export async function removeRunFolders(f: RunFolders, cg: RunCgroup | null, caps: HostCapabilities, errors: string[] = []): Promise<string[]> {
   if (cg) errors.push(...(await cg.destroy()));
   const unmounter = mounter(caps, hostOps(caps.perlBinary, 'cleanup'));
-  for (const m of [...f.mounted].reverse()) {
-    const e = await unmounter.unmount(m);
-    if (e) errors.push(e);
-  }
+  // Last mounted first. Asked in one tick, the requests reach the helper in one write and it does
+  // them in that order; only if it stopped meanwhile do the umount(8) fallbacks run side by side
+  // (a busy tmpfs under a scope's overlay is then detached lazily, which still frees it).
+  const failed = await Promise.all([...f.mounted].reverse().map((m) => unmounter.unmount(m)));
+  for (const e of failed) if (e) errors.push(e);
   if (errors.length === 0) await removeRunFolder(f.dir, f.inStage);
   return errors;
 }
