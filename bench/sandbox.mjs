@@ -1,11 +1,12 @@
 // npm run bench:sandbox — a full Airlock run of /bin/true through the library API (validate,
 // sandbox, observe, judge, render; no Node start-up) against a bare bwrap of /bin/true spawned from
 // Node, 200 sequential runs each, in one process: p50/p99 and their ratio (and the ratio again in
-// alternating rounds), where an Airlock run's time goes (per phase), and the CPU per run of this
-// process tree (and of the whole machine) for both; then runs/s with 2 in parallel; runs after a
-// pause with and without the launcher a service holds ahead of need; a sandbox started
-// ahead of need against bare bwrap and against one started on request (issue 20, target 3); and the
-// Monty lane's p50 for a trivial program beside the ns lane's (its warm-pool figures: bench/monty.mjs).
+// alternating rounds), what bwrap alone costs with a full run's arguments (bench/sandbox-shape.mjs),
+// where an Airlock run's time goes (per phase), and the CPU per run of this process tree (and of the
+// whole machine) for both; then runs/s with 2 in parallel; runs after a pause with and without the
+// launcher a service holds ahead of need; a sandbox started ahead of need against bare bwrap and
+// against one started on request (issue 20, target 3); and the Monty lane's p50 for a trivial
+// program beside the ns lane's (its warm-pool figures: bench/monty.mjs).
 // Peers side by side: bench/peers.mjs.
 import { closeMontyPools } from '../dist/src/sandbox/lanes/monty-pool.js';
 import { runNs, sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
@@ -18,6 +19,7 @@ import { montyRun, nsRun, phasesOf, removeWorkspace, ws } from './airlock-run.mj
 import { SCOPE_DIR } from './sandbox-fixtures.mjs';
 import { ScopeFs } from '../dist/src/base/scope-fs.js';
 import { bareBwrap } from './bare-bwrap.mjs';
+import { runShape } from './sandbox-shape.mjs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuPerRun, loadAverage } from './proc-cpu.mjs';
 import { cgroupMovesNote, diskNote, fmt, inRounds, mean, percentile, summary, timeEach } from './stats.mjs';
@@ -69,6 +71,11 @@ const R = Number(process.env.BENCH_ROUNDS ?? Math.min(N, 100));
 const [rb, ra] = await inRounds(R, [bare, nsRun]);
 const [rbs, ras] = [summary(rb), summary(ra)];
 console.log(`in rounds (n=${R}): bare p50 ${fmt(rbs.p50)} ms, airlock p50 ${fmt(ras.p50)} ms, ratio ${fmt(ras.p50 / rbs.p50)}x`);
+// How much of that ratio is the sandbox's own shape (its mounts and namespaces), not Airlock's work.
+const shape = await runShape();
+const [sb, ss] = (await inRounds(R, [bare, shape.run])).map(summary);
+shape.close();
+console.log(`the sandbox's own shape (bwrap with a full run's arguments: no tracer, cgroup, seccomp, staging or record; rounds n=${R}): bare p50 ${fmt(sb.p50)} ms, shape p50 ${fmt(ss.p50)} ms, ratio ${fmt(ss.p50 / sb.p50)}x`);
 const P = Math.min(N, 100);
 /** Runs/s of `fn` with 2 in parallel, P runs in all. */
 async function twoInParallel(fn) {
