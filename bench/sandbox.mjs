@@ -61,7 +61,7 @@ for (let i = 0; i < N; i++) {
 const so = summary(opens);
 console.log(`  scope agent opened (one scope, inside "before launch"): p50 ${fmt(so.p50)} ms p99 ${fmt(so.p99)} (n=${N})`);
 console.log(`CPU per run, this process tree: airlock ${fmt(aCpu)} ms, bare bwrap ${fmt(bCpu)} ms, ratio ${fmt(aCpu / bCpu)}x  [target <= 1.5x]`);
-const parts = (p) => `Node ${fmt(p.node)}, reaped children (bwrap, the program, helpers run per run) ${fmt(p.reaped)}, live helpers (tracer, perl host helper) ${fmt(p.live)}`;
+const parts = (p) => `Node ${fmt(p.node)}, reaped children (bwrap, the program, helpers run per run) ${fmt(p.reaped)}, live helpers (tracer, perl host helpers, scope agent) ${fmt(p.live)}`;
 console.log(`  airlock:    ${parts(aParts)}`);
 console.log(`  bare bwrap: ${parts(bParts)}`);
 console.log(`CPU per run, whole machine (others' work included): airlock ${fmt(aMachine)} ms, bare bwrap ${fmt(bMachine)} ms, ratio ${fmt(aMachine / bMachine)}x`);
