@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { doctor } from '../../src/sandbox/doctor.js';
 import { sandboxIdle, validateSpec } from '../../src/sandbox/ns/runner.js';
-import { stagingBase } from '../../src/sandbox/ns/staging.js';
+import { removeRunFolder, stagingBase } from '../../src/sandbox/ns/staging.js';
 import { freshOut, LIMITS, py, run, text } from './helpers-ns.js';
 
 const sha = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
@@ -165,6 +165,23 @@ test('a run with 300 inputs (its folder removed on the thread pool) leaves no st
   assert.equal(o.stdout.bytes.toString().trim(), '300');
   await sandboxIdle();
   assert.ok(!existsSync(join(await stagingBase(), o.runId)), 'the staging dir survived');
+});
+
+test('a run folder is removed without following a link in it, by either removal (few inputs, many inputs)', async () => {
+  const outside = mkdtempSync(join(tmpdir(), 'airlock-ns-outside-'));
+  writeFileSync(join(outside, 'keep.txt'), 'not the run\'s');
+  for (const inputs of [1, 300]) {
+    const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-folder-'));
+    mkdirSync(join(dir, 'in'));
+    for (let i = 0; i < inputs; i++) writeFileSync(join(dir, 'in', `f${i}`), '');
+    // What a program could leave where no tmpfs holds /out (a host without root): links out of the folder.
+    mkdirSync(join(dir, 'out'));
+    symlinkSync(outside, join(dir, 'out', 'dir-link'));
+    symlinkSync(join(outside, 'keep.txt'), join(dir, 'out', 'file-link'));
+    await removeRunFolder(dir, join(dir, 'in'));
+    assert.ok(!existsSync(dir), `the folder with ${inputs} inputs survived`);
+    assert.equal(readFileSync(join(outside, 'keep.txt'), 'utf8'), 'not the run\'s');
+  }
 });
 
 test('a declared scope is seen through a copy-on-write overlay: the real files never change', async (t) => {

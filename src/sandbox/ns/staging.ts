@@ -151,7 +151,7 @@ const SYNC_REMOVAL_MAX_INPUTS = 256;
 
 /**
  * Removes a run's folder once its mounts are undone: what is left is its skeleton and /in's files
- * (one per input, no subfolders) on the staging tmpfs. Synchronously while /in is small: as a
+ * (one per input, no subfolders) in the staging base. Links are removed, never followed. Synchronously while /in is small: as a
  * thread-pool round trip each, those few dozen metadata calls cost the main thread 0.3-0.5 ms of
  * wake-ups per run on a 2-core VM. A run with many inputs is removed on the thread pool instead,
  * so that it does not hold the event loop. Failures are left to the staging base's removal at exit.

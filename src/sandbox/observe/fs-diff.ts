@@ -137,7 +137,8 @@ async function entryOf(path: string, st: Stats, budget?: DiffBudget): Promise<Tr
 // A walk's directory reads and lstats are synchronous: microseconds each on a run's tmpfs, where a
 // thread-pool round trip each cost more than the call (most runs leave /out and the scopes empty).
 // A directory holds at most the run's file cap, and the walk lets the event loop run every
-// YIELD_EVERY entries, so a big tree does not hold other runs up.
+// YIELD_EVERY entries (before an lstat, never between an lstat and its use), so a big tree does not
+// hold other runs up.
 const YIELD_EVERY = 256;
 const listDir = (dir: string): string[] => readdirSync(dir).sort();
 async function breathe(seen: number): Promise<void> {
@@ -155,8 +156,8 @@ export async function snapshotTree(root: string, budget?: DiffBudget): Promise<T
     for (const name of listDir(join(root, rel))) {
       const childRel = rel === '' ? name : `${rel}/${name}`;
       const abs = join(root, childRel);
-      const st = lstatSync(abs);
       await breathe(entries.size + 1);
+      const st = lstatSync(abs);
       entries.set(childRel, await entryOf(abs, st, budget));
       if (st.isDirectory()) stack.push(childRel);
     }
@@ -275,8 +276,8 @@ export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mount
     const rel = stack.pop() as string;
     for (const name of listDir(join(upperDir, rel))) {
       const childRel = rel === '' ? name : `${rel}/${name}`;
-      const st = lstatSync(join(upperDir, childRel));
       await breathe(upper.length + 1);
+      const st = lstatSync(join(upperDir, childRel));
       budget?.tick();
       const low = await lower.entry(childRel);
       upper.push({ rel: childRel, st, low });
