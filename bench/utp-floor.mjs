@@ -135,7 +135,9 @@ export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
   }
   const cfg = { kind, nats, pg, sqlite, schema, stream, wakeup: `${stream}.wakeup`, ...(timeline ? { timeline: `${sqlite}.timeline.json` } : {}) };
   const store = await openBare({ ...cfg, caller: true }); // the caller's connection (creates the SQLite tables first)
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // AIRLOCK_BENCH_PROF=<dir>: the floor's worker writes a CPU profile there too, to compare with Airlock's.
+  const prof = process.env.AIRLOCK_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.AIRLOCK_BENCH_PROF] : [];
+  const child = spawn(process.execPath, [...prof, fileURLToPath(import.meta.url), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((resolve, reject) => {
     child.stdout.on('data', (b) => b.toString().includes('ready') && resolve());
     child.on('exit', (c) => reject(new Error(`floor worker exited with ${c}`)));
