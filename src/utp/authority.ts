@@ -1,11 +1,13 @@
 import type { Problem } from '../base/problem.js';
-import type { UtpIdentity } from '../contracts/utp.js';
+import type { SubjectRoute, UtpIdentity } from '../contracts/utp.js';
 
 /**
  * Who may cancel a UTP call. Anyone subscribed to a project's command subjects sees every call's
  * identity (agent_turn_id, tool_call_id), so knowing it proves nothing: a cancel over NATS is obeyed
  * only when it comes from the agent that made the call, in the same turn (same agent_id and
- * agent_turn_id as the call's own command). An operator cancels through the store with
+ * agent_turn_id as the call's own command), on the cancel subject of the call's own project and
+ * channel (a deployment's NATS permissions give each project its own subjects; a cancel published
+ * in another project proves nothing about who sent it). An operator cancels through the store with
  * `airlock calls cancel` instead (store access is the operator's; a cancel only stops a call).
  *
  * A cancel for a call no worker has seen yet cannot be judged (the call's command says who made
@@ -16,8 +18,8 @@ import type { UtpIdentity } from '../contracts/utp.js';
 export const authorityRules = [
   {
     code: 'UTPS_CANCEL_NOT_AUTHORIZED',
-    spec: 'Airlock: a cancel command is obeyed only from the agent that made the call (the same agent_id and agent_turn_id as the call\'s command); any other cancel is refused, logged and audited, and the call goes on.',
-    fix: 'Cancel from the calling agent, with its own agent_id; an operator cancels with `airlock calls cancel AGENT_TURN_ID TOOL_CALL_ID`.',
+    spec: 'Airlock: a cancel command is obeyed only from the agent that made the call (the same agent_id and agent_turn_id as the call\'s command), published on the cancel subject of the call\'s own version, project and channel; any other cancel is refused, logged and audited, and the call goes on.',
+    fix: 'Cancel from the calling agent, with its own agent_id, on the cancel subject of the project and channel the call was made in; an operator cancels with `airlock calls cancel AGENT_TURN_ID TOOL_CALL_ID`.',
   },
   {
     code: 'UTPS_CANCEL_UNKNOWN_CALL',
@@ -26,16 +28,34 @@ export const authorityRules = [
   },
 ] as const;
 
-/** Problems when `cancel` may not cancel the call made by `caller` (undefined: the call's identity is unknown). */
-export function checkCancelAuthority(cancel: UtpIdentity, caller: UtpIdentity | undefined): Problem[] {
+/** Who sent a cancel, or made a call: the identity and the route of its subject. */
+export interface CallOrigin {
+  identity: UtpIdentity;
+  route: Pick<SubjectRoute, 'ver' | 'projectId' | 'channelId'>;
+}
+
+const routeOf = (r: CallOrigin['route']): string => `${r.ver}.${r.projectId}.${r.channelId}`;
+
+/** Problems when `cancel` may not cancel the call made by `caller` (undefined: the call's origin is unknown). */
+export function checkCancelAuthority(cancel: CallOrigin, caller: CallOrigin | undefined): Problem[] {
   if (!caller) {
     return [{ code: 'UTPS_CANCEL_NOT_AUTHORIZED', message: 'the call\'s own identity is not known to this worker, so no cancel over NATS can be checked against it; an operator can cancel it with `airlock calls cancel`' }];
   }
-  if (cancel.agent_id !== caller.agent_id || cancel.agent_turn_id !== caller.agent_turn_id) {
+  const by = cancel.identity;
+  const of = caller.identity;
+  if (by.agent_id !== of.agent_id || by.agent_turn_id !== of.agent_turn_id) {
     return [
       {
         code: 'UTPS_CANCEL_NOT_AUTHORIZED',
-        message: `agent ${cancel.agent_id.slice(0, 100)} may not cancel call ${caller.tool_call_id.slice(0, 100)}: only its caller (agent ${caller.agent_id.slice(0, 100)}, the same turn) or an operator can`,
+        message: `agent ${by.agent_id.slice(0, 100)} may not cancel call ${of.tool_call_id.slice(0, 100)}: only its caller (agent ${of.agent_id.slice(0, 100)}, the same turn) or an operator can`,
+      },
+    ];
+  }
+  if (routeOf(cancel.route) !== routeOf(caller.route)) {
+    return [
+      {
+        code: 'UTPS_CANCEL_NOT_AUTHORIZED',
+        message: `a cancel published in ${routeOf(cancel.route).slice(0, 300)} may not cancel call ${of.tool_call_id.slice(0, 100)}, made in ${routeOf(caller.route).slice(0, 300)}: a call is canceled on its own project's and channel's cancel subject`,
       },
     ];
   }

@@ -178,7 +178,8 @@ export function summarise(sr: SandboxResult, action: Action): Execution {
     .slice(0, 100)
     .map((e) => ({ path: e.path, sha256: e.sha256_after ?? null, size_bytes: e.size_bytes }));
   const x = sr.execution;
-  const result: JsonObject = {
+  const verdict = sr.verdict.recommended_action;
+  const full: JsonObject = {
     lane: action.lane,
     sandbox_id: sr.sandbox_id,
     verdict: { recommended_action: sr.verdict.recommended_action, reasons: sr.verdict.reasons.slice(0, 10) },
@@ -187,6 +188,10 @@ export function summarise(sr: SandboxResult, action: Action): Execution {
     stderr: excerpt(sr.outputs.stderr),
     outputs,
   };
+  // A run the judge blocked hands nothing of its own to the agent, whatever its status: the gate
+  // quarantines such a result (GATE_RESULT_BLOCKED); here the card keeps Airlock's facts and the reasons.
+  const blocked = verdict === 'BLOCK' || verdict === 'FORCE_ROLLBACK';
+  const result = blocked ? { ...airlockFacts(full), verdict: full.verdict as JsonObject } : full;
   const detail: JsonObject = { execution_status: x.status, termination_reason: x.termination_reason.slice(0, 500) };
   switch (x.status) {
     case 'TIMEOUT':
@@ -202,8 +207,8 @@ export function summarise(sr: SandboxResult, action: Action): Execution {
     default:
       break;
   }
-  if (sr.verdict.recommended_action === 'BLOCK' || sr.verdict.recommended_action === 'FORCE_ROLLBACK') {
-    return fail('failed', 'policy_violation', `the judge recommends ${sr.verdict.recommended_action}`, { ...detail, reasons: sr.verdict.reasons.slice(0, 10) }, result);
+  if (blocked) {
+    return fail('failed', 'policy_violation', `the judge recommends ${verdict}: the run's output is withheld`, { ...detail, reasons: sr.verdict.reasons.slice(0, 10) }, result);
   }
   return { status: 'success', result };
 }
@@ -229,22 +234,26 @@ export function screened(e: Execution, run?: Screening): Execution {
 
 const findingJson = (p: Problem): JsonObject => ({ code: p.code, message: p.message.slice(0, 300), ...(p.path ? { path: p.path } : {}), ...(p.line ? { line: p.line } : {}) });
 
-/** Only Airlock's own facts about the run survive: enums, numbers, hashes, ids it made. */
-function withheld(e: Execution, problems: Problem[]): Execution {
-  const r = e.result as Record<string, JsonValue>;
-  const obj = (v: JsonValue | undefined): Record<string, JsonValue> => (v !== null && typeof v === 'object' && !Array.isArray(v) ? v : {});
-  const pick = (o: Record<string, JsonValue>, keys: string[]): JsonObject => Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k] as JsonValue]));
+const obj = (v: JsonValue | undefined): Record<string, JsonValue> => (v !== null && typeof v === 'object' && !Array.isArray(v) ? v : {});
+const pick = (o: Record<string, JsonValue>, keys: string[]): JsonObject => Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k] as JsonValue]));
+
+/** Only Airlock's own facts about a run: enums, numbers, hashes, ids it made; the streams and file names are withheld. */
+function airlockFacts(r: Record<string, JsonValue>): JsonObject {
   const stream = (v: JsonValue | undefined): JsonObject => ({ withheld: true, ...pick(obj(v), ['total_bytes', 'truncated', 'sha256']) });
-  const findings = problems.slice(0, 20).map(findingJson);
-  const result: JsonObject = {
+  return {
     ...pick(r, ['runner', 'lane', 'sandbox_id']),
     ...(r.verdict !== undefined ? { verdict: pick(obj(r.verdict), ['recommended_action']) } : {}),
     ...(r.execution !== undefined ? { execution: pick(obj(r.execution), ['status', 'exit_code', 'signal', 'wall_time_ms']) } : {}),
     ...(r.stdout !== undefined ? { stdout: stream(r.stdout), stderr: stream(r.stderr) } : {}),
     ...(Array.isArray(r.outputs) ? { outputs: r.outputs.map((o) => pick(obj(o), ['sha256', 'size_bytes'])) } : {}),
     withheld: true,
-    findings,
   };
+}
+
+/** A result whose content failed the screen: Airlock's own facts and what was found. */
+function withheld(e: Execution, problems: Problem[]): Execution {
+  const findings = problems.slice(0, 20).map(findingJson);
+  const result: JsonObject = { ...airlockFacts(e.result as Record<string, JsonValue>), findings };
   const codes = [...new Set(problems.map((p) => p.code))].join(', ');
   return fail('failed', 'policy_violation', `the result was withheld: its content failed Airlock's result validation (${codes})`, { findings, ...(e.error ? { run_error: e.error.code } : {}) }, result);
 }

@@ -34,7 +34,7 @@ function serviceLogSink(): (e: Record<string, unknown>) => void {
   return ({ ts: _ts, level, event, ...fields }) => log.write((level as LogLevel) ?? 'info', String(event), fields);
 }
 import { openAuditLog, type AuditEvent } from '../audit/index.js';
-import { checkCancelAuthority } from './authority.js';
+import { checkCancelAuthority, type CallOrigin } from './authority.js';
 import { keyId, type ApprovalEvidence } from '../approval/decide.js';
 import { verifyApproval } from '../approval/signature.js';
 import { toolSha256, utpCallBytes, type UtpCallApproval } from '../approval/utp-call.js';
@@ -119,8 +119,8 @@ export interface ServiceStats {
 interface Running {
   anchor: Anchor;
   abort: AbortController;
-  /** The call's own identity (from its command): who may cancel it. */
-  caller: UtpIdentity;
+  /** The call's own identity and route (from its command): who may cancel it, and where. */
+  caller: CallOrigin;
 }
 
 const key = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
@@ -375,7 +375,7 @@ export class UtpService {
     // fast call's ack goes out in the same socket write as its wakeup; a slower one's after ACK_DEFER_MS.
     const ack = deferredAck(m, ACK_DEFER_MS, (error) => this.log('warn', 'ack-failed', { ...anchor, error }));
 
-    const run: Running = { anchor, abort: new AbortController(), caller: ctx.identity };
+    const run: Running = { anchor, abort: new AbortController(), caller: { identity: ctx.identity, route: ctx.route } };
     this.running.set(key(anchor), run);
     try {
       let callCard: ToolCallCard | undefined;
@@ -642,8 +642,8 @@ export class UtpService {
       const mine = this.running.get(key(anchor));
       const existing = mine ? undefined : await this.o.store.getClaim(anchor);
       if (!mine && !existing) return this.cancelLater(m, ctx, anchor);
-      const caller = mine?.caller ?? (existing ? contextFromRecord(existing)?.identity : undefined);
-      const refused = checkCancelAuthority(ctx.identity, caller);
+      const caller = mine?.caller ?? (existing ? contextFromRecord(existing) : undefined);
+      const refused = checkCancelAuthority(ctx, caller);
       if (refused.length > 0) {
         m.ack();
         this.refuseCancel(ctx, anchor, refused, caller);
@@ -679,8 +679,9 @@ export class UtpService {
     m.nak(delay);
   }
 
-  private refuseCancel(ctx: CallContext, anchor: Anchor, problems: Problem[], caller: UtpIdentity | undefined): void {
+  private refuseCancel(ctx: CallContext, anchor: Anchor, problems: Problem[], origin: CallOrigin | undefined): void {
     const code = problems[0]?.code ?? 'UTPS_CANCEL_NOT_AUTHORIZED';
+    const caller = origin?.identity;
     this.log('warn', 'cancel-refused', { ...anchor, code, agent_id: ctx.identity.agent_id, caller_agent_id: caller?.agent_id ?? null, problems });
     this.audit({
       type: 'refused',

@@ -119,7 +119,8 @@ test('owners in names: a live process\'s leftovers stay (whatever it holds), a d
   try {
     report = sweepOrphans();
   } finally {
-    process.env.TMPDIR = saved;
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
   }
   assert.deepEqual(report.errors.filter((e) => e.includes(tmp) || e.includes(deadTag) || e.includes(reusedTag)), []);
   assert.ok(existsSync(live.base) && mounted(live.mount), 'the live process keeps its base and its mount');

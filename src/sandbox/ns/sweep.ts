@@ -6,8 +6,12 @@
 // owner is in every name, so a live process's state is never taken, whatever it is doing.
 // Several processes may sweep at once (every process sweeps at its start): each step is idempotent
 // (a folder, mount or group another sweeper removed first is simply done), and a sweep never throws.
+// TMPDIR is shared with every local user, who can make a folder of any name there: the sweep touches
+// only folders this user made (owned by it, a real folder, writable by no one else), kills only the
+// groups of the dead owner whose folder it is, and removes with GNU rm, which never follows a link,
+// even one swapped in while it works (Node's rmSync removes by path and would follow it).
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, rmdirSync, type Stats } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { detectCgroups } from '../cgroup/index.js';
@@ -67,8 +71,10 @@ export function cleanBase(base: string, report: SweepReport = { runs: [], errors
   } catch {
     /* gone already (another sweeper), or not a folder */
   }
-  // ns-*: a run's folder; monty-w-*: a Monty worker's marker (lanes/monty-sandbox.ts). Each names its cgroup.
-  for (const run of names.filter((n) => n.startsWith('ns-') || n.startsWith('monty-w-'))) {
+  // ns-*: a run's folder; monty-w-*: a Monty worker's marker (lanes/monty-sandbox.ts). Each names its
+  // cgroup, whose name carries its owner: a live owner's group is never this base's to kill.
+  const runs = names.filter((n) => (n.startsWith('ns-') || n.startsWith('monty-w-')) && tagOwner(n)?.alive === false);
+  for (const run of runs) {
     for (const parent of groupParents(cg)) {
       const group = join(parent, run);
       if (!existsSync(group)) continue;
@@ -88,18 +94,37 @@ export function cleanBase(base: string, report: SweepReport = { runs: [], errors
     }
   }
   if (!groupsLeft && mountsBelow(base).length === 0) {
-    try {
-      rmSync(base, { recursive: true, force: true, maxRetries: 3 });
-    } catch (e) {
-      // Two sweepers removing one tree: the one that loses a race on an entry retries once.
-      try {
-        rmSync(base, { recursive: true, force: true });
-      } catch {
-        report.errors.push(`remove ${base}: ${(e as Error).message}`);
-      }
-    }
+    const err = removeTree(base);
+    if (err) report.errors.push(`remove ${base}: ${err}`);
   }
   return report;
+}
+
+/**
+ * `rm -rf --one-file-system`: GNU rm walks by descriptor and never follows a link, not even a folder
+ * swapped for one while it works; it stays on the base's file system (a mount left below is not
+ * entered). Two sweepers removing one tree both succeed (-f).
+ */
+function removeTree(dir: string): string | null {
+  try {
+    execFileSync('rm', ['-rf', '--one-file-system', '--', dir], { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: '/usr/bin:/bin' } });
+    return null;
+  } catch (e) {
+    return String((e as { stderr?: Buffer }).stderr ?? (e as Error).message).trim().slice(0, 500);
+  }
+}
+
+/**
+ * Why a base (its lstat) is not a folder this user made, or null: a real folder (not a link), owned by this
+ * user, writable by no one else. Airlock makes its bases so (0711 or 0700); another user's folder
+ * under an Airlock name is left alone.
+ */
+export function notOurs(st: Stats): string | null {
+  if (!st.isDirectory()) return 'not a folder';
+  const uid = process.getuid?.() ?? st.uid;
+  if (st.uid !== uid) return `owned by uid ${st.uid}, not ${uid}`;
+  if ((st.mode & 0o022) !== 0) return `writable by others (mode ${(st.mode & 0o7777).toString(8)})`;
+  return null;
 }
 
 /**
@@ -149,12 +174,20 @@ export function sweepOrphans(): SweepReport {
     const base = join(tmpdir(), name);
     try {
       const owner = tagOwner(name);
-      if (owner) {
-        if (!owner.alive) cleanBase(base, report);
+      if (owner?.alive) continue;
+      // A base from before owner tags: its owner is in its owner.pid file.
+      if (!owner && !name.startsWith('airlock-ns-')) continue;
+      const st = lstatSync(base, { throwIfNoEntry: false });
+      if (!st) continue; // removed by another sweeper meanwhile
+      const foreign = notOurs(st);
+      if (foreign) {
+        report.errors.push(`${base}: left alone, not a folder this user made (${foreign})`);
         continue;
       }
-      // A base from before owner tags: its owner is in its owner.pid file.
-      if (!name.startsWith('airlock-ns-')) continue;
+      if (owner) {
+        cleanBase(base, report);
+        continue;
+      }
       let stamp: string;
       try {
         stamp = readFileSync(join(base, 'owner.pid'), 'utf8');

@@ -226,17 +226,20 @@ const isWhiteout = (st: Stats): boolean => st.isCharacterDevice() && st.rdev ===
 
 // Node has no xattr API and `getfattr` is not always installed: one python3 call reads the opaque
 // flag of every candidate directory (only upper dirs that shadow a lower dir, i.e. few).
+// Only `trusted.overlay.opaque`: scope overlays are mounted by root without `userxattr`, so overlayfs
+// keeps its own marks in the trusted namespace, which the sandbox's user cannot write. A
+// `user.overlay.opaque` in the upper dir is the program's own xattr (user.* passes through the
+// overlay): read as opaque, it made the diff report deletions of files the program could not delete.
 const OPAQUE_PY = [
   'import os,sys',
   'for p in sys.stdin.buffer.read().split(b"\\0"):',
   '  if not p: continue',
-  '  for n in (b"trusted.overlay.opaque", b"user.overlay.opaque"):',
-  '    try:',
-  '      if os.getxattr(p, n, follow_symlinks=False) == b"y": sys.stdout.buffer.write(p + b"\\0"); break',
-  '    except OSError: pass',
+  '  try:',
+  '    if os.getxattr(p, b"trusted.overlay.opaque", follow_symlinks=False) == b"y": sys.stdout.buffer.write(p + b"\\0")',
+  '  except OSError: pass',
 ].join('\n');
 
-/** The subset of `dirs` that overlayfs marked opaque (xattr trusted|user.overlay.opaque = "y"). */
+/** The subset of `dirs` that overlayfs marked opaque (xattr trusted.overlay.opaque = "y"). */
 export async function opaqueDirs(dirs: string[], python = process.env['AIRLOCK_PYTHON'] ?? 'python3'): Promise<Set<string>> {
   if (dirs.length === 0) return new Set();
   return new Promise((resolve, reject) => {
