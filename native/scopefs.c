@@ -12,8 +12,9 @@
 // `airlock-scopefs --serve <hex socket path>` (see server() below).
 //   dir:  the scope is the directory at the path: it is the root of every relative path below.
 //   file: the scope is one regular file: the root is its parent directory; requests name the file.
-// First line out: `ok hello <walk> <authority uid> <authority gid> <root fd> <pid> <root stat>` or
-// `err <errno> <hex>`. /proc/<pid>/fd/<root fd> reaches the root through our descriptor (a lowerdir).
+// First line out: `ok hello <walk> <authority uid> <authority gid> <root fd> <pid> <root stat> <groups>`
+// (groups: the gids the agent may give a file, comma-separated) or `err <errno> <hex>`.
+// /proc/<pid>/fd/<root fd> reaches the root through our descriptor (a lowerdir).
 //   <walk> is openat2 (RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS|RESOLVE_NO_XDEV per component) or
 //   nofollow (openat with O_NOFOLLOW|O_DIRECTORY and an fstat device check, kernels before 5.6).
 //
@@ -37,6 +38,7 @@
 // <stat>: <type f|d|l|p|s|c|b> <mode octal> <uid> <gid> <size> <nlink> <dev> <ino> <msec> <mnsec> <asec> <ansec> <csec> <cnsec>
 // <expect>: `dev:ino`, or a version `dev:ino:csec:cnsec:size` (an in-place edit since is a mismatch too)
 // Errors: `err <errno> <hex message>`; ESTALE means a directory is not the one pinned (or first seen).
+// A failed system call's message ends with its strerror text ("write x: Operation not permitted").
 // Modes with set-uid, set-gid or sticky bits are refused (EPERM): no privilege comes out of a sandbox.
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -78,15 +80,31 @@ static void hexout(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) putchar(d[(unsigned char)s[i] >> 4]), putchar(d[(unsigned char)s[i] & 15]);
 }
 
-static int fail(int err, const char *fmt, ...) {
+static int vfail(int err, int why, const char *fmt, va_list ap) {
   char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  if (why && n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, ": %s", strerror(err ? err : EIO));
   printf("err %d ", err ? err : EIO);
   hexout(msg, strlen(msg));
   putchar('\n');
+  return -1;
+}
+
+/** A refusal whose message says it all. */
+static int fail(int err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(err, 0, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/** A system call that failed: the message ends with the kernel's reason (strerror), e.g. "write x: Operation not permitted". */
+static int sysfail(int err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(err, 1, fmt, ap);
+  va_end(ap);
   return -1;
 }
 
@@ -240,7 +258,7 @@ static int walk_parent(const char *rel, const char **name) {
   const char *slash = strrchr(rel, '/');
   *name = slash ? slash + 1 : rel;
   int fd = dup(root_fd);
-  if (fd < 0) return fail(errno, "dup");
+  if (fd < 0) return sysfail(errno, "dup");
   size_t end = slash ? (size_t)(slash - rel) : 0;
   for (size_t start = 0; start < end;) {
     const char *e = memchr(rel + start, '/', end - start);
@@ -252,7 +270,9 @@ static int walk_parent(const char *rel, const char **name) {
     int err = errno;
     close(fd);
     if (next < 0)
-      return fail(err, err == ELOOP || err == ENOTDIR ? "%s: a symbolic link or not a directory" : err == EXDEV ? "%s: on another filesystem (a mount point)" : "%s: cannot open this directory", prefix);
+      return err == ELOOP || err == ENOTDIR ? fail(err, "%s: a symbolic link or not a directory", prefix)
+             : err == EXDEV ? fail(err, "%s: on another filesystem (a mount point)", prefix)
+                            : sysfail(err, "%s: cannot open this directory", prefix);
     fd = next;
     struct stat st;
     if (fstat(fd, &st) < 0 || check_pin(prefix, &st) < 0) {
@@ -297,7 +317,7 @@ static int resolve(char *hexrel, struct target *t) {
   t->rel[0] = 0;
   if (strcmp(hexrel, "-") == 0) {
     t->dirfd = dup(root_fd), t->name = "", t->rel[0] = 0;
-    return t->dirfd < 0 ? fail(errno, "dup") : 0;
+    return t->dirfd < 0 ? sysfail(errno, "dup") : 0;
   }
   if (unhex(hexrel) < 0 || !valid_rel(hexrel)) return fail(EINVAL, "not a relative path below the scope");
   strcpy(t->rel, hexrel);
@@ -325,11 +345,11 @@ static int set_mode_fd(int fd, unsigned mode, const char *gid) {
   // fchmod cannot act on an O_PATH fd; its /proc/self/fd link reaches the inode we hold, not a name.
   char proc[64];
   snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-  if (chmod(proc, mode) < 0) return fail(errno, "chmod");
+  if (chmod(proc, mode) < 0) return sysfail(errno, "chmod");
   if (strcmp(gid, "-") != 0) {
     char *end;
     unsigned long g = strtoul(gid, &end, 10);
-    if (*end || chown(proc, (uid_t)-1, (gid_t)g) < 0) return fail(*end ? EINVAL : errno, "chgrp to %s", gid);
+    if (*end || chown(proc, (uid_t)-1, (gid_t)g) < 0) return sysfail(*end ? EINVAL : errno, "chgrp to %s", gid);
   }
   return 0;
 }
@@ -338,7 +358,7 @@ static int do_stat(struct target *t) {
   struct stat st;
   if (stat_target(t, &st) < 0) {
     if (errno == ENOENT) return printf("ok -\n"), 0;
-    return fail(errno, "stat %s", t->rel);
+    return sysfail(errno, "stat %s", t->rel);
   }
   if (S_ISDIR(st.st_mode) && check_pin(t->rel, &st) < 0) return pin_refusal(t->rel);
   printf("ok");
@@ -350,7 +370,7 @@ static int do_stat(struct target *t) {
 static int do_read(struct target *t, const char *maxs) {
   unsigned long long max = strtoull(maxs, NULL, 10);
   int fd = open_target(t, O_RDONLY | O_NONBLOCK);
-  if (fd < 0) return fail(errno, "open %s for reading", t->rel);
+  if (fd < 0) return sysfail(errno, "open %s for reading", t->rel);
   struct stat st;
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
     close(fd);
@@ -381,7 +401,7 @@ static int do_read(struct target *t, const char *maxs) {
 
 static int do_list(struct target *t) {
   int fd = open_target(t, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return fail(errno, "open directory %s", t->rel);
+  if (fd < 0) return sysfail(errno, "open directory %s", t->rel);
   struct stat st;
   if (fstat(fd, &st) < 0 || st.st_dev != root_dev) {
     close(fd);
@@ -394,7 +414,7 @@ static int do_list(struct target *t) {
   DIR *d = fdopendir(fd);
   if (!d) {
     close(fd);
-    return fail(errno, "read directory %s", t->rel);
+    return sysfail(errno, "read directory %s", t->rel);
   }
   printf("ok");
   for (struct dirent *e; (e = readdir(d));) {
@@ -410,7 +430,7 @@ static int do_list(struct target *t) {
 static int do_readlink(struct target *t) {
   char buf[PATH_MAX];
   ssize_t n = readlinkat(t->dirfd, t->name, buf, sizeof buf);
-  if (n < 0) return fail(errno, "readlink %s", t->rel);
+  if (n < 0) return sysfail(errno, "readlink %s", t->rel);
   printf("ok ");
   hexout(buf, (size_t)n);
   putchar('\n');
@@ -442,7 +462,7 @@ static int do_write(struct target *t, char **f) {
   if (fd < 0) {
     int e = errno;
     read_chunks(-1, &werr);
-    return fail(e, "create %s beside %s", stage, t->rel);
+    return sysfail(e, "create %s beside %s", stage, t->rel);
   }
   if (read_chunks(fd, &werr) < 0) exit(3);  // the framing is broken: nothing more can be trusted
   struct timespec times[2] = {{atoll(f[3]), atol(f[4])}, {atoll(f[5]), atol(f[6])}};
@@ -456,7 +476,7 @@ static int do_write(struct target *t, char **f) {
   close(fd);
   if (bad) {
     unlinkat(t->dirfd, stage, 0);
-    return fail(e, "write %s", t->rel);
+    return sysfail(e, "write %s", t->rel);
   }
   const char *expect = f[7];
   if (strcmp(expect, "-") == 0) {
@@ -464,7 +484,7 @@ static int do_write(struct target *t, char **f) {
       e = errno;
       if (e == EINVAL && linkat(t->dirfd, stage, t->dirfd, t->name, 0) == 0) e = 0;  // no NOREPLACE here
       unlinkat(t->dirfd, stage, 0);
-      if (e) return fail(e, e == EEXIST ? "%s exists: nothing was replaced" : "put %s in place", t->rel);
+      if (e) return e == EEXIST ? fail(e, "%s exists: nothing was replaced", t->rel) : sysfail(e, "put %s in place", t->rel);
     }
   } else {
     // The file as it was read (its version: no edit in place since, which a rename's own ctime update
@@ -478,7 +498,7 @@ static int do_write(struct target *t, char **f) {
     if (renameat2(t->dirfd, stage, t->dirfd, t->name, RENAME_EXCHANGE) < 0) {
       e = errno;
       unlinkat(t->dirfd, stage, 0);
-      return fail(e, "replace %s", t->rel);
+      return sysfail(e, "replace %s", t->rel);
     }
     struct stat old;
     char inode[64];
@@ -497,12 +517,12 @@ static int do_mkdir(struct target *t, char **f) {
   unsigned mode = (unsigned)strtoul(f[0], NULL, 8);
   if (!*t->name) return fail(EINVAL, "the root is never created");
   if (no_privilege_bits(mode) < 0) return -1;
-  if (mkdirat(t->dirfd, t->name, 0700) < 0) return fail(errno, "mkdir %s", t->rel);
+  if (mkdirat(t->dirfd, t->name, 0700) < 0) return sysfail(errno, "mkdir %s", t->rel);
   int fd = open_component(t->dirfd, t->name);
-  if (fd < 0) return fail(errno, "open the new directory %s", t->rel);
+  if (fd < 0) return sysfail(errno, "open the new directory %s", t->rel);
   struct stat st;
   unpin(t->rel);
-  int bad = fstat(fd, &st) < 0 ? fail(errno, "fstat %s", t->rel) : check_pin(t->rel, &st) < 0 ? pin_refusal(t->rel) : set_mode_fd(fd, mode, f[1]);
+  int bad = fstat(fd, &st) < 0 ? sysfail(errno, "fstat %s", t->rel) : check_pin(t->rel, &st) < 0 ? pin_refusal(t->rel) : set_mode_fd(fd, mode, f[1]);
   close(fd);
   return bad < 0 ? -1 : do_stat(t);
 }
@@ -511,9 +531,9 @@ static int do_chmod(struct target *t, char **f) {
   unsigned mode = (unsigned)strtoul(f[0], NULL, 8);
   if (no_privilege_bits(mode) < 0) return -1;
   int fd = *t->name ? openat(t->dirfd, t->name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : dup(t->dirfd);
-  if (fd < 0) return fail(errno, "open %s", t->rel);
+  if (fd < 0) return sysfail(errno, "open %s", t->rel);
   struct stat st;
-  int bad = fstat(fd, &st) < 0 ? fail(errno, "fstat %s", t->rel)
+  int bad = fstat(fd, &st) < 0 ? sysfail(errno, "fstat %s", t->rel)
             : !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) || !same_ident(&st, f[2]) ? fail(ESTALE, "%s is not the file or directory that was checked: its mode was not changed", t->rel)
             : S_ISREG(st.st_mode) && st.st_nlink > 1 ? fail(EMLINK, "%s has other hard links: its mode is not changed through it", t->rel)
             : set_mode_fd(fd, mode, f[1]);
@@ -524,19 +544,19 @@ static int do_chmod(struct target *t, char **f) {
 static int do_remove(struct target *t, char **f, int dir) {
   struct stat st;
   if (!*t->name) return fail(EINVAL, "the root is never removed");
-  if (stat_target(t, &st) < 0) return fail(errno, "stat %s", t->rel);
+  if (stat_target(t, &st) < 0) return sysfail(errno, "stat %s", t->rel);
   if (!same_ident(&st, f[0]) || (dir ? !S_ISDIR(st.st_mode) : S_ISDIR(st.st_mode))) return fail(ESTALE, "%s is not the entry that was checked: nothing was removed", t->rel);
-  if (unlinkat(t->dirfd, t->name, dir ? AT_REMOVEDIR : 0) < 0) return fail(errno, "remove %s", t->rel);
+  if (unlinkat(t->dirfd, t->name, dir ? AT_REMOVEDIR : 0) < 0) return sysfail(errno, "remove %s", t->rel);
   if (dir) unpin(t->rel);
   return printf("ok\n"), 0;
 }
 
 static int do_fsync(struct target *t) {
   int fd = open_target(t, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return fail(errno, "open %s", t->rel);
+  if (fd < 0) return sysfail(errno, "open %s", t->rel);
   int bad = fsync(fd) < 0;
   close(fd);
-  return bad ? fail(errno, "fsync %s", t->rel) : (printf("ok\n"), 0);
+  return bad ? sysfail(errno, "fsync %s", t->rel) : (printf("ok\n"), 0);
 }
 
 static int do_pin(struct target *t, char **f) {
@@ -670,15 +690,21 @@ static int session(char *hexpath, const char *kind) {
   root_fd = open_absolute(file && last == path ? (char[]){'/', 0} : path);
   if (root_fd < 0) {
     int e = errno;
-    return fail(e, e == ELOOP || e == ENOTDIR ? "%s: a component is a symbolic link or not a directory" : "%s: cannot open", path), fflush(stdout), 1;
+    return (e == ELOOP || e == ENOTDIR ? fail(e, "%s: a component is a symbolic link or not a directory", path) : sysfail(e, "%s: cannot open", path)), fflush(stdout), 1;
   }
   struct stat st;
-  if (fstat(root_fd, &st) < 0) return fail(errno, "fstat"), fflush(stdout), 1;
+  if (fstat(root_fd, &st) < 0) return sysfail(errno, "fstat"), fflush(stdout), 1;
   root_dev = st.st_dev;
   if (drop_to_owner(st.st_uid, st.st_gid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-    return fail(errno, "cannot take the authority of uid %u", (unsigned)st.st_uid), fflush(stdout), 1;
+    return sysfail(errno, "cannot take the authority of uid %u", (unsigned)st.st_uid), fflush(stdout), 1;
   printf("ok hello %s %u %u %d %d", use_openat2 ? "openat2" : "nofollow", (unsigned)geteuid(), (unsigned)getegid(), root_fd, (int)getpid());
   put_stat(&st);
+  // The groups a file of ours may be given (chown(fd, -1, gid) as the owner): our gid and
+  // supplementary groups, comma-separated. A root-owned scope keeps CAP_CHOWN: any group.
+  gid_t groups[256];
+  int ng = getgroups(256, groups);
+  printf(" %u", (unsigned)getegid());
+  for (int i = 0; i < ng; i++) printf(",%u", (unsigned)groups[i]);
   putchar('\n');
   fflush(stdout);
   serve();
@@ -701,7 +727,7 @@ static int server(char *hexsock) {
   if (strlen(hexsock) >= sizeof addr.sun_path) return fail(ENAMETOOLONG, "socket path too long"), fflush(stdout), 2;
   strcpy(addr.sun_path, hexsock);
   int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) < 0 || chmod(hexsock, 0600) < 0 || listen(lfd, 64) < 0) return fail(errno, "cannot listen on %s", hexsock), fflush(stdout), 1;
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) < 0 || chmod(hexsock, 0600) < 0 || listen(lfd, 64) < 0) return sysfail(errno, "cannot listen on %s", hexsock), fflush(stdout), 1;
   printf("ok serving\n");
   fflush(stdout);
   char pending[256];

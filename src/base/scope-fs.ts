@@ -339,8 +339,18 @@ export class ScopeFs implements OpenScopeFs {
     readonly authority: { uid: number; gid: number },
     readonly walk: 'openat2' | 'nofollow',
     readonly rootByDescriptor: string,
+    /** The groups the agent may give a file it writes (its gid and supplementary groups). */
+    readonly groups: readonly number[],
   ) {
     conn.on('close', () => (this.ended = true));
+  }
+
+  /**
+   * Whether a file the agent writes can be given group `gid`: a group of the scope's owner, or any
+   * group in a root-owned scope (the agent keeps CAP_CHOWN there).
+   */
+  maySetGroup(gid: number): boolean {
+    return this.authority.uid === 0 || this.groups.includes(gid);
   }
 
   /**
@@ -359,10 +369,11 @@ export class ScopeFs implements OpenScopeFs {
       throw e;
     });
     try {
-      // ok hello <walk> <uid> <gid> <root fd> <pid> <stat...>
+      // ok hello <walk> <uid> <gid> <root fd> <pid> <stat: 14 fields> <groups: gid,gid,...>
       const hello = (await reader.line()).split(' ');
       if (hello[0] !== 'ok') throw errorOf(hello, absPath);
-      return new ScopeFs(conn, server, pid, reader, parseStat(hello.slice(7)), { uid: Number(hello[3]), gid: Number(hello[4]) }, hello[2] === 'openat2' ? 'openat2' : 'nofollow', `/proc/${pid}/fd/${hello[5]}`);
+      const groups = (hello[21] ?? hello[4] ?? '').split(',').map(Number);
+      return new ScopeFs(conn, server, pid, reader, parseStat(hello.slice(7, 21)), { uid: Number(hello[3]), gid: Number(hello[4]) }, hello[2] === 'openat2' ? 'openat2' : 'nofollow', `/proc/${pid}/fd/${hello[5]}`, groups);
     } catch (e) {
       conn.destroy();
       kill(pid);

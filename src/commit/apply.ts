@@ -1,8 +1,9 @@
 import { join } from 'node:path';
 import type { Workspace } from '../workspace/workspace.js';
-import { currentState, keepInStore, putState, removeStage, sameState, stageName, testHook } from './fsops.js';
+import { currentState, keepInStore, putState, removeStage, sameState, stageName, testHook, type CurrentState } from './fsops.js';
 import { readVerified } from '../base/content-store.js';
-import type { Scopes } from './scopes.js';
+import { privilegeBits } from './plan.js';
+import { stepProblem, type Scopes } from './scopes.js';
 import type { JournalOp, PathState } from './types.js';
 
 /**
@@ -16,6 +17,36 @@ export interface StepReport {
   unexpected: { path: string; kept: string | null }[];
   /** Directories left in place because something else was put in them (rollback --force only). */
   keptDirs: string[];
+  /**
+   * Paths brought to their target except what the owner's authority cannot write: a set-id or sticky
+   * bit, a group the owner is not in. Only a journal of an older Airlock (whose plan let such an
+   * entry through) has them; without this its rollback and recovery failed for good.
+   */
+  notRestored: { path: string; what: string }[];
+  /** `leaveFailed` (recover --abandon): paths whose step failed, left as they were. */
+  leftUndone: { path: string; code: string; message: string }[];
+}
+
+/**
+ * The part of `want` the scope owner's authority can write: never a set-uid, set-gid or sticky bit
+ * (the agent refuses them), and a group only when the owner may set it (else the agent's own; an
+ * existing directory that already has it keeps it). `what`: what was left out, in words.
+ */
+export function writable(scopes: Scopes, path: string, want: PathState | null, cur: CurrentState): { want: PathState | null; what: string[] } {
+  if (!want) return { want, what: [] };
+  const fs = scopes.at(path).fs;
+  const out = { ...want };
+  const what: string[] = [];
+  if (want.mode & 0o7000) {
+    out.mode = want.mode & 0o777;
+    what.push(`mode ${want.mode.toString(8).padStart(4, '0')} written as ${out.mode.toString(8).padStart(4, '0')} (${privilegeBits(want.mode)} never written)`);
+  }
+  const hasIt = want.type === 'dir' && cur?.type === 'dir' && cur.gid === want.gid;
+  if (want.gid !== fs.authority.gid && !hasIt && !fs.maySetGroup(want.gid)) {
+    out.gid = fs.authority.gid;
+    what.push(`group ${want.gid} (not one of the owner's) left as the owner's group ${fs.authority.gid}`);
+  }
+  return { want: out, what };
 }
 
 function contentFor(ws: Workspace, want: PathState | null, store: 'blobs' | 'tombstones', path: string): Buffer | null {
@@ -37,17 +68,20 @@ function contentFor(ws: Workspace, want: PathState | null, store: 'blobs' | 'tom
  * Directories that cannot be removed because they are not empty are reported with
  * `tolerateNonEmpty`, else the error is thrown (with the path).
  */
-export async function step(ws: Workspace, scopes: Scopes, ops: JournalOp[], dir: 'forward' | 'backward', token: string, opts: { tolerateNonEmpty?: boolean; others?: 'overwrite' | 'refuse' | 'leave' } = {}): Promise<StepReport> {
-  const report: StepReport = { unexpected: [], keptDirs: [] };
+export async function step(ws: Workspace, scopes: Scopes, ops: JournalOp[], dir: 'forward' | 'backward', token: string, opts: { tolerateNonEmpty?: boolean; others?: 'overwrite' | 'refuse' | 'leave'; leaveFailed?: boolean } = {}): Promise<StepReport> {
+  const report: StepReport = { unexpected: [], keptDirs: [], notRestored: [], leftUndone: [] };
   const touched = new Set<string>();
   const order = dir === 'forward' ? ops.map((_, i) => i) : ops.map((_, i) => ops.length - 1 - i);
   let done = 0;
   for (const i of order) {
     const op = ops[i] as JournalOp;
     const from = dir === 'forward' ? op.before : op.after;
-    const to = dir === 'forward' ? op.after : op.before;
+    let to = dir === 'forward' ? op.after : op.before;
     try {
       const cur = await currentState(scopes, op.path);
+      const w = writable(scopes, op.path, to, cur);
+      to = w.want;
+      if (w.what.length > 0) report.notRestored.push({ path: op.path, what: w.what.join('; ') });
       if (sameState(cur, to)) continue;
       if (!sameState(cur, from) && !(cur !== null && to !== null && sameState(cur, to, false))) {
         const others = opts.others ?? 'overwrite';
@@ -67,7 +101,11 @@ export async function step(ws: Workspace, scopes: Scopes, ops: JournalOp[], dir:
         report.keptDirs.push(op.path);
         continue;
       }
-      throw Object.assign(new Error(`${op.path}: ${(e as Error).message}`), { path: op.path, errno: code });
+      const err = Object.assign(new Error(`${op.path}: ${(e as Error).message}`), { path: op.path, errno: code });
+      if (!opts.leaveFailed) throw err;
+      const p = stepProblem(err, 'ROLLBACK_FAILED', 'left as it is:');
+      report.leftUndone.push({ path: op.path, code: p.code, message: p.message });
+      continue;
     }
     touched.add(op.path);
     testHook(++done);

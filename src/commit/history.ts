@@ -32,7 +32,7 @@ function describe(r: AuditRecord): string {
       return `rolled back${why}: ${counts}${diff}${kept}`;
     }
     case 'recovered':
-      return `recovered an interrupted ${String(d.interrupted ?? 'operation')}: ${d.outcome === 'new_state' ? 'went on to the NEW state' : 'back to the OLD state'}${diff}`;
+      return `recovered an interrupted ${String(d.interrupted ?? 'operation')}: ${d.outcome === 'new_state' ? 'went on to the NEW state' : 'back to the OLD state'}${diff}${d.abandoned ? `; ABANDONED by ${r.actor ?? '?'}, ${Array.isArray(d.left_undone) ? d.left_undone.length : 0} path(s) left as they were` : ''}`;
     default:
       return `${r.type}${diff}`;
   }

@@ -12,8 +12,10 @@ import type { CommitResult, JournalOp } from './types.js';
  * Turns a verified diff into the journal's ordered operations, re-checking every pre-image against
  * the real filesystem (through the scope agents) first. Nothing is changed here except that
  * pre-images are copied into the tombstone store (content-addressed, additive) when the runner did
- * not keep them already. A second line behind the judge: set-id and sticky bits, entries that are
- * not files or directories, hard-linked files and files of another owner are refused here too.
+ * not keep them already. A second line behind the judge: set-id and sticky bits (in the new state,
+ * and in an old state a rollback would have to write back), entries that are not files or
+ * directories, hard-linked files and files of another owner are refused here too; and so is a file
+ * in a group the owner may not set (it could not keep it, nor get it back on rollback).
  *
  * Order: new directories parents first, modifications, new files, deleted files, deleted
  * directories children first. Undo runs the same list backwards.
@@ -76,7 +78,7 @@ export async function planPromotion(ws: Workspace, run: LoadedRun, scopes: Scope
     }
     const mode = parseInt(e.mode, 8) & 0o7777;
     if (kind !== 'deleted' && mode & 0o7000) {
-      bad('PROMOTE_PRIVILEGE_BITS', `${p} would get mode ${mode.toString(8).padStart(4, '0')} (set-uid, set-gid or sticky): never applied`, p);
+      bad('PROMOTE_PRIVILEGE_BITS', `${p} would get mode ${mode.toString(8).padStart(4, '0')} (${privilegeBits(mode)}): never applied`, p);
       continue;
     }
     const at = scopes.locate(p);
@@ -113,6 +115,16 @@ export async function planPromotion(ws: Workspace, run: LoadedRun, scopes: Scope
     }
     if (cur.uid !== owner.uid) {
       bad('PROMOTE_FOREIGN_OWNER', `${p} belongs to uid ${cur.uid}, not to the scope's owner (uid ${owner.uid}) whose authority promotion has: nothing was applied`, p);
+      continue;
+    }
+    // Its rollback must be able to write the old state back, with the owner's authority.
+    if (cur.mode & 0o7000) {
+      bad('PROMOTE_UNRESTORABLE_MODE', `${p} has mode ${cur.mode.toString(8).padStart(4, '0')} (${privilegeBits(cur.mode)}): a rollback would have to write that bit back, which Airlock never does; clear it first (chmod as its owner or root) or change ${p} without Airlock: nothing was applied`, p);
+      continue;
+    }
+    // A rewritten file, and any restored entry, is a new one of the owner: it keeps its group only if the owner may set it.
+    if ((kind === 'deleted' || e.type === 'file') && !at.fs.maySetGroup(cur.gid)) {
+      bad('PROMOTE_FOREIGN_GROUP', `${p} is in group ${cur.gid}, which the scope's owner (uid ${owner.uid}) is not a member of: its new version could not keep that group, nor could a rollback restore it; add the owner to the group or chgrp the file first: nothing was applied`, p);
       continue;
     }
     const { ident: _i, nlink, ...before } = cur;
@@ -155,6 +167,9 @@ export async function planPromotion(ws: Workspace, run: LoadedRun, scopes: Scope
   });
   return { ok: true, ops, dirs };
 }
+
+/** `set-uid, sticky` for the set-id and sticky bits of a mode. */
+export const privilegeBits = (mode: number): string => [mode & 0o4000 && 'set-uid', mode & 0o2000 && 'set-gid', mode & 0o1000 && 'sticky'].filter(Boolean).join(', ');
 
 /** Every tombstone a rollback to `ops`' before-state needs, present and intact. */
 export function missingTombstones(ws: Workspace, ops: JournalOp[]): string[] {

@@ -3,13 +3,13 @@ import { join } from 'node:path';
 import { openAuditLog } from '../audit/index.js';
 import type { Problem } from '../base/problem.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { removeStaging, step } from './apply.js';
+import { removeStaging, step, type StepReport } from './apply.js';
 import { loadRun } from './load.js';
 import { forceRollback } from './promote.js';
 import { finishRollback, journalScopes } from './rollback.js';
 import { stepProblem, type Scopes } from './scopes.js';
 import { audit, auditDetail, inflightIds, readJournal, recordDir, setInflight, withCommitLock, writeJournal } from './store.js';
-import type { CommitFailure, Journal } from './types.js';
+import { fail, type CommitFailure, type Journal } from './types.js';
 
 export interface Recovered {
   sandboxId: string;
@@ -21,6 +21,24 @@ export interface Recovered {
   /** Paths that held neither state (kept in the tombstones first). */
   unexpected: { path: string; kept: string | null }[];
   problems: Problem[];
+  /** Set when an operator ended it (`--abandon`): who, and the paths left as they were (and why). */
+  abandoned?: { actor: string; leftUndone: { path: string; code: string; message: string }[] };
+  /** Paths restored without what the owner cannot write (a set-id bit, a foreign group): older journals only. */
+  notRestored?: { path: string; what: string }[];
+}
+
+export interface RecoverOptions {
+  now?: () => Date;
+  /**
+   * `airlock recover --abandon SANDBOX_ID`: an operator ends this in-flight promotion or rollback
+   * although some of it cannot be done (a folder its owner replaced, a permission): every path that
+   * can be brought to the state recovery chooses is, with the usual checks (never through a link or
+   * a mount point, a replaced directory is not entered, writes only as the owner); the rest is left
+   * as it is, listed in the `recovered` audit record and the report, and the workspace is unblocked.
+   */
+  abandon?: string;
+  /** Who abandons it (the audit record's actor). */
+  actor?: string;
 }
 
 export interface RecoverReport {
@@ -42,11 +60,15 @@ function promotionCommitted(ws: Workspace, sandboxId: string, token: string): nu
  * was written (the commit point), in which case it goes on to the new state. An interrupted
  * rollback is always finished (old state). Then FORCE_ROLLBACK verdicts are honoured.
  */
-export async function recover(ws: Workspace, opts: { now?: () => Date } = {}): Promise<RecoverReport | CommitFailure> {
+export async function recover(ws: Workspace, opts: RecoverOptions = {}): Promise<RecoverReport | CommitFailure> {
   const now = opts.now ?? (() => new Date());
   const first = await withCommitLock(ws, async () => {
+    const ids = inflightIds(ws);
+    if (opts.abandon !== undefined && !ids.includes(opts.abandon)) {
+      return fail('RECOVER_NOT_IN_FLIGHT', `${opts.abandon} is not an interrupted promotion or rollback (in flight: ${ids.length > 0 ? ids.join(', ') : 'none'}): nothing was abandoned`);
+    }
     const recovered: Recovered[] = [];
-    for (const id of inflightIds(ws)) recovered.push(await recoverOne(ws, id, now));
+    for (const id of ids) recovered.push(await recoverOne(ws, id, now, id === opts.abandon ? { actor: opts.actor ?? 'operator' } : undefined));
     return recovered;
   });
   if (!Array.isArray(first)) return first;
@@ -63,7 +85,11 @@ export async function recover(ws: Workspace, opts: { now?: () => Date } = {}): P
   return { recovered: first, forced };
 }
 
-async function recoverOne(ws: Workspace, id: string, now: () => Date): Promise<Recovered> {
+interface Abandon {
+  actor: string;
+}
+
+async function recoverOne(ws: Workspace, id: string, now: () => Date, abandon?: Abandon): Promise<Recovered> {
   const j = readJournal(ws, id);
   if (!j) {
     // Crashed between the in-flight marker and the journal: nothing was touched.
@@ -80,30 +106,48 @@ async function recoverOne(ws: Workspace, id: string, now: () => Date): Promise<R
   }
   // Every directory must still be the inode the promotion recorded (a forced rollback had waived that).
   const opened = await journalScopes(j, j.rollback_force !== true);
-  if (!opened.ok) return { ...base, outcome: 'failed', interrupted, unexpected: [], problems: opened.problems };
-  const scopes = opened.scopes;
+  // Abandoned with scopes that cannot even be opened (a replaced scope root...): nothing is touched.
+  if (!opened.ok && !abandon) return { ...base, outcome: 'failed', interrupted, unexpected: [], problems: opened.problems };
+  const scopes = opened.ok ? opened.scopes : null;
+  const run = (dir: 'forward' | 'backward', token: string): Promise<StepReport> => {
+    if (scopes) return step(ws, scopes, j.ops, dir, token, { tolerateNonEmpty: true, leaveFailed: abandon !== undefined });
+    const why = (opened as CommitFailure).problems[0] as Problem;
+    return Promise.resolve({ unexpected: [], keptDirs: [], notRestored: [], leftUndone: j.ops.map((o) => ({ path: o.path, code: why.code, message: why.message })) });
+  };
   try {
-    return { ...base, ...(await (j.phase === 'applying' ? recoverPromotion(ws, scopes, j, now) : recoverRollback(ws, scopes, j, now))) };
+    return { ...base, ...(await (j.phase === 'applying' ? recoverPromotion(ws, scopes, j, now, run, abandon) : recoverRollback(ws, scopes, j, now, run, abandon))) };
   } catch (e) {
     const p = stepProblem(e, 'ROLLBACK_FAILED', `recovery of ${id} stopped at`);
-    return { ...base, outcome: 'failed', interrupted, unexpected: [], problems: [{ ...p, message: `${p.message}; fix it and run \`airlock recover\` again` }] };
+    const hint = `fix it and run \`airlock recover\` again; if it cannot be fixed, \`airlock recover --abandon ${id}\` ends it and leaves what it cannot do as it is (audited)`;
+    return { ...base, outcome: 'failed', interrupted, unexpected: [], problems: [{ ...p, message: `${p.message}; ${hint}` }] };
   } finally {
-    scopes.close();
+    scopes?.close();
   }
 }
 
 type Outcome = Omit<Recovered, 'sandboxId' | 'actionId'>;
+type Stepper = (dir: 'forward' | 'backward', token: string) => Promise<StepReport>;
+
+/** What a `recovered` record and the report add for an abandoned operation, and for attributes not restored. */
+function extras(j: Journal, rep: StepReport, now: () => Date, abandon?: Abandon): { detail: Record<string, unknown>; report: Partial<Outcome> } {
+  if (abandon) j.abandoned = { at: now().toISOString(), actor: abandon.actor, left_undone: rep.leftUndone };
+  return {
+    detail: { ...(abandon ? { abandoned: true, left_undone: rep.leftUndone } : {}), ...(rep.notRestored.length > 0 ? { not_restored: rep.notRestored } : {}) },
+    report: { ...(abandon ? { abandoned: { actor: abandon.actor, leftUndone: rep.leftUndone } } : {}), ...(rep.notRestored.length > 0 ? { notRestored: rep.notRestored } : {}) },
+  };
+}
 
 /** On to the new state when the commit point (the `promoted` audit record) was written, else back. */
-async function recoverPromotion(ws: Workspace, scopes: Scopes, j: Journal, now: () => Date): Promise<Outcome> {
+async function recoverPromotion(ws: Workspace, scopes: Scopes | null, j: Journal, now: () => Date, run: Stepper, abandon?: Abandon): Promise<Outcome> {
   const seq = promotionCommitted(ws, j.sandbox_id, j.token);
   const forward = seq !== undefined;
   // A folder filled by someone else since (that the promotion added, or deletes, or where it added a
   // file) is left in place and reported: else one such folder would fail every recovery for good.
-  const rep = await step(ws, scopes, j.ops, forward ? 'forward' : 'backward', `${j.token}${forward ? 'r' : 'u'}`, { tolerateNonEmpty: true });
-  await removeStaging(scopes, j.ops, [j.token, `${j.token}r`, `${j.token}u`]);
+  const rep = await run(forward ? 'forward' : 'backward', `${j.token}${forward ? 'r' : 'u'}`);
+  if (scopes) await removeStaging(scopes, j.ops, [j.token, `${j.token}r`, `${j.token}u`]);
   const outcome = forward ? 'new_state' : 'old_state';
-  const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'promotion', outcome, unexpected: rep.unexpected, ...(rep.keptDirs.length > 0 ? { dirs_kept: rep.keptDirs } : {}) }) });
+  const x = extras(j, rep, now, abandon);
+  const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: abandon?.actor ?? 'airlock recover', detail: auditDetail(j, { interrupted: 'promotion', outcome, unexpected: rep.unexpected, ...(rep.keptDirs.length > 0 ? { dirs_kept: rep.keptDirs } : {}), ...x.detail }) });
   if (!rec.ok) return { outcome: 'failed', interrupted: 'promotion', unexpected: rep.unexpected, problems: rec.problems };
   if (forward) {
     j.phase = 'applied';
@@ -112,19 +156,20 @@ async function recoverPromotion(ws: Workspace, scopes: Scopes, j: Journal, now: 
   } else j.phase = 'aborted';
   writeJournal(ws, j);
   setInflight(ws, j.sandbox_id, false);
-  return { outcome, interrupted: 'promotion', unexpected: rep.unexpected, problems: [] };
+  return { outcome, interrupted: 'promotion', unexpected: rep.unexpected, problems: [], ...x.report };
 }
 
 /** An interrupted rollback is always finished (old state). */
-async function recoverRollback(ws: Workspace, scopes: Scopes, j: Journal, now: () => Date): Promise<Outcome> {
+async function recoverRollback(ws: Workspace, scopes: Scopes | null, j: Journal, now: () => Date, run: Stepper, abandon?: Abandon): Promise<Outcome> {
   const token = `${j.rollback_token ?? j.token}r`;
-  const rep = await step(ws, scopes, j.ops, 'backward', token, { tolerateNonEmpty: true });
-  const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: 'airlock recover', detail: auditDetail(j, { interrupted: 'rollback', outcome: 'old_state', unexpected: rep.unexpected }) });
+  const rep = await run('backward', token);
+  const x = extras(j, rep, now, abandon);
+  const rec = audit(ws, { type: 'recovered', action_id: j.action_id, sandbox_id: j.sandbox_id, actor: abandon?.actor ?? 'airlock recover', detail: auditDetail(j, { interrupted: 'rollback', outcome: 'old_state', unexpected: rep.unexpected, ...x.detail }) });
   if (!rec.ok) return { outcome: 'failed', interrupted: 'rollback', unexpected: rep.unexpected, problems: rec.problems };
-  await removeStaging(scopes, j.ops, [token]);
+  if (scopes) await removeStaging(scopes, j.ops, [token]);
   const fin = await finishRollback(ws, scopes, j, rep, now(), { recovered: true });
   if (!fin.ok) return { outcome: 'failed', interrupted: 'rollback', unexpected: rep.unexpected, problems: fin.problems };
-  return { outcome: 'old_state', interrupted: 'rollback', unexpected: rep.unexpected, problems: [] };
+  return { outcome: 'old_state', interrupted: 'rollback', unexpected: rep.unexpected, problems: [], ...x.report };
 }
 
 /** Runs whose verdict is FORCE_ROLLBACK (read from each run's sandbox-result.json). */

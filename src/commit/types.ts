@@ -25,9 +25,11 @@ export const commitRules = [
   { code: 'COMMIT_NO_SCOPE_RECORD', spec: 'Promotion acts only on the scope roots the run recorded (runs/<id>/scopes.json: inode and owner of each root).', fix: 'The run predates scope records or its folder is damaged: run the descriptor again.' },
   { code: 'PROMOTE_SCOPE_CHANGED', spec: 'Promotion, rollback and recovery act only in the scope root the run acted on: same inode, same owner.', fix: 'The scope directory was replaced or changed owner since the run: run the action again on the tree as it is now.' },
   { code: 'PROMOTE_PATH_UNSAFE', spec: 'Promotion, rollback and recovery reach every path from the scope root one component at a time, never through a symbolic link or a mount point at any component.', fix: 'Remove the link from the path (or scope the action to the real directory) and run again.' },
-  { code: 'PROMOTE_PATH_CHANGED', spec: 'A directory on the way to a changed path must stay the inode it was when planned (or when the promotion recorded it): a swapped directory stops the whole operation.', fix: 'Something replaced a directory inside the scope while Airlock worked: find out what, then promote, roll back or recover again.' },
+  { code: 'PROMOTE_PATH_CHANGED', spec: 'A directory on the way to a changed path must stay the inode it was when planned (or when the promotion recorded it): a swapped directory stops the whole operation.', fix: 'Something replaced a directory inside the scope while Airlock worked: find out what, then promote, roll back or recover again. A recovery that keeps failing on a folder its owner replaced for good: `airlock recover --abandon SANDBOX_ID` ends it, leaving that folder as it is (audited).' },
   { code: 'PROMOTE_PRIVILEGE_BITS', spec: 'No privilege comes out of a sandbox: a diff that adds or keeps set-uid, set-gid or sticky bits is never applied (the judge BLOCKs it first).', fix: 'Change the action so it does not set set-uid, set-gid or sticky bits.' },
+  { code: 'PROMOTE_UNRESTORABLE_MODE', spec: 'A rollback must be able to restore every old state: a modified or deleted entry whose mode has set-uid, set-gid or sticky bits now is never changed (the agent never writes those bits back; the judge BLOCKs it first, FS_UNRESTORABLE_MODE).', fix: 'Have the entry\'s owner or root clear the bits first (chmod u-s,g-s,o-t PATH), then run the action again; or change that entry without Airlock.' },
   { code: 'PROMOTE_FOREIGN_OWNER', spec: 'Promotion changes or removes only files and directories owned by the scope\'s owner (whose authority it writes with).', fix: 'Scope the action to a tree its owner owns, or have that file\'s owner act on it.' },
+  { code: 'PROMOTE_FOREIGN_GROUP', spec: 'A file written or restored by promotion or rollback is a new file of the scope\'s owner, so it can keep its group only when the owner may set it (one of the owner\'s groups): a modified file or a deleted entry in another group is never changed (its group could be neither kept nor restored).', fix: 'Add the owner to that group, or have root give the file one of the owner\'s groups (chgrp), then run the action again; or change that file without Airlock.' },
   { code: 'PROMOTE_UNSUPPORTED_ENTRY', spec: 'Promotion applies regular files and directories; links, fifos, sockets, devices and type changes are never applied.', fix: 'Change the action so it only writes, modifies or deletes regular files and directories.' },
   { code: 'PROMOTE_CONTENT_MISSING', spec: 'The new content comes from the blob store (WORKSPACE/blobs/<sha256>) and is re-hashed before use.', fix: 'The run\'s kept content is gone or damaged: run the descriptor again.' },
   { code: 'PROMOTE_TOMBSTONE_FAILED', spec: 'Deleted and overwritten files go into the tombstone store (content-addressed, outside every scope) before they are replaced.', fix: 'Make WORKSPACE/tombstones writable and with free space, then try again.' },
@@ -44,7 +46,8 @@ export const commitRules = [
   { code: 'ROLLBACK_ALREADY_DONE', spec: 'A promotion is rolled back once.', fix: 'Nothing to do.' },
   { code: 'ROLLBACK_CONFLICT', spec: 'Rollback refuses, naming the file, when a file the promotion touched changed since; --force keeps that newer version in the tombstones and rolls back anyway.', fix: 'Look at the file; rerun with --force to restore the promoted-over state (the newer version is kept as a tombstone).' },
   { code: 'ROLLBACK_CONTENT_MISSING', spec: 'Rollback restores from the tombstone store, re-hashing every pre-image.', fix: 'The tombstone is gone or damaged: restore it from a backup; nothing was changed.' },
-  { code: 'ROLLBACK_FAILED', spec: 'An error halfway through a rollback leaves a journal that `airlock recover` completes.', fix: 'Fix the error (permissions, space) and run `airlock recover`.' },
+  { code: 'ROLLBACK_FAILED', spec: 'An error halfway through a rollback leaves a journal that `airlock recover` completes.', fix: 'Fix the error (permissions, space) and run `airlock recover`; if it cannot be fixed, `airlock recover --abandon SANDBOX_ID` ends it, leaving what it could not do as it is (audited).' },
+  { code: 'RECOVER_NOT_IN_FLIGHT', spec: '`airlock recover --abandon SANDBOX_ID` ends only a promotion or rollback that is in flight (promotions/inflight/<sandbox_id>).', fix: 'Run `airlock recover` to list what is in flight; give one of those sandbox ids.' },
 ] as const;
 
 export type CommitCode = (typeof commitRules)[number]['code'];
@@ -110,6 +113,8 @@ export interface Journal {
   rollback_force?: boolean;
   rollback_token?: string;
   audit?: { promoted?: number; rolled_back?: number };
+  /** `airlock recover --abandon`: an operator ended this interrupted operation; these paths were left as they were. */
+  abandoned?: { at: string; actor: string; left_undone: { path: string; code: string; message: string }[] };
 }
 
 export type CommitFailure = { ok: false; problems: Problem[] };

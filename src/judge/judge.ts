@@ -112,6 +112,7 @@ export function judge(action: Action, obs: Observation): Judgement {
   }
   const changes = [...(outChanges ?? []), ...scopeChanges.flatMap((c) => c ?? [])];
   let effectsOk = diffVerifiable;
+  let unrestorable = false;
   let scopeOk = diffVerifiable;
   const deleted = new Set(changes.filter((c) => c.change === 'deleted').map((c) => c.path));
   for (const c of changes) {
@@ -141,6 +142,14 @@ export function judge(action: Action, obs: Observation): Judgement {
       const bits = [c.mode & 0o4000 && 'set-uid', c.mode & 0o2000 && 'set-gid', c.mode & 0o1000 && 'sticky'].filter(Boolean).join(', ');
       hard.push(`FS_PRIVILEGE_BITS: ${c.path} has mode ${(c.mode & 0o7777).toString(8).padStart(4, '0')} (${bits}): never accepted`);
       unexpected.push(`set ${bits} bits on ${c.path}`);
+    }
+    // Nor is an entry changed that a rollback could not give back: its old mode has such a bit, and
+    // Airlock never writes one (a set-gid file written to loses it; a sticky folder deleted).
+    const before = c.change === 'deleted' ? c.mode : c.change === 'modified' ? (c.modeBefore ?? 0) : 0;
+    if (before & 0o7000) {
+      unrestorable = true;
+      const bits = [before & 0o4000 && 'set-uid', before & 0o2000 && 'set-gid', before & 0o1000 && 'sticky'].filter(Boolean).join(', ');
+      hard.push(`FS_UNRESTORABLE_MODE: ${c.change} ${c.path}, whose mode was ${(before & 0o7777).toString(8).padStart(4, '0')} (${bits}): a rollback could not write that back (Airlock never writes set-uid, set-gid or sticky bits)`);
     }
   }
   // Declared or not, a change that acts later outside the sandbox needs a person.
@@ -290,7 +299,7 @@ export function judge(action: Action, obs: Observation): Judgement {
   else if (!isolated) hard.push('the seccomp filter was not applied');
   else if (reportedOnly.length > 0) hard.push(`limits only reported, not enforced on this host: ${reportedOnly.join(', ')}`);
 
-  const rollbackOk = action.rollbackSupported && diffVerifiable;
+  const rollbackOk = action.rollbackSupported && diffVerifiable && !unrestorable;
   if (!action.rollbackSupported) hard.push('rollback is not supported for this action');
 
   const compliance: Compliance = {

@@ -111,10 +111,12 @@ export function registerCommitCommands(program: Command): void {
       const out = await rollback(await ws(opts), sandboxId, { force: opts.force === true, actor: process.env.USER ?? 'operator' });
       if (!out.ok) return void (process.exitCode = refuse('rollback', out.problems, opts.json));
       const kept = out.journal.forced ?? [];
-      if (opts.json) process.stdout.write(JSON.stringify({ ok: true, sandbox_id: sandboxId, restored: out.journal.ops.length, newer_versions_kept: kept, audit_seq: out.journal.audit?.rolled_back }, null, 2) + '\n');
+      const notRestored = out.report.notRestored;
+      if (opts.json) process.stdout.write(JSON.stringify({ ok: true, sandbox_id: sandboxId, restored: out.journal.ops.length, newer_versions_kept: kept, not_restored: notRestored, audit_seq: out.journal.audit?.rolled_back }, null, 2) + '\n');
       else {
         process.stdout.write(`rolled back ${sandboxId}: ${out.journal.ops.length} path(s) restored; audit seq ${out.journal.audit?.rolled_back}\n`);
         for (const k of kept) process.stdout.write(`  ${k.type === 'dir_kept' ? 'kept directory (not empty)' : `newer version kept in tombstones${k.sha256 ? ` (sha256 ${k.sha256})` : ''}`}: ${safe(k.path)}\n`);
+        for (const n of notRestored) process.stdout.write(`  restored without what its owner cannot write: ${safe(n.path)}: ${safe(n.what)}\n`);
       }
     });
 
@@ -122,12 +124,13 @@ export function registerCommitCommands(program: Command): void {
     .command('recover')
     .description('bring every interrupted promotion or rollback to the old or the new state (and say which); honour FORCE_ROLLBACK verdicts')
     .option('--prune-tombstones', 'also remove tombstones older than the policy\'s retention.tombstones_days (audited; live promotions keep theirs)')
+    .option('--abandon <sandbox_id>', 'end this interrupted promotion or rollback even where it cannot be finished (a folder its owner replaced): what can be done is, the rest is left as it is and listed (audited)')
     .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
     .option('--json', 'machine-readable report')
-    .action(async (opts: Common & { pruneTombstones?: boolean }) => {
+    .action(async (opts: Common & { pruneTombstones?: boolean; abandon?: string }) => {
       const { recover } = await import('../../commit/recover.js');
       const w = await ws(opts);
-      const rep = await recover(w);
+      const rep = await recover(w, opts.abandon === undefined ? {} : { abandon: opts.abandon, actor: process.env.USER ?? 'operator' });
       if (!('recovered' in rep)) return void (process.exitCode = refuse('recover', rep.problems, opts.json));
       let pruned: unknown;
       if (opts.pruneTombstones) {
@@ -144,7 +147,10 @@ export function registerCommitCommands(program: Command): void {
         if (rep.recovered.length === 0) process.stdout.write('nothing was interrupted: every promotion and rollback is complete\n');
         for (const r of rep.recovered) {
           const state = r.outcome === 'new_state' ? 'NEW state (the promotion is applied)' : r.outcome === 'old_state' ? 'OLD state (as before the promotion)' : r.outcome === 'nothing_applied' ? 'OLD state (nothing had been applied)' : 'FAILED';
-          process.stdout.write(`${r.sandboxId}: interrupted ${r.interrupted} -> ${state}\n`);
+          const left = r.abandoned?.leftUndone ?? [];
+          process.stdout.write(`${r.sandboxId}: interrupted ${r.interrupted} -> ${state}${r.abandoned ? `, ABANDONED by ${safe(r.abandoned.actor)}: ${left.length} path(s) left as they are` : ''}\n`);
+          for (const l of left) process.stdout.write(`  left undone: ${safe(l.path)}: ${l.code}: ${safe(l.message)}\n`);
+          for (const n of r.notRestored ?? []) process.stdout.write(`  restored without what its owner cannot write: ${safe(n.path)}: ${safe(n.what)}\n`);
           for (const u of r.unexpected) process.stdout.write(`  unexpected content at ${safe(u.path)}${u.kept ? ` kept in tombstones (sha256 ${u.kept})` : ''}\n`);
           for (const p of r.problems) process.stdout.write(`  ${p.code}: ${safe(p.message)}\n`);
         }

@@ -179,6 +179,7 @@ function change(kind: FsChange['change'], path: string, before: TreeEntry | unde
   const cur = (after ?? before) as TreeEntry;
   const c: FsChange = { change: kind, path, type: cur.type, mode: cur.mode, size: cur.size };
   if (before?.uid !== undefined) c.uidBefore = before.uid;
+  if (before && after) c.modeBefore = before.mode;
   if (before?.sha256 !== undefined) c.sha256Before = before.sha256;
   if (after?.sha256 !== undefined) c.sha256After = after.sha256;
   if (cur.linkTarget !== undefined) c.linkTarget = cur.linkTarget;

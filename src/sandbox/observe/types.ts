@@ -128,4 +128,6 @@ export interface FsChange {
   typeBefore?: FsEntryType;
   /** Owner of the real entry before the change (scopes only): promotion acts only on the scope owner's. */
   uidBefore?: number;
+  /** st_mode before the change (modified entries; a deletion's is `mode`): a rollback must be able to write it back. */
+  modeBefore?: number;
 }
