@@ -3,7 +3,7 @@ import type { Policy } from '../policy/policy.js';
 import { keyId } from './decide.js';
 import { loadOperatorKey } from './keys.js';
 import { signApproval, verifyApproval } from './signature.js';
-import { callOfSummary, utpCallBytes, type UtpCallApproval } from './utp-call.js';
+import { callOfSummary, canonical, utpCallBytes, type UtpCallApproval } from './utp-call.js';
 
 /**
  * An operator's approval of one pending UTP call (`airlock approvals approve ID --operator NAME`):
@@ -26,6 +26,12 @@ export function signUtpApproval(args: { row: UtpApprovalRow; operator: string; k
   if (!call) return { ok: false, problems: [{ code: 'APPROVAL_CALL_UNKNOWN', message: `${row.id} does not carry the call it approves (made by an Airlock before signed UTP approvals): reject it, or let it expire, and have the agent call again` }] };
   const agrees = call.approval_id === row.id && call.agent_turn_id === row.agent_turn_id && call.tool_call_id === row.tool_call_id && call.project_id === row.project_id && call.tool_name === row.tool_name;
   if (!agrees) return { ok: false, problems: [{ code: 'APPROVAL_CALL_UNKNOWN', message: `${row.id}: the call in the row does not match the row's own ids (the row was changed in the store); nothing was signed` }] };
+  // The row's display copies must say what the call says: an operator shown other arguments than
+  // the ones signed would approve what they never saw.
+  const shown = (['arguments', 'agent_id', 'subject'] as const).filter((k) => k in row.summary && canonical(row.summary[k]) !== canonical(call[k]));
+  if (shown.length > 0) {
+    return { ok: false, problems: [{ code: 'APPROVAL_CALL_UNKNOWN', message: `${row.id}: the row's ${shown.join(', ')} differ from the call it approves (the row was changed in the store); nothing was signed: reject it` }] };
+  }
   const key = loadOperatorKey(args.operator, args.keyDir);
   if ('error' in key) return { ok: false, problems: [{ code: 'APPROVAL_UNTRUSTED_KEY', message: key.error }] };
   const bytes = utpCallBytes(call);

@@ -142,8 +142,8 @@ describe('a cancel is obeyed only in the call\'s own project and channel', () =>
   });
 });
 
-describe('what `airlock approvals list` shows is what `approve` signs', { todo: 'being fixed' }, () => {
-  test('a store writer rewrites summary.arguments: the operator sees "hello", signs and runs the real arguments', sqliteOnly, async () => {
+describe('what `airlock approvals list` shows is what `approve` signs', () => {
+  test('a store writer rewrites the row\'s display copy of the arguments: list shows the call that would be signed and warns; approve refuses; nothing runs', sqliteOnly, async () => {
     const i = ids();
     const pending = call('wc.approve', { text: 'REAL-ARGUMENT-rm -rf' }, i);
     const a = await pendingFor(i.toolCallId);
@@ -153,18 +153,23 @@ describe('what `airlock approvals list` shows is what `approve` signs', { todo: 
     db.close();
     const listed = await airlock(['approvals', 'list', '--workspace', h.ws.root]);
     assert.equal(listed.code, 0, listed.stderr);
-    const line = listed.stdout.split('\n').findIndex((l) => l.startsWith(a.id));
-    const shown = listed.stdout.split('\n')[line + 1] ?? '';
+    const block = listed.stdout.slice(listed.stdout.indexOf(a.id)).split(/\n(?=apr-)/)[0] ?? '';
+    assert.match(block, /arguments: \{"text":"REAL-ARGUMENT-rm -rf"\}/, block);
+    assert.doesNotMatch(block, /hello/, block);
+    assert.match(block, /WARNING: the row's display copy of arguments differs from the call/, block);
     const ok = await airlock(['approvals', 'approve', a.id, '--operator', 'alice', '--key-dir', alice.keyDir, '--workspace', h.ws.root]);
-    assert.equal(ok.code, 0, ok.stderr);
+    assert.notEqual(ok.code, 0, ok.stdout);
+    assert.match(ok.stderr, /APPROVAL_CALL_UNKNOWN: .*the row's arguments differ from the call it approves/, ok.stderr);
+    assert.equal((await h.store.getApproval(a.id))?.state, 'pending', 'nothing was signed');
+    const no = await airlock(['approvals', 'reject', a.id, '--workspace', h.ws.root]);
+    assert.equal(no.code, 0, no.stderr);
     const r = await pending;
     assert.ok(r.ok, JSON.stringify(r));
-    const ran = ((r.content.result as { stdout?: { text?: string } }).stdout?.text ?? '');
-    // Expected: what the operator was shown is what runs (or approve refuses a row whose copies disagree).
-    assert.ok(!(shown.includes('hello') && ran.includes('REAL-ARGUMENT')), `the operator was shown ${JSON.stringify(shown.trim())} and the call ran with ${JSON.stringify(ran)}`);
+    assert.equal(r.status, 'failed');
+    assert.ok(!h.runs.includes(i.toolCallId), 'the call ran');
   });
 
-  test('no store access needed: arguments longer than the 500-character display hide their tail from the operator', sqliteOnly, async () => {
+  test('no store access needed: a long harmless key first does not hide the real argument from the operator (shown whole up to 4,000 characters; past that, the cut says so)', sqliteOnly, async () => {
     const i = ids();
     // The caller orders its own argument object: a long harmless key first, the real one after it.
     const pending = call('wc.approve', { note: 'routine formatting of a greeting; nothing else. '.repeat(11), text: 'HIDDEN-REAL-ARGUMENT' }, i);
@@ -174,8 +179,18 @@ describe('what `airlock approvals list` shows is what `approve` signs', { todo: 
     assert.equal(ok.code, 0, ok.stderr);
     const r = await pending;
     assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
-    // Expected: the operator is shown the whole call (or told it is cut), before signing.
-    assert.ok(listed.stdout.includes('HIDDEN-REAL-ARGUMENT') || /truncat|…|\.\.\./.test(listed.stdout), `list showed:\n${listed.stdout}\napprove printed:\n${ok.stdout}`);
+    // The operator is shown the whole call before signing, and approve prints what it signed.
+    assert.ok(listed.stdout.includes('HIDDEN-REAL-ARGUMENT'), `list showed:\n${listed.stdout}`);
+    assert.ok(ok.stdout.includes('HIDDEN-REAL-ARGUMENT'), `approve printed:\n${ok.stdout}`);
+    // Past 4,000 characters the cut says so, and where the whole call is.
+    const j = ids();
+    const long = call('wc.approve', { text: 'x'.repeat(5000) }, j);
+    const b = await pendingFor(j.toolCallId);
+    const listedLong = await airlock(['approvals', 'list', '--workspace', h.ws.root]);
+    const block = listedLong.stdout.slice(listedLong.stdout.indexOf(b.id)).split(/\n(?=apr-)/)[0] ?? '';
+    assert.match(block, /\[CUT: 4000 of 5011 characters shown; `airlock approvals list --json` prints the whole call\]/, block);
+    assert.equal((await airlock(['approvals', 'reject', b.id, '--workspace', h.ws.root])).code, 0);
+    await long;
   });
 });
 

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { callOfSummary, canonical } from '../../approval/utp-call.js';
 
 /**
  * `airlock tools add|list|remove`, `airlock approvals [list|approve|reject]`, `airlock calls cancel` and the body of
@@ -141,6 +142,21 @@ export function registerUtpCommands(program: Command): void {
   );
 
   const approvals = program.command('approvals').description('calls of tools whose options require a person\'s approval');
+  /** Arguments as JSON, whole up to ARGS_SHOWN characters; past that, cut with a marker saying so. */
+  const shownInFull = (args: unknown): string => {
+    const text = JSON.stringify(args ?? {});
+    return text.length <= ARGS_SHOWN ? text : `${text.slice(0, ARGS_SHOWN)}… [CUT: ${ARGS_SHOWN} of ${text.length} characters shown; \`airlock approvals list --json\` prints the whole call]`;
+  };
+  /** What `approve` would sign (the row's call, not its display copies), and a warning when they disagree. */
+  const callLines = (summary: Record<string, unknown>): string => {
+    const call = callOfSummary(summary);
+    if (!call) return '  NO CALL TO SIGN: this row does not carry the call it approves; reject it\n';
+    const altered = (['arguments', 'agent_id', 'subject'] as const).filter((k) => k in summary && canonical(summary[k]) !== canonical(call[k]));
+    return (
+      `  agent ${call.agent_id} on ${call.subject}\n  arguments: ${shownInFull(call.arguments)}\n` +
+      (altered.length > 0 ? `  WARNING: the row's display copy of ${altered.join(', ')} differs from the call: the row was changed in the store; approve refuses it, reject it\n` : '')
+    );
+  };
   const list = async (o: StoreOpts & { all?: boolean; json?: boolean }) => {
     await withStore(o, async (store) => {
       const rows = await store.listApprovals(o.all ? undefined : 'pending');
@@ -148,7 +164,7 @@ export function registerUtpCommands(program: Command): void {
       if (rows.length === 0) return void process.stdout.write(o.all ? 'no approvals\n' : 'nothing waits for approval\n');
       for (const a of rows) {
         const left = Math.max(0, Math.round((a.expires_at - Date.now()) / 1000));
-        process.stdout.write(`${a.id}  ${a.state}  ${a.project_id}/${a.tool_name}  call ${a.tool_call_id}${a.state === 'pending' ? `  expires in ${left}s` : ''}\n  arguments: ${JSON.stringify(a.summary.arguments ?? {}).slice(0, 500)}\n`);
+        process.stdout.write(`${a.id}  ${a.state}  ${a.project_id}/${a.tool_name}  call ${a.tool_call_id}${a.state === 'pending' ? `  expires in ${left}s` : ''}\n${callLines(a.summary)}`);
       }
     });
   };
@@ -184,7 +200,7 @@ export function registerUtpCommands(program: Command): void {
       }
       const c = signed.call;
       openAuditLog(ws.auditFile).append({ type: 'approved', action_id: id, actor: o.operator, detail: { door: 'utp', approval_id: id, tool_name: c.tool_name, agent_id: c.agent_id, agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id, decision_source: `key:${o.operator}:${signed.keyId}` } });
-      process.stdout.write(`approved ${id}: ${c.project_id}/${c.tool_name} for agent ${c.agent_id}, call ${c.tool_call_id}, signed by ${o.operator} (key ${signed.keyId})\n  arguments: ${JSON.stringify(c.arguments).slice(0, 500)}\n`);
+      process.stdout.write(`approved ${id}: ${c.project_id}/${c.tool_name} for agent ${c.agent_id}, call ${c.tool_call_id}, signed by ${o.operator} (key ${signed.keyId})\n  arguments: ${shownInFull(c.arguments)}\n`);
     });
   });
   storeOptions(
@@ -229,6 +245,9 @@ export function registerUtpCommands(program: Command): void {
     });
   });
 }
+
+/** How much of a call's arguments `approvals list` and `approve` print before cutting (with a marker). */
+const ARGS_SHOWN = 4000;
 
 export interface ServeNatsOptions {
   /** NATS URL (nats://host:4222). */
