@@ -384,6 +384,9 @@ export class ScopeFs implements OpenScopeFs {
 
   private request<T>(line: string, body: Buffer | null, read: () => Promise<T>): Promise<T> {
     const run = async (): Promise<T> => {
+      // Closed (or its connection ended): nothing can answer, and bytes still buffered belong to an
+      // answer abandoned part way (see `chunks`), never to this request.
+      if (this.ended) throw new ScopeFsError('EPIPE', 'the scope agent stopped (closed, or its connection ended)', '');
       this.conn.write(line + '\n');
       if (body) {
         for (let off = 0; off < body.length; off += 1 << 20) {
@@ -424,12 +427,15 @@ export class ScopeFs implements OpenScopeFs {
     });
   }
 
-  /** A regular file's sha256 (streamed: memory stays bounded) and its stat. */
-  hash(rel: string): Promise<{ stat: EntryStat; sha256: string }> {
+  /**
+   * A regular file's sha256 (streamed: memory stays bounded) and its stat. `check` (a deadline) runs
+   * before every chunk; what it throws abandons the read and ends this agent (see `chunks`).
+   */
+  hash(rel: string, check?: () => void): Promise<{ stat: EntryStat; sha256: string }> {
     return this.request(`R ${hex(rel)} ${Number.MAX_SAFE_INTEGER}`, null, async () => {
       const stat = parseStat(await this.answer(rel));
       const h = createHash('sha256');
-      await this.chunks((b) => h.update(b));
+      await this.chunks((b) => h.update(b), check);
       return { stat, sha256: h.digest('hex') };
     });
   }
@@ -437,9 +443,10 @@ export class ScopeFs implements OpenScopeFs {
   /**
    * A regular file's bytes handed to `each` chunk by chunk (memory stays bounded), and the stat of
    * what was read. An error thrown by `each` is thrown once the answer has been read to its end (the
-   * next request must not start in the middle of this one).
+   * next request must not start in the middle of this one). `check` runs before every chunk; what
+   * it throws abandons the read and ends this agent (see `chunks`).
    */
-  stream(rel: string, each: (b: Buffer) => void): Promise<EntryStat> {
+  stream(rel: string, each: (b: Buffer) => void, check?: () => void): Promise<EntryStat> {
     return this.request(`R ${hex(rel)} ${Number.MAX_SAFE_INTEGER}`, null, async () => {
       const stat = parseStat(await this.answer(rel));
       let failed: { e: unknown } | null = null;
@@ -450,14 +457,26 @@ export class ScopeFs implements OpenScopeFs {
         } catch (e) {
           failed = { e };
         }
-      });
+      }, check);
       if (failed) throw (failed as { e: unknown }).e;
       return stat;
     });
   }
 
-  private async chunks(each: (b: Buffer) => void): Promise<void> {
+  /**
+   * Reads an answer's chunks. `check` runs before each: a file of many GiB (a sparse one costs its
+   * owner nothing) takes the agent minutes to send, so a deadline checked only between requests does
+   * not bound it. The rest of the answer cannot be skipped without reading it, so when `check` throws
+   * the agent is ended (close(): every later request of this ScopeFs fails) and its error thrown.
+   */
+  private async chunks(each: (b: Buffer) => void, check?: () => void): Promise<void> {
     for (;;) {
+      try {
+        check?.();
+      } catch (e) {
+        this.close();
+        throw e;
+      }
       const n = Number(await this.reader.line());
       if (!Number.isSafeInteger(n) || n < 0) throw new ScopeFsError('EPROTO', 'the scope agent sent a broken frame', '');
       if (n === 0) return;

@@ -32,6 +32,11 @@ export const JUDGE_REASON_CODES = {
     meaning: 'the program ran code from a file with no name in any filesystem (memfd_create + fexecve, a deleted file): nobody can look at what ran',
     fix: 'run programs from files; a person confirms a run that executed anonymous code',
   },
+  JG_SCRATCH_UNOBSERVED: {
+    verdict: 'BLOCK',
+    meaning: "the host could not look at everything the program left in /dev/shm (entries it could not read, such as a chain of folders deeper than a path can name, or the count stopped at the file cap or the observation deadline): the run was not fully observed",
+    fix: 'leave /dev/shm as an ordinary program does (a few files, removed at the end); a program that hides what it left from the host is not promoted',
+  },
 } as const;
 export type JudgeReasonCode = keyof typeof JUDGE_REASON_CODES;
 const coded = (code: JudgeReasonCode, text: string): string => `${code}: ${text}`;
@@ -292,6 +297,12 @@ export function judge(action: Action, obs: Observation): Judgement {
   const monty = (obs as { monty?: { isolation: { isolatedChild: boolean; sandbox?: unknown; unsandboxedReason?: string } } }).monty;
   const montyUnsandboxed = monty !== undefined && !monty.isolation.sandbox;
   const isolated = monty ? monty.isolation.isolatedChild && !montyUnsandboxed : obs.host.seccomp;
+  // Scratch is discarded with the run, but a part the host could not look at is unobserved, never
+  // assumed empty: fail closed, as for an unreadable argument.
+  if (obs.scratch?.incomplete) {
+    observedFully = false;
+    hard.push(coded('JG_SCRATCH_UNOBSERVED', `/dev/shm was not fully observed: ${obs.scratch.incomplete}`));
+  }
   const sandboxOk = obs.status !== 'SANDBOX_ERROR' && isolated && reportedOnly.length === 0 && observedFully;
   if (obs.status === 'SANDBOX_ERROR') hard.push(`sandbox error: ${obs.reason}`);
   else if (monty && !monty.isolation.isolatedChild) hard.push('the Monty worker process was not isolated');

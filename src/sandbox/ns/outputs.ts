@@ -22,29 +22,64 @@ export interface ScratchUse {
   shmFiles: number;
   /** Apparent size of the regular files left in /dev/shm. */
   shmBytes: number;
-  /** The count stopped at the run's file cap or at the deadline. */
+  /**
+   * Why the count is not the whole of /dev/shm: it stopped at the run's file cap or at the deadline,
+   * or entries could not be read (a chain of folders deeper than a path can name). The judge BLOCKs
+   * a run with it (JG_SCRATCH_UNOBSERVED): what the host could not look at is not known to be harmless.
+   */
   incomplete?: string;
 }
 
+/**
+ * Counts what the program left in /dev/shm. Whatever it left there, this never throws: an entry the
+ * host cannot read is counted as unread and the walk goes on, so the run still reports what the
+ * program did (its exit, output, network attempts, /out), and `incomplete` says what was not seen.
+ * Iterative (a stack, not recursion), so no depth of folders can exhaust the host's own stack.
+ */
 export async function observeScratch(scratch: string, deadline: number, maxFiles: number): Promise<ScratchUse> {
-  const sf = statfsSync(scratch);
-  const use: ScratchUse = { tmpBytesUsed: (sf.blocks - sf.bfree) * sf.bsize, shmFiles: 0, shmBytes: 0 };
+  const use: ScratchUse = { tmpBytesUsed: 0, shmFiles: 0, shmBytes: 0 };
   const budget = new DiffBudget({ files: maxFiles, bytes: Number.MAX_SAFE_INTEGER, deadline });
+  const shm = join(scratch, 'shm');
+  const unread: { count: number; first?: string } = { count: 0 };
+  const cannotRead = (path: string, e: unknown): void => {
+    unread.count++;
+    // The first one as an example, shortened: a path deeper than PATH_MAX is thousands of characters.
+    const shown = `/dev/shm${path.slice(shm.length)}`;
+    unread.first ??= `${(e as NodeJS.ErrnoException).code ?? (e as Error).message} at ${shown.length > 120 ? `${shown.slice(0, 120)}... (${shown.length} characters)` : shown}`;
+  };
+  let stopped: string | undefined;
   try {
-    const walk = (dir: string): void => {
-      for (const name of readdirSync(dir)) {
-        budget.entry();
-        const st = lstatSync(join(dir, name));
-        use.shmFiles++;
-        if (st.isDirectory()) walk(join(dir, name));
-        else if (st.isFile()) use.shmBytes += st.size;
+    const sf = statfsSync(scratch);
+    use.tmpBytesUsed = (sf.blocks - sf.bfree) * sf.bsize;
+    const stack = [shm];
+    while (stack.length > 0) {
+      const dir = stack.pop() as string;
+      let names: string[];
+      try {
+        names = readdirSync(dir);
+      } catch (e) {
+        cannotRead(dir, e);
+        continue;
       }
-    };
-    walk(join(scratch, 'shm'));
+      for (const name of names) {
+        budget.entry();
+        use.shmFiles++;
+        const path = join(dir, name);
+        try {
+          const st = lstatSync(path);
+          if (st.isDirectory()) stack.push(path);
+          else if (st.isFile()) use.shmBytes += st.size;
+        } catch (e) {
+          cannotRead(path, e);
+        }
+      }
+    }
   } catch (e) {
-    if (!(e instanceof DiffBudgetExceeded)) throw e;
-    use.incomplete = e.message;
+    // The file cap or the deadline (DiffBudgetExceeded), or anything else: the count stops here, said.
+    stopped = e instanceof DiffBudgetExceeded ? e.message : `the count of /dev/shm failed: ${(e as Error).message}`;
   }
+  const notes = [stopped, unread.count > 0 ? `${unread.count} entr${unread.count === 1 ? 'y' : 'ies'} of /dev/shm could not be read (${unread.first}): not observed` : undefined].filter(Boolean);
+  if (notes.length > 0) use.incomplete = notes.join('; ');
   return use;
 }
 

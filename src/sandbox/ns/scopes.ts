@@ -112,7 +112,9 @@ export function lowerTreeOf(fs: ScopeFs, budget?: DiffBudget): LowerTree {
     const type = st.type === 'file' && st.nlink > 1 ? 'hardlink' : st.type;
     const e: TreeEntry = { type, mode: TYPE_BITS[st.type] | st.mode, size: st.size, nlink: st.nlink, inode: st.ident, uid: st.uid };
     if (st.type === 'file') {
-      const h = await fs.hash(rel);
+      // The budget is checked per chunk too: one big pre-image (a deleted 8 GiB sparse file) is a
+      // single entry, and took the host twice the whole observation deadline to hash.
+      const h = await fs.hash(rel, budget && (() => budget.tick()));
       if (h.stat.ident !== st.ident) throw new Error(`file changed while hashing: ${rel}`);
       e.sha256 = h.sha256;
     } else if (st.type === 'symlink') {
@@ -185,7 +187,7 @@ export async function observeScope(s: StagedScope, mechanism: ScopeObservation['
     const lower = lowerTreeOf(s.fs, budget);
     const changes = s.kind === 'file' ? await diffFileCopy(fileCopyOf(s), lower, s.fileRel, s.hostPath, budget) : await diffOverlayUpper(s.upper, lower, s.hostPath, budget);
     if (keep.blobs) keepNewContent(changes, s.upper, s.kind === 'file' ? dirname(s.hostPath) : s.hostPath, keep.blobs);
-    if (keep.tombstones) await keepPreimages(changes, s, keep.tombstones);
+    if (keep.tombstones) await keepPreimages(changes, s, keep.tombstones, budget);
     return { ...base, changes };
   } catch (e) {
     if (e instanceof DiffBudgetExceeded) return { ...base, changes: null, error: `the scope diff stopped: ${e.message}`, budgetExceeded: e.limit };
@@ -211,14 +213,19 @@ function keepNewContent(changes: FsChange[], upper: string, mountPoint: string, 
   }
 }
 
-/** Pre-images of modified and deleted files, read from the real scope through its agent. */
-async function keepPreimages(changes: FsChange[], s: OpenScope, dir: string): Promise<void> {
+/**
+ * Pre-images of modified and deleted files, read from the real scope through its agent, within the
+ * observation's budget (each is read in full a second time: the same big file as in lowerTreeOf).
+ */
+async function keepPreimages(changes: FsChange[], s: OpenScope, dir: string, budget?: DiffBudget): Promise<void> {
   for (const c of changes) {
     if (c.change === 'added' || !c.sha256Before || (c.typeBefore ?? c.type) !== 'file' || existsSync(join(dir, c.sha256Before))) continue;
     const rel = s.kind === 'file' ? s.fileRel : c.path.slice(s.hostPath.length + 1);
     try {
-      await putStreamInStore(dir, c.sha256Before, (each) => s.fs.stream(rel, each));
-    } catch {
+      await putStreamInStore(dir, c.sha256Before, (each) => s.fs.stream(rel, each, budget && (() => budget.tick())));
+    } catch (e) {
+      // Past the budget: the observation stopped (observeScope reports it); the agent was ended.
+      if (e instanceof DiffBudgetExceeded) throw e;
       /* gone or unreadable now: the diff records its hash; promotion re-checks and refuses */
     }
   }

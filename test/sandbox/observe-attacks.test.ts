@@ -1,0 +1,184 @@
+// Hostile programs against the host's observation of an ns run (a security review, 2026-11-27): what a
+// program leaves behind must be reported or judged, never turn the run into a set-up failure or
+// run the host past its deadline.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, existsSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Action } from '../../src/action/action.js';
+import { ScopeFs, scopeFsBinaryPath } from '../../src/base/scope-fs.js';
+import { judge } from '../../src/judge/judge.js';
+import { doctor } from '../../src/sandbox/doctor.js';
+import { DiffBudget, DiffBudgetExceeded } from '../../src/sandbox/observe/fs-diff.js';
+import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
+import { lowerTreeOf } from '../../src/sandbox/ns/scopes.js';
+import { freshOut, py, text } from './helpers-ns.js';
+
+const DEEP = (where: string, depth: number): string => [
+  'import os, socket',
+  `os.chdir(${JSON.stringify(where)})`,
+  `for i in range(${depth}):`,
+  '  os.mkdir("d"); os.chdir("d")',
+  'open("x", "w").write("hidden")',
+  // Something the observation would otherwise report: a network attempt.
+  's = socket.socket()',
+  'try: s.connect(("1.1.1.1", 443))',
+  'except OSError: pass',
+  'open("/out/result.txt", "w").write("the program ran")',
+  'print("done", flush=True)',
+].join('\n');
+
+test('a deep directory chain left in /dev/shm or /tmp: what the program did is still reported (output, /out, network), the scratch it left is a finding (JG_SCRATCH_UNOBSERVED), never a set-up failure', async () => {
+  for (const where of ['/dev/shm', '/tmp']) {
+    const outDir = freshOut();
+    const o = await py(DEEP(where, 2100), { outDir });
+    const copied = existsSync(join(outDir, 'result.txt'));
+    assert.equal(o.status, 'SUCCESS', `${where}: the program ran (its /out was copied to ${outDir}: ${copied}), yet: status=${o.status} reason=${o.reason.slice(0, 160)}... sideEffectsUnavailable=${o.sideEffectsUnavailable} fs.out=${JSON.stringify(o.fs.out)} stdout=${JSON.stringify(o.stdout.bytes.toString())}`);
+    // What the program did is reported: its output, its /out, its network attempt.
+    assert.equal(o.stdout.bytes.toString(), 'done\n', text(o));
+    assert.deepEqual((o.fs.out ?? []).map((c) => c.path), ['/out/result.txt'], JSON.stringify(o.fs));
+    assert.ok(copied);
+    if (o.sideEffects) assert.ok(o.sideEffects.networkAttempts.some((n) => n.address === '1.1.1.1' && n.port === 443), JSON.stringify(o.sideEffects.networkAttempts));
+    else assert.doesNotMatch(o.sideEffectsUnavailable ?? '', /did not run/);
+    const j = judge(deepAction(), o);
+    assert.equal(j.verdict, 'BLOCK', j.reasons.join('\n'));
+    if (where === '/dev/shm' && o.scratch) {
+      // What the host could not look at is said, and judged: never a silent pass.
+      assert.match(o.scratch.incomplete ?? '', /could not be read \(ENAMETOOLONG at \/dev\/shm\/d\/d/, JSON.stringify(o.scratch).slice(0, 600));
+      assert.ok(j.reasons.some((r) => r.startsWith('JG_SCRATCH_UNOBSERVED: ')), j.reasons.join('\n'));
+      assert.equal(j.compliance.sandbox_requirements_met, false);
+    }
+  }
+});
+
+/** Declares the run's /out file: what is left to BLOCK it is the network attempt and the unobserved scratch. */
+function deepAction(): Action {
+  return {
+    id: 'attack-ns',
+    source: 'tool-request',
+    kind: 'TEST',
+    preconditions: { pathsExist: [], networkAvailable: false, userIdle: false },
+    cooldownOnRepeat: false,
+    lane: 'ns',
+    run: { kind: 'argv', argv: ['x'] },
+    inputs: [],
+    outputsExpected: [],
+    scope: { paths: [], recursive: false },
+    effects: { create: ['/out/**'], modify: [], delete: [], network: false, systemStateChange: false },
+    limits: { wallMs: 5000, cpuMs: 3000, memoryBytes: 1 << 28, diskBytes: 1 << 20, files: 10_000, pids: 64, stdoutBytes: 1024, stderrBytes: 1024 },
+    network: { mode: 'none', allowlist: [] },
+    risk: 'LOW',
+    confirmationRequired: false,
+    rollbackSupported: true,
+    sandboxRequired: true,
+    display: 'x',
+  };
+}
+
+test('a deep directory chain left in /out: the /out diff fails (ENAMETOOLONG), reported as outError, nothing copied', async () => {
+  const o = await py(DEEP('/out', 2100));
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.match(o.fs.outError ?? '', /ENAMETOOLONG|diff/, JSON.stringify(o.fs));
+  assert.equal(o.fs.out, null);
+});
+
+/** A scope folder (root's, open to all) holding one sparse file of `gb` GiB: no disk used. */
+function sparseScope(gb: number): string {
+  const scope = mkdtempSync(join('/var/tmp', 'airlock-ns-sparse-'));
+  chmodSync(scope, 0o777);
+  writeFileSync(join(scope, 'disk.img'), '');
+  truncateSync(join(scope, 'disk.img'), gb * 2 ** 30);
+  return scope;
+}
+
+test('hashing a big (sparse) pre-image of a scope stops at the observation deadline (ScopeFs.hash), the agent ended', { timeout: 600_000 }, async (t) => {
+  if (!scopeFsBinaryPath()) return t.skip('needs the scope agent (npm run build)');
+  // Hashing takes ~5 s a GiB here: the old code read it all (and returned a hash); the deadline is 300 ms.
+  const gb = Number(process.env.ATTACK_SPARSE_GB ?? 2);
+  const scope = sparseScope(gb);
+  const fs = await ScopeFs.open(scope, 'dir');
+  try {
+    const t0 = Date.now();
+    const budget = new DiffBudget({ files: 1000, bytes: 1 << 20, deadline: t0 + 300 });
+    // What observeScope does for a deleted file: its pre-image through the scope's agent.
+    await assert.rejects(lowerTreeOf(fs, budget).entry('disk.img'), (e: unknown) => e instanceof DiffBudgetExceeded && e.limit === 'time');
+    const took = Date.now() - t0;
+    assert.ok(took < 300 + 1500, `hashing a ${gb} GiB pre-image took ${took} ms with a deadline of 300 ms`);
+    // The rest of the file could not be skipped: the agent was ended, and says so to a later request.
+    assert.equal(fs.running, false);
+    await assert.rejects(fs.stat('disk.img'), /scope agent stopped/);
+  } finally {
+    fs.close();
+    rmSync(scope, { recursive: true, force: true });
+  }
+});
+
+test('a pre-image kept for rollback (ScopeFs.stream) stops at the deadline too, the agent ended', async (t) => {
+  if (!scopeFsBinaryPath()) return t.skip('needs the scope agent (npm run build)');
+  const scope = sparseScope(Number(process.env.ATTACK_SPARSE_GB ?? 2));
+  const fs = await ScopeFs.open(scope, 'dir');
+  try {
+    const budget = new DiffBudget({ files: 1000, bytes: 1 << 20, deadline: Date.now() + 200 });
+    let bytes = 0;
+    const t0 = Date.now();
+    await assert.rejects(fs.stream('disk.img', (b) => (bytes += b.length), () => budget.tick()), (e: unknown) => e instanceof DiffBudgetExceeded);
+    assert.ok(Date.now() - t0 < 200 + 1500 && bytes > 0, `${Date.now() - t0} ms, ${bytes} bytes`);
+    assert.equal(fs.running, false);
+  } finally {
+    fs.close();
+    rmSync(scope, { recursive: true, force: true });
+  }
+});
+
+test('a run that deletes a big (sparse) file of a scope: the observation ends at its deadline, reports the overrun, and is BLOCKed', { timeout: 600_000 }, async (t) => {
+  const caps = await doctor();
+  if (!(caps.isRoot && caps.overlayfs)) return t.skip('needs the host overlay (root)');
+  // The deadline is the run's wall limit plus OBSERVE_MARGIN_MS (20 s): the file must take longer
+  // than that to hash on any host (64 GiB: ~5 min here at ~200 MB/s; sparse, so no disk is used).
+  const scope = sparseScope(64);
+  const wallMs = 1000;
+  const t0 = Date.now();
+  try {
+    const o = await py(`import os; os.remove(${JSON.stringify(join(scope, 'disk.img'))}); print("removed")`, { scopes: [{ hostPath: scope }], limits: { wallMs } });
+    const took = Date.now() - t0;
+    assert.ok(took < wallMs + 20_000 + 3_000, `the observation took ${took} ms (deadline ${wallMs + 20_000} ms): ${text(o)}`);
+    // What the program did is reported, and the scope's diff says it stopped (as /out's does).
+    assert.equal(o.status, 'SUCCESS', text(o));
+    assert.equal(o.stdout.bytes.toString(), 'removed\n');
+    const s = o.fs.scopes[0];
+    assert.equal(s?.changes, null, JSON.stringify(s));
+    assert.equal(s?.budgetExceeded, 'time');
+    assert.match(s?.error ?? '', /^the scope diff stopped: the host's time to observe this run ran out/);
+    // The deletion is declared: only the unobserved diff stands between the run and a PROMOTE.
+    const j = judge({ ...deepAction(), scope: { paths: [scope], recursive: true }, effects: { create: [], modify: [], delete: [join(scope, 'disk.img')], network: false, systemStateChange: false } }, o);
+    assert.equal(j.verdict, 'BLOCK');
+    assert.ok(j.reasons.some((r) => /filesystem diff cannot be verified: the scope diff stopped/.test(r)), j.reasons.join('\n'));
+    await sandboxIdle();
+    assert.ok(existsSync(join(scope, 'disk.img')), 'nothing was promoted: the real file is still there');
+  } finally {
+    rmSync(scope, { recursive: true, force: true });
+  }
+});
+
+test('contained: fifo, socket, whiteout char device, a newline name, a sparse file and hard links in /out', async () => {
+  const outDir = freshOut();
+  const code = [
+    'import os, socket',
+    'os.mkfifo("/out/fifo")',
+    's = socket.socket(socket.AF_UNIX); s.bind("/out/sock")',
+    'try: os.mknod("/out/wh", 0o600 | 0o020000, os.makedev(0, 0)); print("WHITEOUT")',
+    'except OSError as e: print("mknod", e.errno)',
+    'open("/out/new\\nline", "w").write("n")',
+    'f = open("/out/sparse", "w"); f.truncate(1 << 40); f.close()',
+  ].join('\n');
+  const o = await py(code, { outDir });
+  assert.equal(o.status, 'SUCCESS', text(o));
+  // The sparse file is over the disk cap: the diff stops, nothing is copied.
+  assert.ok(o.limitsExceeded.includes('outBytes'), text(o));
+  assert.equal(o.fs.out, null);
+  assert.ok(!existsSync(outDir));
+  const o2 = await py(code.replace('1 << 40', '10') + '\nos.link("/out/sparse", "/out/hl")', { outDir: freshOut() });
+  const by = new Map((o2.fs.out ?? []).map((c) => [c.path, c.type]));
+  assert.deepEqual([by.get('/out/fifo'), by.get('/out/sock'), by.get('/out/new\nline'), by.get('/out/hl')], ['fifo', 'socket', 'file', 'hardlink'], JSON.stringify(o2.fs));
+  if (o2.stdout.bytes.toString().includes('WHITEOUT')) assert.equal(by.get('/out/wh'), 'char-device');
+});
