@@ -34,7 +34,9 @@ CREATE TABLE IF NOT EXISTS cards (
   body jsonb NOT NULL,
   created_at bigint NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS cards_one_result ON cards (agent_turn_id, tool_call_id) WHERE type = 'tool.result';
+-- A call's result is the card its claim names (claims.result_card_id), not whatever tool.result card
+-- has its anchor: a unique index on those let a card forged by anyone with the store block the answer.
+DROP INDEX IF EXISTS cards_one_result;
 CREATE TABLE IF NOT EXISTS tools (
   project_id text NOT NULL,
   tool_name text NOT NULL,
@@ -379,7 +381,7 @@ export class PostgresStore implements Store {
   }
 
   async getResultCardFor(a: Anchor): Promise<unknown | undefined> {
-    return (await this.q("SELECT body FROM cards WHERE type = 'tool.result' AND agent_turn_id = $1 AND tool_call_id = $2", [a.agent_turn_id, a.tool_call_id])).rows[0]?.body;
+    return (await this.q('SELECT c.body FROM claims cl JOIN cards c ON c.card_id = cl.result_card_id WHERE cl.agent_turn_id = $1 AND cl.tool_call_id = $2', [a.agent_turn_id, a.tool_call_id])).rows[0]?.body;
   }
 
   async countResultCards(a: Anchor): Promise<number> {

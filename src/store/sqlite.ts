@@ -36,7 +36,9 @@ CREATE TABLE IF NOT EXISTS cards (
   body TEXT NOT NULL,
   created_at INTEGER NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS cards_one_result ON cards (agent_turn_id, tool_call_id) WHERE type = 'tool.result';
+-- A call's result is the card its claim names (claims.result_card_id), not whatever tool.result card
+-- has its anchor: a unique index on those let a card forged by anyone with the store block the answer.
+DROP INDEX IF EXISTS cards_one_result;
 CREATE TABLE IF NOT EXISTS tools (
   project_id TEXT NOT NULL,
   tool_name TEXT NOT NULL,
@@ -241,7 +243,7 @@ export class SqliteStore implements Store {
   }
 
   async getResultCardFor(a: Anchor): Promise<unknown | undefined> {
-    const row = this.st("SELECT body FROM cards WHERE type = 'tool.result' AND agent_turn_id = ? AND tool_call_id = ?").get(a.agent_turn_id, a.tool_call_id) as Row | undefined;
+    const row = this.st('SELECT c.body FROM claims cl JOIN cards c ON c.card_id = cl.result_card_id WHERE cl.agent_turn_id = ? AND cl.tool_call_id = ?').get(a.agent_turn_id, a.tool_call_id) as Row | undefined;
     return row ? JSON.parse(String(row.body)) : undefined;
   }
 

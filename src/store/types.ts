@@ -121,9 +121,12 @@ export interface Store {
   putCard(card: { card_id: string; type: string; created_at: string; content: unknown; metadata?: unknown }, anchor?: Anchor): Promise<boolean>;
   /** The card as stored (raw JSON: the caller validates it with parseCard). */
   getCard(cardId: string): Promise<unknown | undefined>;
-  /** The tool.result card of a call, if any. */
+  /** The tool.result card of a call: the one its claim names (its answer), if answered. */
   getResultCardFor(anchor: Anchor): Promise<unknown | undefined>;
-  /** How many tool.result cards exist for the anchor (0 or 1 by construction; for tests and audits). */
+  /**
+   * How many tool.result cards carry the anchor (tests and audits; no index: a scan). Airlock writes
+   * one per call; any more were written by someone else with the store, and are not the answer.
+   */
   countResultCards(anchor: Anchor): Promise<number>;
 
   // tool registry

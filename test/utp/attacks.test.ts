@@ -194,8 +194,8 @@ describe('what `airlock approvals list` shows is what `approve` signs', () => {
   });
 });
 
-describe('a tool.result forged into the store before the worker answers does not become the call\'s result', { todo: 'being fixed' }, () => {
-  test('the tool runs, its real answer is discarded, the forged card stays the call\'s result, no wakeup is ever sent', async () => {
+describe('a tool.result forged into the store before the worker answers does not become the call\'s result', () => {
+  test('the tool runs and its own answer is the call\'s result; the caller is woken; the sweeper does not loop', async () => {
     const { payload, anchor } = await prepared('echo', { delay_ms: 300 });
     const forged = {
       card_id: `card-result-${randomUUID()}`,
@@ -216,11 +216,16 @@ describe('a tool.result forged into the store before the worker answers does not
     const discarded = h.logs.filter((l) => l.event === 'answer-discarded' && l.tool_call_id === anchor.tool_call_id).length;
     const woke = wakeups.slice(before).filter((w) => w.payload.tool_call_id === anchor.tool_call_id).length;
     const echo = ((card.value as ToolResultCard).content.result as { echo?: unknown }).echo;
-    // Expected: Airlock's own answer is the call's result (or the forgery is detected, refused and audited).
-    assert.ok(
-      card.value.card_id !== forged.card_id && woke > 0,
-      `result card = ${card.value.card_id === forged.card_id ? 'THE FORGED ONE' : 'airlock\'s'} (echo ${JSON.stringify(echo)}); claim state ${claim?.state}; answer-discarded x${discarded}; executor-lost x${lost} in 4 s; wakeups ${woke}`,
-    );
+    const why = `result card = ${card.value.card_id === forged.card_id ? 'THE FORGED ONE' : 'airlock\'s'} (echo ${JSON.stringify(echo)}); claim state ${claim?.state}; answer-discarded x${discarded}; executor-lost x${lost} in 4 s; wakeups ${woke}`;
+    // Airlock's own answer is the call's result: the claim names it, the caller is woken with it.
+    assert.notEqual(card.value.card_id, forged.card_id, why);
+    assert.deepEqual(echo, { delay_ms: 300 }, why);
+    assert.equal(claim?.state, 'answered', why);
+    assert.equal(claim?.result_card_id, card.value.card_id, why);
+    assert.ok(woke > 0, why);
+    const w = wakeups.slice(before).find((x) => x.payload.tool_call_id === anchor.tool_call_id);
+    assert.equal(w?.payload.tool_result_card_id, card.value.card_id, why);
+    assert.equal(discarded + lost, 0, why);
   });
 });
 
