@@ -22,6 +22,11 @@ export const authorityRules = [
     fix: 'Cancel from the calling agent, with its own agent_id, on the cancel subject of the project and channel the call was made in; an operator cancels with `airlock calls cancel AGENT_TURN_ID TOOL_CALL_ID`.',
   },
   {
+    code: 'UTPS_ANCHOR_CONFLICT',
+    spec: 'UTP: a call is keyed by (agent_turn_id, tool_call_id). Airlock: a command with the anchor of a call already claimed, from another agent or another version, project or channel, is not that call\'s retry: it is refused (logged and audited) and the claimed call\'s answer is never sent to it; the command does not run.',
+    fix: 'Give every call its own ids (agent_turn_id is unique per turn): a conflict means ids were reused, leaked or forged; look for the other sender in the audit log.',
+  },
+  {
     code: 'UTPS_CANCEL_UNKNOWN_CALL',
     spec: 'Airlock: a cancel for a call no worker has claimed waits for the call\'s command (redelivered with a delay); after its last delivery it is dropped and logged.',
     fix: 'Publish the cancel after the command; a call that was never sent needs no cancel.',
@@ -35,6 +40,17 @@ export interface CallOrigin {
 }
 
 const routeOf = (r: CallOrigin['route']): string => `${r.ver}.${r.projectId}.${r.channelId}`;
+
+/** Why a command with a claimed call's anchor is not that call's retry (another agent or route), or null. */
+export function anchorConflict(command: CallOrigin, claimed: CallOrigin | undefined): Problem | null {
+  if (!claimed) return null; // a claim of an older Airlock: nothing to compare
+  const same = command.identity.agent_id === claimed.identity.agent_id && routeOf(command.route) === routeOf(claimed.route);
+  if (same) return null;
+  return {
+    code: 'UTPS_ANCHOR_CONFLICT',
+    message: `call ${claimed.identity.tool_call_id.slice(0, 100)} of turn ${claimed.identity.agent_turn_id.slice(0, 100)} was claimed for agent ${claimed.identity.agent_id.slice(0, 100)} in ${routeOf(claimed.route).slice(0, 300)}; a command with its ids from agent ${command.identity.agent_id.slice(0, 100)} in ${routeOf(command.route).slice(0, 300)} is not its retry: refused, not run`,
+  };
+}
 
 /** Problems when `cancel` may not cancel the call made by `caller` (undefined: the call's origin is unknown). */
 export function checkCancelAuthority(cancel: CallOrigin, caller: CallOrigin | undefined): Problem[] {

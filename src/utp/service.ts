@@ -34,7 +34,7 @@ function serviceLogSink(): (e: Record<string, unknown>) => void {
   return ({ ts: _ts, level, event, ...fields }) => log.write((level as LogLevel) ?? 'info', String(event), fields);
 }
 import { openAuditLog, type AuditEvent } from '../audit/index.js';
-import { checkCancelAuthority, type CallOrigin } from './authority.js';
+import { anchorConflict, checkCancelAuthority, type CallOrigin } from './authority.js';
 import { keyId, type ApprovalEvidence } from '../approval/decide.js';
 import { verifyApproval } from '../approval/signature.js';
 import { toolSha256, utpCallBytes, type UtpCallApproval } from '../approval/utp-call.js';
@@ -368,7 +368,7 @@ export class UtpService {
     }
     if (!claim.claimed) {
       m.ack();
-      return this.onDuplicate(claim.existing, m.info.redelivered);
+      return this.onDuplicate(claim.existing, m.info.redelivered, ctx);
     }
     this.onStep?.('claimed', anchor);
     // The claim, not the ack, keeps the call from running twice (a redelivery finds the claim). So a
@@ -622,9 +622,21 @@ export class UtpService {
   }
 
   /** A duplicate or redelivered command: never run again; an answered call is woken again with the same card. */
-  private onDuplicate(existing: ClaimRecord, redelivered: boolean): void {
+  private onDuplicate(existing: ClaimRecord, redelivered: boolean, ctx: CallContext): void {
     this.stats.duplicates++;
     const anchor = { agent_turn_id: existing.agent_turn_id, tool_call_id: existing.tool_call_id };
+    // Only the call's own sender gets its answer again: the same ids from another agent or project
+    // are someone reusing (or squatting) the anchor.
+    const conflict = anchorConflict(ctx, contextFromRecord(existing));
+    if (conflict) {
+      this.log('warn', 'anchor-conflict', { ...anchor, code: conflict.code, agent_id: ctx.identity.agent_id, subject: ctx.subject, problems: [conflict] });
+      this.audit({
+        type: 'refused',
+        actor: `agent:${ctx.identity.agent_id}`,
+        detail: { door: 'utp', stage: 'claim', codes: [conflict.code], agent_id: ctx.identity.agent_id, agent_turn_id: anchor.agent_turn_id, tool_call_id: anchor.tool_call_id, subject: ctx.subject },
+      });
+      return;
+    }
     this.log('info', 'duplicate', { ...anchor, state: existing.state, redelivered, result_card_id: existing.result_card_id });
     if (existing.state === 'answered' && existing.wakeup?.subject) {
       this.stats.republished++;

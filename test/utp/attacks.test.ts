@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
@@ -242,8 +242,8 @@ describe('a run the judge BLOCKs hands none of its output to the agent (as the g
   });
 });
 
-describe('a call\'s anchor squatted from another project (needs the ids in advance)', { todo: 'being fixed' }, () => {
-  test('B publishes a command with A\'s (agent_turn_id, tool_call_id) first: A\'s real call never runs and A is never woken', async () => {
+describe('a call\'s anchor squatted from another project (needs the ids in advance)', () => {
+  test('B publishes a command with A\'s (agent_turn_id, tool_call_id) first: A\'s command is refused as a conflict (logged, audited), never given B\'s answer', async () => {
     const a = await prepared('echo', { v: 'A' });
     // B uses A's anchor (predictable or leaked ids) on its own subject, with a card of its own.
     const bCard = `card-call-${randomUUID()}`;
@@ -252,10 +252,15 @@ describe('a call\'s anchor squatted from another project (needs the ids in advan
     await eventually(() => h.store.getResultCardFor(a.anchor), 5000, 'B\'s answer');
     const before = wakeups.length;
     await publish(h.subject('echo'), a.payload);
-    await sleep(1500);
-    const woke = wakeups.slice(before).filter((w) => w.payload.tool_call_id === a.anchor.tool_call_id);
-    const aWoken = woke.filter((w) => w.subject.includes(`.${h.project}.`)).length;
-    assert.ok(aWoken > 0, `A's call (project ${h.project}) woken ${aWoken} times; wakeups went to ${JSON.stringify(woke.map((w) => w.subject))}; runs of the anchor: ${h.runs.filter((x) => x === a.anchor.tool_call_id).length} (B's)`);
+    const conflict = await eventually(() => h.logs.find((l) => l.event === 'anchor-conflict' && l.tool_call_id === a.anchor.tool_call_id), 5000, 'the conflict');
+    assert.equal(conflict.code, 'UTPS_ANCHOR_CONFLICT');
+    assert.match(JSON.stringify(conflict.problems), /is not its retry: refused, not run/);
+    await sleep(500);
+    // B's answer goes to nobody else; A's command did not run (one run of the anchor: B's).
+    assert.deepEqual(wakeups.slice(before).filter((w) => w.payload.tool_call_id === a.anchor.tool_call_id), []);
+    assert.equal(h.runs.filter((x) => x === a.anchor.tool_call_id).length, 1);
+    const audit = readFileSync(h.ws.auditFile, 'utf8');
+    assert.match(audit, new RegExp(`"codes":\\["UTPS_ANCHOR_CONFLICT"\\][^\\n]*${a.anchor.tool_call_id}|${a.anchor.tool_call_id}[^\\n]*"codes":\\["UTPS_ANCHOR_CONFLICT"\\]`));
   });
 });
 
