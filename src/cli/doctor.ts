@@ -1,5 +1,6 @@
 import { doctor, type LimitMechanism } from '../sandbox/doctor.js';
 import type { LimitName } from '../sandbox/types.js';
+import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { untraversable } from '../sandbox/ns/staging.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
@@ -98,7 +99,7 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
     `platform         ${c.platform} (kernel ${c.kernel}), running as ${c.isRoot ? 'root' : 'non-root'}`,
     `user namespaces  ${yes(c.userNamespaces.available)} (${c.userNamespaces.detail})`,
     `bubblewrap       ${c.bwrap ? `${c.bwrap.version} at ${c.bwrap.path}; --disable-userns ${yes(c.bwrap.supports.disableUserns)}, --overlay ${yes(c.bwrap.supports.overlay)}, --size ${yes(c.bwrap.supports.size)}` : 'NOT FOUND (apt-get install bubblewrap)'}`,
-    `sandbox uid      ${c.sandboxHostUser ? `host ${c.sandboxHostUser.name} (${c.sandboxHostUser.uid}); uid 65534 inside` : 'the caller\'s own uid (not root)'}`,
+    `sandbox uid      ${c.sandboxHostUser ? `host ${c.sandboxHostUser.name} (${c.sandboxHostUser.uid}); uid 65534 inside${sharedUidLine(c.sandboxHostUser.uid)}` : 'the caller\'s own uid (not root)'}`,
     `cgroups          ${c.cgroup.usable ? `v${c.cgroup.version}${c.cgroup.delegation?.kind === 'delegated' ? ', delegated to this user' : ''}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}` : 'NOT USABLE'} (${c.cgroup.detail})${c.cgroup.fix ? `\n                 fix: ${c.cgroup.fix}` : ''}`,
     ...(moves ? [`cgroup moves     ${movesLine(moves)}`] : []),
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
@@ -124,4 +125,30 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
   } else lines.push(`the ns lane can run here, and runs can be PROMOTEd (limits enforced${c.cgroup.delegation?.kind === 'delegated' ? ' through the cgroup delegated to this user' : ''}).`);
   process.stdout.write(lines.join('\n') + '\n');
   return blockers.length > 0 || blocked.length > 0 ? 1 : 0;
+}
+
+/**
+ * Other processes running as the sandbox's host uid: such a process can reach a live run's /out and
+ * scope folders on the host as the sandbox can (write into them, or race the host's walk of them
+ * after the run). Airlock's own sandboxes (in its run cgroups: ns-*, monty-w-*) are counted out.
+ */
+function sharedUidLine(uid: number): string {
+  const others: string[] = [];
+  for (const pid of readdirSync('/proc').filter((n) => /^[0-9]+$/.test(n))) {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      const real = /^Uid:\s+([0-9]+)/m.exec(status)?.[1];
+      const name = /^Name:\s+(.*)$/m.exec(status)?.[1] ?? '?';
+      if (Number(real) !== uid) continue;
+      // This command's own probes (bwrap as the sandbox user, maybe not reaped yet) are not others.
+      if (Number(/^PPid:\s+([0-9]+)/m.exec(status)?.[1]) === process.pid || /^State:\s+Z/m.test(status)) continue;
+      // A process in one of Airlock's run groups is a sandbox of a run (or a Monty worker's).
+      if (/\/airlock\//.test(readFileSync(`/proc/${pid}/cgroup`, 'utf8'))) continue;
+      others.push(`${pid} ${name}`);
+    } catch {
+      /* gone */
+    }
+  }
+  if (others.length === 0) return ': no other process runs as it now';
+  return `\n                 WARNING: ${others.length} other process(es) run as uid ${uid} (${others.slice(0, 5).join(', ')}${others.length > 5 ? ', ...' : ''}): they can reach live runs' /out and scope folders as the sandbox can; run no other service as this user on an Airlock host`;
 }
