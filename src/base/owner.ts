@@ -55,6 +55,12 @@ export function ownerTag(pid = process.pid): string {
 // `-<pid36>.<start36>-`: the only part of an owned name with a dot (kinds and random suffixes have none).
 const TAG = /-([0-9a-z]+)\.([0-9a-z]+)-/;
 
+/** The owner tag in `name` (`<pid36>.<start36>`), or null. */
+export function tagOf(name: string): string | null {
+  const m = TAG.exec(name);
+  return m ? `${m[1]}.${m[2]}` : null;
+}
+
 /**
  * The owner named in `name` and whether it still runs: null when the name carries no owner tag (not
  * ours to judge). An unreadable start time (`x`) counts as alive while the pid exists.

@@ -12,24 +12,11 @@ import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
 import { ScopeFs, ScopeFsError } from '../../src/base/scope-fs.js';
 import { readJournal, setInflight, writeJournal } from '../../src/commit/store.js';
 import type { Workspace } from '../../src/workspace/workspace.js';
-import { auditTypes, cli, descriptor, run, workspace } from './helpers.js';
+import { auditTypes, cli, descriptor, OWNER_UID, ownedTree, run, workspace } from './helpers.js';
 
 const root = process.getuid?.() === 0;
-const U = 4242;
+const U = OWNER_UID;
 
-function ownedTree(files: Record<string, string> = {}): string {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'ac-'));
-  chmodSync(t, 0o777);
-  for (const [rel, text] of Object.entries(files)) {
-    mkdirSync(join(t, rel, '..'), { recursive: true });
-    writeFileSync(join(t, rel), text);
-  }
-  spawnSync('chown', ['-R', `${U}:${U}`, t]);
-  spawnSync('find', [t, '-type', 'd', '-exec', 'chmod', '0777', '{}', '+']);
-  spawnSync('find', [t, '-type', 'f', '-exec', 'chmod', '0666', '{}', '+']);
-  return t;
-}
 
 const inflight = (ws: Workspace): string[] => (existsSync(join(ws.root, 'promotions', 'inflight')) ? readdirSync(join(ws.root, 'promotions', 'inflight')) : []);
 const mode = (p: string): string => (statSync(p).mode & 0o7777).toString(8);

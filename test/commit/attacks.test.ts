@@ -2,7 +2,7 @@
 // by the owner of the scope, as a real second uid with real processes and no test hooks.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promote } from '../../src/commit/promote.js';
@@ -13,25 +13,11 @@ import { runNs } from '../../src/sandbox/ns/runner.js';
 import type { Workspace } from '../../src/workspace/workspace.js';
 import { repoPath } from '../helpers/paths.js';
 import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
-import { auditTypes, cli, descriptor, run, workspace } from './helpers.js';
+import { auditTypes, cli, descriptor, OWNER_UID, ownedTree, run, workspace } from './helpers.js';
 
 const root = process.getuid?.() === 0;
-const U = 4242; // the scope owner: an ordinary uid (no passwd entry needed)
+const U = OWNER_UID;
 
-/** A tree owned by U, writable by the sandbox's host user (as a scope must be for it to act). */
-function ownedTree(files: Record<string, string> = {}): string {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'atk-'));
-  chmodSync(t, 0o777);
-  for (const [rel, text] of Object.entries(files)) {
-    mkdirSync(join(t, rel, '..'), { recursive: true });
-    writeFileSync(join(t, rel), text);
-  }
-  spawnSync('chown', ['-R', `${U}:${U}`, t]);
-  spawnSync('find', [t, '-type', 'd', '-exec', 'chmod', '0777', '{}', '+']);
-  spawnSync('find', [t, '-type', 'f', '-exec', 'chmod', '0666', '{}', '+']);
-  return t;
-}
 
 /** A folder outside every scope that anyone could write: only Airlock's path handling can keep it clean. */
 function victim(): string {

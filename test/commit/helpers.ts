@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { RunOutcome } from '../../src/pipeline/run.js';
 import { runFile } from '../../src/cli/run-file.js';
 import type { Workspace } from '../../src/workspace/workspace.js';
-import { scopedWorkspace } from '../helpers/workspace.js';
+import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
 
 export const sha = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
 
@@ -82,4 +82,22 @@ export function auditTypes(ws: Workspace): { type: string; sandbox_id?: string; 
     return [];
   }
   return text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; sandbox_id?: string; detail?: Record<string, unknown> });
+}
+
+/** The scope owner of the attack tests: an ordinary uid (no passwd entry needed). */
+export const OWNER_UID = 4242;
+
+/** A tree owned by OWNER_UID, writable by the sandbox's host user (as a scope must be for it to act). */
+export function ownedTree(files: Record<string, string> = {}, prefix = 'atk-'): string {
+  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+  const t = mkdtempSync(join(TEST_SCOPE_ROOT, prefix));
+  chmodSync(t, 0o777);
+  for (const [rel, text] of Object.entries(files)) {
+    mkdirSync(join(t, rel, '..'), { recursive: true });
+    writeFileSync(join(t, rel), text);
+  }
+  spawnSync('chown', ['-R', `${OWNER_UID}:${OWNER_UID}`, t]);
+  spawnSync('find', [t, '-type', 'd', '-exec', 'chmod', '0777', '{}', '+']);
+  spawnSync('find', [t, '-type', 'f', '-exec', 'chmod', '0666', '{}', '+']);
+  return t;
 }

@@ -62,18 +62,20 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
       assert.equal(await s.getCard('no-such-card'), undefined);
     });
 
-    test('cards: at most one tool.result card per (agent_turn_id, tool_call_id), by index', async () => {
+    test('cards: a call\'s result is the card its claim names; a tool.result card anyone else writes with its anchor is only a card', async () => {
       const a = anchor();
       const mk = () => ({ card_id: `card-${randomUUID()}`, type: 'tool.result', created_at: '2025-01-31T12:00:00Z', content: { status: 'success', after_execution: 'suspend' } });
-      const first = mk();
-      assert.equal(await s.putCard(first, a), true);
+      await s.claim(a, null, 'owner', 60_000, {});
+      // Written before the answer, by another handle on the store (a caller, say): stored, not the result.
       const p = await peer();
-      assert.equal(await p.putCard(mk(), a), false, 'a second result card for the same call is refused by the store');
-      assert.equal(await s.countResultCards(a), 1);
-      assert.deepEqual(await s.getResultCardFor(a), first);
-      // tool.call cards are not limited that way
-      assert.equal(await s.putCard({ ...mk(), type: 'tool.call' }, a), true);
-      assert.equal(await s.putCard({ ...mk(), type: 'tool.call' }, a), true);
+      const forged = mk();
+      assert.equal(await p.putCard(forged, a), true);
+      assert.equal(await s.getResultCardFor(a), undefined, 'no answer yet: no result');
+      const real = answerInput(a, 'owner');
+      assert.deepEqual(await s.answer(real), { ok: true }, 'the forged card does not block the answer');
+      assert.deepEqual(await s.getResultCardFor(a), real.card);
+      assert.equal((await s.getClaim(a))?.result_card_id, real.card.card_id);
+      assert.equal(await s.countResultCards(a), 2);
     });
 
     test('tools: upsert, get, list, update, remove', async () => {
@@ -145,11 +147,11 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
 
     test('many at once: answers land for their owners only; a conflicting one is refused without touching the others', async () => {
       // Two turns: in the first, anchor 2 is answered by an intruder (not the owner); in the second,
-      // anchor 9 already has a result card (a unique violation for its answer).
+      // anchor 9's result card id is taken already (a unique violation for its answer).
       const anchors = Array.from({ length: 12 }, anchor);
       await Promise.all(anchors.map((a) => s.claim(a, null, 'owner', 60_000, {})));
-      await s.putCard({ card_id: `card-${randomUUID()}`, type: 'tool.result', created_at: '2025-01-31T12:00:00Z', content: {} }, anchors[9]);
       const inputs = anchors.map((a, i) => answerInput(a, i === 2 ? 'intruder' : 'owner'));
+      await s.putCard({ card_id: inputs[9]!.card.card_id, type: 'tool.call', created_at: '2025-01-31T12:00:00Z', content: {} });
       const outcomes = [...(await Promise.all(inputs.slice(0, 6).map((x) => s.answer(x)))), ...(await Promise.all(inputs.slice(6).map((x) => s.answer(x))))];
       for (const [i, o] of outcomes.entries()) {
         const a = anchors[i]!;
@@ -267,11 +269,12 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
       assert.equal((await s.listInbox({ anchor: a })).length, 1);
     });
 
-    test('answer: a unique violation (result card already there) rolls the claim back', async () => {
+    test('answer: a unique violation (its result card id taken already) rolls the claim back', async () => {
       const a = anchor();
       await s.claim(a, null, 'w', 60_000, {});
-      await s.putCard({ card_id: `card-${randomUUID()}`, type: 'tool.result', created_at: '2025-01-31T12:00:00Z', content: {} }, a);
-      const r = await s.answer(answerInput(a, 'w'));
+      const input = answerInput(a, 'w');
+      await s.putCard({ card_id: input.card.card_id, type: 'tool.call', created_at: '2025-01-31T12:00:00Z', content: {} });
+      const r = await s.answer(input);
       assert.equal(r.ok, false);
       assert.equal((await s.getClaim(a))?.state, 'running', 'the claim is unchanged');
       assert.equal((await s.listInbox({ anchor: a })).length, 0, 'no report without its card');

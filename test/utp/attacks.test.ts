@@ -9,13 +9,13 @@ import { parseCard, type ToolResultCard } from '../../src/contracts/utp.js';
 import { signUtpApproval } from '../../src/approval/sign-utp.js';
 import { loadPolicy } from '../../src/policy/load.js';
 import { DEFAULT_POLICY_YAML } from '../../src/policy/policy.js';
-import type { ApprovalRecord, ToolRecord } from '../../src/store/types.js';
+import type { ApprovalRecord } from '../../src/store/types.js';
 import { callTool, cancelTool } from '../../src/utp/client.js';
 import { defaultToolSubject } from '../../src/utp/tools.js';
 import { execFile } from 'node:child_process';
 import { repoPath } from '../helpers/paths.js';
 import { addOperator } from '../helpers/operator.js';
-import { eventually, sleep, startHarness, token, type Harness } from './harness.js';
+import { eventually, sleep, startHarness, token, type Harness, toolRow } from './harness.js';
 
 /**
  * Attacks on the UTP door (a security review, 2026-11-27): each test states what an attacker does
@@ -36,16 +36,7 @@ let alice: { keyDir: string; publicKey: string };
 let sub: Subscription;
 const wakeups: { subject: string; payload: Record<string, unknown> }[] = [];
 
-const row = (project: string, channel: string, name: string, over: Partial<ToolRecord>): ToolRecord => ({
-  project_id: project,
-  tool_name: name,
-  target_subject: defaultToolSubject('v1', project, channel, name),
-  description: name,
-  parameters: { type: 'object' },
-  after_execution: 'suspend',
-  options: { runner: 'echo' },
-  ...over,
-});
+const row = toolRow;
 
 before(async () => {
   // ATTACK_DB=postgres runs the same attacks against the PostgreSQL store (the sqlite-only raw edits are skipped there).

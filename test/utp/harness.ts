@@ -38,6 +38,18 @@ export async function natsOrFail(): Promise<NatsConnection> {
 
 export const token = (prefix: string): string => `${prefix}${randomBytes(5).toString('hex')}`;
 
+/** A tool row of a test: an echo on its default subject unless `over` says otherwise. */
+export const toolRow = (project: string, channel: string, name: string, over: Partial<ToolRecord>): ToolRecord => ({
+  project_id: project,
+  tool_name: name,
+  target_subject: defaultToolSubject('v1', project, channel, name),
+  description: name,
+  parameters: { type: 'object' },
+  after_execution: 'suspend',
+  options: { runner: 'echo' },
+  ...over,
+});
+
 /** The tools every harness registers (builtins plus a few test shapes). */
 export function testTools(project: string, channel: string): ToolRecord[] {
   const b = (name: string, over: Partial<ToolRecord> = {}): ToolRecord => ({

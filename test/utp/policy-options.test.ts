@@ -4,10 +4,9 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileS
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { DEFAULT_POLICY_YAML } from '../../src/policy/policy.js';
-import type { ToolRecord } from '../../src/store/types.js';
 import { callTool } from '../../src/utp/client.js';
-import { checkToolRecord, defaultToolSubject } from '../../src/utp/tools.js';
-import { startHarness, type Harness } from './harness.js';
+import { checkToolRecord } from '../../src/utp/tools.js';
+import { startHarness, type Harness, toolRow } from './harness.js';
 
 // The host policy (the workspace's policy.yaml, as the gate uses it) bounds every UTP call, and a
 // tool's options choose its lane, its own code and its declared effects. Real sandbox, real NATS.
@@ -19,16 +18,7 @@ writeFileSync(join(scope, 'keep.txt'), 'keep\n', { mode: 0o666 });
 // The default policy lets no action act on real files: this one allows the test's scope root.
 const POLICY = DEFAULT_POLICY_YAML.replace('scope_roots: []', 'scope_roots: [/var/tmp/airlock-test]');
 
-const tool = (project: string, channel: string, name: string, over: Partial<ToolRecord>): ToolRecord => ({
-  project_id: project,
-  tool_name: name,
-  target_subject: defaultToolSubject('v1', project, channel, name),
-  description: name,
-  parameters: { type: 'object' },
-  after_execution: 'suspend',
-  options: { runner: 'echo' },
-  ...over,
-});
+const tool = toolRow;
 
 let h: Harness;
 before(async () => {

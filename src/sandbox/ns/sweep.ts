@@ -13,9 +13,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, readdirSync, readFileSync, rmdirSync, type Stats } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { detectCgroups } from '../cgroup/index.js';
-import { ownerAlive, tagOwner } from '../../base/owner.js';
+import { ownerAlive, tagOf, tagOwner } from '../../base/owner.js';
 
 /** Mount points at or below `dir`, deepest first (from /proc/self/mountinfo). */
 export function mountsBelow(dir: string): string[] {
@@ -72,8 +72,10 @@ export function cleanBase(base: string, report: SweepReport = { runs: [], errors
     /* gone already (another sweeper), or not a folder */
   }
   // ns-*: a run's folder; monty-w-*: a Monty worker's marker (lanes/monty-sandbox.ts). Each names its
-  // cgroup, whose name carries its owner: a live owner's group is never this base's to kill.
-  const runs = names.filter((n) => (n.startsWith('ns-') || n.startsWith('monty-w-')) && tagOwner(n)?.alive === false);
+  // cgroup, whose name carries its owner: only the base's own owner's groups are this base's to kill
+  // (a base from before owner tags: only a dead owner's).
+  const own = tagOf(basename(base));
+  const runs = names.filter((n) => (n.startsWith('ns-') || n.startsWith('monty-w-')) && (own ? tagOf(n) === own : tagOwner(n)?.alive === false));
   for (const run of runs) {
     for (const parent of groupParents(cg)) {
       const group = join(parent, run);
