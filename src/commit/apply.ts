@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { Workspace } from '../workspace/workspace.js';
 import { currentState, keepInStore, putState, removeStage, sameState, stageName, testHook, type CurrentState } from './fsops.js';
 import { readVerified } from '../base/content-store.js';
-import { privilegeBits } from './plan.js';
+import { privilegeBits } from '../base/mode.js';
 import { stepProblem, type Scopes } from './scopes.js';
 import type { JournalOp, PathState } from './types.js';
 

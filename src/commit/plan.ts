@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import type { DiffEntry } from '../contracts/sandbox-result.js';
 import type { Problem } from '../base/problem.js';
+import { privilegeBits } from '../base/mode.js';
 import type { Workspace } from '../workspace/workspace.js';
 import { currentState, hashFileNoFollow, keepInStore, type CurrentState } from './fsops.js';
 import type { LoadedRun } from './load.js';
@@ -168,8 +169,6 @@ export async function planPromotion(ws: Workspace, run: LoadedRun, scopes: Scope
   return { ok: true, ops, dirs };
 }
 
-/** `set-uid, sticky` for the set-id and sticky bits of a mode. */
-export const privilegeBits = (mode: number): string => [mode & 0o4000 && 'set-uid', mode & 0o2000 && 'set-gid', mode & 0o1000 && 'sticky'].filter(Boolean).join(', ');
 
 /** Every tombstone a rollback to `ops`' before-state needs, present and intact. */
 export function missingTombstones(ws: Workspace, ops: JournalOp[]): string[] {

@@ -1,6 +1,7 @@
 import { deletionDeclared, globWithin, pathMatches } from '../base/globs.js';
 import type { Action } from '../action/action.js';
 import { sensitivePath } from '../base/sensitive-paths.js';
+import { privilegeBits } from '../base/mode.js';
 import { PROXY_HOST, PROXY_PORT } from '../sandbox/egress/forwarder.js';
 import { refusedLines, type NetworkObservation } from '../sandbox/egress/records.js';
 import type { FsChange, Observation, ObservedSideEffects } from '../sandbox/types.js';
@@ -144,7 +145,7 @@ export function judge(action: Action, obs: Observation): Judgement {
     // No privilege comes out of a sandbox: a set-id or sticky bit is never accepted, whatever declared it.
     if (c.change !== 'deleted' && c.mode & 0o7000) {
       scopeOk = false;
-      const bits = [c.mode & 0o4000 && 'set-uid', c.mode & 0o2000 && 'set-gid', c.mode & 0o1000 && 'sticky'].filter(Boolean).join(', ');
+      const bits = privilegeBits(c.mode);
       hard.push(`FS_PRIVILEGE_BITS: ${c.path} has mode ${(c.mode & 0o7777).toString(8).padStart(4, '0')} (${bits}): never accepted`);
       unexpected.push(`set ${bits} bits on ${c.path}`);
     }
@@ -153,8 +154,7 @@ export function judge(action: Action, obs: Observation): Judgement {
     const before = c.change === 'deleted' ? c.mode : c.change === 'modified' ? (c.modeBefore ?? 0) : 0;
     if (before & 0o7000) {
       unrestorable = true;
-      const bits = [before & 0o4000 && 'set-uid', before & 0o2000 && 'set-gid', before & 0o1000 && 'sticky'].filter(Boolean).join(', ');
-      hard.push(`FS_UNRESTORABLE_MODE: ${c.change} ${c.path}, whose mode was ${(before & 0o7777).toString(8).padStart(4, '0')} (${bits}): a rollback could not write that back (Airlock never writes set-uid, set-gid or sticky bits)`);
+      hard.push(`FS_UNRESTORABLE_MODE: ${c.change} ${c.path}, whose mode was ${(before & 0o7777).toString(8).padStart(4, '0')} (${privilegeBits(before)}): a rollback could not write that back (Airlock never writes set-uid, set-gid or sticky bits)`);
     }
   }
   // Declared or not, a change that acts later outside the sandbox needs a person.

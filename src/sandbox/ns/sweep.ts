@@ -121,7 +121,7 @@ function removeTree(dir: string): string | null {
  * user, writable by no one else. Airlock makes its bases so (0711 or 0700); another user's folder
  * under an Airlock name is left alone.
  */
-export function notOurs(st: Stats): string | null {
+function notOurs(st: Stats): string | null {
   if (!st.isDirectory()) return 'not a folder';
   const uid = process.getuid?.() ?? st.uid;
   if (st.uid !== uid) return `owned by uid ${st.uid}, not ${uid}`;
