@@ -124,7 +124,7 @@ describe('a cancel is obeyed only in the call\'s own project and channel', () =>
     assert.deepEqual(problems, []);
     const r = await pending;
     assert.ok(r.ok, JSON.stringify(r));
-    // Expected: a cancel from another project is refused (the call's route is part of who made it).
+    // A cancel from another project is refused (the call's route is part of who made it).
     assert.equal(r.status, 'success', `project ${projectB}'s cancel subject canceled a call of project ${h.project}: status ${r.status}`);
     // The refusal is logged with its code (and audited, as every refused cancel is).
     const refused = h.logs.find((l) => l.event === 'cancel-refused' && l.tool_call_id === i.toolCallId);
@@ -221,15 +221,17 @@ describe('a tool.result forged into the store before the worker answers does not
 });
 
 describe('a run the judge BLOCKs hands none of its output to the agent (as the gate withholds it)', () => {
-  test('leaky: undeclared write -> BLOCK; the card still carries the stdout excerpt', async () => {
+  test('leaky: undeclared write -> BLOCK; the card carries no stdout (only Airlock\'s facts about the run)', async () => {
     const r = await call('leaky', {});
     assert.ok(r.ok, JSON.stringify(r));
     assert.equal(r.status, 'failed');
     assert.equal(r.content.error?.code, 'policy_violation');
-    const res = r.content.result as { verdict?: { recommended_action?: string }; stdout?: { text?: string } };
+    const res = r.content.result as { verdict?: { recommended_action?: string }; stdout?: { text?: string; withheld?: boolean } };
     assert.equal(res.verdict?.recommended_action, 'BLOCK');
-    // Expected (as the gate: GATE_RESULT_BLOCKED): a BLOCKed run's output is not handed to the AI.
+    // As the gate (GATE_RESULT_BLOCKED): a BLOCKed run's output is not handed to the AI.
     assert.ok(!(res.stdout?.text ?? '').includes('payroll'), `BLOCKed run's stdout handed over: ${JSON.stringify(res.stdout?.text)}`);
+    assert.equal(res.stdout?.text, undefined, 'no text at all, only the stream\'s sizes and hash');
+    assert.equal(res.stdout?.withheld, true);
   });
 });
 
