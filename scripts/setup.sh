@@ -85,4 +85,12 @@ step "build: tsc, the CLI bundle, the native helpers (tracer, scope agent, poole
 with_heartbeat "build" npm run --silent build
 done_step
 
+step "the sandbox's host user (root: a system user of its own, airlock-sandbox)"
+if [ "$(id -u)" -eq 0 ]; then
+  ./bin/airlock setup --sandbox-user | sed 's/^/setup:   /'
+else
+  echo "setup:   not root: Airlock runs its sandboxes as your own uid (as root: ./bin/airlock setup --sandbox-user)"
+fi
+done_step
+
 echo "setup: ready in $((SECONDS - t0)) s (./bin/airlock --help, ./bin/airlock doctor)"

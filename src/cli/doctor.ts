@@ -3,6 +3,7 @@ import type { LimitName } from '../sandbox/types.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { untraversable } from '../sandbox/ns/staging.js';
+import type { SandboxHostUser } from '../sandbox/sandbox-user.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 import { nativeBinaryPath } from '../base/native.js';
 import { PAUSE_MS, probeCgroupMoves, type CgroupMoves } from '../sandbox/cgroup/favor.js';
@@ -99,7 +100,7 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
     `platform         ${c.platform} (kernel ${c.kernel}), running as ${c.isRoot ? 'root' : 'non-root'}`,
     `user namespaces  ${yes(c.userNamespaces.available)} (${c.userNamespaces.detail})`,
     `bubblewrap       ${c.bwrap ? `${c.bwrap.version} at ${c.bwrap.path}; --disable-userns ${yes(c.bwrap.supports.disableUserns)}, --overlay ${yes(c.bwrap.supports.overlay)}, --size ${yes(c.bwrap.supports.size)}` : 'NOT FOUND (apt-get install bubblewrap)'}`,
-    `sandbox uid      ${c.sandboxHostUser ? `host ${c.sandboxHostUser.name} (${c.sandboxHostUser.uid}); uid 65534 inside${sharedUidLine(c.sandboxHostUser.uid)}` : 'the caller\'s own uid (not root)'}`,
+    `sandbox uid      ${c.sandboxHostUser ? sandboxUserLine(c.sandboxHostUser) : 'the caller\'s own uid (not root)'}`,
     `cgroups          ${c.cgroup.usable ? `v${c.cgroup.version}${c.cgroup.delegation?.kind === 'delegated' ? ', delegated to this user' : ''}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}` : 'NOT USABLE'} (${c.cgroup.detail})${c.cgroup.fix ? `\n                 fix: ${c.cgroup.fix}` : ''}`,
     ...(moves ? [`cgroup moves     ${movesLine(moves)}`] : []),
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
@@ -125,6 +126,13 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
   } else lines.push(`the ns lane can run here, and runs can be PROMOTEd (limits enforced${c.cgroup.delegation?.kind === 'delegated' ? ' through the cgroup delegated to this user' : ''}).`);
   process.stdout.write(lines.join('\n') + '\n');
   return blockers.length > 0 || blocked.length > 0 ? 1 : 0;
+}
+
+/** Whose uid the sandbox runs as: Airlock's own user, or the shared `nobody` (sandbox-user.ts). */
+function sandboxUserLine(u: SandboxHostUser): string {
+  const whose = u.dedicated ? 'Airlock\'s own user' : `SHARED with the host's other nobody processes (${u.shared})`;
+  const fix = u.dedicated ? '' : `\n                 fix (root): airlock setup --sandbox-user (a system user of Airlock's own: nothing else can reach its runs)`;
+  return `host ${u.name} (${u.uid}), ${whose}; uid 65534 inside${sharedUidLine(u.uid)}${fix}`;
 }
 
 /**

@@ -2,13 +2,16 @@
 // lets an ordinary user's runs have their limits enforced (src/sandbox/cgroup/setup.ts).
 // `airlock setup --favor-cgroup-moves` (root): the kernel's favordynmods, so that a sandbox's move into
 // its cgroup never waits for an RCU grace period (src/sandbox/cgroup/favor.ts).
+// `airlock setup --sandbox-user` (root): the system user sandboxes run as (src/sandbox/sandbox-user.ts).
 import { favorCgroupMoves } from '../sandbox/cgroup/favor.js';
 import { delegate, lookupUser, undelegate } from '../sandbox/cgroup/setup.js';
+import { createSandboxUser } from '../sandbox/sandbox-user.js';
 
 export interface SetupOptions {
   delegate?: string;
   undelegate?: string;
   favorCgroupMoves?: boolean;
+  sandboxUser?: boolean;
   json?: boolean;
 }
 
@@ -19,10 +22,17 @@ export async function setupCommand(opts: SetupOptions): Promise<number> {
   const fail = (p: { code: string; message: string }): number => {
     if (opts.json) process.stdout.write(JSON.stringify({ ok: false, problems: [p] }, null, 2) + '\n');
     else process.stderr.write(`airlock setup: ${p.code}: ${p.message}\n`);
-    return p.code === 'SETUP_DELEGATE_FAILED' || p.code === 'SETUP_FAVOR_FAILED' ? 3 : 2;
+    return ['SETUP_DELEGATE_FAILED', 'SETUP_FAVOR_FAILED', 'SETUP_SANDBOX_USER_FAILED', 'SETUP_SANDBOX_USER_SHARED'].includes(p.code) ? 3 : 2;
   };
-  const asked = [opts.delegate, opts.undelegate, opts.favorCgroupMoves].filter((x) => x !== undefined && x !== false);
-  if (asked.length !== 1) return fail({ code: 'SETUP_USAGE', message: 'give exactly one of --delegate USER, --undelegate USER or --favor-cgroup-moves' });
+  const asked = [opts.delegate, opts.undelegate, opts.favorCgroupMoves, opts.sandboxUser].filter((x) => x !== undefined && x !== false);
+  if (asked.length !== 1) return fail({ code: 'SETUP_USAGE', message: 'give exactly one of --delegate USER, --undelegate USER, --favor-cgroup-moves or --sandbox-user' });
+  if (opts.sandboxUser) {
+    const r = createSandboxUser();
+    if (isProblem(r)) return fail(r);
+    const { name, uid, gid } = r.user;
+    out({ ok: true, created: r.created, user: { name, uid, gid } }, `${r.created ? 'made' : 'already there:'} ${name} (uid ${uid}, gid ${gid}), a system user of its own: root Airlock runs its sandboxes as it (airlock doctor, "sandbox uid")\n`);
+    return 0;
+  }
   if (opts.favorCgroupMoves) {
     const r = favorCgroupMoves();
     if (!r.ok) return fail(r.problem);

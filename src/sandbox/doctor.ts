@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { detectCgroups, type CgroupInfo } from './cgroup/index.js';
 import type { LimitName } from './types.js';
 import { tracerBinaryPath } from './observe/tracer.js';
+import { hostSandboxUser, SANDBOX_USER_NAME, type SandboxHostUser } from './sandbox-user.js';
 
 export interface BwrapInfo {
   path: string;
@@ -61,8 +62,8 @@ export interface HostCapabilities {
   isRoot: boolean;
   userNamespaces: { available: boolean; detail: string };
   bwrap: BwrapInfo | null;
-  /** Host uid/gid the sandbox runs as (bwrap is started as this uid; null when not root: we run as ourselves). */
-  sandboxHostUser: { uid: number; gid: number; name: string } | null;
+  /** Host user the sandbox runs as (bwrap is started as this uid; null when not root: we run as ourselves). */
+  sandboxHostUser: SandboxHostUser | null;
   cgroup: CgroupInfo;
   seccomp: { available: boolean; detail: string };
   overlayfs: boolean;
@@ -158,16 +159,6 @@ function readText(p: string): string | null {
   } catch {
     return null;
   }
-}
-
-function nobodyUser(): { uid: number; gid: number; name: string } | null {
-  // strace -u takes a user name: check that the host's `nobody` really is 65534.
-  const passwd = readText('/etc/passwd') ?? '';
-  for (const line of passwd.split('\n')) {
-    const f = line.split(':');
-    if (f[0] === 'nobody' && f[2] === '65534') return { uid: 65534, gid: Number(f[3] ?? 65534), name: 'nobody' };
-  }
-  return null;
 }
 
 async function probeUserns(bwrap: BwrapInfo | null, user: { uid: number; gid: number } | null): Promise<{ available: boolean; detail: string }> {
@@ -302,7 +293,7 @@ async function probe(): Promise<HostCapabilities> {
   const isRoot = process.getuid?.() === 0;
   const kernel = readText('/proc/sys/kernel/osrelease')?.trim() ?? 'unknown';
   const bwrap = await probeBwrap();
-  const user = isRoot ? nobodyUser() : null;
+  const user = isRoot ? hostSandboxUser() : null;
   const [userNamespaces, interpreters] = await Promise.all([probeUserns(bwrap, user), probeInterpreters()]);
   const cgroup = detectCgroups(isRoot);
   const seccomp = probeSeccomp();
@@ -332,7 +323,7 @@ async function probe(): Promise<HostCapabilities> {
   }
   if (!userNamespaces.available) blockers.push(`user namespaces are unavailable: ${userNamespaces.detail}`);
   if (!seccomp.available) blockers.push(`seccomp is unavailable: ${seccomp.detail}`);
-  if (isRoot && !user) blockers.push('running as root but the host has no `nobody` user with uid 65534 to run the sandbox as');
+  if (isRoot && !user) blockers.push(`running as root but the host has neither a ${SANDBOX_USER_NAME} user nor a \`nobody\` with uid 65534 to run the sandbox as: airlock setup --sandbox-user`);
   const caps: HostCapabilities = {
     platform: process.platform,
     kernel,

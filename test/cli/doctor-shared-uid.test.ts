@@ -1,20 +1,50 @@
-// The sandbox's host user is shared with the host's `nobody`: another process running as it could
-// reach live runs' /out and scope folders as the sandbox can. `airlock doctor` names such processes.
+// The sandbox's host user: Airlock's own (airlock-sandbox, made by setup), never the host's shared
+// `nobody` when that exists. Another process running as the sandbox's uid could reach live runs'
+// /out and scope folders as the sandbox can: `airlock doctor` names such processes.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { airlock } from '../helpers/cli.js';
+import { repoPath } from '../helpers/paths.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
-test('airlock doctor warns about other processes running as the sandbox\'s host user, and only then', { skip: process.getuid?.() !== 0 ? 'needs root (the sandbox runs as nobody)' : false }, async () => {
+const root = process.getuid?.() === 0;
+
+test('airlock doctor names the sandbox\'s own host user, and warns about other processes running as it (only those)', { skip: !root ? 'needs root (the sandbox runs as the caller otherwise)' : false }, async () => {
+  const own = dedicatedSandboxUser();
   const quiet = airlock(['doctor']);
-  const other = spawn('/bin/sleep', ['30'], { uid: 65534, gid: 65534, stdio: 'ignore' });
+  assert.match(quiet.stdout, new RegExp(`\\nsandbox uid +host airlock-sandbox \\(${own.uid}\\), Airlock's own user; uid 65534 inside`), quiet.stdout);
+  // A process of the host's nobody is no longer the sandbox's concern; one of the sandbox's uid is.
+  const nobody = spawn('/bin/sleep', ['30'], { uid: 65534, gid: 65534, stdio: 'ignore' });
+  const intruder = spawn('/bin/sleep', ['30'], { uid: own.uid, gid: own.gid, stdio: 'ignore' });
   try {
-    await new Promise((r) => setTimeout(r, 100)); // it has exec'd
+    await new Promise((r) => setTimeout(r, 100)); // both have exec'd
     const loud = airlock(['doctor']);
-    assert.match(loud.stdout, new RegExp(`\\n +WARNING: [0-9]+ other process\\(es\\) run as uid 65534 \\([^)]*${other.pid} sleep[^)]*\\): they can reach live runs' /out and scope folders`), loud.stdout);
-    // Without it (on a host where nothing else runs as nobody), the line says so.
-    if (!/WARNING/.test(quiet.stdout)) assert.match(quiet.stdout, /\nsandbox uid +host nobody \(65534\); uid 65534 inside: no other process runs as it now\n/, quiet.stdout);
+    assert.match(loud.stdout, new RegExp(`\\n +WARNING: [0-9]+ other process\\(es\\) run as uid ${own.uid} \\([^)]*${intruder.pid} sleep[^)]*\\): they can reach live runs' /out and scope folders`), loud.stdout);
+    assert.doesNotMatch(loud.stdout, new RegExp(`\\b${nobody.pid} sleep\\b`), 'nobody\'s processes are not the sandbox user\'s');
+    if (!/WARNING/.test(quiet.stdout)) assert.match(quiet.stdout, /; uid 65534 inside: no other process runs as it now\n/, quiet.stdout);
   } finally {
-    other.kill('SIGKILL');
+    nobody.kill('SIGKILL');
+    intruder.kill('SIGKILL');
+  }
+});
+
+test('airlock setup --sandbox-user: again on a host that has it changes nothing; refused without root (SETUP_NOT_ROOT, exit 2)', { skip: !root ? 'needs root' : false }, () => {
+  const own = dedicatedSandboxUser();
+  const again = airlock(['setup', '--sandbox-user', '--json']);
+  assert.equal(again.code, 0, again.stdout + again.stderr);
+  assert.deepEqual(JSON.parse(again.stdout), { ok: true, created: false, user: { name: 'airlock-sandbox', uid: own.uid, gid: own.gid } });
+  const home = mkdtempSync(join(tmpdir(), 'airlock-sandbox-user-'));
+  chownSync(home, 65534, 65534);
+  try {
+    const path = [dirname(process.execPath), '/usr/bin', '/bin'].join(':');
+    const r = spawnSync('runuser', ['-u', 'nobody', '--', 'env', '-i', `PATH=${path}`, `HOME=${home}`, `TMPDIR=${home}`, repoPath('bin/airlock'), 'setup', '--sandbox-user'], { encoding: 'utf8', cwd: home });
+    assert.equal(r.status, 2, r.stdout + r.stderr);
+    assert.match(r.stderr, /SETUP_NOT_ROOT: making a system user needs root: sudo airlock setup --sandbox-user/);
+  } finally {
+    rmSync(home, { recursive: true, force: true });
   }
 });

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { doctor } from '../../src/sandbox/doctor.js';
 import { py, run, text } from './helpers-ns.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const nets = (o: Awaited<ReturnType<typeof run>>) => o.sideEffects?.networkAttempts ?? [];
 
@@ -155,5 +156,6 @@ test('the sandbox runs as an unprivileged host uid with no capabilities', async 
   assert.match(o.stdout.bytes.toString(), /CapEff:\s+0+\n/);
   assert.match(o.stdout.bytes.toString(), /NoNewPrivs:\s+1/);
   assert.match(o.stdout.bytes.toString(), /Seccomp:\s+2/);
-  assert.equal(o.host.hostUid, 65534);
+  assert.equal(o.host.hostUid, dedicatedSandboxUser().uid, 'Airlock\'s own user, not the host\'s shared nobody');
+  assert.notEqual(o.host.hostUid, 65534);
 });

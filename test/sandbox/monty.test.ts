@@ -10,6 +10,7 @@ import type { Action, ActionLimits } from '../../src/action/action.js';
 import { judge } from '../../src/judge/judge.js';
 import { montyWorkerPath, runInMontyLane, type MontyLaneOptions, type MontyRunObservation } from '../../src/sandbox/lanes/monty.js';
 import { closeMontyPools, montyPool } from '../../src/sandbox/lanes/monty-pool.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const sha = (s: string | Buffer): string => createHash('sha256').update(s).digest('hex');
 const base = mkdtempSync(join(tmpdir(), 'airlock-monty-test-'));
@@ -108,8 +109,9 @@ test('a trivial program succeeds: print captured, last value returned, parent-me
   assert.match(o.host.bwrapVersion, /^\d/);
   assert.match(sb.network, /empty network namespace/);
   if (process.getuid?.() === 0) {
-    assert.equal(sb.hostUid, 65534);
-    assert.equal(readFileSync(`/proc/${o.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1], '65534', 'the worker process runs as nobody on the host');
+    const own = dedicatedSandboxUser().uid;
+    assert.equal(sb.hostUid, own);
+    assert.equal(readFileSync(`/proc/${o.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1], String(own), 'the worker process runs as the sandbox user on the host');
     assert.ok(sb.cgroup?.memory && sb.cgroup.pids !== null);
   }
   const j = judge(action('1'), o);
@@ -510,7 +512,8 @@ async function hostileRuns(run: (what: string) => Promise<MontyRunObservation>, 
   const seen = JSON.parse(look.stdout.bytes.toString()) as { uid: number; uidMap: string; pids: string[]; netDevices: string[]; env: string[] };
   assert.equal(seen.uid, 65534);
   assert.match(seen.uidMap, /^65534\s+\d+\s+1$/, 'one uid is mapped, nothing else');
-  assert.equal(readFileSync(`/proc/${look.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)\s+(\d+)\s+(\d+)/m)?.slice(1).join(' '), '65534 65534 65534', 'on the host the worker is nobody (real, effective, saved)');
+  const own = process.getuid?.() === 0 ? dedicatedSandboxUser().uid : process.getuid?.();
+  assert.equal(readFileSync(`/proc/${look.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)\s+(\d+)\s+(\d+)/m)?.slice(1).join(' '), `${own} ${own} ${own}`, 'on the host the worker is the sandbox user (real, effective, saved)');
   assert.ok(seen.pids.length <= 3, `its own pid namespace: ${seen.pids}`);
   assert.deepEqual(seen.netDevices, ['lo'], 'an empty network namespace');
   assert.deepEqual(seen.env.filter((k) => k !== 'PWD'), [], 'no environment (bwrap sets PWD only)');

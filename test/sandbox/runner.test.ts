@@ -9,6 +9,7 @@ import { doctor } from '../../src/sandbox/doctor.js';
 import { sandboxIdle, validateSpec } from '../../src/sandbox/ns/runner.js';
 import { removeRunFolder, stagingBase } from '../../src/sandbox/ns/staging.js';
 import { freshOut, LIMITS, py, run, text } from './helpers-ns.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const sha = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
 
@@ -24,7 +25,7 @@ test('honest path: a Python script reads /in and writes /out with the right sha2
   assert.equal(added?.sha256After, sha('HELLO AIRLOCK\n'));
   assert.equal(o.resources.networkBytesOut, 0);
   assert.ok(o.resources.cpuUserMs !== null && o.resources.peakMemoryBytes !== null && o.resources.peakMemoryBytes > 0);
-  assert.equal(o.host.hostUid, 65534);
+  if (process.getuid?.() === 0) assert.equal(o.host.hostUid, dedicatedSandboxUser().uid);
 });
 
 test('honest path: a Node script reads /in and writes /out, copied to outDir', async () => {
@@ -188,7 +189,7 @@ test('a declared scope is seen through a copy-on-write overlay: the real files n
   const caps = await doctor();
   if (!caps.bwrap?.supports.overlay && !(caps.isRoot && caps.overlayfs)) return t.skip('doctor: no overlay possible on this host (not root or no overlayfs, bwrap < 0.9)');
   const scope = mkdtempSync(join('/var/tmp', 'airlock-ns-scope-'));
-  // The sandbox writes as host uid 65534: it gets exactly the permissions `nobody` has on the scope.
+  // The sandbox writes as its host user: it gets exactly the permissions others have on the scope.
   chmodSync(scope, 0o777);
   writeFileSync(join(scope, 'keep.txt'), 'original', { mode: 0o666 });
   writeFileSync(join(scope, 'gone.txt'), 'delete me', { mode: 0o666 });

@@ -1,7 +1,8 @@
 // Starts one Monty worker process (monty-worker.ts) inside a sandbox of its own, the way the ns lane
-// starts bwrap (ns/launch.ts, launchWithNode): bwrap is spawned as the host's `nobody` (uid 65534),
-// its init is held on --block-fd while the host moves it into the worker's cgroup (memory, pids,
-// CPU accounting) and sets RLIMIT_CORE=0, then node starts under the worker's seccomp allowlist with:
+// starts bwrap (ns/launch.ts, launchWithNode): bwrap is spawned as the sandbox's host user
+// (sandbox-user.ts: airlock-sandbox, else nobody), its init is held on --block-fd while the host
+// moves it into the worker's cgroup (memory, pids, CPU accounting) and sets RLIMIT_CORE=0, then
+// node starts under the worker's seccomp allowlist with:
 //   * every namespace of its own (user, pid, network: empty, ipc, uts, cgroup), no capabilities,
 //     --die-with-parent, a new session, an empty environment;
 //   * a read-only root: the ns lane's (/usr, a generated /etc, node's prefix, /proc of its own pid
@@ -31,7 +32,7 @@ import { ownedTempDir, ownerTag } from '../../base/owner.js';
 export interface MontySandboxFacts {
   kind: 'bwrap';
   bwrapVersion: string;
-  /** The uid the worker runs as on the host (65534 when the service is root; else the service's own, mapped inside). */
+  /** The uid the worker runs as on the host (the sandbox user's when the service is root; else the service's own, mapped inside). */
   hostUid: number;
   sandboxUid: number;
   seccomp: string;

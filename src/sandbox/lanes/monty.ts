@@ -3,7 +3,7 @@
 // Why a separate process, and why a sandbox around it: Monty is native code; a panic, an endless loop
 // in native code or a runaway allocation must take a worker with it, never the service; and the
 // interpreter is the program's only boundary inside that process, so the process itself is locked
-// down (monty-sandbox.ts: bwrap as nobody, no network, a read-only root, a seccomp allowlist, its
+// down (monty-sandbox.ts: bwrap as the sandbox user, no network, a read-only root, a seccomp allowlist, its
 // own cgroup) in case it is ever escaped. Workers are started ahead of need and serve many runs
 // (monty-pool.ts), each in a new Monty instance over its own /in and /out (monty-worker.ts); a
 // worker that breached a limit, timed out, crashed, broke the protocol or served its runs is replaced.

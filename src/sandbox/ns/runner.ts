@@ -2,13 +2,13 @@
 //
 // Process chain (root host):  airlock-tracer ─ bwrap(A) ─ bwrap init(B, pid 1) ─ program
 //   * The host tracer (observe/tracer.ts, native/tracer.c) starts bwrap (ns/launch.ts): already in the
-//     run's cgroups, under its rlimits, as uid/gid 65534 (`nobody`) with no other fd of ours, so an
-//     escape from the namespaces lands as nobody. bwrap --info-fd tells the tracer B's host pid while
+//     run's cgroups, under its rlimits, as the sandbox's host user (sandbox-user.ts: airlock-sandbox,
+//     else nobody) with no other fd of ours, so an escape from the namespaces lands as that user. bwrap --info-fd tells the tracer B's host pid while
 //     --block-fd holds B before it forks the program; the tracer attaches to B and lets it go (for a
 //     run with the network, once we have bridged B's network namespace). Every process of the program
 //     is forked from B afterwards: in the group, under the rlimits, traced from birth.
 //   * Fallbacks, when the tracer is not built or we are not root: node spawns bwrap (behind
-//     `strace -f -u nobody` when strace is there; its log is root-owned, out of the sandbox's reach),
+//     `strace -f -u <sandbox user>` when strace is there; its log is root-owned, out of the sandbox's reach),
 //     moves B into the cgroup and sets its rlimits with the perl host helper (hostops.ts) or, without
 //     perl, by `prlimit` exec'd first in the chain.
 //   * our seccomp filter travels on fd 5 (--seccomp): a root-owned file for the tracer, a pipe for node.
@@ -451,7 +451,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       cmd.push(bwrap.path, ...a);
       launch = launchWithNode({
         cmd,
-        // strace starts as root and drops to nobody itself (-u); otherwise node drops before exec.
+        // strace starts as root and drops to the sandbox user itself (-u); otherwise node drops before exec.
         ids: asRoot && !useStrace ? { uid, gid } : null,
         filter: plainSeccompFilter(),
         prepare: async (pid) => {
