@@ -13,6 +13,7 @@ import type { SandboxResult } from '../../src/contracts/sandbox-result.js';
 import type { Workspace } from '../../src/workspace/workspace.js';
 import { repoPath } from '../helpers/paths.js';
 import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const root = process.getuid?.() === 0;
 
@@ -81,8 +82,9 @@ function project(): string {
   assert.equal(tar.status, 0);
   // As root, the program acts as the unprivileged sandbox user (README, "Ad-hoc runs"): the project is
   // that user's own, as a person's project is theirs, so that git can write its .git.
+  const sandboxUser = dedicatedSandboxUser();
   const own = (p: string): void => {
-    chownSync(p, 65534, 65534);
+    chownSync(p, sandboxUser.uid, sandboxUser.gid);
     if (statSync(p).isDirectory()) for (const n of readdirSync(p)) own(join(p, n));
   };
   own(dir);

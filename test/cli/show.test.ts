@@ -9,18 +9,20 @@ import { unifiedDiff } from '../../src/report/text-diff.js';
 import { airlock } from '../helpers/cli.js';
 import { repoPath } from '../helpers/paths.js';
 import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const root = process.getuid?.() === 0;
 
 /** A folder the sandbox user owns (the program acts as it, README "Ad-hoc runs"). */
 function folder(files: Record<string, string>): string {
+  const sandboxUser = dedicatedSandboxUser();
   mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
   const dir = mkdtempSync(join(TEST_SCOPE_ROOT, 'show-'));
   for (const [name, text] of Object.entries(files)) {
     writeFileSync(join(dir, name), text);
-    chownSync(join(dir, name), 65534, 65534);
+    chownSync(join(dir, name), sandboxUser.uid, sandboxUser.gid);
   }
-  chownSync(dir, 65534, 65534);
+  chownSync(dir, sandboxUser.uid, sandboxUser.gid);
   return dir;
 }
 
