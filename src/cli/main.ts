@@ -244,7 +244,16 @@ program
     process.exitCode = await (await gate()).demoCommand(opts);
   });
 
+let command = '';
+program.hook('preAction', (_, cmd) => void (command = cmd.name()));
 program.parseAsync(process.argv).catch((e: unknown) => {
+  // A WorkspaceError (workspace.ts, not imported here: it would slow every command's start):
+  // nothing was read or made. Bad input; in exec's terms (EXEC_EXIT.refused) "nothing ran".
+  if (e instanceof Error && (e as { code?: unknown }).code === 'WS_NOT_PRIVATE') {
+    process.stderr.write(`airlock: WS_NOT_PRIVATE: ${e.message}\n`);
+    process.exitCode = command === 'exec' ? 125 : EXIT.rejected;
+    return;
+  }
   process.stderr.write(`airlock: internal error: ${(e as Error).stack ?? e}\n`);
   process.exitCode = EXIT.internal;
 });

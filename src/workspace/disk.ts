@@ -6,8 +6,9 @@
 // 2 GB images, 2,000 new files made 1 s after 22,000 were deleted: 18 us of CPU each with a journal,
 // 965 us without. Without a journal a rename is also not atomic across a crash. `airlock doctor`
 // says so, and the benches print it beside their figures.
-import { closeSync, existsSync, lstatSync, mkdtempSync, openSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { othersCanSwap } from './safety.js';
 
 export interface WorkspaceDisk {
   /** The folder checked: the workspace, or its nearest existing parent when it is not made yet. */
@@ -80,26 +81,6 @@ function journalOf(m: MountEntry): boolean | null {
 
 /** What a new file costs in a folder, or why it was not timed. */
 export type NewFileCost = { us: number } | { notTimed: string };
-
-/**
- * Why another user could swap a folder on the way to `realDir` (rename it, or put a link in its
- * place) between two of our steps there, or null: every folder of that path (links resolved) belongs
- * to root or to us, and none that others may write is without the sticky bit (in a sticky folder only an entry's
- * owner may rename it). doctor often runs as root: its probe must not become a root-owned make and
- * remove in a place another user chose.
- */
-export function othersCanSwap(realDir: string): string | null {
-  const uid = process.getuid?.() ?? -1;
-  let p = '/';
-  for (const part of ['', ...realDir.split('/').filter(Boolean)]) {
-    p = join(p, part);
-    const st = lstatSync(p);
-    if (st.isSymbolicLink()) return `${p} is a link`;
-    if (st.uid !== 0 && st.uid !== uid) return `${p} belongs to uid ${st.uid}`;
-    if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) return `${p} can be written by others (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')})`;
-  }
-  return null;
-}
 
 /**
  * CPU (user + system, us) per new empty file in `dir`: `n` made in a scratch folder of its own, then

@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createOnce } from '../base/create-once.js';
 import { DEFAULT_POLICY_YAML } from '../policy/policy.js';
+import { unsafeWorkspace } from './safety.js';
 
 /** The folders of an Airlock workspace (see README "The ThreeGate flow"). */
 export interface Workspace {
@@ -62,6 +63,16 @@ export function workspacePaths(explicit?: string): Workspace {
   };
 }
 
+/** A workspace Airlock must not use: every door stops with this code and message (nothing is made or read). */
+export class WorkspaceError extends Error {
+  constructor(
+    readonly code: 'WS_NOT_PRIVATE',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** Made once the workspace's first use is over (after its folders and default policy). */
 const WORKSPACE_MARKER = '.airlock-workspace';
 
@@ -70,10 +81,15 @@ const FOLDERS: (keyof Workspace)[] = ['drafts', 'requestsIn', 'running', 'result
 /**
  * Opens a workspace, creating its folders (and the default policy.yaml) on first use. A workspace
  * in use whose policy.yaml was removed gets none back (every door then refuses: POLICY_MISSING),
- * unless `init` asks for it (`airlock init`).
+ * unless `init` asks for it (`airlock init`). A workspace another user could write, or reach by a
+ * way another user could swap, is refused (WorkspaceError WS_NOT_PRIVATE, safety.ts).
  */
 export function openWorkspace(explicit?: string, opts: { init?: boolean } = {}): Workspace {
   const ws = workspacePaths(explicit);
+  const unsafe = unsafeWorkspace(ws.root);
+  if (unsafe) {
+    throw new WorkspaceError('WS_NOT_PRIVATE', `the workspace ${ws.root} is not this user's alone: ${unsafe}. Airlock acts later on what it keeps there (promotion journals, run records, the policy), so another user must not be able to write it or swap the way to it. Fix the owner or mode named, or give a workspace in a folder of your own (--workspace, AIRLOCK_HOME)`);
+  }
   // First use ends when the marker exists, and the marker is made only after the policy: a process
   // that opens the workspace while another is creating it creates the policy too (one of them wins,
   // both see it whole), instead of taking a half-made workspace for one whose policy was removed.

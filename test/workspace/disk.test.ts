@@ -6,7 +6,8 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, realpathSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { newFileCpuUs, othersCanSwap, parseMountinfoLine, workspaceDisk } from '../../src/workspace/disk.js';
+import { newFileCpuUs, parseMountinfoLine, workspaceDisk } from '../../src/workspace/disk.js';
+import { othersCanSwap } from '../../src/workspace/safety.js';
 import { airlock } from '../helpers/cli.js';
 
 const root = process.getuid?.() === 0;
