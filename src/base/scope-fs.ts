@@ -72,20 +72,33 @@ export const scopeFsBinaryPath = (): string | null => nativeBinaryPath('airlock-
 /**
  * While it waits for an answer, the host looks at the agent every AGENT_IDLE_MS without a byte from
  * it: an agent found stopped (SIGSTOP, SIGTSTP...: the agent runs as the scope's owner, who may send
- * them) is killed and the request fails. Without this a promotion waited forever, holding the
- * workspace's commit lock (every promote, rollback and recover of every scope refused). An agent
- * that is working (a big write to a slow disk, an fsync) is left alone.
+ * them), or waiting on a FUSE file system (a user process serves it, and may never answer), is killed
+ * and the request fails. Without this a promotion waited forever, holding the workspace's commit
+ * lock (every promote, rollback and recover of every scope refused), and a run never started. An
+ * agent that is working (a big write to a slow disk, an fsync) is left alone.
  */
 export const AGENT_IDLE_MS = 10_000;
 
-/** The state letter of /proc/<pid>/stat (R, S, D, T, t, Z...), or null when it cannot be read. */
-function procState(pid: number | undefined): string | null {
+const readProc = (pid: number, name: string): string => {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) || null;
+    return readFileSync(`/proc/${pid}/${name}`, 'utf8');
   } catch {
-    return null;
+    return '';
   }
+};
+
+/**
+ * Why an agent that sent nothing for AGENT_IDLE_MS will never answer, or null (it may be working).
+ * A FUSE wait shows in its wchan (the kernel function it sleeps in: request_wait_answer, fuse_*);
+ * where the kernel hides wchan (kptr_restrict, not root) it reads "0" and only a stop is caught.
+ */
+export function agentStuck(pid: number): string | null {
+  const stat = readProc(pid, 'stat');
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  const idle = `${AGENT_IDLE_MS / 1000} s without an answer`;
+  if (state === 'T' || state === 't') return `found stopped after ${idle} (signalled by the scope's owner?)`;
+  if (/^(request_wait_answer|fuse_)/.test(readProc(pid, 'wchan'))) return `waiting on a FUSE file system after ${idle} (a user process serves it, and may never answer: the scope's owner?)`;
+  return null;
 }
 
 /** Bytes arriving from the agent, read as lines and as counted byte runs. */
@@ -286,10 +299,10 @@ class AgentServer {
     const conn = createConnection(this.socket);
     const known = { pid: 0 };
     const reader = new ByteReader(() => {
-      const state = procState(known.pid);
-      if (state !== 'T' && state !== 't') return null;
+      const why = known.pid ? agentStuck(known.pid) : null;
+      if (why === null) return null;
       kill(known.pid);
-      return `found stopped after ${AGENT_IDLE_MS / 1000} s without an answer (signalled by the scope's owner?): killed`;
+      return `${why}: killed`;
     });
     conn.on('data', (d: Buffer) => reader.push(d));
     conn.on('error', (e) => reader.end(e.message));

@@ -5,6 +5,7 @@
 // (or `--promote`, which applies a PROMOTE verdict at once).
 import { createHash } from 'node:crypto';
 import { copyFileSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { fuseMountOver } from '../base/mountinfo.js';
 import { basename, join, resolve } from 'node:path';
 import type { ActionInput, ActionLimits } from '../action/action.js';
 import { actionFromArgv } from '../action/from-argv.js';
@@ -107,7 +108,8 @@ export async function execArgv(ws: Workspace, argv: string[], o: ExecOptions, ho
   if (!policy.ok) return { kind: 'refused', problems: policy.problems };
   const readOnly = (o.ro ?? []).map((p) => resolve(p));
   const writable = (o.rw ?? []).map((p) => resolve(p));
-  const notDirs = writable.filter((d) => !isDir(d)).map((d): Problem => ({ code: 'EXEC_PATH', message: `--rw ${d}: not a folder (a writable place is a folder, seen through a copy-on-write overlay)`, path: '--rw' }));
+  // A folder on FUSE is left to the policy's refusal (POLICY_SCOPE_FUSE): a stat there may never return.
+  const notDirs = writable.filter((d) => !fuseMountOver(d) && !isDir(d)).map((d): Problem => ({ code: 'EXEC_PATH', message: `--rw ${d}: not a folder (a writable place is a folder, seen through a copy-on-write overlay)`, path: '--rw' }));
   if (notDirs.length > 0) return { kind: 'refused', problems: notDirs };
   const staged = stageInputs(o.in ?? []);
   if ('problems' in staged) return { kind: 'refused', problems: staged.problems };

@@ -9,6 +9,7 @@
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { othersCanSwap } from './safety.js';
+import { parseMountinfoLine, type MountEntry } from '../base/mountinfo.js';
 
 export interface WorkspaceDisk {
   /** The folder checked: the workspace, or its nearest existing parent when it is not made yet. */
@@ -22,22 +23,6 @@ export interface WorkspaceDisk {
   mountPoint: string;
   /** ext2/3/4: whether it keeps a journal; null for other file systems, or a kernel that does not say. */
   journal: boolean | null;
-}
-
-export interface MountEntry {
-  majorMinor: string;
-  mountPoint: string;
-  fsType: string;
-  source: string;
-}
-
-/** One mountinfo line (proc(5)): `id parent major:minor root mount-point options [optional...] - type source super-options`. */
-export function parseMountinfoLine(line: string): MountEntry | null {
-  const f = line.split(' ');
-  const dash = f.indexOf('-', 6);
-  if (f.length < 10 || dash < 0 || !/^\d+:\d+$/.test(f[2] ?? '')) return null;
-  const unescape = (s: string): string => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-  return { majorMinor: f[2]!, mountPoint: unescape(f[4]!), fsType: f[dash + 1] ?? 'unknown', source: unescape(f[dash + 2] ?? '') };
 }
 
 /** glibc's dev_t encoding (what libuv hands Node): major in bits 8-19 and 32-63, minor in bits 0-7 and 20-31. */

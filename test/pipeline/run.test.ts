@@ -336,7 +336,7 @@ test('a scope reached through a symbolic link is refused before anything runs: e
   writeFileSync(file, JSON.stringify(descriptor(join(root, 'link'), { action_type: 'COMMAND_EXECUTION', command: ['/bin/true'], effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false } })));
   const r = airlock(['run', file, '--workspace', ws]);
   assert.equal(r.code, 2, r.stderr);
-  assert.match(r.stderr, /POLICY_SCOPE_LINK: scope .*\/link goes through a symbolic link \(it is really \/etc\)/);
+  assert.match(r.stderr, /POLICY_SCOPE_LINK: scope .*\/link goes through a symbolic link \(.*\/link -> \/etc\)/);
   assert.equal(readdirSync(join(ws, 'runs')).filter((d) => existsSync(join(ws, 'runs', d, 'sandbox-result.json'))).length, 0, 'no run happened');
 });
 

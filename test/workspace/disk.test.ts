@@ -6,7 +6,8 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, realpathSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { newFileCpuUs, parseMountinfoLine, workspaceDisk } from '../../src/workspace/disk.js';
+import { parseMountinfoLine } from '../../src/base/mountinfo.js';
+import { newFileCpuUs, workspaceDisk } from '../../src/workspace/disk.js';
 import { othersCanSwap } from '../../src/workspace/safety.js';
 import { airlock } from '../helpers/cli.js';
 

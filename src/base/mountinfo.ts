@@ -1,0 +1,32 @@
+// The host's mount table (/proc/self/mountinfo), read without touching the mounted file systems.
+import { readFileSync } from 'node:fs';
+
+export interface MountEntry {
+  majorMinor: string;
+  mountPoint: string;
+  fsType: string;
+  source: string;
+}
+
+/** One mountinfo line (proc(5)): `id parent major:minor root mount-point options [optional...] - type source super-options`. */
+export function parseMountinfoLine(line: string): MountEntry | null {
+  const f = line.split(' ');
+  const dash = f.indexOf('-', 6);
+  if (f.length < 10 || dash < 0 || !/^\d+:\d+$/.test(f[2] ?? '')) return null;
+  const unescape = (s: string): string => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+  return { majorMinor: f[2]!, mountPoint: unescape(f[4]!), fsType: f[dash + 1] ?? 'unknown', source: unescape(f[dash + 2] ?? '') };
+}
+
+/**
+ * The FUSE mount that `path` (absolute, as written: no link resolved) is at or below, or null. A
+ * FUSE file system is served by a process, often a user's, that may never answer: a stat there can
+ * wait forever. Decided from the mount table alone, so asking never touches it.
+ */
+export function fuseMountOver(path: string, mountinfo = readFileSync('/proc/self/mountinfo', 'utf8')): MountEntry | null {
+  for (const line of mountinfo.split('\n')) {
+    const m = parseMountinfoLine(line);
+    if (!m || !/^fuse(\.|blk$|$)/.test(m.fsType)) continue;
+    if (path === m.mountPoint || path.startsWith(m.mountPoint === '/' ? '/' : `${m.mountPoint}/`)) return m;
+  }
+  return null;
+}
