@@ -718,7 +718,8 @@ static int session(char *hexpath, const char *kind) {
  * session first says `pid <pid>`, then reads the connection's first line, `<hex path> <dir|file>`,
  * and answers as above.
  * A session's process is reaped only when stdin says `R <pid>` (after its client closed it), so
- * its pid cannot be another process's while the client may still use /proc/<pid>/fd/<root fd>.
+ * its pid cannot be another process's while the client may still use /proc/<pid>/fd/<root fd>;
+ * one that has not exited yet is reaped when it does (looked at every second), never waited for.
  * Stdin's end (the client process is gone) ends the server; sessions end with their connections.
  */
 static int server(char *hexsock) {
@@ -732,9 +733,17 @@ static int server(char *hexsock) {
   fflush(stdout);
   char pending[256];
   size_t held = 0;
+  // Sessions to reap that had not exited yet: a killed session can stay in the kernel (a FUSE
+  // request its server read and never answers) and a blocking waitpid would stop every session.
+  pid_t unreaped[256];
+  size_t nunreaped = 0;
   for (;;) {
+    for (size_t i = 0; i < nunreaped;) {
+      if (waitpid(unreaped[i], NULL, WNOHANG) == 0) i++;
+      else unreaped[i] = unreaped[--nunreaped];
+    }
     struct pollfd fds[2] = {{0, POLLIN, 0}, {lfd, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    if (poll(fds, 2, nunreaped ? 1000 : -1) < 0) {
       if (errno == EINTR) continue;
       return 1;
     }
@@ -748,7 +757,10 @@ static int server(char *hexsock) {
       while ((nl = strchr(line, '\n'))) {
         *nl = 0;
         int pid;
-        if (sscanf(line, "R %d", &pid) == 1 && pid > 0) waitpid(pid, NULL, 0);
+        if (sscanf(line, "R %d", &pid) == 1 && pid > 0 && waitpid(pid, NULL, WNOHANG) == 0) {
+          // With 256 stuck at once, one more is left a zombie (its pid stays taken) rather than waited for.
+          if (nunreaped < sizeof unreaped / sizeof *unreaped) unreaped[nunreaped++] = pid;
+        }
         line = nl + 1;
       }
       held = strlen(line);

@@ -3,7 +3,7 @@
 // one (mounted after the check) is killed after AGENT_IDLE_MS, so nothing of the host waits forever.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fuseMountOver } from '../../src/base/mountinfo.js';
@@ -99,6 +99,14 @@ test('a scope agent waiting on a FUSE file system that never answers is killed: 
     // Killed: SIGKILL is pending on it. A request its server has read cannot be taken back, so the
     // kernel keeps the agent (state D) until that server answers or ends; Airlock no longer waits.
     const left = agentsOnFuse().map((pid) => readFileSync(`/proc/${pid}/status`, 'utf8'));
+    // ... and the agents' server goes on: a scope opened next (same process, same server) answers.
+    const plain = mkdtempSync(join(TEST_SCOPE_ROOT, 'plain-'));
+    writeFileSync(join(plain, 'a.txt'), 'a');
+    const t1 = Date.now();
+    const next = await ScopeFs.open(plain, 'dir');
+    assert.deepEqual(await next.list(''), ['a.txt']);
+    next.close();
+    assert.ok(Date.now() - t1 < 5_000, `the next scope waited ${Date.now() - t1} ms (for the stuck agent's reaping?)`);
     assert.ok(left.every((st) => (BigInt(`0x${/^ShdPnd:\s+(\w+)/m.exec(st)?.[1] ?? '0'}`) & (1n << 8n)) !== 0n), `an agent waiting on FUSE was not killed: ${left.join('\n')}`);
   } finally {
     m.down();
