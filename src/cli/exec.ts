@@ -4,8 +4,7 @@
 // comes live; the verdict and what it changed follow. Host folders change only on `airlock promote`
 // (or `--promote`, which applies a PROMOTE verdict at once).
 import { createHash } from 'node:crypto';
-import { copyFileSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { fuseMountOver } from '../base/mountinfo.js';
+import { copyFileSync, lstatSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { ActionInput, ActionLimits } from '../action/action.js';
 import { actionFromArgv } from '../action/from-argv.js';
@@ -13,6 +12,7 @@ import type { Problem } from '../base/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
 import { execute, type ExecuteOutcome, type ExecuteRequest } from '../host/execute.js';
 import { loadPolicy } from '../policy/load.js';
+import { wayProblem } from '../policy/scopes.js';
 import type { Policy } from '../policy/policy.js';
 import { sandboxIdle } from '../sandbox/ns/runner.js';
 import { openWorkspace, type Workspace } from '../workspace/workspace.js';
@@ -108,8 +108,13 @@ export async function execArgv(ws: Workspace, argv: string[], o: ExecOptions, ho
   if (!policy.ok) return { kind: 'refused', problems: policy.problems };
   const readOnly = (o.ro ?? []).map((p) => resolve(p));
   const writable = (o.rw ?? []).map((p) => resolve(p));
-  // A folder on FUSE is left to the policy's refusal (POLICY_SCOPE_FUSE): a stat there may never return.
-  const notDirs = writable.filter((d) => !fuseMountOver(d) && !isDir(d)).map((d): Problem => ({ code: 'EXEC_PATH', message: `--rw ${d}: not a folder (a writable place is a folder, seen through a copy-on-write overlay)`, path: '--rw' }));
+  // A folder on FUSE, or behind a link (which may lead onto FUSE), is left to the policy's refusal
+  // (POLICY_SCOPE_FUSE, POLICY_SCOPE_LINK): a stat there may never return. Only a way walked without
+  // following anything is looked at here (a missing folder is not a folder).
+  const notDirs = writable.filter((d) => {
+    const way = wayProblem(d, '--rw');
+    return way === null ? !isDir(d) : way.code === 'POLICY_SCOPE_MISSING';
+  }).map((d): Problem => ({ code: 'EXEC_PATH', message: `--rw ${d}: not a folder (a writable place is a folder, seen through a copy-on-write overlay)`, path: '--rw' }));
   if (notDirs.length > 0) return { kind: 'refused', problems: notDirs };
   const staged = stageInputs(o.in ?? []);
   if ('problems' in staged) return { kind: 'refused', problems: staged.problems };
@@ -155,7 +160,7 @@ export async function execCommand(argv: string[], o: ExecOptions): Promise<numbe
 
 const isDir = (p: string): boolean => {
   try {
-    return statSync(p).isDirectory();
+    return lstatSync(p).isDirectory();
   } catch {
     return false;
   }

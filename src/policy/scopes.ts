@@ -37,9 +37,11 @@ export function checkScopes(action: Action, roots: readonly string[] | null): Pr
 /**
  * Why the way to `path` is refused: a component on a FUSE mount, a symbolic link, or missing. Walked
  * one component at a time without following anything, and the mount table is asked before each step,
- * so no FUSE file system is ever touched (realpath would wait on one that does not answer).
+ * so no FUSE file system is ever touched (realpath would wait on one that does not answer). Whoever
+ * stats a scope path before the policy (exec's --rw check) asks this first: a stat that follows a
+ * link into a FUSE mount waits as realpath would.
  */
-function wayProblem(path: string, at: string): Problem | null {
+export function wayProblem(path: string, at: string): Problem | null {
   const parts = path.split('/').filter(Boolean);
   if (!path.startsWith('/') || normalize(path) !== path || parts.some((c) => c === '.' || c === '..') || (path !== '/' && path.endsWith('/'))) {
     return { code: 'POLICY_SCOPE_LINK', message: `scope ${path} is not written as its own real path (an absolute path without ".", ".." or a doubled or trailing slash); nothing ran`, path: at };

@@ -41,12 +41,15 @@ function passwdEntries(passwd: string): PasswdEntry[] {
 function notDedicated(u: PasswdEntry, users: PasswdEntry[], group: string): string | null {
   if (u.uid === 0 || u.gid === 0) return `${u.name} has uid ${u.uid} / gid ${u.gid}: root's ids`;
   if (u.uid === 65534) return `${u.name} has uid 65534, the host's nobody`;
+  if (u.gid === 65534) return `${u.name} has gid 65534, the host's nogroup (services run as nobody:nogroup)`;
   const sameUid = users.filter((o) => o !== u && o.uid === u.uid).map((o) => o.name);
   if (sameUid.length) return `uid ${u.uid} of ${u.name} is also ${sameUid.join(', ')}`;
   const sameGroup = users.filter((o) => o !== u && o.gid === u.gid).map((o) => o.name);
   if (sameGroup.length) return `group ${u.gid} of ${u.name} is also the primary group of ${sameGroup.join(', ')}`;
-  const g = parseDb(group).find((f) => Number(f[2]) === u.gid);
-  const members = (g?.[3] ?? '').split(',').filter(Boolean);
+  // Every group line with that gid (a second name for it is another way in: a service set to it).
+  const groups = parseDb(group).filter((f) => f[2] !== undefined && f[2] !== '' && Number(f[2]) === u.gid);
+  if (groups.length > 1) return `group ${u.gid} of ${u.name} has ${groups.length} names: ${groups.map((f) => f[0]).join(', ')}`;
+  const members = groups.flatMap((g) => (g[3] ?? '').split(',').filter(Boolean));
   if (members.length) return `group ${u.gid} of ${u.name} has members: ${members.join(', ')}`;
   return null;
 }

@@ -4,7 +4,7 @@
 // another user can swap, would let them plant those files; it is refused, as ssh refuses keys in a
 // folder others can write.
 import { lstatSync, readlinkSync, statSync, type Stats } from 'node:fs';
-import { isAbsolute, join, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, join, sep } from 'node:path';
 
 const MAX_LINKS = 40; // the kernel's own limit on links in one path
 
@@ -18,15 +18,25 @@ const mode = (st: Stats): string => (st.mode & 0o7777).toString(8).padStart(4, '
  * and the folders on the way to each target are checked in turn (a link in a safe folder cannot be
  * swapped; its target's way can).
  */
-export function othersCanSwap(path: string, me = process.geteuid?.() ?? 0, links = { n: 0 }): string | null {
-  const parts = path.split(sep).filter(Boolean);
+export function othersCanSwap(path: string, me = process.geteuid?.() ?? 0): string | null {
+  // The components still to walk, as the kernel walks them: a link's target takes its place in
+  // the walk as written (never normalized as a string: `x/..` after a link `x` is the parent of
+  // x's target, not the folder holding x), and ".." is the parent of the folder reached so far.
+  const todo = path.split(sep).filter(Boolean);
+  let links = 0;
   let at = '/';
-  for (let i = 0; ; i++) {
+  for (;;) {
     const st = lstatSync(at);
     if (st.uid !== 0 && st.uid !== me) return `${at} belongs to uid ${st.uid}`;
     if (st.mode & 0o022 && !(st.mode & 0o1000)) return `${at} can be written by others (mode ${mode(st)})`;
-    if (i === parts.length) return null;
-    const next = join(at, parts[i]!);
+    const part = todo.shift();
+    if (part === undefined) return null;
+    if (part === '.') continue;
+    if (part === '..') {
+      at = dirname(at); // `at` is a folder reached without a link left in it: its parent is the real one
+      continue;
+    }
+    const next = join(at, part);
     let nst: Stats;
     try {
       nst = lstatSync(next);
@@ -34,16 +44,18 @@ export function othersCanSwap(path: string, me = process.geteuid?.() ?? 0, links
       return null; // not made yet: it will be made by us, in a folder checked above
     }
     if (nst.isSymbolicLink()) {
-      if (++links.n > MAX_LINKS) return `too many links on the way to ${path}`;
+      if (++links > MAX_LINKS) return `too many links on the way to ${path}`;
       const target = readlinkSync(next);
-      return othersCanSwap(join(isAbsolute(target) ? target : resolve(at, target), ...parts.slice(i + 1)), me, links);
+      todo.unshift(...target.split(sep).filter(Boolean));
+      if (isAbsolute(target)) at = '/';
+      continue;
     }
     at = next;
   }
 }
 
 /** The workspace's own folders and files Airlock acts on later (the rest of FOLDERS is data). */
-const KEPT = ['store', 'audit', 'promotions', 'runs', 'blobs', 'tombstones', 'inputs', 'running', 'policy.yaml'];
+const KEPT = ['store', 'audit', 'promotions', 'runs', 'blobs', 'tombstones', 'inputs', 'running', 'policy.yaml', 'airlock.db', 'airlock.db-wal', 'airlock.db-shm', 'airlock.db-journal'];
 
 /**
  * Why the workspace at `root` is not this user's alone, or null: no folder on the way to it may be

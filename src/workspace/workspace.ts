@@ -73,6 +73,18 @@ export class WorkspaceError extends Error {
   }
 }
 
+/**
+ * Throws WS_NOT_PRIVATE when the workspace at `root` is not this user's alone (safety.ts). For the
+ * doors that open no workspace of their own (the UTP store, the audit log): before they read or
+ * make anything there.
+ */
+export function refuseUnsafe(root: string): void {
+  const unsafe = unsafeWorkspace(root);
+  if (unsafe) {
+    throw new WorkspaceError('WS_NOT_PRIVATE', `the workspace ${root} is not this user's alone: ${unsafe}. Airlock acts later on what it keeps there (promotion journals, run records, the policy), so another user must not be able to write it or swap the way to it. Fix the owner or mode named, or give a workspace in a folder of your own (--workspace, AIRLOCK_HOME)`);
+  }
+}
+
 /** Made once the workspace's first use is over (after its folders and default policy). */
 const WORKSPACE_MARKER = '.airlock-workspace';
 
@@ -86,10 +98,7 @@ const FOLDERS: (keyof Workspace)[] = ['drafts', 'requestsIn', 'running', 'result
  */
 export function openWorkspace(explicit?: string, opts: { init?: boolean } = {}): Workspace {
   const ws = workspacePaths(explicit);
-  const unsafe = unsafeWorkspace(ws.root);
-  if (unsafe) {
-    throw new WorkspaceError('WS_NOT_PRIVATE', `the workspace ${ws.root} is not this user's alone: ${unsafe}. Airlock acts later on what it keeps there (promotion journals, run records, the policy), so another user must not be able to write it or swap the way to it. Fix the owner or mode named, or give a workspace in a folder of your own (--workspace, AIRLOCK_HOME)`);
-  }
+  refuseUnsafe(ws.root);
   // First use ends when the marker exists, and the marker is made only after the policy: a process
   // that opens the workspace while another is creating it creates the policy too (one of them wins,
   // both see it whole), instead of taking a half-made workspace for one whose policy was removed.
@@ -97,6 +106,10 @@ export function openWorkspace(explicit?: string, opts: { init?: boolean } = {}):
   const marker = join(ws.root, WORKSPACE_MARKER);
   const firstUse = !existsSync(marker) && !existsSync(ws.auditFile);
   mkdirSync(ws.root, { recursive: true, mode: 0o700 });
+  // Again, now that the whole way exists: a folder of the way that was not made yet when it was
+  // checked (in a sticky /tmp, say) may have been made by another user in between, and mkdir
+  // -p takes an existing folder as it finds it. Nothing is made in it then.
+  refuseUnsafe(ws.root);
   for (const k of FOLDERS) mkdirSync(ws[k], { recursive: true, mode: 0o700 });
   mkdirSync(join(ws.root, 'store'), { recursive: true, mode: 0o700 });
   mkdirSync(join(ws.root, 'audit'), { recursive: true, mode: 0o700 });

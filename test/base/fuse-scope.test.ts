@@ -3,7 +3,7 @@
 // one (mounted after the check) is killed after AGENT_IDLE_MS, so nothing of the host waits forever.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fuseMountOver } from '../../src/base/mountinfo.js';
@@ -84,6 +84,25 @@ test('a scope on (or below) a FUSE mount is refused by the policy at once, witho
       assert.ok(Date.now() - t0 < 30_000, `answered in ${Date.now() - t0} ms`);
     }
   } finally {
+    m.down();
+  }
+});
+
+test('--rw through a link onto a FUSE mount is refused at once: exec\'s own folder check does not follow the link', { skip, timeout: 60_000 }, async () => {
+  const m = await stalledMount();
+  const link = `${m.at}-link`;
+  symlinkSync(m.at, link);
+  try {
+    const ws = scopedWorkspace();
+    for (const scope of [link, join(link, 'src')]) {
+      const t0 = Date.now();
+      const r = airlock(['exec', '--workspace', ws.root, '--rw', scope, '--', '/bin/true']);
+      assert.ok(Date.now() - t0 < 30_000, `answered in ${Date.now() - t0} ms (a stat followed the link onto the FUSE mount)`);
+      assert.equal(r.code, 125, r.stderr);
+      assert.match(r.stderr, new RegExp(`POLICY_SCOPE_LINK: scope ${scope} goes through a symbolic link \\(${link} -> ${m.at}\\)`));
+    }
+  } finally {
+    rmSync(link, { force: true });
     m.down();
   }
 });

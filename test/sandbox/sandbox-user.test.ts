@@ -29,6 +29,16 @@ test('the sandbox user: airlock-sandbox when it shares nothing, else nobody with
   assert.equal(chooseSandboxUser('root:x:0:0::/:/bin/sh\n', 'root:x:0:\n'), null, 'neither: no user to run as (doctor blocks the ns lane)');
 });
 
+test('the sandbox user is refused when its group is nogroup, or when its gid has a second name in /etc/group', () => {
+  // A host whose nobody is not in nogroup (nobody:65534:65533): no user has 65534 as primary group.
+  const passwd = 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65533:nobody:/nonexistent:/usr/sbin/nologin\n';
+  const group = 'root:x:0:\nnobody:x:65533:\nnogroup:x:65534:\n';
+  assert.match(chooseSandboxUser(passwd + 'airlock-sandbox:x:999:65534::/:/bin/sh\n', group)?.shared ?? '', /refused: airlock-sandbox has gid 65534, the host's nogroup/);
+  const own = 'airlock-sandbox:x:999:995::/:/bin/sh\n';
+  assert.match(chooseSandboxUser(PASSWD + own, GROUP + 'airlock-sandbox:x:995:\nweb:x:995:alice\n')?.shared ?? '', /refused: group 995 of airlock-sandbox has 2 names: airlock-sandbox, web/);
+  assert.equal(chooseSandboxUser(PASSWD + own, GROUP + 'airlock:x:995:\n')?.dedicated, true, 'a group of its own under another name is fine');
+});
+
 /** This run's host /out, found by root from the marker the program wrote into it. */
 function outStageHolding(marker: string): string | null {
   for (const base of readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-ns-'))) {

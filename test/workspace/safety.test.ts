@@ -2,10 +2,11 @@
 // door (WS_NOT_PRIVATE): Airlock acts later, with its own authority, on what it keeps there.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync } from 'node:fs';
+import fs, { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { mock, test } from 'node:test';
 import { unsafeWorkspace } from '../../src/workspace/safety.js';
 import { openWorkspace, WorkspaceError } from '../../src/workspace/workspace.js';
 import { airlock } from '../helpers/cli.js';
@@ -75,4 +76,70 @@ test('attack: another user makes the workspace\'s promotions folder theirs; ever
   assert.equal(r.code, 2);
   assert.match(r.stderr, /theirs belongs to uid 65534\. Airlock acts later/);
   assert.equal(existsSync(join(theirs, 'ws')), false, 'nothing made there');
+});
+
+test('refused: a link whose target goes ".." after a link is followed as the kernel does, not read as a string', () => {
+  const d = fresh();
+  const open = join(d, 'open');
+  mkdirSync(join(open, 'deep'), { recursive: true });
+  chmodSync(open, 0o777);
+  mkdirSync(join(open, 'planted'));
+  const mine = join(d, 'mine');
+  mkdirSync(mine, { mode: 0o700 });
+  symlinkSync(join(open, 'deep'), join(mine, 'x'));
+  // mine/x/.. is the parent of x's target (open), not mine: the workspace is open/planted (as a
+  // string, mine/planted: not made yet, so it looked like ours to make).
+  symlinkSync('x/../planted', join(mine, 'ws'));
+  symlinkSync(`${mine}/x/../planted`, join(mine, 'abs'));
+  for (const ws of ['ws', 'abs']) {
+    assert.equal(realpathSync.native(join(mine, ws)), join(realpathSync.native(open), 'planted'), 'the kernel reaches open/planted'); // (node's own realpathSync gets this wrong)
+    assert.match(unsafeWorkspace(join(mine, ws)) ?? '', /open can be written by others \(mode 0777\)$/, ws);
+  }
+});
+
+test('refused: the UTP store kept at the workspace root (airlock.db) when others can write it', () => {
+  const ws = openWorkspace(join(fresh(), 'ws'));
+  writeFileSync(join(ws.root, 'airlock.db'), '', { mode: 0o600 });
+  assert.equal(unsafeWorkspace(ws.root), null);
+  chmodSync(join(ws.root, 'airlock.db'), 0o666);
+  assert.match(unsafeWorkspace(ws.root) ?? '', /airlock\.db \(mode 0666\) can be written by others$/);
+});
+
+test('attack: another user makes a folder of the way between the check and its mkdir; it is refused and nothing is made in it', { skip: !root ? 'needs root (a folder of another user)' : false }, () => {
+  const d = fresh();
+  chmodSync(d, 0o1777); // sticky and open to all, as /tmp
+  const wsRoot = join(d, 'ws');
+  const real = fs.mkdirSync;
+  // The attacker wins the race deterministically: they make the folder right before our mkdir.
+  const m = mock.method(fs, 'mkdirSync', (p: fs.PathLike, o?: fs.MakeDirectoryOptions) => {
+    if (String(p) === wsRoot && !existsSync(wsRoot)) {
+      const r = spawnSync('mkdir', ['-m', '0777', wsRoot], { uid: 65534, gid: 65534, encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+    }
+    return real(p, o);
+  });
+  syncBuiltinESMExports();
+  try {
+    assert.throws(() => openWorkspace(wsRoot), (e: unknown) => e instanceof WorkspaceError && e.code === 'WS_NOT_PRIVATE' && e.message.includes(`${wsRoot} belongs to uid 65534`), 'the way is checked again once it exists');
+  } finally {
+    m.mock.restore();
+    syncBuiltinESMExports();
+  }
+  assert.deepEqual(readdirSync(wsRoot), [], 'nothing made in their folder');
+});
+
+test('attack: the doors without a workspace of their own (UTP store, audit log) refuse one in another user\'s folder and make nothing', { skip: !root ? 'needs root (a folder of another user)' : false }, () => {
+  const d = fresh();
+  chmodSync(d, 0o711);
+  const theirs = join(d, 'theirs');
+  mkdirSync(theirs, { mode: 0o755 });
+  chownSync(theirs, 65534, 65534);
+  const ws = join(theirs, 'ws');
+  mkdirSync(join(ws, 'audit'), { recursive: true, mode: 0o700 });
+  for (const args of [['tools', 'list'], ['approvals', 'list'], ['audit', 'verify']]) {
+    const r = airlock([...args, '--workspace', ws]);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+    assert.match(r.stderr, /^airlock: WS_NOT_PRIVATE: .*theirs belongs to uid 65534\. Airlock acts later/, args.join(' '));
+  }
+  assert.deepEqual(readdirSync(ws).sort(), ['audit'], 'no airlock.db made there');
 });

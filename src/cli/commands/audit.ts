@@ -39,12 +39,13 @@ interface ShowOpts {
 }
 
 async function logFile(workspace: string | undefined): Promise<{ root: string; file: string } | undefined> {
-  const { workspaceRoot } = await import('../../workspace/workspace.js');
+  const { workspaceRoot, refuseUnsafe } = await import('../../workspace/workspace.js');
   const root = workspaceRoot(workspace);
   if (!existsSync(root)) {
     process.stderr.write(`airlock: no workspace at ${root}; run \`airlock init\` or pass --workspace DIR\n`);
     return undefined;
   }
+  refuseUnsafe(root); // what it reads (and --repair writes) is the workspace's: WS_NOT_PRIVATE where another user could plant it
   return { root, file: join(root, 'audit', 'audit.jsonl') };
 }
 

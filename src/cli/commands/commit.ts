@@ -170,12 +170,13 @@ export function registerCommitCommands(program: Command): void {
     .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)')
     .option('--json', 'machine-readable')
     .action(async (actionId: string, opts: Common) => {
-      const [{ workspaceRoot, workspacePaths }, { history }] = await Promise.all([import('../../workspace/workspace.js'), import('../../commit/history.js')]);
+      const [{ workspaceRoot, workspacePaths, refuseUnsafe }, { history }] = await Promise.all([import('../../workspace/workspace.js'), import('../../commit/history.js')]);
       if (!existsSync(workspaceRoot(opts.workspace))) {
         process.stderr.write(`airlock: no workspace at ${workspaceRoot(opts.workspace)}; pass --workspace DIR\n`);
         process.exitCode = 2;
         return;
       }
+      refuseUnsafe(workspaceRoot(opts.workspace));
       const lines = history(workspacePaths(opts.workspace), actionId);
       if (opts.json) process.stdout.write(JSON.stringify({ action_id: actionId, events: lines }, null, 2) + '\n');
       // An id the audit log never saw is bad input (a typo, another workspace), not an empty story.

@@ -22,8 +22,10 @@ const storeOptions = (c: Command): Command =>
     .option('--workspace <dir>', 'workspace (default: $AIRLOCK_HOME or ~/.airlock)');
 
 async function withStore<T>(opts: StoreOpts, f: (store: import('../../store/types.js').Store) => Promise<T>): Promise<T | undefined> {
-  const { workspaceRoot } = await import('../../workspace/workspace.js');
+  const { workspaceRoot, refuseUnsafe } = await import('../../workspace/workspace.js');
   const { openStore } = await import('../../store/open.js');
+  // The default store is the workspace's airlock.db: refused where another user could plant it (WS_NOT_PRIVATE).
+  if (opts.db === undefined || !/^postgres(ql)?:\/\//i.test(opts.db)) refuseUnsafe(workspaceRoot(opts.workspace));
   let store;
   try {
     store = await openStore(opts.db, workspaceRoot(opts.workspace));
