@@ -51,6 +51,9 @@ function notDedicated(u: PasswdEntry, users: PasswdEntry[], group: string): stri
   if (groups.length > 1) return `group ${u.gid} of ${u.name} has ${groups.length} names: ${groups.map((f) => f[0]).join(', ')}`;
   const members = groups.flatMap((g) => (g[3] ?? '').split(',').filter(Boolean));
   if (members.length) return `group ${u.gid} of ${u.name} has members: ${members.join(', ')}`;
+  // strace -u (the fallback tracer) gives the sandbox the user's supplementary groups.
+  const alsoIn = parseDb(group).filter((f) => Number(f[2]) !== u.gid && (f[3] ?? '').split(',').includes(u.name)).map((f) => f[0]);
+  if (alsoIn.length) return `${u.name} is also a member of ${alsoIn.join(', ')}`;
   return null;
 }
 

@@ -44,7 +44,7 @@ export function workspaceDisk(dir: string): WorkspaceDisk {
     /* no /proc: nothing matched */
   }
   // A device mounted more than once (bind mounts): the mount point nearest to the folder, for the message.
-  const real = realpathSync(checked);
+  const real = realpathSync.native(checked);
   const under = (m: MountEntry): boolean => m.mountPoint === '/' || real === m.mountPoint || real.startsWith(`${m.mountPoint}/`);
   const m = mounts.filter(under).sort((a, b) => b.mountPoint.length - a.mountPoint.length)[0] ?? mounts[0];
   if (!m) return { checked, exists: checked === dir, fsType: 'unknown', source: '', mountPoint: '', journal: null };
@@ -75,8 +75,9 @@ export type NewFileCost = { us: number } | { notTimed: string };
 export function newFileCpuUs(dir: string, n = 200): NewFileCost {
   let scratch: string;
   try {
-    // The path checked is the path used: no link on it another user could point elsewhere.
-    const real = realpathSync(dir);
+    // The path checked is the path used: no link on it another user could point elsewhere. The
+    // kernel's realpath: Node's own reads a `..` after a link as a string, and so names another folder.
+    const real = realpathSync.native(dir);
     const swappable = othersCanSwap(real);
     if (swappable) return { notTimed: `another user could swap a folder on the way (${swappable})` };
     scratch = mkdtempSync(join(real, '.airlock-disk-probe-'));

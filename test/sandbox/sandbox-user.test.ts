@@ -26,6 +26,7 @@ test('the sandbox user: airlock-sandbox when it shares nothing, else nobody with
   assert.match(refused('airlock-sandbox:x:999:995::/:/bin/sh\nsvc:x:999:1000::/:/bin/sh\n', '') ?? '', /refused: uid 999 of airlock-sandbox is also svc/);
   assert.match(refused('airlock-sandbox:x:999:995::/:/bin/sh\nweb:x:1001:995::/:/bin/sh\n', '') ?? '', /refused: group 995 of airlock-sandbox is also the primary group of web/);
   assert.match(refused('airlock-sandbox:x:999:995::/:/bin/sh\n', 'airlock-sandbox:x:995:alice,bob\n') ?? '', /refused: group 995 of airlock-sandbox has members: alice, bob/);
+  assert.match(refused('airlock-sandbox:x:999:995::/:/bin/sh\n', 'airlock-sandbox:x:995:\ndocker:x:998:alice,airlock-sandbox\n') ?? '', /refused: airlock-sandbox is also a member of docker$/);
   assert.equal(chooseSandboxUser('root:x:0:0::/:/bin/sh\n', 'root:x:0:\n'), null, 'neither: no user to run as (doctor blocks the ns lane)');
 });
 
