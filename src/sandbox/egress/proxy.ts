@@ -42,6 +42,15 @@ function endToEndHeaders(raw: string[]): [string, string][] {
 
 const headerBytes = (raw: string[]): number => raw.reduce((n, s) => n + Buffer.byteLength(s) + 2, 0) + 64;
 
+/** The host of a request target, for a record (the target as written when it is not a URL). */
+function hostOf(target: string | undefined): string {
+  try {
+    return new URL(target ?? '').hostname;
+  } catch {
+    return String(target ?? '').slice(0, 100);
+  }
+}
+
 /** `host:port` or `[v6]:port` of a CONNECT request line. */
 export function parseAuthority(a: string): { host: string; port: number } | null {
   const m = /^(\[[0-9a-fA-F:.%]+\]|[^\s:[\]/@]+):(\d{1,5})$/.exec(a);
@@ -58,6 +67,7 @@ export class NetworkProxy {
   private readonly open = new Set<Duplex>();
   private readonly pending = new Set<ConnectionRecord>();
   private readonly hit = new Set<NetworkCapName>();
+  private readonly inFlight = new WeakMap<Duplex, Promise<void>>();
   private requests = 0;
   private unrecorded = 0;
   private sentOut = 0;
@@ -80,7 +90,26 @@ export class NetworkProxy {
       s.setTimeout(idleMs, () => s.destroy());
     });
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.onConnect(req, socket, head));
-    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.onRequest(req, res));
+    // One upstream connection at a time per client connection (else pipelined requests on one
+    // connection could hold any number of upstream connections, past openConnections). Each request
+    // is decided and recorded at once; its upstream waits until the one before it has closed.
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      let release!: () => void;
+      const slot = new Promise<void>((resolve) => (release = resolve));
+      const before = this.inFlight.get(req.socket) ?? Promise.resolve();
+      this.inFlight.set(req.socket, slot);
+      this.onRequest(req, res, before).then(release, release);
+    });
+    // An Expect header other than 100-continue: node would answer 417 itself, with no record.
+    this.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+      const rec = this.begin('http', hostOf(req.url), 0);
+      if (rec) {
+        rec.method = (req.method ?? '').slice(0, 16);
+        this.refuse(rec, 'NET_BAD_REQUEST', `the Expect header "${String(req.headers.expect).slice(0, 60)}" is not met (only 100-continue is)`);
+      }
+      res.writeHead(417, { 'content-type': 'text/plain', connection: 'close' });
+      res.end('airlock: only Expect: 100-continue is met\n');
+    });
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
       const rec = this.begin('http', req.url ?? '', 0);
       if (rec) this.refuse(rec, 'NET_BAD_REQUEST', 'protocol upgrades over plain HTTP are not proxied: use CONNECT');
@@ -318,7 +347,8 @@ export class NetworkProxy {
 
   // ---- plain HTTP ----
 
-  private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** Resolves when no upstream connection of this request is left: at once when none was made, else at its close. */
+  private async onRequest(req: IncomingMessage, res: ServerResponse, before: Promise<void>): Promise<void> {
     const deny = (status: number, why: string): void => {
       if (res.headersSent) return void res.destroy();
       res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' });
@@ -350,14 +380,22 @@ export class NetworkProxy {
       return deny(403, `${d.code}: ${d.reason}`);
     }
     this.allow(rec, d);
-    if (!this.take('out', headerBytes(req.rawHeaders))) {
+    // The request line is bytes out too (a URL can carry up to the header limit).
+    const path = `${url.pathname}${url.search}`;
+    if (!this.take('out', headerBytes(req.rawHeaders) + Buffer.byteLength(`${req.method ?? ''} ${path} HTTP/1.1`))) {
       rec.code = 'NET_CAP_BYTES_OUT';
       this.finish(rec, new Date(), 'refused: the bytes-out cap is reached');
       return deny(403, 'the run\'s bytes-out cap is reached');
     }
+    await before;
+    if (this.closed || res.destroyed || req.socket.destroyed) return this.finish(rec, new Date(), 'the client went away before the connection');
     // The Host header is the URL's authority: no virtual-host fronting behind an allowed name.
-    const headers = [...endToEndHeaders(req.rawHeaders), ['Host', url.host], ['Connection', 'close']].flat();
-    const up = httpRequest({ host: d.address, port: d.port, method: req.method, path: `${url.pathname}${url.search}`, headers, agent: false, setHost: false, timeout: this.opts.connectTimeoutMs ?? 10_000 });
+    const headers = [...endToEndHeaders(req.rawHeaders), ['Host', url.host], ['Connection', 'close']];
+    // A chunked body is forwarded chunked: node's client would send a GET's (HEAD's, DELETE's...) body
+    // with no framing at all, and the destination would read it as further requests (smuggling).
+    if (req.headers['transfer-encoding'] !== undefined && req.headers['content-length'] === undefined) headers.push(['Transfer-Encoding', 'chunked']);
+    const up = httpRequest({ host: d.address, port: d.port, method: req.method, path, headers: headers.flat(), agent: false, setHost: false, timeout: this.opts.connectTimeoutMs ?? 10_000 });
+    const upClosed = new Promise<void>((resolve) => up.on('close', resolve));
     let upSocket: Socket | null = null;
     up.on('socket', (s: Socket) => {
       upSocket = s;
@@ -389,38 +427,47 @@ export class NetworkProxy {
     up.on('drain', () => req.resume());
     req.on('end', () => up.end());
     up.on('response', (ur: IncomingMessage) => void this.onResponse(rec, url, ur, res, up));
+    await upClosed;
   }
 
   private async onResponse(rec: ConnectionRecord, url: URL, ur: IncomingMessage, res: ServerResponse, up: ReturnType<typeof httpRequest>): Promise<void> {
     const status = ur.statusCode ?? 502;
     rec.httpStatus = status;
-    const location = ur.headers.location;
-    if (status >= 300 && status < 400 && typeof location === 'string') {
+    // Every Location (node keeps only the first in `headers`; all of them are forwarded).
+    const locations: string[] = [];
+    for (let i = 0; i < ur.rawHeaders.length; i += 2) if (ur.rawHeaders[i]!.toLowerCase() === 'location') locations.push(ur.rawHeaders[i + 1]!);
+    if (status >= 300 && status < 400 && locations.length > 0) {
       // The client would follow it with a new request the proxy checks anyway; refusing here means
       // an off-list redirect never reaches the program at all, and is on the record.
-      let target: URL | null = null;
-      try {
-        target = new URL(location, url);
-      } catch {
-        /* below */
-      }
-      const tport = target ? Number(target.port || (target.protocol === 'https:' ? 443 : 80)) : 0;
-      const red = this.begin('redirect', target?.hostname ?? location.slice(0, 100), tport);
       let refusal: string | null = null;
-      if (!target || (target.protocol !== 'http:' && target.protocol !== 'https:')) refusal = 'NET_REDIRECT_OFF_LIST: the redirect target is not an http(s) URL';
-      else {
-        const d = await decide(this.opts.grant, target.hostname, tport, this.resolve);
-        if (!d.allowed) refusal = `NET_REDIRECT_OFF_LIST: redirect to ${d.host}:${tport} refused (${d.code}: ${d.reason})`;
-        else if (red) {
-          this.allow(red, d);
-          this.finish(red, new Date(), 'redirect target checked; the client\'s next request is checked again');
+      for (const location of locations) {
+        let target: URL | null = null;
+        try {
+          target = new URL(location, url);
+        } catch {
+          /* below */
+        }
+        const tport = target ? Number(target.port || (target.protocol === 'https:' ? 443 : 80)) : 0;
+        const red = this.begin('redirect', target?.hostname ?? location.slice(0, 100), tport);
+        let why: string | null = null;
+        if (!target || (target.protocol !== 'http:' && target.protocol !== 'https:')) why = 'NET_REDIRECT_OFF_LIST: the redirect target is not an http(s) URL';
+        else {
+          const d = await decide(this.opts.grant, target.hostname, tport, this.resolve);
+          if (!d.allowed) why = `NET_REDIRECT_OFF_LIST: redirect to ${d.host}:${tport} refused (${d.code}: ${d.reason})`;
+          else if (red) {
+            this.allow(red, d);
+            this.finish(red, new Date(), 'redirect target checked; the client\'s next request is checked again');
+          }
+        }
+        if (why) {
+          if (red) {
+            red.address = null;
+            this.refuse(red, 'NET_REDIRECT_OFF_LIST', why.replace(/^NET_REDIRECT_OFF_LIST: /, ''));
+          }
+          refusal ??= why;
         }
       }
       if (refusal) {
-        if (red) {
-          red.address = null;
-          this.refuse(red, 'NET_REDIRECT_OFF_LIST', refusal.replace(/^NET_REDIRECT_OFF_LIST: /, ''));
-        }
         rec.reason = `${rec.reason}; its ${status} redirect was withheld (off the allowlist)`;
         ur.destroy();
         up.destroy();
@@ -431,7 +478,7 @@ export class NetworkProxy {
         return;
       }
     }
-    if (!this.take('in', headerBytes(ur.rawHeaders))) {
+    if (!this.take('in', headerBytes(ur.rawHeaders) + Buffer.byteLength(ur.statusMessage ?? ''))) {
       rec.code = 'NET_CAP_BYTES_IN';
       ur.destroy();
       res.destroy();

@@ -1,0 +1,133 @@
+// The host proxy on its own (no sandbox): raw HTTP a hostile program can write to 127.0.0.1:3128.
+// A raw TCP server on 127.0.0.1 stands in for an allowed destination and keeps the bytes it got;
+// the names map to it through `mapResolver`, the policy names 127.0.0.1:<port> explicitly.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { networkGrant } from '../../src/base/allowlist.js';
+import { NetworkProxy } from '../../src/sandbox/egress/proxy.js';
+import type { NetworkCapName, NetworkCaps } from '../../src/sandbox/egress/records.js';
+import { mapResolver } from '../../src/sandbox/egress/resolver.js';
+
+let upstream: Server;
+let port = 0;
+/** What the upstream got, one string per connection; `reply` is its answer (null: it never answers). */
+const got: string[] = [];
+let reply: string | null = 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok';
+let upOpen = 0;
+let upPeak = 0;
+
+before(async () => {
+  upstream = createServer((s: Socket) => {
+    const i = got.push('') - 1;
+    upPeak = Math.max(upPeak, ++upOpen);
+    s.on('close', () => upOpen--);
+    s.on('error', () => undefined);
+    s.on('data', (d: Buffer) => (got[i] += d.toString('latin1')));
+    // Answers once the request (and whatever follows it) has arrived.
+    const answer = reply;
+    if (answer !== null) setTimeout(() => s.end(answer), 100);
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  port = (upstream.address() as AddressInfo).port;
+});
+
+after(() => upstream.close());
+
+async function withProxy(caps: Partial<NetworkCaps>, fn: (pport: number, hits: NetworkCapName[], proxy: NetworkProxy) => Promise<void>): Promise<void> {
+  got.length = 0;
+  upPeak = 0;
+  const { grant } = networkGrant([`api.airlock.test:${port}`], { allow: true, allowlist: [`*.airlock.test:${port}`, `127.0.0.1:${port}`] });
+  const hits: NetworkCapName[] = [];
+  const proxy = new NetworkProxy({ grant, caps: { bytesOut: 1 << 20, bytesIn: 1 << 20, connections: 256, ...caps }, resolve: mapResolver({ 'api.airlock.test': ['127.0.0.1'] }), onCap: (c) => hits.push(c) });
+  const pport = await proxy.listenTcp();
+  try {
+    await fn(pport, hits, proxy);
+  } finally {
+    await proxy.close();
+  }
+}
+
+/** Writes raw bytes to the proxy and returns what came back within `ms`. */
+function raw(pport: number, bytes: string, ms = 600): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(pport, '127.0.0.1');
+    let out = '';
+    s.on('data', (d: Buffer) => (out += d.toString('latin1')));
+    s.on('error', () => undefined);
+    s.write(bytes);
+    setTimeout(() => {
+      s.destroy();
+      resolve(out);
+    }, ms);
+  });
+}
+
+const records = (p: NetworkProxy) => p.observation({ address: '127.0.0.1', port: 0, bridge: 'test' }, []).connections;
+
+test('the request line counts against the bytes-out cap (a long URL is bytes out too)', async () => {
+  await withProxy({ bytesOut: 4096 }, async (pport, hits, proxy) => {
+    for (let i = 0; i < 3; i++) await raw(pport, `GET http://api.airlock.test:${port}/${'x'.repeat(12_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 300);
+    const sent = got.reduce((n, g) => n + g.length, 0);
+    assert.ok(sent <= 4096 || hits.includes('networkBytesOut'), `${sent} bytes reached the destination past a bytes-out cap of 4096, and no cap was hit`);
+    assert.ok(records(proxy).some((r) => r.code === 'NET_CAP_BYTES_OUT'));
+  });
+});
+
+test('a body on a GET is framed upstream: no second request is smuggled behind the first', async () => {
+  await withProxy({}, async (pport) => {
+    const inner = 'GET /smuggled HTTP/1.1\r\nHost: internal.example\r\n\r\n';
+    await raw(pport, `GET http://api.airlock.test:${port}/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${inner.length.toString(16)}\r\n${inner}\r\n0\r\n\r\n`);
+    assert.equal(got.length, 1);
+    const [head] = got[0]!.split('\r\n\r\n');
+    assert.match(head!, /^GET \/a HTTP\/1\.1\r\n/);
+    assert.match(head!, /\r\ntransfer-encoding: chunked|\r\ncontent-length: \d+/i, `the body travels without framing: ${JSON.stringify(got[0])}`);
+  });
+});
+
+test('an Expect the proxy does not meet is refused and on the record', async () => {
+  await withProxy({}, async (pport, _hits, proxy) => {
+    const out = await raw(pport, `GET http://api.airlock.test:${port}/a HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\n\r\n`);
+    assert.match(out, /^HTTP\/1\.1 417 /);
+    assert.equal(got.length, 0);
+    const r = records(proxy);
+    assert.equal(r.length, 1, 'the refused request is recorded');
+    assert.equal(r[0]!.allowed, false);
+    assert.equal(r[0]!.code, 'NET_BAD_REQUEST');
+  });
+});
+
+test('every Location of a redirect is checked: an off-list one behind an on-list one is withheld', async () => {
+  const saved = reply;
+  reply = `HTTP/1.1 302 Found\r\nLocation: http://api.airlock.test:${port}/fine\r\nLocation: http://evil.example.net/x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`;
+  try {
+    await withProxy({}, async (pport, _hits, proxy) => {
+      const out = await raw(pport, `GET http://api.airlock.test:${port}/a HTTP/1.1\r\nHost: x\r\n\r\n`);
+      assert.doesNotMatch(out, /evil\.example\.net\/x/, `the off-list Location reached the program: ${out}`);
+      assert.match(out, /^HTTP\/1\.1 403 /);
+      assert.ok(records(proxy).some((r) => r.via === 'redirect' && r.code === 'NET_REDIRECT_OFF_LIST' && r.host === 'evil.example.net'), JSON.stringify(records(proxy)));
+    });
+  } finally {
+    reply = saved;
+  }
+});
+
+test('pipelined plain-HTTP requests on one connection cannot open more upstream connections than the open-connections cap', async () => {
+  const saved = reply;
+  reply = null; // the destination never answers: each request holds its upstream connection
+  try {
+    await withProxy({ openConnections: 4 }, async (pport, _hits, proxy) => {
+      let req = '';
+      for (let i = 0; i < 40; i++) req += `GET http://api.airlock.test:${port}/${i} HTTP/1.1\r\nHost: x\r\n\r\n`;
+      req += 'GET http://evil.example.net/ HTTP/1.1\r\nHost: x\r\n\r\n';
+      await raw(pport, req, 1000);
+      const r = records(proxy);
+      assert.equal(r.length, 41, 'every pipelined request is on the record at once, waiting or not');
+      assert.equal(r[40]!.code, 'NET_NAME_NOT_ALLOWED', 'a refused request behind a waiting one is recorded');
+      assert.ok(upPeak >= 1, 'the first request reached the destination');
+      assert.ok(upPeak <= 4, `${upPeak} upstream connections were open at once from one client connection (cap 4)`);
+    });
+  } finally {
+    reply = saved;
+  }
+});
