@@ -21,7 +21,10 @@ const RANGES: [AddressClass, string, number, 'ipv4' | 'ipv6'][] = [
   ['reserved', '240.0.0.0', 4, 'ipv4'],
   ['unspecified', '::', 128, 'ipv6'],
   ['loopback', '::1', 128, 'ipv6'],
-  // NAT64, 6to4 and the deprecated site-local prefix embed or reach other ranges: never by default.
+  // NAT64, 6to4, IPv4-compatible (::a.b.c.d, deprecated), IPv4-translated (::ffff:0:a.b.c.d) and
+  // the deprecated site-local prefix embed or reach other ranges: never by default.
+  ['reserved', '::', 96, 'ipv6'],
+  ['reserved', '::ffff:0:0:0', 96, 'ipv6'],
   ['reserved', '64:ff9b::', 96, 'ipv6'],
   ['reserved', '64:ff9b:1::', 48, 'ipv6'],
   ['reserved', '100::', 64, 'ipv6'],

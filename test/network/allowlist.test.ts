@@ -76,7 +76,7 @@ test('decisions: name and port, then the address it resolves to', async () => {
 });
 
 test('address classes', () => {
-  for (const [ip, cls] of [['127.0.0.2', 'loopback'], ['10.9.9.9', 'private'], ['172.31.0.1', 'private'], ['192.168.1.1', 'private'], ['169.254.169.254', 'link-local'], ['0.0.0.0', 'unspecified'], ['::1', 'loopback'], ['fd00:ec2::254', 'private'], ['fe80::1', 'link-local'], ['100.64.0.1', 'shared'], ['8.8.8.8', 'public'], ['2606:4700::1111', 'public']] as const) {
+  for (const [ip, cls] of [['127.0.0.2', 'loopback'], ['10.9.9.9', 'private'], ['172.31.0.1', 'private'], ['192.168.1.1', 'private'], ['169.254.169.254', 'link-local'], ['0.0.0.0', 'unspecified'], ['::1', 'loopback'], ['fd00:ec2::254', 'private'], ['fe80::1', 'link-local'], ['100.64.0.1', 'shared'], ['8.8.8.8', 'public'], ['2606:4700::1111', 'public'], ['::127.0.0.1', 'reserved'], ['::7f00:1', 'reserved'], ['::ffff:0:7f00:1', 'reserved'], ['::ffff:0:a09:909', 'reserved']] as const) {
     assert.equal(classifyAddress(canonicalIp(ip)!), cls, ip);
   }
 });
