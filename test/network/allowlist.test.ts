@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { canonicalIp, classifyAddress } from '../../src/base/address.js';
 import { intersectAllowlists, networkGrant, parseAllowEntry, parseAllowlist, type NetworkGrant } from '../../src/base/allowlist.js';
-import { decide } from '../../src/sandbox/egress/decide.js';
+import { decide, hostAddresses } from '../../src/sandbox/egress/decide.js';
 import { mapResolver } from '../../src/sandbox/egress/resolver.js';
 
 const rule = (e: string) => {
@@ -52,6 +52,7 @@ const dns = mapResolver({
   'mapped.example.org': ['::ffff:10.1.2.3'],
   'mixed.example.org': ['10.0.0.1', '93.184.216.35'],
   'lan.example.org': ['10.1.2.3'],
+  'self.example.org': ['93.184.216.99'],
 });
 
 test('decisions: name and port, then the address it resolves to', async () => {
@@ -64,6 +65,11 @@ test('decisions: name and port, then the address it resolves to', async () => {
   assert.equal(((await d('rebind.example.org', 443)) as { code: string }).code, 'NET_SPECIAL_ADDRESS');
   assert.equal(((await d('meta.example.org', 80)) as { code: string }).code, 'NET_SPECIAL_ADDRESS');
   assert.equal(((await d('v6.example.org', 80)) as { code: string }).code, 'NET_SPECIAL_ADDRESS');
+  // A public address that is this host's own (as if 93.184.216.99 were on one of its interfaces).
+  const self = await decide(g, 'self.example.org', 443, dns, () => new Set(['93.184.216.99']));
+  assert.match((self as { reason: string }).reason, /resolves to 93\.184\.216\.99 \(this host\), which no policy address rule names/);
+  assert.equal((await decide(g, 'self.example.org', 443, dns, () => new Set())).allowed, true, 'the same address when it is not the host\'s');
+  assert.ok(hostAddresses().has('127.0.0.1'), 'the host\'s own addresses are read from its interfaces');
   assert.equal(((await d('mapped.example.org', 80)) as { code: string }).code, 'NET_SPECIAL_ADDRESS', 'an IPv4-mapped address is checked as IPv4 (10/8 only on 443)');
   assert.deepEqual(await d('lan.example.org', 443), { allowed: true, host: 'lan.example.org', port: 443, address: '10.1.2.3', rule: '*.example.org', addressRule: '10.0.0.0/8:443' });
   assert.equal(((await d('mixed.example.org', 80)) as { address: string }).address, '93.184.216.35', 'only a checked address is used');

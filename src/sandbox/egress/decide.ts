@@ -1,6 +1,7 @@
 // The egress proxy's decision for one destination: on the name asked for AND the address it resolves to.
 import { canonicalIp, classifyAddress, looksNumeric, type AddressClass } from '../../base/address.js';
 import { hostMatches, normalizeName, type NetworkGrant } from '../../base/allowlist.js';
+import { networkInterfaces } from 'node:os';
 import type { Resolver } from './resolver.js';
 
 /** Stable codes of a refusal (each one line in docs/network.md). */
@@ -24,12 +25,20 @@ export type Decision =
 
 const RESOLVE_TIMEOUT_MS = 5000;
 
+/** This host's own addresses (canonical), read when asked: an interface may come and go. */
+export function hostAddresses(): Set<string> {
+  const own = new Set<string>();
+  for (const list of Object.values(networkInterfaces())) for (const i of list ?? []) own.add(canonicalIp(i.address) ?? i.address);
+  return own;
+}
+
 /**
  * Decides one destination. The name must match a rule (with the port); it is then resolved here,
  * on the host, and the connection goes to the address checked (no second lookup: no rebinding
- * window). An address in a special range needs a policy address rule that names it.
+ * window). An address in a special range, or one of this host's own (a public address of the host
+ * reaches its services listening on every address), needs a policy address rule that names it.
  */
-export async function decide(grant: NetworkGrant, hostAsked: string, port: number, resolve: Resolver): Promise<Decision> {
+export async function decide(grant: NetworkGrant, hostAsked: string, port: number, resolve: Resolver, own: () => Set<string> = hostAddresses): Promise<Decision> {
   const raw = hostAsked.startsWith('[') && hostAsked.endsWith(']') ? hostAsked.slice(1, -1) : hostAsked;
   const refuse = (code: RefusalCode, reason: string, address: string | null = null, host = raw.toLowerCase().slice(0, 253)): Decision => ({ allowed: false, host, port, address, code, reason });
   if (!Number.isInteger(port) || port < 1 || port > 65535) return refuse('NET_BAD_REQUEST', `port ${port} is not 1-65535`);
@@ -55,17 +64,18 @@ export async function decide(grant: NetworkGrant, hostAsked: string, port: numbe
     return refuse('NET_RESOLVE_FAILED', `${name} could not be resolved: ${(e as Error).message.slice(0, 200)}`, null, name);
   }
   const why: string[] = [];
+  const mine = own();
   for (const a of addresses) {
     const addr = canonicalIp(a);
     if (!addr) continue;
-    const cls: AddressClass = classifyAddress(addr);
+    const cls: AddressClass | 'this host' = mine.has(addr) ? 'this host' : classifyAddress(addr);
     if (cls === 'public') return { allowed: true, host: name, port, address: addr, rule: rule.source };
     const named = grant.addressRules.find((r) => r.ports.includes(port) && hostMatches(r.host, { ip: addr }));
     if (named) return { allowed: true, host: name, port, address: addr, rule: rule.source, addressRule: named.source };
     why.push(`${addr} (${cls})`);
   }
   if (why.length === 0) return refuse('NET_RESOLVE_FAILED', `${name} resolved to no usable address`, null, name);
-  return refuse('NET_SPECIAL_ADDRESS', `${name} resolves to ${why.join(', ')}, which no policy address rule names (rebinding to loopback, private, link-local or metadata addresses is refused)`, canonicalIp(addresses[0] ?? '') ?? null, name);
+  return refuse('NET_SPECIAL_ADDRESS', `${name} resolves to ${why.join(', ')}, which no policy address rule names (rebinding to loopback, private, link-local or metadata addresses, or to this host's own, is refused)`, canonicalIp(addresses[0] ?? '') ?? null, name);
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
