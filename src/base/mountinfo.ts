@@ -17,16 +17,20 @@ export function parseMountinfoLine(line: string): MountEntry | null {
   return { majorMinor: f[2]!, mountPoint: unescape(f[4]!), fsType: f[dash + 1] ?? 'unknown', source: unescape(f[dash + 2] ?? '') };
 }
 
+/** The FUSE mounts of a mount table (by default this process's): served by a process, often a user's. */
+export function fuseMounts(mountinfo = readFileSync('/proc/self/mountinfo', 'utf8')): MountEntry[] {
+  if (!mountinfo.includes(' - fuse')) return []; // the usual case: no line to parse
+  return mountinfo
+    .split('\n')
+    .map(parseMountinfoLine)
+    .filter((m): m is MountEntry => m !== null && /^fuse(\.|blk$|$)/.test(m.fsType));
+}
+
 /**
  * The FUSE mount that `path` (absolute, as written: no link resolved) is at or below, or null. A
- * FUSE file system is served by a process, often a user's, that may never answer: a stat there can
- * wait forever. Decided from the mount table alone, so asking never touches it.
+ * FUSE file system is served by a process that may never answer: a stat there can wait forever.
+ * Decided from the mount table alone, so asking never touches it.
  */
-export function fuseMountOver(path: string, mountinfo = readFileSync('/proc/self/mountinfo', 'utf8')): MountEntry | null {
-  for (const line of mountinfo.split('\n')) {
-    const m = parseMountinfoLine(line);
-    if (!m || !/^fuse(\.|blk$|$)/.test(m.fsType)) continue;
-    if (path === m.mountPoint || path.startsWith(m.mountPoint === '/' ? '/' : `${m.mountPoint}/`)) return m;
-  }
-  return null;
+export function fuseMountOver(path: string, mounts = fuseMounts()): MountEntry | null {
+  return mounts.find((m) => path === m.mountPoint || path.startsWith(m.mountPoint === '/' ? '/' : `${m.mountPoint}/`)) ?? null;
 }

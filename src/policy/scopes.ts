@@ -1,7 +1,7 @@
-import { lstatSync, readFileSync, readlinkSync } from 'node:fs';
+import { lstatSync, readlinkSync } from 'node:fs';
 import { join, normalize } from 'node:path';
 import { scopeHostPath, type Action } from '../action/action.js';
-import { fuseMountOver } from '../base/mountinfo.js';
+import { fuseMountOver, fuseMounts } from '../base/mountinfo.js';
 import type { Problem } from '../base/problem.js';
 
 export const scopeRules = [
@@ -46,12 +46,12 @@ export function wayProblem(path: string, at: string): Problem | null {
   if (!path.startsWith('/') || normalize(path) !== path || parts.some((c) => c === '.' || c === '..') || (path !== '/' && path.endsWith('/'))) {
     return { code: 'POLICY_SCOPE_LINK', message: `scope ${path} is not written as its own real path (an absolute path without ".", ".." or a doubled or trailing slash); nothing ran`, path: at };
   }
-  const mountinfo = readFileSync('/proc/self/mountinfo', 'utf8');
+  const fuse = fuseMounts();
   let p = '/';
   for (const part of ['', ...parts]) {
     p = join(p, part);
-    const fuse = fuseMountOver(p, mountinfo);
-    if (fuse) return { code: 'POLICY_SCOPE_FUSE', message: `scope ${path} is on a FUSE file system (${fuse.fsType} mounted at ${fuse.mountPoint}): a process answers for it and may never answer; nothing ran`, path: at };
+    const on = fuseMountOver(p, fuse);
+    if (on) return { code: 'POLICY_SCOPE_FUSE', message: `scope ${path} is on a FUSE file system (${on.fsType} mounted at ${on.mountPoint}): a process answers for it and may never answer; nothing ran`, path: at };
     try {
       if (lstatSync(p).isSymbolicLink()) return { code: 'POLICY_SCOPE_LINK', message: `scope ${path} goes through a symbolic link (${p} -> ${readlinkSync(p)}) (rule: a scope is its own real path); nothing ran`, path: at };
     } catch (e) {

@@ -6,7 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fuseMountOver } from '../../src/base/mountinfo.js';
+import { fuseMountOver, fuseMounts } from '../../src/base/mountinfo.js';
 import { AGENT_IDLE_MS, ScopeFs } from '../../src/base/scope-fs.js';
 import { airlock } from '../helpers/cli.js';
 import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
@@ -64,12 +64,12 @@ test('fuseMountOver: the FUSE mount at or above a path, from the mount table alo
     '41 22 0:51 / /mnt/ntfs rw - fuseblk /dev/sdb1 rw',
     '42 22 0:52 / /sys/fs/fuse/connections rw - fusectl fusectl rw',
   ].join('\n');
-  assert.equal(fuseMountOver('/home/alice/remote', info)?.fsType, 'fuse.sshfs');
-  assert.equal(fuseMountOver('/home/alice/remote/src/a.c', info)?.mountPoint, '/home/alice/remote');
-  assert.equal(fuseMountOver('/home/alice/remote2', info), null, 'a sibling sharing the prefix is not below it');
-  assert.equal(fuseMountOver('/mnt/ntfs/x', info)?.fsType, 'fuseblk');
-  assert.equal(fuseMountOver('/sys/fs/fuse/connections/1', info), null, 'fusectl is the kernel\'s, not served by a process');
-  assert.equal(fuseMountOver('/home/alice', info), null);
+  assert.equal(fuseMountOver('/home/alice/remote', fuseMounts(info))?.fsType, 'fuse.sshfs');
+  assert.equal(fuseMountOver('/home/alice/remote/src/a.c', fuseMounts(info))?.mountPoint, '/home/alice/remote');
+  assert.equal(fuseMountOver('/home/alice/remote2', fuseMounts(info)), null, 'a sibling sharing the prefix is not below it');
+  assert.equal(fuseMountOver('/mnt/ntfs/x', fuseMounts(info))?.fsType, 'fuseblk');
+  assert.equal(fuseMountOver('/sys/fs/fuse/connections/1', fuseMounts(info)), null, 'fusectl is the kernel\'s, not served by a process');
+  assert.equal(fuseMountOver('/home/alice', fuseMounts(info)), null);
 });
 
 test('a scope on (or below) a FUSE mount is refused by the policy at once, without a stat there (POLICY_SCOPE_FUSE)', { skip, timeout: 60_000 }, async () => {
