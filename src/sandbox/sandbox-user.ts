@@ -46,13 +46,14 @@ function notDedicated(u: PasswdEntry, users: PasswdEntry[], group: string): stri
   if (sameUid.length) return `uid ${u.uid} of ${u.name} is also ${sameUid.join(', ')}`;
   const sameGroup = users.filter((o) => o !== u && o.gid === u.gid).map((o) => o.name);
   if (sameGroup.length) return `group ${u.gid} of ${u.name} is also the primary group of ${sameGroup.join(', ')}`;
+  const groupDb = parseDb(group);
   // Every group line with that gid (a second name for it is another way in: a service set to it).
-  const groups = parseDb(group).filter((f) => f[2] !== undefined && f[2] !== '' && Number(f[2]) === u.gid);
+  const groups = groupDb.filter((f) => f[2] !== undefined && f[2] !== '' && Number(f[2]) === u.gid);
   if (groups.length > 1) return `group ${u.gid} of ${u.name} has ${groups.length} names: ${groups.map((f) => f[0]).join(', ')}`;
   const members = groups.flatMap((g) => (g[3] ?? '').split(',').filter(Boolean));
   if (members.length) return `group ${u.gid} of ${u.name} has members: ${members.join(', ')}`;
   // strace -u (the fallback tracer) gives the sandbox the user's supplementary groups.
-  const alsoIn = parseDb(group).filter((f) => Number(f[2]) !== u.gid && (f[3] ?? '').split(',').includes(u.name)).map((f) => f[0]);
+  const alsoIn = groupDb.filter((f) => Number(f[2]) !== u.gid && (f[3] ?? '').split(',').includes(u.name)).map((f) => f[0]);
   if (alsoIn.length) return `${u.name} is also a member of ${alsoIn.join(', ')}`;
   return null;
 }

@@ -2,13 +2,9 @@
 // `nobody` when that exists. Another process running as the sandbox's uid could reach live runs'
 // /out and scope folders as the sandbox can: `airlock doctor` names such processes.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { test } from 'node:test';
-import { airlock } from '../helpers/cli.js';
-import { repoPath } from '../helpers/paths.js';
+import { airlock, airlockAsNobody } from '../helpers/cli.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const root = process.getuid?.() === 0;
@@ -37,14 +33,7 @@ test('airlock setup --sandbox-user: again on a host that has it changes nothing;
   const again = airlock(['setup', '--sandbox-user', '--json']);
   assert.equal(again.code, 0, again.stdout + again.stderr);
   assert.deepEqual(JSON.parse(again.stdout), { ok: true, created: false, user: { name: 'airlock-sandbox', uid: own.uid, gid: own.gid } });
-  const home = mkdtempSync(join(tmpdir(), 'airlock-sandbox-user-'));
-  chownSync(home, 65534, 65534);
-  try {
-    const path = [dirname(process.execPath), '/usr/bin', '/bin'].join(':');
-    const r = spawnSync('runuser', ['-u', 'nobody', '--', 'env', '-i', `PATH=${path}`, `HOME=${home}`, `TMPDIR=${home}`, repoPath('bin/airlock'), 'setup', '--sandbox-user'], { encoding: 'utf8', cwd: home });
-    assert.equal(r.status, 2, r.stdout + r.stderr);
-    assert.match(r.stderr, /SETUP_NOT_ROOT: making a system user needs root: sudo airlock setup --sandbox-user/);
-  } finally {
-    rmSync(home, { recursive: true, force: true });
-  }
+  const r = airlockAsNobody(['setup', '--sandbox-user']);
+  assert.equal(r.code, 2, r.stdout + r.stderr);
+  assert.match(r.stderr, /SETUP_NOT_ROOT: making a system user needs root: sudo airlock setup --sandbox-user/);
 });

@@ -3,13 +3,10 @@
 // --favor-cgroup-moves` (root) turns the kernel's favordynmods on.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { favorsDynmods } from '../../src/sandbox/cgroup/prime.js';
-import { airlock } from '../helpers/cli.js';
-import { repoPath } from '../helpers/paths.js';
+import { airlock, airlockAsNobody } from '../helpers/cli.js';
 
 const root = process.getuid?.() === 0;
 // favordynmods lasts until the next reboot and recent kernels cannot turn it off: only on a machine
@@ -42,16 +39,9 @@ test('doctor times a real move into a cgroup after a pause, and says fast or slo
 });
 
 test('setup --favor-cgroup-moves is refused for a user who is not root (SETUP_FAVOR_NOT_ROOT, exit 2)', { skip: !root ? 'needs root (runs it as nobody)' : false }, () => {
-  const home = mkdtempSync(join(tmpdir(), 'airlock-favor-'));
-  chownSync(home, 65534, 65534);
-  try {
-    const path = [dirname(process.execPath), '/usr/bin', '/bin'].join(':');
-    const r = spawnSync('runuser', ['-u', 'nobody', '--', 'env', '-i', `PATH=${path}`, `HOME=${home}`, `TMPDIR=${home}`, repoPath('bin/airlock'), 'setup', '--favor-cgroup-moves'], { encoding: 'utf8', cwd: home });
-    assert.equal(r.status, 2, r.stdout + r.stderr);
-    assert.match(r.stderr, /SETUP_FAVOR_NOT_ROOT: only root can change how the kernel locks cgroup moves/);
-  } finally {
-    rmSync(home, { recursive: true, force: true });
-  }
+  const r = airlockAsNobody(['setup', '--favor-cgroup-moves']);
+  assert.equal(r.code, 2, r.stdout + r.stderr);
+  assert.match(r.stderr, /SETUP_FAVOR_NOT_ROOT: only root can change how the kernel locks cgroup moves/);
 });
 
 test('setup refuses two jobs at once (SETUP_USAGE)', () => {

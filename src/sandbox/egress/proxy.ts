@@ -450,10 +450,10 @@ export class NetworkProxy {
         const tport = target ? Number(target.port || (target.protocol === 'https:' ? 443 : 80)) : 0;
         const red = this.begin('redirect', target?.hostname ?? location.slice(0, 100), tport);
         let why: string | null = null;
-        if (!target || (target.protocol !== 'http:' && target.protocol !== 'https:')) why = 'NET_REDIRECT_OFF_LIST: the redirect target is not an http(s) URL';
+        if (!target || (target.protocol !== 'http:' && target.protocol !== 'https:')) why = 'the redirect target is not an http(s) URL';
         else {
           const d = await decide(this.opts.grant, target.hostname, tport, this.resolve);
-          if (!d.allowed) why = `NET_REDIRECT_OFF_LIST: redirect to ${d.host}:${tport} refused (${d.code}: ${d.reason})`;
+          if (!d.allowed) why = `redirect to ${d.host}:${tport} refused (${d.code}: ${d.reason})`;
           else if (red) {
             this.allow(red, d);
             this.finish(red, new Date(), 'redirect target checked; the client\'s next request is checked again');
@@ -462,9 +462,9 @@ export class NetworkProxy {
         if (why) {
           if (red) {
             red.address = null;
-            this.refuse(red, 'NET_REDIRECT_OFF_LIST', why.replace(/^NET_REDIRECT_OFF_LIST: /, ''));
+            this.refuse(red, 'NET_REDIRECT_OFF_LIST', why);
           }
-          refusal ??= why;
+          refusal ??= `NET_REDIRECT_OFF_LIST: ${why}`;
         }
       }
       if (refusal) {
