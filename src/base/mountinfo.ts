@@ -1,5 +1,6 @@
 // The host's mount table (/proc/self/mountinfo), read without touching the mounted file systems.
 import { readFileSync } from 'node:fs';
+import { walkPath } from './path-walk.js';
 
 export interface MountEntry {
   majorMinor: string;
@@ -33,4 +34,19 @@ export function fuseMounts(mountinfo = readFileSync('/proc/self/mountinfo', 'utf
  */
 export function fuseMountOver(path: string, mounts = fuseMounts()): MountEntry | null {
   return mounts.find((m) => path === m.mountPoint || path.startsWith(m.mountPoint === '/' ? '/' : `${m.mountPoint}/`)) ?? null;
+}
+
+/**
+ * Why reading `path` (absolute) could wait on a FUSE server, or null: the path, or a link's target on
+ * the way to it, is at or below a FUSE mount. Each step is checked against the mount table before it
+ * is touched.
+ */
+export function fuseOnTheWay(path: string, mounts = fuseMounts()): string | null {
+  if (mounts.length === 0) return null;
+  return walkPath(path, {
+    before: (p) => {
+      const on = fuseMountOver(p, mounts);
+      return on ? `${p} is on a FUSE file system (${on.fsType} mounted at ${on.mountPoint}): a process answers for it and may never answer` : null;
+    },
+  });
 }

@@ -5,9 +5,10 @@
 // (or `--promote`, which applies a PROMOTE verdict at once).
 import { createHash } from 'node:crypto';
 import { copyFileSync, lstatSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, isAbsolute, join, resolve } from 'node:path';
 import type { ActionInput, ActionLimits } from '../action/action.js';
 import { actionFromArgv } from '../action/from-argv.js';
+import { fuseOnTheWay } from '../base/mountinfo.js';
 import type { Problem } from '../base/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
 import { execute, type ExecuteOutcome, type ExecuteRequest } from '../host/execute.js';
@@ -68,6 +69,12 @@ function stageInputs(files: string[]): { dir: string; inputs: ActionInput[] } | 
     const name = basename(f);
     if (inputs.some((i) => i.name === name)) {
       problems.push({ code: 'EXEC_INPUT', message: `--in ${f}: another input is already named ${name} in /in`, path: '--in' });
+      continue;
+    }
+    // The person chose the file, but a FUSE server that never answers would hold `exec` forever.
+    const fuse = fuseOnTheWay(isAbsolute(f) ? f : `${process.cwd()}/${f}`);
+    if (fuse) {
+      problems.push({ code: 'EXEC_INPUT', message: `--in ${f}: ${fuse}; copy it to a local file system first`, path: '--in' });
       continue;
     }
     try {

@@ -3,10 +3,9 @@
 // `airlock recover` as root replays a journal. A workspace another user can write, or a path to it
 // another user can swap, would let them plant those files; it is refused, as ssh refuses keys in a
 // folder others can write.
-import { lstatSync, readlinkSync, statSync, type Stats } from 'node:fs';
-import { dirname, isAbsolute, join, sep } from 'node:path';
-
-const MAX_LINKS = 40; // the kernel's own limit on links in one path
+import { lstatSync, statSync, type Stats } from 'node:fs';
+import { join } from 'node:path';
+import { walkPath } from '../base/path-walk.js';
 
 const mode = (st: Stats): string => (st.mode & 0o7777).toString(8).padStart(4, '0');
 
@@ -19,39 +18,14 @@ const mode = (st: Stats): string => (st.mode & 0o7777).toString(8).padStart(4, '
  * swapped; its target's way can).
  */
 export function othersCanSwap(path: string, me = process.geteuid?.() ?? 0): string | null {
-  // The components still to walk, as the kernel walks them: a link's target takes its place in
-  // the walk as written (never normalized as a string: `x/..` after a link `x` is the parent of
-  // x's target, not the folder holding x), and ".." is the parent of the folder reached so far.
-  const todo = path.split(sep).filter(Boolean);
-  let links = 0;
-  let at = '/';
-  for (;;) {
-    const st = lstatSync(at);
-    if (st.uid !== 0 && st.uid !== me) return `${at} belongs to uid ${st.uid}`;
-    if (st.mode & 0o022 && !(st.mode & 0o1000)) return `${at} can be written by others (mode ${mode(st)})`;
-    const part = todo.shift();
-    if (part === undefined) return null;
-    if (part === '.') continue;
-    if (part === '..') {
-      at = dirname(at); // `at` is a folder reached without a link left in it: its parent is the real one
-      continue;
-    }
-    const next = join(at, part);
-    let nst: Stats;
-    try {
-      nst = lstatSync(next);
-    } catch {
-      return null; // not made yet: it will be made by us, in a folder checked above
-    }
-    if (nst.isSymbolicLink()) {
-      if (++links > MAX_LINKS) return `too many links on the way to ${path}`;
-      const target = readlinkSync(next);
-      todo.unshift(...target.split(sep).filter(Boolean));
-      if (isAbsolute(target)) at = '/';
-      continue;
-    }
-    at = next;
-  }
+  // A component not made yet ends the walk: it will be made by us, in a folder checked before it.
+  return walkPath(path, {
+    reached: (at, st) => {
+      if (st.uid !== 0 && st.uid !== me) return `${at} belongs to uid ${st.uid}`;
+      if (st.mode & 0o022 && !(st.mode & 0o1000)) return `${at} can be written by others (mode ${mode(st)})`;
+      return null;
+    },
+  });
 }
 
 /** The workspace's own folders and files Airlock acts on later (the rest of FOLDERS is data). */

@@ -6,7 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fuseMountOver, fuseMounts } from '../../src/base/mountinfo.js';
+import { fuseMountOver, fuseMounts, fuseOnTheWay } from '../../src/base/mountinfo.js';
 import { AGENT_IDLE_MS, ScopeFs } from '../../src/base/scope-fs.js';
 import { airlock } from '../helpers/cli.js';
 import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
@@ -130,4 +130,37 @@ test('a scope agent waiting on a FUSE file system that never answers is killed: 
   } finally {
     m.down();
   }
+});
+
+test('exec --in a file on a FUSE mount, or through a link onto one, is refused at once without reading it (EXEC_INPUT)', { skip, timeout: 60_000 }, async () => {
+  const m = await stalledMount();
+  const link = `${m.at}-in-link`;
+  symlinkSync(join(m.at, 'data.csv'), link);
+  try {
+    const ws = scopedWorkspace();
+    for (const file of [join(m.at, 'data.csv'), link]) {
+      const t0 = Date.now();
+      const r = airlock(['exec', '--workspace', ws.root, '--in', file, '--', '/bin/true']);
+      assert.ok(Date.now() - t0 < 30_000, `answered in ${Date.now() - t0} ms (it read the file on the FUSE mount)`);
+      assert.equal(r.code, 125, r.stderr);
+      assert.match(r.stderr, new RegExp(`EXEC_INPUT: --in ${file}: ${m.at} is on a FUSE file system \\(fuse mounted at ${m.at}\\)`));
+      assert.match(r.stderr, /nothing ran/);
+    }
+  } finally {
+    rmSync(link, { force: true });
+    m.down();
+  }
+});
+
+test('fuseOnTheWay follows links as the kernel does, from the mount table: `..` after a link is its target\'s parent', () => {
+  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+  const root = mkdtempSync(join(TEST_SCOPE_ROOT, 'way-'));
+  mkdirSync(join(root, 'deep', 'er'), { recursive: true });
+  symlinkSync(join(root, 'deep', 'er'), join(root, 'l'));
+  const mounts = fuseMounts(`40 22 0:50 / ${join(root, 'deep', 'x')} rw - fuse.sshfs alice@host:/ rw`);
+  // l/../x is deep/x (the parent of l's target), on the FUSE mount; normalising the string (path.join) would say root/x.
+  assert.match(fuseOnTheWay(`${root}/l/../x/f`, mounts) ?? '', new RegExp(`^${join(root, 'deep', 'x')} is on a FUSE file system \\(fuse.sshfs mounted at`));
+  assert.equal(fuseOnTheWay(join(root, 'x', 'f'), mounts), null);
+  assert.equal(fuseOnTheWay(join(root, 'l', 'f'), mounts), null);
+  rmSync(root, { recursive: true, force: true });
 });
