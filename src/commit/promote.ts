@@ -84,7 +84,9 @@ export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOpt
     if (pre.length > 0) return { ok: false, problems: pre };
     if (actionsOf(run.action).every((a) => a.scope.paths.length === 0)) return fail('COMMIT_NO_SCOPE', `${run.sandboxId} declared no scope: it changed no real file; its outputs, if it left any, are in ${join(run.runDir, 'out')}`);
     if (!run.scopes) return fail('COMMIT_NO_SCOPE_RECORD', `${join(run.runDir, 'scopes.json')} is missing or damaged: Airlock cannot tell which scope roots the run acted on; run the descriptor again`);
-    const opened = await Scopes.open(run.scopes);
+    const pol = loadPolicy(ws);
+    if (!pol.ok) return pol;
+    const opened = await Scopes.open(run.scopes, pol.policy.scope_roots);
     if (!opened.ok) return opened;
     const scopes = opened.scopes;
     try {

@@ -105,7 +105,7 @@ async function recoverOne(ws: Workspace, id: string, now: () => Date, abandon?: 
     return { ...base, outcome: j.phase === 'applied' ? 'new_state' : 'old_state', interrupted, unexpected: [], problems: [] };
   }
   // Every directory must still be the inode the promotion recorded (a forced rollback had waived that).
-  const opened = await journalScopes(j, j.rollback_force !== true);
+  const opened = await journalScopes(ws, j, j.rollback_force !== true);
   // Abandoned with scopes that cannot even be opened (a replaced scope root...): nothing is touched.
   if (!opened.ok && !abandon) return { ...base, outcome: 'failed', interrupted, unexpected: [], problems: opened.problems };
   const scopes = opened.ok ? opened.scopes : null;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Workspace } from '../workspace/workspace.js';
 import { removeStaging, step, type StepReport } from './apply.js';
 import { currentState, sameState, type CurrentState } from './fsops.js';
+import { loadPolicy } from './load.js';
 import { missingTombstones } from './plan.js';
 import { pathProblem, Scopes, stepProblem } from './scopes.js';
 import { audit, auditDetail, inflightIds, readJournal, setInflight, withCommitLock, writeCooldown, writeJournal } from './store.js';
@@ -28,9 +29,11 @@ export function rollback(ws: Workspace, sandboxId: string, opts: RollbackOptions
 }
 
 /** The scope agents of a journal's scopes; with `pinned`, every directory must still be the inode the promotion recorded. */
-export async function journalScopes(j: Journal, pinned: boolean): Promise<{ ok: true; scopes: Scopes } | CommitFailure> {
+export async function journalScopes(ws: Workspace, j: Journal, pinned: boolean): Promise<{ ok: true; scopes: Scopes } | CommitFailure> {
   if (!Array.isArray(j.scopes)) return fail('COMMIT_NO_SCOPE_RECORD', `the promotion record of ${j.sandbox_id} predates scope records (journal version ${j.version}): roll it back by hand from the tombstones`);
-  return Scopes.open(j.scopes, pinned ? j.dirs : {});
+  const pol = loadPolicy(ws);
+  if (!pol.ok) return pol;
+  return Scopes.open(j.scopes, pol.policy.scope_roots, pinned ? j.dirs : {});
 }
 
 /** The rollback itself; the caller holds the commit lock. */
@@ -42,7 +45,7 @@ export async function rollbackLocked(ws: Workspace, sandboxId: string, opts: Rol
   if (j.phase !== 'applied') return fail('COMMIT_INTERRUPTED', `${sandboxId} is ${j.phase}: run \`airlock recover\``);
   // --force rolls back over later edits, also where a directory was replaced by another one; a link
   // or a mount point on the way is refused whatever the flag says.
-  const opened = await journalScopes(j, opts.force !== true);
+  const opened = await journalScopes(ws, j, opts.force !== true);
   if (!opened.ok) return opened;
   const scopes = opened.scopes;
   try {

@@ -1,6 +1,7 @@
 import { basename, dirname } from 'node:path';
 import { ScopeFs, ScopeFsError } from '../base/scope-fs.js';
 import type { Problem } from '../base/problem.js';
+import { underScopeRoot } from '../policy/scopes.js';
 
 /**
  * The scopes a promotion, rollback or recovery acts in, each through its own scope agent (one
@@ -30,12 +31,18 @@ export class Scopes {
 
   /**
    * Opens an agent per scope and checks that each root is still the directory the run saw (same
-   * inode, same owner). `pins`: directories (absolute) that must still be the inodes recorded.
+   * inode, same owner). `roots`: the policy's scope_roots now; a scope no longer under one is not
+   * opened (the operator may have removed its root since the run). `pins`: directories (absolute)
+   * that must still be the inodes recorded.
    */
-  static async open(records: ScopeRecord[], pins: Record<string, string> = {}): Promise<{ ok: true; scopes: Scopes } | { ok: false; problems: Problem[] }> {
+  static async open(records: ScopeRecord[], roots: readonly string[] | null, pins: Record<string, string> = {}): Promise<{ ok: true; scopes: Scopes } | { ok: false; problems: Problem[] }> {
     const opened: { rec: ScopeRecord; fs: ScopeFs }[] = [];
     const problems: Problem[] = [];
     for (const rec of records) {
+      if (!underScopeRoot(rec.path, roots)) {
+        problems.push({ code: 'COMMIT_SCOPE_ROOT', message: `${rec.path} is no longer under a folder the host policy lets Airlock act in (scope_roots: ${roots?.length ? roots.join(', ') : 'none'}): nothing was changed there; put its root back in scope_roots to act on it`, path: rec.path });
+        continue;
+      }
       try {
         const fs = await ScopeFs.open(rec.path, rec.kind);
         opened.push({ rec, fs });

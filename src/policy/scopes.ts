@@ -13,6 +13,9 @@ export const scopeRules = [
 
 const under = (path: string, root: string): boolean => path === root || path.startsWith(`${root}/`);
 
+/** Whether `path` lies under one of the policy's scope_roots (null: no policy was read, so none). */
+export const underScopeRoot = (path: string, roots: readonly string[] | null): boolean => roots?.some((r) => under(path, r)) ?? false;
+
 /**
  * Every scope of the action lies under a root the policy allows and is its own real path. `roots`
  * null: no policy was read, and no scope is allowed (fail closed). Checked before anything runs;
@@ -24,7 +27,7 @@ export function checkScopes(action: Action, roots: readonly string[] | null): Pr
   for (const [i, declared] of action.scope.paths.entries()) {
     const path = scopeHostPath(declared);
     const at = `scope.filesystem.paths.${i}`;
-    if (!roots?.some((r) => under(path, r))) {
+    if (!underScopeRoot(path, roots)) {
       problems.push({ code: 'POLICY_SCOPE_ROOT', message: `scope ${path} is outside every folder the host policy lets actions act in (rule scope_roots: ${rootList}); nothing ran`, path: at });
       continue;
     }
