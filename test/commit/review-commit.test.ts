@@ -83,3 +83,38 @@ test("T2: a program cannot loosen the mode of a one-file scope's file (its copy 
   assert.equal((statSync(f).mode & 0o7777).toString(8), '700');
 });
 
+// T3: `rollback` (the CLI and the library's airlock.rollback) took any string as the sandbox id and
+// read `promotions/<id>/journal.json`: an id with `../` read a journal anyone could have written
+// elsewhere, and acted on it (here: a root-owned file removed). promote and confirm checked the id.
+test('T3: rollback refuses a sandbox id that is not one (../): a journal planted outside the workspace is never acted on', { skip: !root, timeout: 60_000 }, async () => {
+  const { createHash } = await import('node:crypto');
+  const { chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } = await import('node:fs');
+  const { dirname, relative } = await import('node:path');
+  const { rollback } = await import('../../src/commit/rollback.js');
+  const ws = scopedWorkspace();
+  // A root-owned folder with a root file, and a folder of the attacker's holding a journal that says
+  // a promotion added that file.
+  const victimDir = mkdtempSync(join('/var/tmp/airlock-test', 'rootdir-'));
+  const victim = join(victimDir, 'important.conf');
+  writeFileSync(victim, 'root config\n');
+  const st = statSync(victimDir);
+  const evil = mkdtempSync(join('/var/tmp/airlock-test', 'evil-'));
+  chownSync(evil, U, U);
+  const id = relative(join(ws.root, 'promotions'), evil);
+  const journal = {
+    version: 2, sandbox_id: id, action_id: 'x', child_action_ids: [], diff_sha256: 'x', result_sha256: 'x', declaration_sha256: 'x', cooldown_on_repeat: false, verdict: 'PROMOTE', token: 'aaaaaaaaaaaa', actor: 'x', phase: 'applied', started_at: '2026-11-27T00:00:00Z', applied_at: '2026-11-27T00:00:00Z',
+    scopes: [{ path: victimDir, kind: 'dir', root: `${st.dev}:${st.ino}`, owner: { uid: 0, gid: 0 } }],
+    dirs: {},
+    ops: [{ path: victim, kind: 'added', before: null, after: { type: 'file', sha256: createHash('sha256').update(readFileSync(victim)).digest('hex'), mode: 0o644, uid: 0, gid: 0 } }],
+  };
+  mkdirSync(evil, { recursive: true });
+  writeFileSync(join(evil, 'journal.json'), JSON.stringify(journal));
+  chownSync(join(evil, 'journal.json'), U, U);
+  // Where the in-flight marker of that id lands (one level less up: under /tmp, which anyone may fill).
+  const marker = dirname(join(ws.root, 'promotions', 'inflight', id));
+  assert.equal(spawnSync('mkdir', ['-p', marker], { uid: U, gid: U }).status, 0, marker);
+  const out = await rollback(ws, id);
+  assert.ok(existsSync(victim), `a planted journal made rollback remove ${victim}: ${JSON.stringify(out).slice(0, 300)}`);
+  assert.equal(out.ok, false);
+  assert.deepEqual(out.ok ? [] : out.problems.map((p) => p.code), ['COMMIT_BAD_ID']);
+});
