@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, existsSync, fsyncSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, existsSync, fsyncSync, openSync, readSync, statfsSync } from 'node:fs';
 import { openRegular, putStreamInStore } from '../base/content-store.js';
 import { basename, dirname, join } from 'node:path';
-import type { EntryStat } from '../base/scope-fs.js';
+import { ScopeFsError, type EntryStat } from '../base/scope-fs.js';
 import type { Scopes } from './scopes.js';
 import type { PathState } from './types.js';
 
@@ -142,11 +142,47 @@ export function fsyncPath(path: string): void {
   }
 }
 
-/** Copies a scope file's content into a store through its agent (streamed) when its sha256 is `sha256`. */
+/**
+ * What a store may still take: its file system keeps a reserve free (beyond what only root may
+ * use): STORE_RESERVE of its size, at most STORE_RESERVE_MAX. What is kept comes from a scope,
+ * whose owner chooses its size: a sparse file costs them no disk, and was copied in full into
+ * root's workspace until its disk was full. The cap keeps a large disk that is merely well used
+ * (91 % of 250 GB) from refusing every pre-image.
+ */
+export const STORE_RESERVE = 0.1;
+export const STORE_RESERVE_MAX = 1 << 30;
+function roomIn(store: string): { room: number; reserve: number } {
+  const s = statfsSync(store);
+  const reserve = Math.min(STORE_RESERVE * s.blocks * s.bsize, STORE_RESERVE_MAX);
+  return { room: Math.max(0, s.bavail * s.bsize - reserve), reserve };
+}
+
+/**
+ * Copies a scope file's content into a store through its agent (streamed) when its sha256 is
+ * `sha256`. Refused (ScopeFsError ENOSPC, nothing kept) when it would leave the store's file
+ * system less than STORE_RESERVE free; a file that grows past that while it is copied ends the agent.
+ */
 export async function keepInStore(store: string, scopes: Scopes, path: string, sha256: string): Promise<boolean> {
   if (existsSync(join(store, sha256))) return true;
   const { fs, rel } = scopes.at(path);
-  return putStreamInStore(store, sha256, (each) => fs.stream(rel, each));
+  const { room, reserve } = roomIn(store);
+  const tooBig = (size: number): ScopeFsError =>
+    new ScopeFsError('ENOSPC', `${path} has ${size} bytes or more: keeping it in ${store} would leave its file system less than its reserve free (${Math.floor(reserve)} bytes: ${STORE_RESERVE * 100}% of it, at most 1 GiB; ${Math.floor(room)} bytes may be kept); nothing of it was kept`, rel);
+  const st = await fs.stat(rel);
+  if (st && st.size > room) throw tooBig(st.size);
+  let written = 0;
+  return putStreamInStore(store, sha256, (each) =>
+    fs.stream(
+      rel,
+      (b) => {
+        written += b.length;
+        each(b);
+      },
+      () => {
+        if (written > room) throw tooBig(written);
+      },
+    ),
+  );
 }
 
 /** Test-only hooks (docs/promotion.md): slow a promotion down, or kill -9 it after N changes. */

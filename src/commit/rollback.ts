@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Workspace } from '../workspace/workspace.js';
 import { removeStaging, step, type StepReport } from './apply.js';
 import { currentState, sameState, type CurrentState } from './fsops.js';
-import { loadPolicy } from './load.js';
+import { loadPolicy, validSandboxId } from './load.js';
 import { missingTombstones } from './plan.js';
 import { pathProblem, Scopes, stepProblem } from './scopes.js';
 import { audit, auditDetail, inflightIds, readJournal, setInflight, withCommitLock, writeCooldown, writeJournal } from './store.js';
@@ -39,6 +39,8 @@ export async function journalScopes(ws: Workspace, j: Journal, pinned: boolean):
 /** The rollback itself; the caller holds the commit lock. */
 export async function rollbackLocked(ws: Workspace, sandboxId: string, opts: RollbackOptions): Promise<RollbackOutcome> {
   const now = opts.now ?? (() => new Date());
+  // The id names a folder of the workspace: `../` would read a journal from anywhere, and act on it.
+  if (!validSandboxId(sandboxId)) return fail('COMMIT_BAD_ID', `${JSON.stringify(sandboxId.slice(0, 80))} is not a sandbox id`);
   const j = readJournal(ws, sandboxId);
   if (!j || j.phase === 'aborted') return fail('ROLLBACK_NOT_PROMOTED', `${sandboxId} was never promoted${j ? ' (its promotion was aborted; the old state stayed)' : ''}`);
   if (j.phase === 'rolled_back') return fail('ROLLBACK_ALREADY_DONE', `${sandboxId} was rolled back at ${j.rolled_back_at}`);

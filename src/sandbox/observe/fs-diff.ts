@@ -256,11 +256,16 @@ export async function opaqueDirs(dirs: string[], python = process.env['AIRLOCK_P
   });
 }
 
-/** A one-file scope: the sandbox's copy against the real file (modified, or no change). */
+/**
+ * A one-file scope: the sandbox's copy against the real file (modified, or no change). Only its
+ * content: the copy belongs to the sandbox's user (so that it may write it), and its mode is that
+ * user's to change as the owner, which it is not of the real file (a directory scope's top folder,
+ * the sandbox's in the overlay too, is not diffed either). The real file keeps its mode.
+ */
 export async function diffFileCopy(copy: string, lower: LowerTree, rel: string, realPath: string, budget?: DiffBudget): Promise<FsChange[]> {
   const low = await lower.entry(rel);
   if (!low) throw new Error(`the scope file ${realPath} is gone`);
-  const up = await entryOf(copy, await lstat(copy), budget);
+  const up = { ...(await entryOf(copy, await lstat(copy), budget)), mode: low.mode };
   return sameContent(low, up) ? [] : [change('modified', realPath, low, up)];
 }
 
