@@ -1,6 +1,7 @@
 // Hostile programs against the ns sandbox: each attack must fail AND be reported by the observation.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,6 +37,24 @@ test('a unix socket to a host service (PostgreSQL) cannot be reached, the attemp
   const o = await py(`import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('${sock}'); print('CONNECTED')\nexcept OSError as e: print('blocked', e.errno)`);
   assert.match(o.stdout.bytes.toString(), /^blocked/, text(o));
   assert.ok(nets(o).some((n) => n.family === 'unix' && n.path === sock && n.result !== 'ok'), JSON.stringify(nets(o)));
+});
+
+test('AF_VSOCK (not confined by the network namespace: it reaches the VM\'s host and shares its ports) is trapped and reported', async (t) => {
+  // A host process holds a vsock port; a sandbox that can make a vsock socket finds that port taken
+  // (EADDRINUSE): its network namespace does not separate vsock, so a connect would leave the machine.
+  const port = 40000 + (process.pid % 20000);
+  const holder = spawn('python3', ['-c', `import socket,sys\ns=socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)\ns.bind((socket.VMADDR_CID_ANY, ${port}))\ns.listen(1)\nprint('held', flush=True)\nsys.stdin.read()`], { stdio: ['pipe', 'pipe', 'pipe'] });
+  t.after(() => holder.kill());
+  const held = await new Promise<string>((resolve) => {
+    let out = '';
+    holder.stdout.on('data', (d: Buffer) => { out += d.toString(); if (out.includes('held')) resolve('held'); });
+    holder.on('exit', () => resolve(out));
+  });
+  if (held !== 'held') return t.skip('no AF_VSOCK on this host');
+  const o = await py(`import socket\ntry:\n s=socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); s.bind((socket.VMADDR_CID_ANY, ${port})); print('BOUND')\nexcept OSError as e: print('vsock', e.errno)`);
+  assert.ok(!/BOUND|vsock 98/.test(o.stdout.bytes.toString()), `the sandbox reached the host's vsock ports: ${text(o)}`);
+  assert.equal(o.status, 'POLICY_ABORTED', text(o));
+  assert.ok(o.sideEffects?.privilegedSyscalls.some((p) => p.name === 'socket' && p.outcome === 'trapped'), JSON.stringify(o.sideEffects?.privilegedSyscalls));
 });
 
 test('host secrets: /root, /etc/shadow and the host environment are absent', async () => {
