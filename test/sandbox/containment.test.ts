@@ -1,12 +1,13 @@
 // Hostile programs against the ns sandbox: each attack must fail AND be reported by the observation.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { doctor } from '../../src/sandbox/doctor.js';
-import { py, run, text } from './helpers-ns.js';
+import { freshOut, LIMITS, py, run, text } from './helpers-ns.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const nets = (o: Awaited<ReturnType<typeof run>>) => o.sideEffects?.networkAttempts ?? [];
@@ -36,6 +37,24 @@ test('a unix socket to a host service (PostgreSQL) cannot be reached, the attemp
   const o = await py(`import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('${sock}'); print('CONNECTED')\nexcept OSError as e: print('blocked', e.errno)`);
   assert.match(o.stdout.bytes.toString(), /^blocked/, text(o));
   assert.ok(nets(o).some((n) => n.family === 'unix' && n.path === sock && n.result !== 'ok'), JSON.stringify(nets(o)));
+});
+
+test('AF_VSOCK (not confined by the network namespace: it reaches the VM\'s host and shares its ports) is trapped and reported', async (t) => {
+  // A host process holds a vsock port; a sandbox that can make a vsock socket finds that port taken
+  // (EADDRINUSE): its network namespace does not separate vsock, so a connect would leave the machine.
+  const port = 40000 + (process.pid % 20000);
+  const holder = spawn('python3', ['-c', `import socket,sys\ns=socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)\ns.bind((socket.VMADDR_CID_ANY, ${port}))\ns.listen(1)\nprint('held', flush=True)\nsys.stdin.read()`], { stdio: ['pipe', 'pipe', 'pipe'] });
+  t.after(() => holder.kill());
+  const held = await new Promise<string>((resolve) => {
+    let out = '';
+    holder.stdout.on('data', (d: Buffer) => { out += d.toString(); if (out.includes('held')) resolve('held'); });
+    holder.on('exit', () => resolve(out));
+  });
+  if (held !== 'held') return t.skip('no AF_VSOCK on this host');
+  const o = await py(`import socket\ntry:\n s=socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); s.bind((socket.VMADDR_CID_ANY, ${port})); print('BOUND')\nexcept OSError as e: print('vsock', e.errno)`);
+  assert.ok(!/BOUND|vsock 98/.test(o.stdout.bytes.toString()), `the sandbox reached the host's vsock ports: ${text(o)}`);
+  assert.equal(o.status, 'POLICY_ABORTED', text(o));
+  assert.ok(o.sideEffects?.privilegedSyscalls.some((p) => p.name === 'socket' && p.outcome === 'trapped'), JSON.stringify(o.sideEffects?.privilegedSyscalls));
 });
 
 test('host secrets: /root, /etc/shadow and the host environment are absent', async () => {
@@ -80,6 +99,33 @@ test('no descriptor of the host reaches the sandbox; its own stdout cannot be re
   // Through the tracer, stdout is a FIFO owned by root (0600): reopening it is refused (EACCES), so the
   // program cannot drain what the host is reading. (Node's spawn gives a pipe, which it could reopen.)
   if (o.host.syscallTracer === 'airlock-tracer') assert.equal(reopen, 'reopen 13', text(o));
+});
+
+test('a descriptor the host process inherited without close-on-exec never reaches the program (at most /dev/null stands at its number), whichever way bwrap is started', async () => {
+  // A shell, a CI runner or socket activation can hand Airlock such a descriptor (here fd 50, a host
+  // file opened for appending): node's spawn passes every one of them on, through bwrap, to the program.
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-ns-inherited-'));
+  const victim = join(dir, 'host-file');
+  writeFileSync(victim, 'host\n');
+  const script = `
+    const { runNs, sandboxIdle } = await import(${JSON.stringify(new URL('../../src/sandbox/ns/runner.js', import.meta.url).href)});
+    const o = await runNs({ argv: ['/bin/bash', '-c', 'echo pwned >&50 && echo WROTE; for f in /proc/self/fd/*; do echo "\${f##*/} $(readlink $f)"; done'], outDir: process.env.OUT, limits: ${JSON.stringify(LIMITS)} });
+    await sandboxIdle();
+    console.log(JSON.stringify({ status: o.status, tracer: o.host.syscallTracer, stdout: o.stdout.bytes.toString() }));`;
+  for (const tracer of ['strace', undefined]) {
+    const env: NodeJS.ProcessEnv = { ...process.env, OUT: freshOut() };
+    if (tracer) env.AIRLOCK_SYSCALL_TRACER = tracer;
+    else delete env.AIRLOCK_SYSCALL_TRACER;
+    // A shell's redirection, as a parent would leave it (node's own stdio options set close-on-exec).
+    const r = spawnSync('/bin/bash', ['-c', 'exec "$0" --input-type=module -e "$1" 50>>"$2"', process.execPath, script, victim], { stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8', timeout: 60_000, env });
+    assert.equal(r.status, 0, r.stderr);
+    const o = JSON.parse(r.stdout.trim().split('\n').pop()!) as { status: string; tracer: string | null; stdout: string };
+    assert.ok(!o.stdout.includes('WROTE'), `the program wrote to the host's descriptor (tracer ${o.tracer}): ${o.stdout}`);
+    assert.equal(readFileSync(victim, 'utf8'), 'host\n', `the host file was written through an inherited descriptor (tracer ${o.tracer})`);
+    // What is left at such a number is the sandbox's own /dev/null (the loop's own, gone when readlink looks, shows nothing).
+    const fds = o.stdout.split('\n').map((l) => /^(\d+) (.*)$/.exec(l)).filter((m) => m !== null && Number(m[1]) > 2 && m[2] !== '' && !m[2]!.startsWith('/proc/'));
+    assert.deepEqual(fds.filter((m) => m![2] !== '/dev/null').map((m) => m![0]), [], `descriptors beyond stdio: ${o.stdout}`);
+  }
 });
 
 test('writing outside /out fails; only /out changes are reported', async () => {

@@ -149,7 +149,7 @@ test('every plainly denied syscall is trapped with SIGSYS (not executed)', { ski
   }
 });
 
-test('argument-checked rules: clone NEW flags, ioctl TIOCSTI/TIOCLINUX, personality', { skip: !onX64 }, () => {
+test('argument-checked rules: clone NEW flags, ioctl TIOCSTI/TIOCLINUX, personality, socket domains', { skip: !onX64 }, () => {
   assert.equal(sandbox([probe, '56', String(0x10000000 | 17)]).status, 0, 'clone(CLONE_NEWUSER)');
   assert.equal(sandbox([probe, '56', String(0x40000000 | 17)]).status, 0, 'clone(CLONE_NEWNET)');
   // A child made with CLONE_UNTRACED would escape the host tracer: trapped like a namespace flag.
@@ -161,6 +161,11 @@ test('argument-checked rules: clone NEW flags, ioctl TIOCSTI/TIOCLINUX, personal
   assert.equal(sandbox([probe, '135', '0x0040000']).status, 0, 'personality(ADDR_NO_RANDOMIZE)');
   assert.equal(sandbox([probe, '135', '0xffffffff']).status, 3, 'personality query is allowed');
   assert.equal(sandbox([probe, '39']).status, 3, 'getpid is allowed');
+  // socket(): only the families a network namespace confines (AF_VSOCK would reach the VM's host).
+  assert.equal(sandbox([probe, '41', '40', '1']).status, 0, 'socket(AF_VSOCK)');
+  assert.equal(sandbox([probe, '41', String(0x100000000 + 40), '1']).status, 0, 'socket(AF_VSOCK) with high bits set');
+  assert.equal(sandbox([probe, '41', '38', '5']).status, 0, 'socket(AF_ALG)');
+  for (const domain of ['1', '2', '10', '16']) assert.equal(sandbox([probe, '41', domain, '2']).status, 3, `socket(${domain}) is allowed`);
 });
 
 test('ABI bypasses are trapped; clone3 gets ENOSYS', { skip: !onX64 }, (t) => {

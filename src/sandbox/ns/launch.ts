@@ -8,7 +8,7 @@
 //     init on --block-fd while `prepare` moves it into the cgroups and sets its rlimits.
 // Either way the caller gets the init's pid while it is still blocked, and lets it go with release().
 import { spawn, type StdioOptions } from 'node:child_process';
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants, openSync, readdirSync, readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Launch, LaunchSpec, SyscallTracer, TraceRun } from '../observe/tracer.js';
@@ -143,9 +143,39 @@ export interface NodeLaunchSpec {
 /** How long a node launch's pipes may stay open after its process exited (what they still carry is read meanwhile). */
 const EXIT_GRACE_MS = 1000;
 
+const O_CLOEXEC = 0o2000000;
+let devNull: number | null = null;
+
+/**
+ * The descriptors above 5 this process holds without close-on-exec: ones it inherited (a shell's
+ * redirection, a CI runner's pipe, socket activation; node opens its own with O_CLOEXEC). node's
+ * spawn would pass each on to bwrap, which passes it on to the program.
+ */
+function inheritedFds(): number[] {
+  const fds: number[] = [];
+  for (const name of readdirSync('/proc/self/fd')) {
+    const fd = Number(name);
+    if (!(fd > 5)) continue;
+    try {
+      const flags = /^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'));
+      if (flags && (parseInt(flags[1]!, 8) & O_CLOEXEC) === 0) fds.push(fd);
+    } catch {
+      // gone meanwhile (the directory's own descriptor among them)
+    }
+  }
+  return fds;
+}
+
 /** A long-lived launch (a Monty worker) may let the process exit while it idles: `ref(false)`. */
 export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: Writable | null; ref(on: boolean): void } {
   const stdio: StdioOptions = [spec.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
+  // node's spawn closes nothing: each inherited descriptor is covered in the child by /dev/null
+  // (libuv dup2s over it), so no host file, pipe or socket reaches the sandbox.
+  const inherited = inheritedFds();
+  if (inherited.length > 0) {
+    devNull ??= openSync('/dev/null', constants.O_RDONLY); // close-on-exec, as every open of node's
+    for (let fd = stdio.length; fd <= Math.max(...inherited); fd++) stdio.push(inherited.includes(fd) ? devNull : 'ignore');
+  }
   const child = spawn(spec.cmd[0]!, spec.cmd.slice(1), { stdio, env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' }, ...(spec.ids ?? {}) });
   const extra = child.stdio as unknown as (Readable & Writable)[];
   const info: Readable = extra[3]!;

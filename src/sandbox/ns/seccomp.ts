@@ -60,6 +60,12 @@ const CLONE_UNTRACED = 0x00800000;
 const CLONE_THREAD = 0x00010000;
 const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
+/**
+ * socket() domains the sandbox may create: AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, whose sockets
+ * live in the sandbox's own network namespace (or its mount tree). Any other is trapped: AF_VSOCK, for
+ * one, is not separated by a network namespace (it reaches the VM's host and shares its ports).
+ */
+const SOCKET_DOMAINS = [1, 2, 10, 16];
 /** personality() values a normal program may use: PER_LINUX, PER_LINUX32, UNAME26 combos, query. */
 const PERSONALITY_ALLOWED = [0x0, 0x8, 0x20000, 0x20008, 0xffffffff];
 
@@ -148,7 +154,7 @@ export const DENIED_SYSCALLS = {
   kexec: ['kexec_load', 'kexec_file_load'],
   bpf_perf: ['bpf', 'perf_event_open'],
   keyring: ['keyctl', 'add_key', 'request_key'],
-  namespaces: ['unshare', 'setns', 'clone(CLONE_NEW*)'],
+  namespaces: ['unshare', 'setns', 'clone(CLONE_NEW*)', 'socket(other than AF_UNIX, AF_INET, AF_INET6, AF_NETLINK: e.g. AF_VSOCK, which no network namespace confines)'],
   host_state: ['clock_settime', 'clock_adjtime', 'adjtimex', 'settimeofday', 'sethostname', 'setdomainname', 'reboot', 'swapon', 'swapoff', 'acct', 'quotactl', 'quotactl_fd', 'iopl', 'ioperm', 'syslog', 'vhangup'],
   file_handles: ['open_by_handle_at', 'name_to_handle_at'],
   kernel_surface: ['userfaultfd', 'fanotify_init', 'lookup_dcookie', 'io_uring_setup', 'io_uring_enter', 'io_uring_register'],
@@ -228,7 +234,7 @@ export function syscallName(nr: number, arch: string = process.arch): string | n
 
 /** True when `name` is one of the denied families' syscalls or an argument-checked one (trapped by the filter). */
 export function isTrappedName(name: string): boolean {
-  return DENIED_NAMES.has(name) || name === 'clone' || name === 'ioctl' || name === 'personality';
+  return DENIED_NAMES.has(name) || name === 'clone' || name === 'ioctl' || name === 'personality' || name === 'socket';
 }
 const DENIED_NAMES: ReadonlySet<string> = new Set([...Object.values(DENIED_SYSCALLS).flat(), ...OBSOLETE_DENIED].filter((n) => /^[a-z_0-9]+$/.test(n)));
 
@@ -359,6 +365,8 @@ export function buildSeccompFilter(arch: string = process.arch, opts: { observe?
     ld(OFF_NR),
   ];
   if (t.x32Check) prog.push(jge(X32_SYSCALL_BIT, 'trap0'), ja('nox32'), label('trap0'), ret(SECCOMP_RET_TRAP), label('nox32'));
+  // socket(domain, ...): before the observed set, which holds socket too; the kernel reads domain as an int.
+  if (allowed.has('socket')) prog.push(...when(nr('socket'), [ld(offArgLo(0)), ...SOCKET_DOMAINS.map((k) => jeq(k, 'sockdomain')), ret(SECCOMP_RET_TRAP), label('sockdomain'), ret(trace)]));
   if (observe) prog.push(...membership([...numbers(a, OBSERVED).values()], 'trace', id), ja('special'), label('trace'), ret(SECCOMP_RET_TRACE), label('special'));
   // clone(flags, ...): flags are argument 0 on both arches; the kernel uses their low 32 bits.
   prog.push(
