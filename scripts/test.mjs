@@ -34,7 +34,8 @@ const walk = (dir) => {
   for (const name of readdirSync(dir).sort()) {
     const p = join(dir, name);
     if (statSync(p).isDirectory()) walk(p);
-    else if (name.endsWith('.test.js') && (only.length === 0 || only.some((o) => p.includes(o)))) files.push(p);
+    // Matched inside the repository (dist/test/...): a checkout at /work/wt-commit must not match `commit` everywhere.
+    else if (name.endsWith('.test.js') && (only.length === 0 || only.some((o) => p.slice(repo.length).includes(o)))) files.push(p);
   }
 };
 walk(root);
