@@ -52,21 +52,29 @@ export function prepareApproval(file: string, operator: string, now: Date): { ok
   return { ok: true, value: { request: parsed.value, text: toolRequestContract.render(parsed.value), inputsDir } };
 }
 
-/** What the operator sees before signing. */
+// Characters the AI's draft must not send to the operator's terminal as such: C0 (tab aside) and C1
+// controls, DEL (ESC sequences move the cursor, erase or conceal lines; CR overwrites one), line and
+// paragraph separators, and bidi overrides, embeddings, isolates and marks (Trojan Source).
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const UNSHOWABLE = /[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+/** One line of the draft as the operator sees it: every such character written as `\uXXXX`. */
+const shown = (s: string): string => s.replace(UNSHOWABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
+/** What the operator sees before signing (every text from the draft escaped: shown()). */
 export function approvalSummary(r: ToolRequest): string {
   const fm = r.frontMatter;
   const lines = [
-    `request   ${fm.request_id}`,
-    `purpose   ${fm.purpose}`,
-    `drafted   by ${fm.requested_by} at ${fm.created_utc}`,
+    `request   ${shown(fm.request_id)}`,
+    `purpose   ${shown(fm.purpose)}`,
+    `drafted   by ${shown(fm.requested_by)} at ${shown(fm.created_utc)}`,
     `runs      ${fm.backend === 'monty' ? 'Python code in the Monty interpreter (no filesystem but /in, /out)' : `${fm.language} in the ns sandbox`}`,
-    ...(r.command ? [`command   ${r.command.raw}`] : [`code      ${(r.code ?? '').split('\n').length} lines:`, ...(r.code ?? '').split('\n').map((l) => `  | ${l}`)]),
+    ...(r.command ? [`command   ${shown(r.command.raw)}`] : [`code      ${(r.code ?? '').split('\n').length} lines:`, ...(r.code ?? '').split('\n').map((l) => `  | ${shown(l)}`)]),
     `inputs    ${r.inputs.length === 0 ? 'none' : ''}`,
-    ...r.inputs.map((i) => `  ${i.path}  sha256 ${i.sha256}`),
-    `outputs   ${r.outputs.map((o) => o.path).join(', ') || 'none'}`,
+    ...r.inputs.map((i) => `  ${shown(i.path)}  sha256 ${i.sha256}`),
+    `outputs   ${shown(r.outputs.map((o) => o.path).join(', ')) || 'none'}`,
     `limits    cpu ${fm.cpu_limit} cores, memory ${fm.memory_limit_mb} MB, time ${fm.time_limit_sec} s`,
-    `network   ${fm.network === 'none' ? 'none' : `allowlist: ${fm.network_allowlist.join(', ')}`}`,
-    `risk      ${r.risk.level} (${r.risk.justification}); data ${r.risk.dataSensitivity}`,
+    `network   ${fm.network === 'none' ? 'none' : `allowlist: ${shown(fm.network_allowlist.join(', '))}`}`,
+    `risk      ${shown(r.risk.level)} (${shown(r.risk.justification)}); data ${shown(r.risk.dataSensitivity)}`,
   ];
   return lines.join('\n') + '\n';
 }

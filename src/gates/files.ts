@@ -1,12 +1,44 @@
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
+import type { Problem } from '../base/problem.js';
+import { MAX_DOCUMENT_BYTES } from '../contracts/text.js';
 
-/** Writes a file atomically: a temp file in the same folder, then rename. */
+/**
+ * Writes a file atomically: a temp file in the same folder, then rename. The temp name is
+ * unpredictable and made with O_EXCL (a link already there is never followed): the gate's folders
+ * requests_in/, results_out/, inbound/ and quarantine/ may be writable by the AI's side.
+ */
 export function writeAtomic(path: string, data: string | Buffer, mode = 0o600): void {
   mkdirSync(dirname(path), { recursive: true });
-  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-  writeFileSync(tmp, data, { mode });
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(8).toString('hex')}.tmp`);
+  writeFileSync(tmp, data, { mode, flag: 'wx' });
   renameSync(tmp, path);
+}
+
+/**
+ * Reads a document the gate was handed (a request, its .sig): a regular file only, never through a
+ * link, never blocking (a fifo), at most MAX_DOCUMENT_BYTES (+1, so that DOC_TOO_LARGE is reported).
+ */
+export function readHandedFile(path: string): { bytes: Buffer } | { problem: Problem } {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return { problem: { code: 'DOC_NOT_TEXT', message: code === 'ELOOP' ? `${basename(path)} is a link, not a file: the gate reads only files` : `${basename(path)} cannot be read (${code ?? e})` } };
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return { problem: { code: 'DOC_NOT_TEXT', message: `${basename(path)} is not a regular file (a folder, fifo, socket or device): the gate reads only files` } };
+    if (st.size > MAX_DOCUMENT_BYTES) return { problem: { code: 'DOC_TOO_LARGE', message: `document is ${st.size} bytes; the limit is ${MAX_DOCUMENT_BYTES}` } };
+    const buf = Buffer.alloc(MAX_DOCUMENT_BYTES + 1);
+    let n = 0;
+    for (let r = 1; r > 0 && n < buf.length; n += r) r = readSync(fd, buf, n, buf.length - n, null);
+    return { bytes: buf.subarray(0, n) };
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Moves a file (and its `.sig` when present) into `dir`; never overwrites: a clash gets a suffix. */

@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, readdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { checkText, type Problem } from '../contracts/index.js';
 import { toolResultContract } from '../contracts/tool-result.js';
@@ -10,7 +10,7 @@ import { execute } from '../host/execute.js';
 import { writeToolResult } from './tool-result-file.js';
 import { sweepOrphans } from '../sandbox/ns/sweep.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { moveInto, quarantine, writeAtomic } from './files.js';
+import { moveInto, quarantine, readHandedFile, writeAtomic } from './files.js';
 import { Ledger } from './ledger.js';
 import type { GateLog } from './log.js';
 import { ownedTempDir, ownerTag, tagOwner } from '../base/owner.js';
@@ -154,7 +154,10 @@ async function processClaimed(name: string, opts: GateOptions, ledger: Ledger): 
     return true;
   };
 
-  const bytes = readFileSync(claimed);
+  // A folder, fifo or link in requests_in/ is refused (quarantined), never read through or waited on.
+  const read = readHandedFile(claimed);
+  if ('problem' in read) return reject([read.problem], 'validate');
+  const bytes = read.bytes;
   const checked = checkText(name, bytes.toString('utf8'));
   if (checked.problems.length > 0 || checked.kind !== 'tool-request') {
     return reject(checked.problems.length > 0 ? checked.problems : [{ code: 'RUN_NOT_RUNNABLE', message: `${name} is not a Tool Request` }], 'validate');
@@ -170,7 +173,9 @@ async function processClaimed(name: string, opts: GateOptions, ledger: Ledger): 
     // Approval: an operator's signature, or the policy's own rule for the requests it may approve
     // alone; checked by the host core, as for every door. The replay ledger has the last word.
     const sigFile = `${claimed}.sig`;
-    const approval: ApprovalEvidence = existsSync(sigFile) ? { kind: 'signature', sigText: readFileSync(sigFile, 'utf8'), bytes, requestId: id, approvedBy: tr.frontMatter.approved_by } : action.lane === 'monty' && action.inputs.length === 0 ? { kind: 'policy-rule' } : { kind: 'signature', sigText: null, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by };
+    const sig = existsSync(sigFile) || isLink(sigFile) ? readHandedFile(sigFile) : null;
+    const sigText = sig === null ? null : 'bytes' in sig ? sig.bytes.toString('utf8') : `(${sig.problem.message})`;
+    const approval: ApprovalEvidence = sigText !== null ? { kind: 'signature', sigText, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by } : action.lane === 'monty' && action.inputs.length === 0 ? { kind: 'policy-rule' } : { kind: 'signature', sigText: null, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by };
     // Once approved: the inputs from the store (as approved), then the replay ledger's claim.
     const claim = (): Problem[] => {
       const missing = action.inputs.filter((i) => !existsSync(join(ws.inputs, i.sha256)));
@@ -218,6 +223,14 @@ async function processClaimed(name: string, opts: GateOptions, ledger: Ledger): 
     rmSync(inputsDir, { recursive: true, force: true });
   }
 }
+
+const isLink = (p: string): boolean => {
+  try {
+    return lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+};
 
 const codesOf = (ps: Problem[]): string[] => [...new Set(ps.map((p) => p.code))];
 
