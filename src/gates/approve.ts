@@ -1,4 +1,5 @@
 import { copyFileSync, existsSync, readFileSync, unlinkSync } from 'node:fs';
+import { inertLine } from '../base/inert-line.js';
 import { basename, dirname, join } from 'node:path';
 import type { Problem } from '../base/problem.js';
 import { normalizeText } from '../contracts/text.js';
@@ -52,13 +53,8 @@ export function prepareApproval(file: string, operator: string, now: Date): { ok
   return { ok: true, value: { request: parsed.value, text: toolRequestContract.render(parsed.value), inputsDir } };
 }
 
-// Characters the AI's draft must not send to the operator's terminal as such: C0 (tab aside) and C1
-// controls, DEL (ESC sequences move the cursor, erase or conceal lines; CR overwrites one), line and
-// paragraph separators, and bidi overrides, embeddings, isolates and marks (Trojan Source).
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const UNSHOWABLE = /[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
-/** One line of the draft as the operator sees it: every such character written as `\uXXXX`. */
-const shown = (s: string): string => s.replace(UNSHOWABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+/** One line of the draft as the operator sees it (src/base/inert-line.ts). */
+const shown = inertLine;
 
 /** What the operator sees before signing (every text from the draft escaped: shown()). */
 export function approvalSummary(r: ToolRequest): string {

@@ -1,3 +1,4 @@
+import { inertLine } from '../base/inert-line.js';
 import { jsonLog } from '../base/json-log.js';
 
 /** Progress and decisions of the gate service: a line per event for people, or JSON for machines. */
@@ -15,8 +16,9 @@ export function gateLog(format: 'text' | 'json'): GateLog {
       warn: (event, fields, line) => log.write('warn', event, fields, line),
     };
   }
+  // A line names files the AI's side chose (a request's name may hold a newline): one line each, inert.
   return {
-    info: (_e, _f, line) => process.stdout.write(`${line}\n`),
-    warn: (_e, _f, line) => process.stderr.write(`${line}\n`),
+    info: (_e, _f, line) => process.stdout.write(`${inertLine(line)}\n`),
+    warn: (_e, _f, line) => process.stderr.write(`${inertLine(line)}\n`),
   };
 }

@@ -50,3 +50,17 @@ test('a folder or a fifo named like a request in requests_in/ neither crashes no
   assert.deepEqual(readdirSync(ws.requestsIn), []);
   assert.ok(!existsSync(join(ws.running, 'TR-20260301-120000Z-a-dir.md')));
 });
+
+test('a request named with a newline cannot forge a line of the gate\'s text log: each line is one event, controls written as \\uXXXX', () => {
+  const root = mkdtempSync(join(tmpdir(), 'airlock-gate-files-'));
+  assert.equal(airlock(['init', root]).code, 0);
+  const ws = openWorkspace(root);
+  const forged = 'TR-20260301-120000Z-zzz: ACCEPT (SUCCESS, exit 0, ALLOW, 0.20 s)';
+  writeFileSync(join(ws.requestsIn, `TR-20260301-120000Z-x\n${forged}\n\u001b[2Ky.md`), notARequest);
+  const r = spawnSync(repoPath('bin/airlock'), ['serve', '--workspace', root, '--once'], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const lines = `${r.stdout}${r.stderr}`.split('\n');
+  assert.ok(!lines.some((l) => l.startsWith(forged)), `a forged line:\n${r.stdout}${r.stderr}`);
+  assert.ok(!/\u001b/.test(r.stdout + r.stderr), 'an escape sequence reached the log');
+  assert.ok(lines.some((l) => l.includes('x\\u000aTR-20260301-120000Z-zzz: ACCEPT')), `the name, inert, in one line:\n${r.stdout}${r.stderr}`);
+});
