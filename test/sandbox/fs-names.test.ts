@@ -46,3 +46,11 @@ test('a scope: deleting a real file whose name is not valid UTF-8 (and adding it
   await sandboxIdle();
   assert.deepEqual(readdirSync(Buffer.from(scope), { encoding: 'buffer' }).map((b) => b.toString('hex')).sort(), [Buffer.from('D').toString('hex'), Buffer.from('g\xff', 'latin1').toString('hex')].sort());
 });
+
+test('/dev/shm: a folder whose name is not valid UTF-8, beside its look-alike, is not left out of what the run left there', async () => {
+  const code = ['import os', 'os.mkdir(b"/dev/shm/d\\xff")', 'for i in range(3): open(b"/dev/shm/d\\xff/f%d" % i, "wb").write(b"x" * 1000)', 'os.mkdir("/dev/shm/d\\ufffd")'].join('\n');
+  const o = await py(code);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  // Before: 2 entries, 0 bytes (the empty look-alike counted twice), and nothing said incomplete.
+  assert.match(o.scratch?.incomplete ?? '', /not valid UTF-8/, JSON.stringify(o.scratch));
+});
