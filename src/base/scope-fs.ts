@@ -8,6 +8,7 @@
 // Why a native process: Node's fs takes paths only, so every call would resolve every component
 // again, and the scope's owner could swap any of them between two calls (docs/promotion.md).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { createConnection, type Socket } from 'node:net';
@@ -499,7 +500,15 @@ export class ScopeFs implements OpenScopeFs {
 
   /** Names in a directory. */
   list(rel: string): Promise<string[]> {
-    return this.request(`L ${hex(rel)}`, null, async () => (await this.answer(rel)).filter((x) => x !== '').map(unhex));
+    return this.request(`L ${hex(rel)}`, null, async () =>
+      (await this.answer(rel))
+        .filter((x) => x !== '')
+        .map((h) => {
+          // Decoded, a name that is not valid UTF-8 names no file (or another one): refused, never guessed.
+          if (!isUtf8(Buffer.from(h, 'hex'))) throw new ScopeFsError('EILSEQ', `a name that is not valid UTF-8 (bytes ${h}) in ${rel || '.'}: it cannot be named as it is`, rel);
+          return unhex(h);
+        }),
+    );
   }
 
   /** A symbolic link's target text (the link is read, never followed). */

@@ -1,6 +1,7 @@
 // What the program leaves in the run's writable places, read by the host after every sandbox process
 // is dead: whether a capped tmpfs filled up, what is left in /dev/shm (reported, then discarded), and
 // the copy of /out to the caller's folder, which never recreates a link, fifo or device on the host.
+import { isUtf8 } from 'node:buffer';
 import { copyFile } from 'node:fs/promises';
 import { chmodSync, lstatSync, mkdirSync, readdirSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -54,17 +55,24 @@ export async function observeScratch(scratch: string, deadline: number, maxFiles
     const stack = [shm];
     while (stack.length > 0) {
       const dir = stack.pop() as string;
-      let names: string[];
+      let names: Buffer[];
       try {
-        names = readdirSync(dir);
+        names = readdirSync(dir, { encoding: 'buffer' });
       } catch (e) {
         cannotRead(dir, e);
         continue;
       }
-      for (const name of names) {
+      for (const raw of names) {
         budget.entry();
         use.shmFiles++;
+        const name = raw.toString('utf8');
         const path = join(dir, name);
+        // Decoded, a name that is not valid UTF-8 names no file, or (beside a real name that decodes
+        // the same) that other one, counted twice while this one went unseen.
+        if (!isUtf8(raw)) {
+          cannotRead(path, new Error(`a name that is not valid UTF-8 (bytes ${raw.toString('hex')})`));
+          continue;
+        }
         try {
           const st = lstatSync(path);
           if (st.isDirectory()) stack.push(path);

@@ -7,6 +7,7 @@
 // opened fd must be the inode lstat saw); fifos, sockets and device nodes are reported, never opened;
 // hashes are streamed so memory stays bounded whatever the file sizes.
 
+import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import { constants, lstatSync, readdirSync, type Stats } from 'node:fs';
 import { lstat, open, readlink } from 'node:fs/promises';
@@ -140,7 +141,16 @@ async function entryOf(path: string, st: Stats, budget?: DiffBudget): Promise<Tr
 // YIELD_EVERY entries (before an lstat, never between an lstat and its use), so a big tree does not
 // hold other runs up.
 const YIELD_EVERY = 256;
-const listDir = (dir: string): string[] => readdirSync(dir).sort();
+// A name that is not valid UTF-8 has no exact string form: decoded, its bytes become U+FFFD, so it
+// named no file (lstat: ENOENT) or, next to a real name that decodes the same, the same entry twice
+// while the file itself went unreported. The diff stops instead: what it cannot name, it cannot report.
+const listDir = (dir: string): string[] =>
+  readdirSync(dir, { encoding: 'buffer' })
+    .map((b) => {
+      if (!isUtf8(b)) throw new Error(`a name that is not valid UTF-8 (bytes ${b.toString('hex')}) in ${dir}: it cannot be reported as it is`);
+      return b.toString('utf8');
+    })
+    .sort();
 async function breathe(seen: number): Promise<void> {
   if (seen % YIELD_EVERY === 0) await new Promise((r) => setImmediate(r));
 }

@@ -80,7 +80,16 @@ export interface Launch {
   park(on: boolean): void;
 }
 
+/**
+ * Characters of event lines the host keeps for one run (64 Mi: a million ordinary lines). A program
+ * can make lines as fast as the tracer stops it (a loop of failing opens of a 4,000-character path
+ * under /root: ~90 MB a second); past this the rest is not kept and the trace is incomplete.
+ */
+export const MAX_TRACE_CHARS = 64 << 20;
+
 interface RunState extends TraceRun {
+  /** Characters of `lines` so far (each line counts 32 more: what a string costs beyond its text). */
+  chars: number;
   finish: () => void;
   onStarted: (r: { pid: number; held: boolean } | { error: string }) => void;
   onInit: (r: { pid: number } | AttachFailure) => void;
@@ -173,7 +182,14 @@ export class SyscallTracer {
       } else if (f[0] === 'B' && f[1] === 'err') r.onInit(attachError(f[3], f[4]));
       else if (f[0] === 'B') r.onInit({ pid: Number(f[1]) });
       else if (f[0] === 'W') r.onExit({ code: f[1] === '-' ? null : Number(f[1]), signal: f[2] === '-' ? null : signalName(Number(f[2])), spawnError: r.spawnError });
-      else r.lines.push(ev);
+      else if (r.chars <= MAX_TRACE_CHARS) {
+        r.chars += ev.length + 32;
+        if (r.chars <= MAX_TRACE_CHARS) r.lines.push(ev);
+        else {
+          r.lost ??= `the trace of this run passed ${MAX_TRACE_CHARS >> 20} Mi characters of events (a flood of observed calls): the rest was not kept, so the trace is incomplete`;
+          r.lines.length = 0;
+        }
+      }
     }
     this.idle();
   }
@@ -196,7 +212,7 @@ export class SyscallTracer {
     const [init, onInit] = settleOnce<{ pid: number } | AttachFailure>();
     const [exit, onExit] = settleOnce<LaunchExit>();
     const [done, finish] = settleOnce<void>();
-    const r: RunState = { lines: [], done, lost: null, finish: () => finish(), onStarted, onInit, onExit, spawnError: null };
+    const r: RunState = { lines: [], chars: 0, done, lost: null, finish: () => finish(), onStarted, onInit, onExit, spawnError: null };
     this.runs.set(id, r);
     return [id, r, { started, init, exit }];
   }
