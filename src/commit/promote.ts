@@ -15,13 +15,6 @@ import { Scopes, stepProblem } from './scopes.js';
 import { allRecordIds, audit, auditDetail, claimRecord, commitPaths, inflightIds, readCooldown, readJournal, recordDir, setInflight, withCommitLock, writeJournal } from './store.js';
 import { fail, type CommitFailure, type CommitResult, type Journal } from './types.js';
 
-/**
- * How long a rolled-back declaration with `confirmation.cooldown_on_repeat` waits before it may be
- * promoted again. The policy has no field for it yet (proposed: `confirmation.cooldown_seconds`).
- */
-/** Used only when the policy cannot be read (promotion of a REQUIRE_CONFIRMATION run needs it anyway). */
-export const DEFAULT_COOLDOWN_SECONDS = 3600;
-
 export interface PromoteOptions {
   actor?: string;
   now?: () => Date;
@@ -70,11 +63,13 @@ export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOpt
       renameSync(recordDir(ws, sandboxId), join(aside, `${sandboxId}.${Date.now()}`));
     }
 
+    // The policy as it is now: its cooldown, and the scope_roots the scopes must still lie under.
+    const pol = loadPolicy(ws);
+    if (!pol.ok) return pol;
     // cooldown_on_repeat: the same declaration, rolled back less than the cooldown ago.
     const cd = readCooldown(ws, run.declarationSha256);
     if (cd && (cd.cooldown_on_repeat || run.action.cooldownOnRepeat)) {
-      const pol = opts.cooldownSeconds === undefined ? loadPolicy(ws) : null;
-      const cooldown = opts.cooldownSeconds ?? (pol?.ok ? pol.policy.confirmation.cooldown_seconds : DEFAULT_COOLDOWN_SECONDS);
+      const cooldown = opts.cooldownSeconds ?? pol.policy.confirmation.cooldown_seconds;
       const until = Date.parse(cd.rolled_back_at) + cooldown * 1000;
       if (now().getTime() < until) {
         return fail('PROMOTE_COOLDOWN', `the same action (declaration ${run.declarationSha256.slice(0, 12)}) was rolled back at ${cd.rolled_back_at} (sandbox ${cd.sandbox_id}); it may be promoted again after ${new Date(until).toISOString()}`);
@@ -84,8 +79,6 @@ export async function promote(ws: Workspace, sandboxId: string, opts: PromoteOpt
     if (pre.length > 0) return { ok: false, problems: pre };
     if (actionsOf(run.action).every((a) => a.scope.paths.length === 0)) return fail('COMMIT_NO_SCOPE', `${run.sandboxId} declared no scope: it changed no real file; its outputs, if it left any, are in ${join(run.runDir, 'out')}`);
     if (!run.scopes) return fail('COMMIT_NO_SCOPE_RECORD', `${join(run.runDir, 'scopes.json')} is missing or damaged: Airlock cannot tell which scope roots the run acted on; run the descriptor again`);
-    const pol = loadPolicy(ws);
-    if (!pol.ok) return pol;
     const opened = await Scopes.open(run.scopes, pol.policy.scope_roots);
     if (!opened.ok) return opened;
     const scopes = opened.scopes;
