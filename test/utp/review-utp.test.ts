@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { PostgresStore } from '../../src/store/postgres.js';
+import type { Store } from '../../src/store/types.js';
 import { callTool } from '../../src/utp/client.js';
 import { eventually, startHarness, type Harness } from './harness.js';
+import { answerInput } from '../store/suite.js';
 
 /**
  * A security review of the UTP door (review-utp, 2026-11-28): each test is an attack that worked
@@ -10,6 +13,16 @@ import { eventually, startHarness, type Harness } from './harness.js';
  */
 
 const ids = () => ({ agentTurnId: `turn-${randomUUID()}`, toolCallId: `call-${randomUUID()}` });
+
+/** One raw SQL statement on the harness's store, as any program with the store's credentials can run. */
+async function raw(store: Store, sql: string, args: unknown[]): Promise<void> {
+  if (store instanceof PostgresStore) {
+    let n = 0;
+    await (store as unknown as { q(s: string, a: unknown[]): Promise<unknown> }).q(sql.replace(/\?/g, () => `$${++n}`), args);
+  } else {
+    (store as unknown as { d: { prepare(s: string): { run(...a: unknown[]): unknown } } }).d.prepare(sql).run(...args);
+  }
+}
 
 describe('a wakeup published by another agent does not answer a call it does not own (NATS only, no store write)', () => {
   let h: Harness;
@@ -48,3 +61,55 @@ describe('a wakeup published by another agent does not answer a call it does not
     assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
   });
 });
+
+for (const db of ['sqlite', 'postgres'] as const) {
+  describe(`${db}: a report planted in the inbox for a running call's anchor does not keep the call from being answered`, () => {
+    let h: Harness;
+    before(async () => {
+      h = await startHarness({ db });
+    });
+    after(async () => {
+      await h?.stop();
+    });
+
+    test('the worker answers; no executor_lost loop', async () => {
+      const a = ids();
+      const pending = callTool({ nats: h.nc, store: h.store, subject: h.subject('echo'), tool: 'echo', agentId: 'agent-a', turnEpoch: 1, ...a, arguments: { delay_ms: 600 }, timeoutMs: 6000 });
+      await eventually(() => (h.runs.includes(a.toolCallId) ? true : undefined), 5000, 'the run to start');
+      // The race: the tool runs; anyone with the store plants the call's report (the anchor is on NATS).
+      await raw(h.store, 'INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
+        'agent-a', a.agentTurnId, a.toolCallId, 'tool.report', JSON.stringify({ forged: true }), Date.now(),
+      ]);
+      const r = await pending;
+      const lost = h.logs.filter((l) => l.event === 'executor-lost' && l.tool_call_id === a.toolCallId).length;
+      const discarded = h.logs.filter((l) => l.event === 'answer-discarded' && l.tool_call_id === a.toolCallId).length;
+      assert.ok(r.ok && r.status === 'success', `${JSON.stringify(r)}; answer-discarded x${discarded}, executor-lost x${lost}`);
+      assert.equal(discarded + lost, 0);
+      // The call's one report is Airlock's, naming the claim's result card.
+      const reports = await h.store.listInbox({ anchor: { agent_turn_id: a.agentTurnId, tool_call_id: a.toolCallId } });
+      assert.equal(reports.length, 1);
+      assert.equal(reports[0]?.payload.tool_result_card_id, r.card.card_id);
+    });
+
+    test('many answers at once (one batch statement), two of them over planted reports: all land, each with its own report, under a new id', async () => {
+      const anchors = Array.from({ length: 10 }, () => ({ agent_turn_id: `turn-${randomUUID()}`, tool_call_id: `call-${randomUUID()}` }));
+      await Promise.all(anchors.map((a) => h.store.claim(a, null, 'owner', 60_000, {})));
+      for (const i of [1, 6]) {
+        const a = anchors[i]!;
+        await raw(h.store, 'INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)', ['agent-1', a.agent_turn_id, a.tool_call_id, 'tool.report', JSON.stringify({ forged: true }), Date.now()]);
+      }
+      const planted = new Map((await h.store.listInbox({ limit: 100_000 })).filter((x) => x.payload.forged).map((x) => [x.tool_call_id, x.id]));
+      const inputs = anchors.map((a) => answerInput(a, 'owner'));
+      const outcomes = await Promise.all(inputs.map((x) => h.store.answer(x)));
+      for (const [i, o] of outcomes.entries()) {
+        const a = anchors[i]!;
+        assert.deepEqual(o, { ok: true }, `answer ${i}`);
+        const reports = await h.store.listInbox({ anchor: a });
+        assert.equal(reports.length, 1, `answer ${i}: one report`);
+        assert.equal(reports[0]?.payload.tool_result_card_id, inputs[i]!.card.card_id, `answer ${i}: its own report`);
+        const was = planted.get(a.tool_call_id);
+        if (was !== undefined) assert.ok(reports[0]!.id > was, `answer ${i}: a new id (was ${was}, now ${reports[0]!.id})`);
+      }
+    });
+  });
+}
