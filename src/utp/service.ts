@@ -458,7 +458,7 @@ export class UtpService {
     entry: { record: ToolRecord; options: ToolOptions | null },
     args: JsonObject,
     run: Running,
-  ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' }> {
+  ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' | 'vanished' }> {
     const id = `apr-${randomUUID()}`;
     const timeout = entry.options?.approval?.timeout_ms ?? DEFAULT_APPROVAL_TIMEOUT_MS;
     const now = await this.o.store.now();
@@ -492,11 +492,13 @@ export class UtpService {
         return { state: 'canceled' };
       }
       const a = await this.o.store.getApproval(id);
-      if (a && a.state !== 'pending') return a.state === 'approved' ? { state: 'approved', record: a, bytes } : { state: a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired' };
+      // Removed from the store (by anyone with it): nobody can decide it any more.
+      if (!a) return { state: 'vanished' };
+      if (a.state !== 'pending') return a.state === 'approved' ? { state: 'approved', record: a, bytes } : { state: a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired' };
       if ((await this.o.store.now()) >= now + timeout) {
         // decideApproval only moves a pending one: a decision that raced the timeout wins.
+        // Else a decision raced it: read on the next round (after the pause: never a loop without one).
         if (await this.o.store.decideApproval(id, 'expired', null, `no decision within ${timeout} ms`)) return { state: 'expired' };
-        continue;
       }
       await new Promise((r) => setTimeout(r, this.o.approvalPollMs));
     }
@@ -818,7 +820,8 @@ function failure(status: ToolResultContent['status'], code: string, message: str
   return { status, result: { error_code: code, error_message: message }, error: detail === undefined ? { code, message } : { code, message, detail } };
 }
 
-function decisionFailure(d: 'rejected' | 'expired' | 'canceled'): Execution {
+function decisionFailure(d: 'rejected' | 'expired' | 'canceled' | 'vanished'): Execution {
+  if (d === 'vanished') return failure('failed', 'auth_failed', 'the approval request of this call was removed from the store, so no one can approve it; the call was not run');
   if (d === 'rejected') return failure('failed', 'auth_failed', 'a person rejected this call (airlock approvals reject)');
   if (d === 'canceled') return failure('canceled', 'canceled', 'the call was canceled while it waited for approval');
   return failure('timeout', 'tool_timeout', 'no one approved this call in time', [{ code: 'UTPS_APPROVAL_TIMEOUT', message: 'the call waited in `airlock approvals` past its approval.timeout_ms' }]);

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { PostgresStore } from '../../src/store/postgres.js';
 import type { Store } from '../../src/store/types.js';
 import { callTool } from '../../src/utp/client.js';
-import { eventually, startHarness, type Harness } from './harness.js';
+import { eventually, sleep, startHarness, type Harness } from './harness.js';
 import { answerInput } from '../store/suite.js';
 
 /**
@@ -113,3 +113,41 @@ for (const db of ['sqlite', 'postgres'] as const) {
     });
   });
 }
+
+describe('postgres: an approval row removed from the store while its call waits', () => {
+  let h: Harness;
+  let reads = 0;
+  before(async () => {
+    h = await startHarness({
+      db: 'postgres',
+      store: (s) =>
+        new Proxy(s, {
+          get(target, prop, recv) {
+            const v = Reflect.get(target, prop, recv);
+            if (prop === 'getApproval') return (id: string) => (reads++, (v as Store['getApproval']).call(target, id));
+            return typeof v === 'function' ? v.bind(target) : v;
+          },
+        }),
+    });
+  });
+  after(async () => {
+    await h?.stop();
+  });
+
+  test('the call is answered (not run), and the worker does not spin on the store', async () => {
+    const a = ids();
+    // echo.approve: approval required, timeout 1500 ms.
+    const pending = callTool({ nats: h.nc, store: h.store, subject: h.subject('echo.approve'), tool: 'echo.approve', agentId: 'agent-a', turnEpoch: 1, ...a, arguments: {}, timeoutMs: 6000 });
+    const row = await eventually(async () => (await h.store.listApprovals('pending')).find((x) => x.tool_call_id === a.toolCallId), 5000, 'the pending approval');
+    await raw(h.store, 'DELETE FROM approvals WHERE id = ?', [row.id]);
+    await sleep(2500); // past the approval's timeout
+    const before = reads;
+    await sleep(500);
+    const spun = reads - before;
+    const r = await pending;
+    assert.ok(spun < 50, `the worker read the vanished approval ${spun} times in 500 ms`);
+    assert.ok(r.ok, JSON.stringify(r));
+    assert.notEqual(r.status, 'success');
+    assert.ok(!h.runs.includes(a.toolCallId), 'the call ran without an approval');
+  });
+});
