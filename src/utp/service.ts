@@ -640,7 +640,7 @@ export class UtpService {
       return;
     }
     this.log('info', 'duplicate', { ...anchor, state: existing.state, redelivered, result_card_id: existing.result_card_id });
-    if (existing.state === 'answered' && existing.wakeup?.subject) {
+    if (existing.state === 'answered' && existing.wakeup?.subject && this.storedWakeupOk(existing)) {
       this.stats.republished++;
       this.publishWakeup(anchor, existing.wakeup.subject, existing.wakeup.payload, existing.wakeup.headers);
     }
@@ -741,6 +741,18 @@ export class UtpService {
     m.nak(delay);
   }
 
+  /**
+   * A wakeup read back from the store is published only to a `cmd.agent.<target>.wakeup` subject:
+   * the row is as anyone with the store wrote it, and the worker's NATS credentials reach further
+   * than a caller's (`$JS.API.*`, other projects' subjects).
+   */
+  private storedWakeupOk(c: ClaimRecord): boolean {
+    const route = parseSubject(c.wakeup?.subject);
+    if (route.ok && route.value.kind === 'wakeup') return true;
+    this.log('error', 'stored-wakeup-refused', { agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id, subject: String(c.wakeup?.subject).slice(0, 200), note: 'a stored wakeup whose subject is not a cmd.agent.<target>.wakeup subject is never published' });
+    return false;
+  }
+
   // ---- leases --------------------------------------------------------------------------------
 
   private async heartbeat(): Promise<void> {
@@ -764,6 +776,11 @@ export class UtpService {
     }
     for (const c of await this.o.store.unwokenAnswers(this.o.wakeupRetryMs, 100)) {
       if (!c.wakeup?.subject) continue;
+      if (!this.storedWakeupOk(c)) {
+        // Never publishable: marked so the sweeper does not list it again.
+        void this.o.store.markWoken({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }).catch(() => undefined);
+        continue;
+      }
       this.stats.republished++;
       this.publishWakeup({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }, c.wakeup.subject, c.wakeup.payload, c.wakeup.headers);
     }

@@ -151,3 +151,33 @@ describe('postgres: an approval row removed from the store while its call waits'
     assert.ok(!h.runs.includes(a.toolCallId), 'the call ran without an approval');
   });
 });
+
+for (const db of ['sqlite', 'postgres'] as const) {
+  describe(`${db}: a wakeup subject written into the store is not published by the worker unless it is a wakeup subject`, () => {
+    let h: Harness;
+    before(async () => {
+      h = await startHarness({ db });
+    });
+    after(async () => {
+      await h?.stop();
+    });
+
+    test('a claim row planted as answered, unwoken, its wakeup on $JS.API.STREAM.DELETE.<stream>: the sweeper does not delete the stream', async () => {
+      const jsm = await h.nc.jetstreamManager();
+      const probe = `RV_PROBE_${randomUUID().slice(0, 8).toUpperCase()}`;
+      await jsm.streams.add({ name: probe, subjects: [`rvprobe.${probe}`] });
+      try {
+        const a = ids();
+        const wakeup = { subject: `$JS.API.STREAM.DELETE.${probe}`, payload: {}, headers: {} };
+        await raw(h.store, `INSERT INTO claims (agent_turn_id, tool_call_id, tool_call_card_id, context, worker_id, state, lease_until, result_card_id, wakeup, created_at, updated_at)
+          VALUES (?, ?, NULL, NULL, 'gone', 'answered', 0, 'card-x', ?, 0, 0)`, [a.agentTurnId, a.toolCallId, JSON.stringify(wakeup)]);
+        await sleep(2500); // wakeupRetryMs 1000, sweepMs 200 in the harness
+        const info = await jsm.streams.info(probe).catch(() => undefined);
+        assert.ok(info, 'the worker published the stored "wakeup" on the JetStream API: the stream was deleted');
+        assert.ok(h.logs.some((l) => l.event === 'stored-wakeup-refused' && l.tool_call_id === a.toolCallId));
+      } finally {
+        await jsm.streams.delete(probe).catch(() => undefined);
+      }
+    });
+  });
+}
