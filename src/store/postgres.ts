@@ -105,6 +105,14 @@ ALTER TABLE approvals ADD COLUMN IF NOT EXISTS signature text;
 `;
 
 const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code === '23505';
+/**
+ * The answer's report replaces a row with its anchor and kind: only the answer writes a call's report
+ * (once, while it owns the claim), so such a row was written by someone else with the store, and
+ * failing on it left the call unanswered for ever (the sweeper's executor_lost failed on it too).
+ * It takes a new id, so a reader that follows the inbox by id sees the real report.
+ */
+const INBOX_TAKEOVER = `ON CONFLICT (agent_turn_id, tool_call_id, kind) DO UPDATE SET id = nextval(pg_get_serial_sequence('inbox', 'id')),
+  agent_id = excluded.agent_id, payload = excluded.payload, created_at = excluded.created_at`;
 /** Statements of one kind under way at once before calls start to share them. */
 const GROUP_IN_FLIGHT = { maxInFlight: 2 };
 const anchorKey = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
@@ -515,7 +523,7 @@ export class PostgresStore implements Store {
            SELECT card_id, 'tool.result', t, c, body, ${NOW} FROM u RETURNING 1),
          i AS (
            INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at)
-           SELECT agent_id, t, c, kind, payload, ${NOW} FROM u RETURNING 1)
+           SELECT agent_id, t, c, kind, payload, ${NOW} FROM u ${INBOX_TAKEOVER} RETURNING 1)
          SELECT t, c FROM u`,
         [
           batch.map((x) => x.card.card_id),
@@ -555,7 +563,7 @@ export class PostgresStore implements Store {
            SELECT $1, 'tool.result', $3, $4, $6, ${NOW} WHERE EXISTS (SELECT 1 FROM u) RETURNING 1),
          i AS (
            INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at)
-           SELECT $7, $3, $4, $8, $9, ${NOW} WHERE EXISTS (SELECT 1 FROM u) RETURNING 1)
+           SELECT $7, $3, $4, $8, $9, ${NOW} WHERE EXISTS (SELECT 1 FROM u) ${INBOX_TAKEOVER} RETURNING 1)
          SELECT (SELECT count(*) FROM u) AS u, (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM i) AS i`,
         [a.card.card_id, JSON.stringify(a.wakeup), a.agent_turn_id, a.tool_call_id, a.worker_id, JSON.stringify(a.card), a.report.agent_id, a.report.kind, JSON.stringify(a.report.payload)],
       );

@@ -346,6 +346,9 @@ export class SqliteStore implements Store {
         JSON.stringify(x.card),
         now,
       );
+      // The call's one report is this one: a row for the anchor before the answer was written by
+      // someone else with the store (it would make the insert fail, and the call go unanswered for ever).
+      this.st('DELETE FROM inbox WHERE agent_turn_id = ? AND tool_call_id = ? AND kind = ?').run(x.agent_turn_id, x.tool_call_id, x.report.kind);
       this.st('INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
         x.report.agent_id,
         x.agent_turn_id,

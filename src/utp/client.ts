@@ -181,6 +181,8 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
 
   const { waiters } = router(o.nats, wake.value);
   const k = `${o.agentTurnId}\u0000${toolCallId}`;
+  const timeoutMs = o.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
   let timer: NodeJS.Timeout | undefined;
   const waiter: Waiter = { resolve: () => undefined };
   const unwait = () => {
@@ -188,16 +190,21 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
     ws?.delete(waiter);
     if (ws?.size === 0) waiters.delete(k);
   };
-  const woken = new Promise<{ payload: unknown; headers: Record<string, string> } | 'timeout' | 'closed'>((resolve) => {
-    waiter.resolve = resolve;
-    const ws = waiters.get(k) ?? new Set<Waiter>();
-    ws.add(waiter);
-    waiters.set(k, ws);
-    timer = setTimeout(() => {
-      unwait();
-      resolve('timeout');
-    }, o.timeoutMs ?? 60_000);
-  });
+  // Waits for the next wakeup of this call (registered before the command goes out, and again after
+  // a wakeup that was not the call's answer: anyone who can publish on the wakeup subject can send one).
+  const nextWakeup = () =>
+    new Promise<{ payload: unknown; headers: Record<string, string> } | 'timeout' | 'closed'>((resolve) => {
+      waiter.resolve = resolve;
+      if (o.nats.isClosed()) return resolve('closed');
+      const ws = waiters.get(k) ?? new Set<Waiter>();
+      ws.add(waiter);
+      waiters.set(k, ws);
+      timer = setTimeout(() => {
+        unwait();
+        resolve('timeout');
+      }, Math.max(0, deadline - Date.now()));
+    });
+  let woken = nextWakeup();
 
   const payload = commandPayload({
     form: 'tool',
@@ -233,20 +240,47 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
     unwait();
     return bad(toolCallId, 'UTPC_PUBLISH', `cannot publish the command on ${subject}: ${(e as Error).message} (is \`airlock serve\` running with this tool registered?)`);
   }
-  const w = await woken;
-  clearTimeout(timer);
-  if (w === 'timeout') return bad(toolCallId, 'UTPC_TIMEOUT', `no wakeup for ${toolCallId} within ${o.timeoutMs ?? 60_000} ms`);
-  if (w === 'closed') {
-    unwait();
-    return bad(toolCallId, 'UTPC_CONNECTION_CLOSED', `the NATS connection closed before the wakeup for ${toolCallId} came: the call may still run, or have run; call again with the same agent_turn_id and tool_call_id to get its answer (it does not run twice)`);
+  // The call's answer is the tool.result card its claim names. Anyone who can publish on the wakeup
+  // subject can send a wakeup with this call's ids (naming another call's genuine result with the
+  // same tool_call_id, a card that does not exist, or nothing valid): such a wakeup is not the answer,
+  // and the call waits on for its own (the last refusal is returned if none comes in time).
+  let refused: CallToolOutcome | undefined;
+  for (;;) {
+    const w = await woken;
+    clearTimeout(timer);
+    if (w === 'timeout') return refused ?? bad(toolCallId, 'UTPC_TIMEOUT', `no wakeup for ${toolCallId} within ${timeoutMs} ms`);
+    if (w === 'closed') {
+      unwait();
+      return bad(toolCallId, 'UTPC_CONNECTION_CLOSED', `the NATS connection closed before the wakeup for ${toolCallId} came: the call may still run, or have run; call again with the same agent_turn_id and tool_call_id to get its answer (it does not run twice)`);
+    }
+    const r = await readAnswer(o.store, toolCallId, w.payload, w.headers);
+    if (r.ok) return r;
+    refused = r;
+    woken = nextWakeup();
+    // The real wakeup may have come while that one was checked (no waiter then): the claim says.
+    const claim = await o.store.getClaim({ agent_turn_id: o.agentTurnId, tool_call_id: toolCallId }).catch(() => undefined);
+    if (claim?.state === 'answered' && claim.wakeup) {
+      clearTimeout(timer);
+      unwait();
+      return readAnswer(o.store, toolCallId, claim.wakeup.payload, claim.wakeup.headers);
+    }
   }
-  return readAnswer(o.store, toolCallId, w.payload, w.headers);
 }
 
-/** Checks a wakeup against the UTP callback rules and reads the tool.result card it points to. */
+/**
+ * Checks a wakeup against the UTP callback rules and reads the tool.result card it points to, which
+ * must be the call's answer: the card the call's claim names in the store (UTPC_BAD_ANSWER when the
+ * wakeup names any other card: a wakeup is a message anyone on the subject can publish).
+ */
 export async function readAnswer(store: Store, toolCallId: string, payload: unknown, headers: Record<string, string>): Promise<CallToolOutcome> {
   const cb = parseCallback(payload, headers);
   if (!cb.ok) return { ok: false, toolCallId, problems: cb.problems };
+  if (cb.value.tool_call_id !== toolCallId) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup is for call ${cb.value.tool_call_id.slice(0, 100)}, not ${toolCallId}`);
+  const claim = await store.getClaim({ agent_turn_id: cb.value.agent_turn_id, tool_call_id: cb.value.tool_call_id });
+  if (!claim) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the store has no claim of call ${toolCallId}: is this client on the worker's store?`);
+  if (claim.state !== 'answered' || claim.result_card_id !== cb.value.tool_result_card_id) {
+    return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup names tool.result card ${cb.value.tool_result_card_id.slice(0, 100)}, which is not the answer the call's claim names`);
+  }
   const raw = await store.getCard(cb.value.tool_result_card_id);
   if (raw === undefined) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup names tool.result card ${cb.value.tool_result_card_id}, which is not in the store`);
   const card = parseCard(raw);

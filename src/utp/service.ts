@@ -458,7 +458,7 @@ export class UtpService {
     entry: { record: ToolRecord; options: ToolOptions | null },
     args: JsonObject,
     run: Running,
-  ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' }> {
+  ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' | 'vanished' }> {
     const id = `apr-${randomUUID()}`;
     const timeout = entry.options?.approval?.timeout_ms ?? DEFAULT_APPROVAL_TIMEOUT_MS;
     const now = await this.o.store.now();
@@ -492,11 +492,13 @@ export class UtpService {
         return { state: 'canceled' };
       }
       const a = await this.o.store.getApproval(id);
-      if (a && a.state !== 'pending') return a.state === 'approved' ? { state: 'approved', record: a, bytes } : { state: a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired' };
+      // Removed from the store (by anyone with it): nobody can decide it any more.
+      if (!a) return { state: 'vanished' };
+      if (a.state !== 'pending') return a.state === 'approved' ? { state: 'approved', record: a, bytes } : { state: a.state === 'rejected' ? 'rejected' : a.state === 'canceled' ? 'canceled' : 'expired' };
       if ((await this.o.store.now()) >= now + timeout) {
         // decideApproval only moves a pending one: a decision that raced the timeout wins.
+        // Else a decision raced it: read on the next round (after the pause: never a loop without one).
         if (await this.o.store.decideApproval(id, 'expired', null, `no decision within ${timeout} ms`)) return { state: 'expired' };
-        continue;
       }
       await new Promise((r) => setTimeout(r, this.o.approvalPollMs));
     }
@@ -638,7 +640,7 @@ export class UtpService {
       return;
     }
     this.log('info', 'duplicate', { ...anchor, state: existing.state, redelivered, result_card_id: existing.result_card_id });
-    if (existing.state === 'answered' && existing.wakeup?.subject) {
+    if (existing.state === 'answered' && existing.wakeup?.subject && this.storedWakeupOk(existing)) {
       this.stats.republished++;
       this.publishWakeup(anchor, existing.wakeup.subject, existing.wakeup.payload, existing.wakeup.headers);
     }
@@ -739,6 +741,18 @@ export class UtpService {
     m.nak(delay);
   }
 
+  /**
+   * A wakeup read back from the store is published only to a `cmd.agent.<target>.wakeup` subject:
+   * the row is as anyone with the store wrote it, and the worker's NATS credentials reach further
+   * than a caller's (`$JS.API.*`, other projects' subjects).
+   */
+  private storedWakeupOk(c: ClaimRecord): boolean {
+    const route = parseSubject(c.wakeup?.subject);
+    if (route.ok && route.value.kind === 'wakeup') return true;
+    this.log('error', 'stored-wakeup-refused', { agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id, subject: String(c.wakeup?.subject).slice(0, 200), note: 'a stored wakeup whose subject is not a cmd.agent.<target>.wakeup subject is never published' });
+    return false;
+  }
+
   // ---- leases --------------------------------------------------------------------------------
 
   private async heartbeat(): Promise<void> {
@@ -762,6 +776,11 @@ export class UtpService {
     }
     for (const c of await this.o.store.unwokenAnswers(this.o.wakeupRetryMs, 100)) {
       if (!c.wakeup?.subject) continue;
+      if (!this.storedWakeupOk(c)) {
+        // Never publishable: marked so the sweeper does not list it again.
+        void this.o.store.markWoken({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }).catch(() => undefined);
+        continue;
+      }
       this.stats.republished++;
       this.publishWakeup({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }, c.wakeup.subject, c.wakeup.payload, c.wakeup.headers);
     }
@@ -818,7 +837,8 @@ function failure(status: ToolResultContent['status'], code: string, message: str
   return { status, result: { error_code: code, error_message: message }, error: detail === undefined ? { code, message } : { code, message, detail } };
 }
 
-function decisionFailure(d: 'rejected' | 'expired' | 'canceled'): Execution {
+function decisionFailure(d: 'rejected' | 'expired' | 'canceled' | 'vanished'): Execution {
+  if (d === 'vanished') return failure('failed', 'auth_failed', 'the approval request of this call was removed from the store, so no one can approve it; the call was not run');
   if (d === 'rejected') return failure('failed', 'auth_failed', 'a person rejected this call (airlock approvals reject)');
   if (d === 'canceled') return failure('canceled', 'canceled', 'the call was canceled while it waited for approval');
   return failure('timeout', 'tool_timeout', 'no one approved this call in time', [{ code: 'UTPS_APPROVAL_TIMEOUT', message: 'the call waited in `airlock approvals` past its approval.timeout_ms' }]);
