@@ -389,7 +389,8 @@ export class PostgresStore implements Store {
   }
 
   async getResultCardFor(a: Anchor): Promise<unknown | undefined> {
-    return (await this.q('SELECT c.body FROM claims cl JOIN cards c ON c.card_id = cl.result_card_id WHERE cl.agent_turn_id = $1 AND cl.tool_call_id = $2', [a.agent_turn_id, a.tool_call_id])).rows[0]?.body;
+    // The caller's read of every answer (utp/client.ts readAnswer): a prepared statement, like get_card.
+    return (await this.qp('result_card_for', 'SELECT c.body FROM claims cl JOIN cards c ON c.card_id = cl.result_card_id WHERE cl.agent_turn_id = $1 AND cl.tool_call_id = $2', [a.agent_turn_id, a.tool_call_id])).rows[0]?.body;
   }
 
   async countResultCards(a: Anchor): Promise<number> {

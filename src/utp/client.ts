@@ -16,7 +16,7 @@ import {
   type ToolResultContent,
   type ToolStatus,
 } from '../contracts/utp.js';
-import type { Store } from '../store/types.js';
+import type { Anchor, Store } from '../store/types.js';
 import { cancelSubject, defaultToolSubject } from './tools.js';
 
 /**
@@ -253,7 +253,7 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
       unwait();
       return bad(toolCallId, 'UTPC_CONNECTION_CLOSED', `the NATS connection closed before the wakeup for ${toolCallId} came: the call may still run, or have run; call again with the same agent_turn_id and tool_call_id to get its answer (it does not run twice)`);
     }
-    const r = await readAnswer(o.store, toolCallId, w.payload, w.headers);
+    const r = await readAnswer(o.store, { agent_turn_id: o.agentTurnId, tool_call_id: toolCallId }, w.payload, w.headers);
     if (r.ok) return r;
     refused = r;
     woken = nextWakeup();
@@ -262,27 +262,29 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
     if (claim?.state === 'answered' && claim.wakeup) {
       clearTimeout(timer);
       unwait();
-      return readAnswer(o.store, toolCallId, claim.wakeup.payload, claim.wakeup.headers);
+      return readAnswer(o.store, { agent_turn_id: o.agentTurnId, tool_call_id: toolCallId }, claim.wakeup.payload, claim.wakeup.headers);
     }
   }
 }
 
 /**
- * Checks a wakeup against the UTP callback rules and reads the tool.result card it points to, which
- * must be the call's answer: the card the call's claim names in the store (UTPC_BAD_ANSWER when the
- * wakeup names any other card: a wakeup is a message anyone on the subject can publish).
+ * Checks a wakeup against the UTP callback rules and reads the call's answer: the tool.result card
+ * the call's claim names in the store, read in one query by the call's own anchor. A wakeup naming
+ * any other card, or another call, is refused (UTPC_BAD_ANSWER): a wakeup is a message anyone on
+ * the subject can publish.
  */
-export async function readAnswer(store: Store, toolCallId: string, payload: unknown, headers: Record<string, string>): Promise<CallToolOutcome> {
+export async function readAnswer(store: Store, call: Anchor, payload: unknown, headers: Record<string, string>): Promise<CallToolOutcome> {
+  const toolCallId = call.tool_call_id;
   const cb = parseCallback(payload, headers);
   if (!cb.ok) return { ok: false, toolCallId, problems: cb.problems };
-  if (cb.value.tool_call_id !== toolCallId) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup is for call ${cb.value.tool_call_id.slice(0, 100)}, not ${toolCallId}`);
-  const claim = await store.getClaim({ agent_turn_id: cb.value.agent_turn_id, tool_call_id: cb.value.tool_call_id });
-  if (!claim) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the store has no claim of call ${toolCallId}: is this client on the worker's store?`);
-  if (claim.state !== 'answered' || claim.result_card_id !== cb.value.tool_result_card_id) {
+  if (cb.value.tool_call_id !== toolCallId || cb.value.agent_turn_id !== call.agent_turn_id) {
+    return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup is for call ${cb.value.agent_turn_id.slice(0, 100)}/${cb.value.tool_call_id.slice(0, 100)}, not ${call.agent_turn_id}/${toolCallId}`);
+  }
+  const raw = await store.getResultCardFor(call);
+  if (raw === undefined) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the store has no answer of call ${toolCallId} (no answered claim naming a tool.result card): is this client on the worker's store?`);
+  if ((raw as { card_id?: unknown }).card_id !== cb.value.tool_result_card_id) {
     return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup names tool.result card ${cb.value.tool_result_card_id.slice(0, 100)}, which is not the answer the call's claim names`);
   }
-  const raw = await store.getCard(cb.value.tool_result_card_id);
-  if (raw === undefined) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup names tool.result card ${cb.value.tool_result_card_id}, which is not in the store`);
   const card = parseCard(raw);
   if (!card.ok) return { ok: false, toolCallId, problems: card.problems };
   const match = checkCallbackAgainstResultCard(cb.value, card.value);

@@ -650,7 +650,7 @@ describe('client', () => {
     const r = await call('echo', {});
     assert.ok(r.ok);
     const forged = { ...r.callback, status: 'failed' };
-    const x = await readAnswer(h.store, r.toolCallId, forged, {});
+    const x = await readAnswer(h.store, { agent_turn_id: r.callback.agent_turn_id, tool_call_id: r.toolCallId }, forged, {});
     assert.equal(x.ok, false);
     assert.ok(!x.ok && x.problems.some((p) => p.code === 'UTP_CARD_MISMATCH'));
   });
