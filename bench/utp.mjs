@@ -326,7 +326,8 @@ async function timeline(kind, n, floorDir) {
   const store = new Proxy(d.client, {
     get(t, p) {
       if (p === 'putCard') return async (...a) => { const r = await t.putCard(...a); stamp('card'); return r; };
-      if (p === 'getCard') return async (...a) => { stamp('client_received'); return t.getCard(...a); };
+      // The answer's read: getResultCardFor since the client reads the card its claim names (getCard before).
+      if (p === 'getCard' || p === 'getResultCardFor') return async (...a) => { stamp('client_received'); return t[p](...a); };
       const v = t[p];
       return typeof v === 'function' ? v.bind(t) : v;
     },

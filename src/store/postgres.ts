@@ -109,10 +109,12 @@ const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code
  * The answer's report replaces a row with its anchor and kind: only the answer writes a call's report
  * (once, while it owns the claim), so such a row was written by someone else with the store, and
  * failing on it left the call unanswered for ever (the sweeper's executor_lost failed on it too).
- * It takes a new id, so a reader that follows the inbox by id sees the real report.
+ * It takes a new id, so a reader that follows the inbox by id sees the real report. Used only after
+ * a plain insert failed on that key: ON CONFLICT's speculative insertion costs every answer.
  */
 const INBOX_TAKEOVER = `ON CONFLICT (agent_turn_id, tool_call_id, kind) DO UPDATE SET id = nextval(pg_get_serial_sequence('inbox', 'id')),
   agent_id = excluded.agent_id, payload = excluded.payload, created_at = excluded.created_at`;
+const isInboxConflict = (e: unknown): boolean => isUniqueViolation(e) && (e as { table?: string }).table === 'inbox';
 /** Statements of one kind under way at once before calls start to share them. */
 const GROUP_IN_FLIGHT = { maxInFlight: 2 };
 const anchorKey = (a: Anchor): string => `${a.agent_turn_id}\u0000${a.tool_call_id}`;
@@ -524,7 +526,7 @@ export class PostgresStore implements Store {
            SELECT card_id, 'tool.result', t, c, body, ${NOW} FROM u RETURNING 1),
          i AS (
            INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at)
-           SELECT agent_id, t, c, kind, payload, ${NOW} FROM u ${INBOX_TAKEOVER} RETURNING 1)
+           SELECT agent_id, t, c, kind, payload, ${NOW} FROM u RETURNING 1)
          SELECT t, c FROM u`,
         [
           batch.map((x) => x.card.card_id),
@@ -549,13 +551,13 @@ export class PostgresStore implements Store {
     return outcome === 'not-owner' ? { ok: false, reason: 'not-owner', existing: await this.getClaim(a) } : outcome;
   }
 
-  private async answerOne(a: AnswerInput): Promise<AnswerOutcome | 'not-owner'> {
+  private async answerOne(a: AnswerInput, takeover = false): Promise<AnswerOutcome | 'not-owner'> {
     // One statement = one implicit transaction and one round trip: the claim update, the card and
     // the report land together or not at all (a unique violation aborts the whole statement).
     let landed: boolean;
     try {
       const r = await this.qp(
-        'answer',
+        takeover ? 'answer_takeover' : 'answer',
         `WITH u AS (
            UPDATE claims SET state = 'answered', result_card_id = $1, wakeup = $2, updated_at = ${NOW}
            WHERE agent_turn_id = $3 AND tool_call_id = $4 AND state = 'running' AND worker_id = $5 RETURNING 1),
@@ -564,12 +566,14 @@ export class PostgresStore implements Store {
            SELECT $1, 'tool.result', $3, $4, $6, ${NOW} WHERE EXISTS (SELECT 1 FROM u) RETURNING 1),
          i AS (
            INSERT INTO inbox (agent_id, agent_turn_id, tool_call_id, kind, payload, created_at)
-           SELECT $7, $3, $4, $8, $9, ${NOW} WHERE EXISTS (SELECT 1 FROM u) ${INBOX_TAKEOVER} RETURNING 1)
+           SELECT $7, $3, $4, $8, $9, ${NOW} WHERE EXISTS (SELECT 1 FROM u) ${takeover ? INBOX_TAKEOVER : ''} RETURNING 1)
          SELECT (SELECT count(*) FROM u) AS u, (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM i) AS i`,
         [a.card.card_id, JSON.stringify(a.wakeup), a.agent_turn_id, a.tool_call_id, a.worker_id, JSON.stringify(a.card), a.report.agent_id, a.report.kind, JSON.stringify(a.report.payload)],
       );
       landed = Number(r.rows[0]?.u) === 1;
     } catch (e) {
+      // A report row for this anchor that the answer did not write: the answer takes its place.
+      if (!takeover && isInboxConflict(e)) return this.answerOne(a, true);
       if (!isUniqueViolation(e)) throw e;
       return { ok: false, reason: 'duplicate', existing: await this.getClaim(a) };
     }
