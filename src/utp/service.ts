@@ -765,6 +765,13 @@ export class UtpService {
   private async sweep(): Promise<void> {
     const lost = await this.o.store.takeOverExpired(this.workerId, this.o.leaseMs, 100);
     for (const c of lost) {
+      // A call this worker is still running, whose heartbeats failed for a lease (a store outage):
+      // the takeover gave the lease back to it, and its own answer will come. Answering it
+      // executor_lost would tell the agent it failed while the tool runs on.
+      if (this.running.has(key(c))) {
+        this.log('warn', 'lease-retaken', { agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id, note: 'the lease of a call this worker still runs had run out (heartbeats failing?); the sweep renewed it' });
+        continue;
+      }
       const ctx = contextFromRecord(c);
       if (!ctx) {
         this.log('error', 'executor-lost-unanswerable', { agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id });

@@ -181,3 +181,43 @@ for (const db of ['sqlite', 'postgres'] as const) {
     });
   });
 }
+
+for (const db of ['sqlite', 'postgres'] as const) {
+  describe(`${db}: a worker whose heartbeats fail for longer than the lease does not answer its own live call executor_lost`, () => {
+    let h: Harness;
+    let heartbeatsFail = false;
+    before(async () => {
+      // The store answers everything but heartbeats while `heartbeatsFail`, as in an outage that
+      // happened to hit them (the harness's lease is 1 s, its sweep every 200 ms).
+      h = await startHarness({
+        db,
+        store: (s) =>
+          new Proxy(s, {
+            get(t, p) {
+              if (p === 'heartbeat' && heartbeatsFail) return () => Promise.reject(new Error('store unreachable (test)'));
+              const v = (t as unknown as Record<string | symbol, unknown>)[p];
+              return typeof v === 'function' ? v.bind(t) : v;
+            },
+          }),
+      });
+    });
+    after(async () => {
+      await h?.stop();
+    });
+
+    test('a 3 s call while heartbeats fail: the agent gets the tool\'s own answer, and the sweep says it kept the lease', async () => {
+      const a = ids();
+      heartbeatsFail = true;
+      try {
+        const r = await callTool({ nats: h.nc, store: h.store, subject: h.subject('echo'), tool: 'echo', agentId: 'agent-a', turnEpoch: 1, ...a, arguments: { delay_ms: 3000 }, timeoutMs: 20_000 });
+        assert.ok(r.ok, JSON.stringify(r));
+        assert.equal(r.status, 'success', `answered ${r.status}: ${JSON.stringify(r.content.result).slice(0, 300)}`);
+        assert.deepEqual((r.content.result as { echo?: unknown }).echo, { delay_ms: 3000 });
+      } finally {
+        heartbeatsFail = false;
+      }
+      assert.ok(h.logs.some((l) => l.event === 'lease-retaken' && l.tool_call_id === a.toolCallId), 'the lease ran out and was taken back by the sweep');
+      assert.ok(!h.logs.some((l) => l.event === 'executor-lost' && l.tool_call_id === a.toolCallId));
+    });
+  });
+}
