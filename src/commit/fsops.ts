@@ -160,7 +160,7 @@ function roomIn(store: string): { room: number; reserve: number } {
 /**
  * Copies a scope file's content into a store through its agent (streamed) when its sha256 is
  * `sha256`. Refused (ScopeFsError ENOSPC, nothing kept) when it would leave the store's file
- * system less than STORE_RESERVE free; a file that grows past that while it is copied ends the agent.
+ * system less than its reserve free (roomIn); a file that grows past that while copied ends the agent.
  */
 export async function keepInStore(store: string, scopes: Scopes, path: string, sha256: string): Promise<boolean> {
   if (existsSync(join(store, sha256))) return true;

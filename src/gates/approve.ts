@@ -53,24 +53,21 @@ export function prepareApproval(file: string, operator: string, now: Date): { ok
   return { ok: true, value: { request: parsed.value, text: toolRequestContract.render(parsed.value), inputsDir } };
 }
 
-/** One line of the draft as the operator sees it (src/base/inert-line.ts). */
-const shown = inertLine;
-
-/** What the operator sees before signing (every text from the draft escaped: shown()). */
+/** What the operator sees before signing (every text from the draft made inert: inertLine). */
 export function approvalSummary(r: ToolRequest): string {
   const fm = r.frontMatter;
   const lines = [
-    `request   ${shown(fm.request_id)}`,
-    `purpose   ${shown(fm.purpose)}`,
-    `drafted   by ${shown(fm.requested_by)} at ${shown(fm.created_utc)}`,
+    `request   ${inertLine(fm.request_id)}`,
+    `purpose   ${inertLine(fm.purpose)}`,
+    `drafted   by ${inertLine(fm.requested_by)} at ${inertLine(fm.created_utc)}`,
     `runs      ${fm.backend === 'monty' ? 'Python code in the Monty interpreter (no filesystem but /in, /out)' : `${fm.language} in the ns sandbox`}`,
-    ...(r.command ? [`command   ${shown(r.command.raw)}`] : [`code      ${(r.code ?? '').split('\n').length} lines:`, ...(r.code ?? '').split('\n').map((l) => `  | ${shown(l)}`)]),
+    ...(r.command ? [`command   ${inertLine(r.command.raw)}`] : [`code      ${(r.code ?? '').split('\n').length} lines:`, ...(r.code ?? '').split('\n').map((l) => `  | ${inertLine(l)}`)]),
     `inputs    ${r.inputs.length === 0 ? 'none' : ''}`,
-    ...r.inputs.map((i) => `  ${shown(i.path)}  sha256 ${i.sha256}`),
-    `outputs   ${shown(r.outputs.map((o) => o.path).join(', ')) || 'none'}`,
+    ...r.inputs.map((i) => `  ${inertLine(i.path)}  sha256 ${i.sha256}`),
+    `outputs   ${inertLine(r.outputs.map((o) => o.path).join(', ')) || 'none'}`,
     `limits    cpu ${fm.cpu_limit} cores, memory ${fm.memory_limit_mb} MB, time ${fm.time_limit_sec} s`,
-    `network   ${fm.network === 'none' ? 'none' : `allowlist: ${shown(fm.network_allowlist.join(', '))}`}`,
-    `risk      ${shown(r.risk.level)} (${shown(r.risk.justification)}); data ${shown(r.risk.dataSensitivity)}`,
+    `network   ${fm.network === 'none' ? 'none' : `allowlist: ${inertLine(fm.network_allowlist.join(', '))}`}`,
+    `risk      ${inertLine(r.risk.level)} (${inertLine(r.risk.justification)}); data ${inertLine(r.risk.dataSensitivity)}`,
   ];
   return lines.join('\n') + '\n';
 }

@@ -173,7 +173,8 @@ async function processClaimed(name: string, opts: GateOptions, ledger: Ledger): 
     // Approval: an operator's signature, or the policy's own rule for the requests it may approve
     // alone; checked by the host core, as for every door. The replay ledger has the last word.
     const sigFile = `${claimed}.sig`;
-    const sig = existsSync(sigFile) || isLink(sigFile) ? readHandedFile(sigFile) : null;
+    // Anything there, a link included, is read as readHandedFile reads (a link or a fifo is refused).
+    const sig = lstatSync(sigFile, { throwIfNoEntry: false }) ? readHandedFile(sigFile) : null;
     const sigText = sig === null ? null : 'bytes' in sig ? sig.bytes.toString('utf8') : `(${sig.problem.message})`;
     const approval: ApprovalEvidence = sigText !== null ? { kind: 'signature', sigText, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by } : action.lane === 'monty' && action.inputs.length === 0 ? { kind: 'policy-rule' } : { kind: 'signature', sigText: null, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by };
     // Once approved: the inputs from the store (as approved), then the replay ledger's claim.
@@ -223,14 +224,6 @@ async function processClaimed(name: string, opts: GateOptions, ledger: Ledger): 
     rmSync(inputsDir, { recursive: true, force: true });
   }
 }
-
-const isLink = (p: string): boolean => {
-  try {
-    return lstatSync(p).isSymbolicLink();
-  } catch {
-    return false;
-  }
-};
 
 const codesOf = (ps: Problem[]): string[] => [...new Set(ps.map((p) => p.code))];
 
