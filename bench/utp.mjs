@@ -31,6 +31,9 @@ const { BUILTIN_TOOLS, defaultToolSubject } = await import(new URL('utp/tools.js
 const { SqliteStore } = await import(new URL('store/sqlite.js', dist));
 const { PostgresStore } = await import(new URL('store/postgres.js', dist));
 const { openWorkspace } = await import(new URL('workspace/workspace.js', dist));
+const { generateOperatorKey, loadOperatorKey } = await import(new URL('approval/keys.js', dist));
+const { addOperatorToPolicy } = await import(new URL('policy/operators.js', dist));
+const { signRegistration } = await import(new URL('approval/tool-registration.js', dist));
 const { measureFloor, openFloor, hostNow } = await import('./utp-floor.mjs');
 
 function withAppName(url, name) {
@@ -184,8 +187,14 @@ async function deployment(kind, workers, { timeline } = {}) {
   };
   const client = await open();
   const project = `b${randomBytes(4).toString('hex')}`;
+  // Workers run only registrations an operator of their policy signed, as `airlock tools add --operator` does.
+  const keys = join(dir, 'keys');
+  const made = generateOperatorKey('bench', keys);
+  addOperatorToPolicy(ws.policyFile, 'bench', made.publicKey);
+  const { key, publicKey } = loadOperatorKey('bench', keys);
   for (const name of ['echo', 'python.run', 'sandbox.exec']) {
-    await client.upsertTool({ project_id: project, tool_name: name, target_subject: defaultToolSubject('v1', project, 'c', name), ...BUILTIN_TOOLS[name] });
+    const tool = { project_id: project, tool_name: name, target_subject: defaultToolSubject('v1', project, 'c', name), ...BUILTIN_TOOLS[name] };
+    await client.upsertTool({ ...tool, signature: signRegistration({ tool, operator: 'bench', key, publicKey, now: new Date() }) });
   }
   const stream = `AIRLOCK_BENCH_${randomBytes(4).toString('hex').toUpperCase()}`;
   const children = [];

@@ -1,8 +1,12 @@
-import { createHash } from 'node:crypto';
 import type { Action } from '../action/action.js';
 import type { Problem } from '../base/problem.js';
 import type { Policy } from '../policy/policy.js';
+import type { ToolRecord } from '../store/types.js';
+import { keyId } from './keys.js';
 import { verifyApproval } from './signature.js';
+import { verifyRegistration } from './tool-registration.js';
+
+export { keyId };
 
 /**
  * How a door says an execution was approved, and the host's check of it. Every door hands its
@@ -13,7 +17,8 @@ import { verifyApproval } from './signature.js';
  * - `policy-rule`: the policy approves this kind of action alone (`approval.auto_approve.*`).
  * - `operator`: a person at a terminal ran it themselves (`airlock run`, `airlock exec`), or signed
  *   it through another door (a UTP approval, checked by that door's own signature before).
- * - `tool`: a UTP tool an operator registered (`airlock tools add`) and whose options need no person.
+ * - `tool`: a UTP tool whose options need no person, registered by an operator: the registration's
+ *   signature (`airlock tools add --operator`) must verify with a key the policy lists.
  *
  * The result names the decision's source for the run record and the audit log: a key id or the
  * policy rule, never "approved" alone.
@@ -22,15 +27,13 @@ export type ApprovalEvidence =
   | { kind: 'signature'; sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string }
   | { kind: 'policy-rule' }
   | { kind: 'operator'; operator: string; how: 'terminal' | 'signed-utp-approval'; keyId?: string }
-  | { kind: 'tool'; project: string; tool: string };
+  | { kind: 'tool'; record: ToolRecord };
 
 export interface ApprovalDecision {
-  /** `key:<operator>:<key id>`, `policy:<rule>`, `terminal:<user>`, `tool:<project>/<tool>`. */
+  /** `key:<operator>:<key id>`, `policy:<rule>`, `terminal:<user>`, `tool:<project>/<tool>@key:<operator>:<key id>`. */
   source: string;
   actor: string;
 }
-
-export const keyId = (publicKey: string): string => createHash('sha256').update(publicKey).digest('hex').slice(0, 16);
 
 export function decideApproval(e: ApprovalEvidence, policy: Policy, action: Action, now: Date): { ok: true; decision: ApprovalDecision } | { ok: false; problems: Problem[] } {
   switch (e.kind) {
@@ -47,7 +50,11 @@ export function decideApproval(e: ApprovalEvidence, policy: Policy, action: Acti
       return { ok: false, problems: [{ code: 'APPROVAL_UNSIGNED', message: 'no operator signature, and no policy rule approves this action alone (approval.auto_approve covers only Monty-lane requests without inputs, when on)' }] };
     case 'operator':
       return { ok: true, decision: { source: e.how === 'terminal' ? `terminal:${e.operator}` : `key:${e.operator}:${e.keyId ?? '?'}`, actor: e.operator } };
-    case 'tool':
-      return { ok: true, decision: { source: `tool:${e.project}/${e.tool}`, actor: `tool ${e.tool}` } };
+    case 'tool': {
+      const r = verifyRegistration(e.record, policy);
+      if (!r.ok) return { ok: false, problems: r.problems };
+      const t = e.record;
+      return { ok: true, decision: { source: `tool:${t.project_id}/${t.tool_name}@key:${r.value.operator}:${r.value.keyId}`, actor: `tool ${t.tool_name}` } };
+    }
   }
 }

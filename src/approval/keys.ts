@@ -1,4 +1,4 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,6 +12,9 @@ export function keyDir(explicit?: string): string {
 }
 
 export const privateKeyFile = (dir: string, operator: string): string => join(dir, `${operator}.ed25519.pem`);
+
+/** A short, stable name of a public key for records and logs. */
+export const keyId = (publicKey: string): string => createHash('sha256').update(publicKey).digest('hex').slice(0, 16);
 
 /** `ed25519:<base64 raw 32 bytes>`, the form policy.yaml uses. */
 export function encodePublicKey(key: KeyObject): string {

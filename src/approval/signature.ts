@@ -41,6 +41,29 @@ export function signApproval(args: { requestId: string; bytes: Buffer; operator:
 }
 
 /**
+ * The key check every operator signature shares: the policy lists the key under the operator named
+ * in the signature, and the signature over `message` verifies with it.
+ */
+export function checkOperatorSignature(
+  s: { operator: string; public_key: string; signature: string },
+  msg: Buffer,
+  policy: Policy,
+  codes: { untrusted: string; invalid: string },
+  what: string,
+): Problem | undefined {
+  const trusted = policy.operators.find((o) => o.public_key === s.public_key);
+  if (!trusted) return { code: codes.untrusted, message: `${what} was signed by a key the policy does not list (operator ${s.operator})` };
+  if (trusted.name !== s.operator) return { code: codes.untrusted, message: `the key belongs to operator ${trusted.name}, not ${s.operator}` };
+  let valid: boolean;
+  try {
+    valid = verify(null, msg, decodePublicKey(s.public_key), Buffer.from(s.signature, 'base64'));
+  } catch {
+    valid = false;
+  }
+  return valid ? undefined : { code: codes.invalid, message: `the signature does not verify with ${trusted.name}'s key` };
+}
+
+/**
  * Verifies an approval for the file bytes against the policy (trusted keys, expiry). The replay
  * ledger is checked by the caller, which owns the store.
  */
@@ -54,16 +77,8 @@ export function verifyApproval(args: { sigText: string | null; bytes: Buffer; re
   } catch (e) {
     return [{ code: 'APPROVAL_SIGNATURE_INVALID', message: `the .sig file is not a valid approval: ${(e as Error).message}` }];
   }
-  const trusted = args.policy.operators.find((o) => o.public_key === parsed.public_key);
-  if (!trusted) return [{ code: 'APPROVAL_UNTRUSTED_KEY', message: `the request was signed by a key the policy does not list (operator ${parsed.operator})` }];
-  if (trusted.name !== parsed.operator) return [{ code: 'APPROVAL_UNTRUSTED_KEY', message: `the key belongs to operator ${trusted.name}, not ${parsed.operator}` }];
-  let valid: boolean;
-  try {
-    valid = verify(null, message(parsed), decodePublicKey(parsed.public_key), Buffer.from(parsed.signature, 'base64'));
-  } catch {
-    valid = false;
-  }
-  if (!valid) return [{ code: 'APPROVAL_SIGNATURE_INVALID', message: `the signature does not verify with ${trusted.name}'s key` }];
+  const bad = checkOperatorSignature(parsed, message(parsed), args.policy, { untrusted: 'APPROVAL_UNTRUSTED_KEY', invalid: 'APPROVAL_SIGNATURE_INVALID' }, 'the request');
+  if (bad) return [bad];
   const problems: Problem[] = [];
   if (parsed.request_id !== args.requestId) problems.push({ code: 'APPROVAL_TAMPERED', message: `the signature approves ${parsed.request_id}, not ${args.requestId}` });
   if (sha256Of(args.bytes) !== parsed.sha256) problems.push({ code: 'APPROVAL_TAMPERED', message: 'the request changed after it was approved (its sha256 differs from the signed one)' });

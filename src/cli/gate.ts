@@ -1,8 +1,8 @@
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { isSeq, parseDocument } from 'yaml';
+import { parseDocument } from 'yaml';
 import { generateOperatorKey, keyDir, loadOperatorKey, privateKeyFile } from '../approval/keys.js';
 import { openAuditLog } from '../audit/log.js';
 import { approvalSummary, commitApproval, prepareApproval } from '../gates/approve.js';
@@ -10,6 +10,7 @@ import { gateLog } from '../gates/log.js';
 import { serveGate } from '../gates/service.js';
 import { formatStatus, gateStatus } from '../gates/status.js';
 import { loadPolicy } from '../policy/load.js';
+import { addOperatorToPolicy } from '../policy/operators.js';
 import { parsePolicy } from '../policy/policy.js';
 import { openWorkspace, workspacePaths, type Workspace } from '../workspace/workspace.js';
 
@@ -64,20 +65,6 @@ function policyKeyOf(ws: Workspace, name: string): string | null {
   return found ? String(found.public_key) : null;
 }
 
-/** Adds an operator's public key to the workspace policy, keeping its comments. */
-function addOperator(ws: Workspace, name: string, publicKey: string): string | null {
-  const doc = parseDocument(readFileSync(ws.policyFile, 'utf8'));
-  const ops = doc.get('operators');
-  if (!isSeq(ops)) return 'policy.yaml has no operators list';
-  ops.flow = false;
-  ops.add(doc.createNode({ name, public_key: publicKey }));
-  const text = doc.toString({ lineWidth: 0 });
-  const check = parsePolicy(text);
-  if (!check.ok) return `the policy would become invalid: ${check.problems.map((p) => p.message).join('; ')}`;
-  writeFileSync(ws.policyFile, text, { mode: 0o600 });
-  return null;
-}
-
 /**
  * `keygen --operator NAME` is safe to run again, as a user following the README expects: an existing
  * private key is never replaced; when the policy already trusts it nothing changes (exit 0), when
@@ -123,7 +110,7 @@ export function keygenCommand(opts: { operator: string; workspace?: string; keyD
     process.stderr.write(`operator ${opts.operator} is in ${ws.policyFile} with another public key than ${file}'s; remove that entry first to trust this key\n`);
     return 2;
   }
-  const err = addOperator(ws, opts.operator, publicKey);
+  const err = addOperatorToPolicy(ws.policyFile, opts.operator, publicKey);
   if (err) {
     process.stderr.write(`${err}\n(the private key is at ${file})\n`);
     return 2;

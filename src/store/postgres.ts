@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS tools (
   target_subject text NOT NULL,
   after_execution text NOT NULL,
   options jsonb NOT NULL,
+  signature text,
   PRIMARY KEY (project_id, tool_name)
 );
 CREATE TABLE IF NOT EXISTS claims (
@@ -100,8 +101,9 @@ CREATE TABLE IF NOT EXISTS approvals (
   decided_at bigint
 );
 CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
--- Stores made before signed UTP approvals (under the schema lock, like the rest).
+-- Stores made before signed UTP approvals and registrations (under the schema lock, like the rest).
 ALTER TABLE approvals ADD COLUMN IF NOT EXISTS signature text;
+ALTER TABLE tools ADD COLUMN IF NOT EXISTS signature text;
 `;
 
 const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code === '23505';
@@ -402,10 +404,10 @@ export class PostgresStore implements Store {
 
   async upsertTool(t: ToolRecord): Promise<void> {
     await this.q(
-      `INSERT INTO tools (project_id, tool_name, description, parameters, target_subject, after_execution, options) VALUES ($1, $2, $3, $4, $5, $6, $7)
+      `INSERT INTO tools (project_id, tool_name, description, parameters, target_subject, after_execution, options, signature) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
        ON CONFLICT (project_id, tool_name) DO UPDATE SET description = excluded.description, parameters = excluded.parameters,
-         target_subject = excluded.target_subject, after_execution = excluded.after_execution, options = excluded.options`,
-      [t.project_id, t.tool_name, t.description, JSON.stringify(t.parameters), t.target_subject, t.after_execution, JSON.stringify(t.options)],
+         target_subject = excluded.target_subject, after_execution = excluded.after_execution, options = excluded.options, signature = excluded.signature`,
+      [t.project_id, t.tool_name, t.description, JSON.stringify(t.parameters), t.target_subject, t.after_execution, JSON.stringify(t.options), t.signature ?? null],
     );
   }
 

@@ -17,6 +17,7 @@ export function rowToTool(r: Row): ToolRecord {
     target_subject: str(r.target_subject),
     after_execution: str(r.after_execution) as ToolRecord['after_execution'],
     options: json<Record<string, unknown>>(r.options),
+    signature: r.signature === null || r.signature === undefined ? null : str(r.signature),
   };
 }
 

@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS tools (
   target_subject TEXT NOT NULL,
   after_execution TEXT NOT NULL,
   options TEXT NOT NULL,
+  signature TEXT,
   PRIMARY KEY (project_id, tool_name)
 );
 CREATE TABLE IF NOT EXISTS claims (
@@ -108,14 +109,15 @@ const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code
 
 /**
  * Brings a store made by an earlier version up to SCHEMA (CREATE TABLE IF NOT EXISTS leaves an
- * existing table as it was): approvals.signature (signed UTP approvals). Idempotent; another
+ * existing table as it was): approvals.signature (signed UTP approvals), tools.signature (signed registrations). Idempotent; another
  * process adding the same column at the same moment is not an error.
  */
 function migrate(db: Database.Database): void {
   const has = (table: string, column: string) => (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).some((c) => c.name === column);
-  if (!has('approvals', 'signature')) {
+  for (const table of ['approvals', 'tools']) {
+    if (has(table, 'signature')) continue;
     try {
-      db.exec('ALTER TABLE approvals ADD COLUMN signature TEXT');
+      db.exec(`ALTER TABLE ${table} ADD COLUMN signature TEXT`);
     } catch (e) {
       if (!/duplicate column/i.test((e as Error).message)) throw e;
     }
@@ -254,11 +256,11 @@ export class SqliteStore implements Store {
 
   async upsertTool(t: ToolRecord): Promise<void> {
     this.st(
-        `INSERT INTO tools (project_id, tool_name, description, parameters, target_subject, after_execution, options) VALUES (?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO tools (project_id, tool_name, description, parameters, target_subject, after_execution, options, signature) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (project_id, tool_name) DO UPDATE SET description = excluded.description, parameters = excluded.parameters,
-           target_subject = excluded.target_subject, after_execution = excluded.after_execution, options = excluded.options`,
+           target_subject = excluded.target_subject, after_execution = excluded.after_execution, options = excluded.options, signature = excluded.signature`,
       )
-      .run(t.project_id, t.tool_name, t.description, JSON.stringify(t.parameters), t.target_subject, t.after_execution, JSON.stringify(t.options));
+      .run(t.project_id, t.tool_name, t.description, JSON.stringify(t.parameters), t.target_subject, t.after_execution, JSON.stringify(t.options), t.signature ?? null);
   }
 
   async getTool(projectId: string, toolName: string): Promise<ToolRecord | undefined> {

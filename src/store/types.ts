@@ -31,6 +31,8 @@ export interface ToolRecord {
   target_subject: string;
   after_execution: 'suspend' | 'terminate';
   options: Record<string, unknown>;
+  /** An operator's signature over the rest of the row (JSON, src/approval/tool-registration.ts); workers serve only signed rows. */
+  signature?: string | null;
 }
 
 /** What a wakeup looks like, stored with the answer so any worker can (re)publish it. */

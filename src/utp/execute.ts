@@ -160,7 +160,7 @@ async function run(action: Action, inputsDir: string | undefined, tool: ToolReco
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   }
   // A cancel aborts `signal`: both lanes (ns, monty) then kill the run at once (POLICY_ABORTED).
-  const approval = ctx.approval ?? { kind: 'tool', project: tool.project_id, tool: tool.tool_name };
+  const approval = ctx.approval ?? { kind: 'tool', record: tool };
   return execute(ctx.workspace, { action, door: 'utp', approval, inputsDir: dir, signal: ctx.signal, ...(opts.runner === 'python' ? { language: 'python' } : {}) });
 }
 

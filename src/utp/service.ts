@@ -12,7 +12,6 @@ import {
   parseToolResultContent,
   parseTraceparent,
   SUBJECT_TOKEN,
-  type AfterExecution,
   type JsonObject,
   type JsonValue,
   type ToolCallback,
@@ -24,7 +23,8 @@ import type { Anchor, ApprovalRecord, ClaimRecord, Store, ToolRecord } from '../
 import type { Workspace } from '../workspace/workspace.js';
 import { executeTool, type Execution } from './execute.js';
 import { decodeCommand, type CallContext } from './intake.js';
-import { cancelSubject, checkArguments, checkToolRecord, DEFAULT_APPROVAL_TIMEOUT_MS, type ToolOptions } from './tools.js';
+import { checkArguments, DEFAULT_APPROVAL_TIMEOUT_MS } from './tools.js';
+import { ToolRegistry, type ToolEntry } from './registry.js';
 import { sweepOrphans } from '../sandbox/ns/sweep.js';
 import { jsonLog, type LogLevel } from '../base/json-log.js';
 
@@ -132,8 +132,7 @@ export class UtpService {
   readonly stats: ServiceStats = { received: 0, answered: 0, duplicates: 0, dropped: 0, executorLost: 0, republished: 0, givenUp: 0 };
   private readonly o: Required<Omit<ServiceOptions, 'workerId' | 'stream' | 'durable' | 'log' | 'onRun' | 'onStep'>> & { log: (e: Record<string, unknown>) => void };
   private readonly running = new Map<string, Running>();
-  private readonly tools = new Map<string, { record: ToolRecord; options: ToolOptions | null }>();
-  private readonly subjectAfter = new Map<string, AfterExecution>();
+  private readonly tools: ToolRegistry;
   private jsm: JetStreamManager | undefined;
   private stopping = false;
   private loop: Promise<void> | undefined;
@@ -142,7 +141,6 @@ export class UtpService {
   private wake: (() => void) | undefined;
   /** The consumer's message stream while pulling (stop() ends it). */
   private messages: { stop(err?: Error): void } | undefined;
-  private subjects: string[] = [];
   private readonly onRun: ServiceOptions['onRun'];
   private readonly onStep: ServiceOptions['onStep'];
   /** The consumer's own max_deliver (another worker may have created it with another value). */
@@ -171,6 +169,11 @@ export class UtpService {
       approvalPollMs: opts.approvalPollMs ?? 250,
       log: opts.log ?? serviceLogSink(),
     };
+    this.tools = new ToolRegistry(() => loadPolicy(this.o.workspace.policyFile), (level, event, fields) => this.log(level, event, fields));
+  }
+
+  private get subjects(): readonly string[] {
+    return this.tools.subjects;
   }
 
   private log(level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown> = {}): void {
@@ -187,6 +190,9 @@ export class UtpService {
     this.jsm = await this.o.nats.jetstreamManager();
     await this.refreshRegistry();
     if (this.subjects.length === 0) throw new Error('no tools are registered: add one with `airlock tools add` before `airlock serve`');
+    if (this.tools.servable === 0) {
+      throw new Error(`no registered tool can be run: each must be valid and signed by an operator ${this.o.workspace.policyFile} lists (\`airlock tools add ... --operator NAME\`; the log's tool-refused lines say why)`);
+    }
     await this.ensureStreamAndConsumer();
     const every = (ms: number, f: () => Promise<void>) => {
       const t = setInterval(() => void f().catch((e: Error) => this.log('error', 'timer-failed', { error: e.message })), ms);
@@ -216,21 +222,7 @@ export class UtpService {
   }
 
   private async refreshRegistry(): Promise<void> {
-    const rows = await this.o.store.listTools();
-    this.tools.clear();
-    this.subjectAfter.clear();
-    const subjects = new Set<string>();
-    for (const t of rows) {
-      const checked = checkToolRecord(t);
-      this.tools.set(`${t.project_id}\u0000${t.tool_name}`, { record: t, options: checked.ok ? checked.value.parsedOptions : null });
-      if (!checked.ok) this.log('warn', 'tool-invalid', { project_id: t.project_id, tool_name: t.tool_name, problems: checked.problems });
-      const s = parseSubject(t.target_subject);
-      if (!s.ok || s.value.kind !== 'tool') continue;
-      subjects.add(t.target_subject);
-      subjects.add(cancelSubject(s.value.ver, s.value.projectId, s.value.channelId));
-      this.subjectAfter.set(t.target_subject, t.after_execution);
-    }
-    this.subjects = [...subjects].sort();
+    this.tools.replace(await this.o.store.listTools());
   }
 
   private async ensureStreamAndConsumer(): Promise<void> {
@@ -240,7 +232,7 @@ export class UtpService {
       try {
         await jsm.streams.add({
           name: this.stream,
-          subjects: this.subjects,
+          subjects: [...this.subjects],
           // A work queue: a command is removed once a worker acknowledged it.
           retention: RetentionPolicy.Workqueue,
           storage: StorageType.File,
@@ -340,7 +332,7 @@ export class UtpService {
     this.stats.received++;
     const intake = decodeCommand(m.subject, m.data, m.headers, {
       maxPayloadBytes: this.o.maxPayloadBytes,
-      afterExecutionFor: (s) => this.subjectAfter.get(s),
+      afterExecutionFor: (s) => this.tools.afterExecutionFor(s),
     });
     if (intake.kind === 'drop') {
       this.stats.dropped++;
@@ -410,11 +402,12 @@ export class UtpService {
     if (!matched.ok) return { execution: failure('failed', 'bad_request', 'the tool.call card does not match the command', matched.problems) };
     const callCard = matched.value;
     const name = callCard.content.tool_name;
-    const entry = this.tools.get(`${ctx.route.projectId}\u0000${name}`) ?? (await this.lookupTool(ctx.route.projectId, name));
+    const entry = this.tools.get(ctx.route.projectId, name) ?? (await this.lookupTool(ctx.route.projectId, name));
     if (!entry) return { callCard, execution: failure('failed', 'bad_request', `no tool ${name} is registered in project ${ctx.route.projectId}`, [{ code: 'UTPS_UNKNOWN_TOOL', message: `unknown tool ${name}` }]) };
     if (entry.record.target_subject !== ctx.subject) {
       return { callCard, execution: failure('failed', 'bad_request', `tool ${name} is served on ${entry.record.target_subject}, not on ${ctx.subject}`, [{ code: 'UTPS_WRONG_SUBJECT', message: 'the command subject is not the tool\'s target_subject' }]) };
     }
+    if (entry.refused) return { callCard, execution: this.refuseRegistration(ctx, entry.record, entry.refused) };
     if (!entry.options) return { callCard, execution: failure('failed', 'internal_error', `tool ${name} has invalid options in the registry`) };
     const args = callCard.content.arguments;
     const bad = checkArguments(entry.record, args);
@@ -440,13 +433,20 @@ export class UtpService {
     return { callCard, execution };
   }
 
-  private async lookupTool(projectId: string, name: string): Promise<{ record: ToolRecord; options: ToolOptions | null } | undefined> {
+  private async lookupTool(projectId: string, name: string): Promise<ToolEntry | undefined> {
     const t = await this.o.store.getTool(projectId, name);
-    if (!t) return undefined;
-    const c = checkToolRecord(t);
-    const entry = { record: t, options: c.ok ? c.value.parsedOptions : null };
-    this.tools.set(`${projectId}\u0000${name}`, entry);
-    return entry;
+    return t ? this.tools.add(t) : undefined;
+  }
+
+  /** A call of a tool whose registration this worker does not trust: never run, logged and audited. */
+  private refuseRegistration(ctx: CallContext, record: ToolRecord, problems: Problem[]): Execution {
+    const codes = [...new Set(problems.map((p) => p.code))];
+    const anchor = { agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id };
+    this.log('warn', 'call-refused', { ...anchor, tool_name: record.tool_name, codes });
+    this.audit({ type: 'refused', detail: { door: 'utp', stage: 'registration', project_id: record.project_id, tool_name: record.tool_name, agent_id: ctx.identity.agent_id, ...anchor, codes } });
+    // As the host core answers a run under a broken policy: Airlock's fault, not the caller's.
+    if (codes.some((c) => c.startsWith('POLICY_'))) return failure('failed', 'internal_error', 'this worker\'s policy.yaml is missing or invalid, so no tool registration can be trusted; the call was not run', problems);
+    return failure('failed', 'auth_failed', `the registration of ${record.project_id}/${record.tool_name} is not signed by an operator this worker trusts; the call was not run`, problems);
   }
 
   /**
@@ -455,7 +455,7 @@ export class UtpService {
    */
   private async awaitApproval(
     ctx: CallContext,
-    entry: { record: ToolRecord; options: ToolOptions | null },
+    entry: ToolEntry,
     args: JsonObject,
     run: Running,
   ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' | 'vanished' }> {

@@ -75,7 +75,9 @@ test('the folder gate and the UTP service log one JSON shape: the same base fiel
   assert.equal(gate.code, 0, gate.stderr);
   const gateLine = JSON.parse(gate.stdout.trim().split('\n').pop() ?? '') as Record<string, unknown>;
 
-  const tool = airlock(['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', 'logtest', '--channel', 'main', '--workspace', ws]);
+  const keys = join(ws, 'keys');
+  assert.equal(airlock(['keygen', '--operator', 'ops', '--key-dir', keys, '--workspace', ws]).code, 0);
+  const tool = airlock(['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', 'logtest', '--channel', 'main', '--operator', 'ops', '--key-dir', keys, '--workspace', ws]);
   assert.equal(tool.code, 0, tool.stderr);
   const stream = `AIRLOCK_LOGTEST_${process.pid}_${Date.now()}`;
   const child = spawn(repoPath('bin/airlock'), ['serve', '--nats', 'nats://127.0.0.1:4222', '--stream', stream, '--durable', `${stream}_d`, '--workspace', ws], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -88,7 +90,8 @@ test('the folder gate and the UTP service log one JSON shape: the same base fiel
       child.on('close', (code) => rej(new Error(`the UTP service ended (${code}) before its first log line: ${out}${err}`)));
       child.stdout.on('data', (d: Buffer) => {
         out += d;
-        if (out.includes('\n')) {
+        // Its first lines name the tools it loaded (tool-registered), then it says it is serving.
+        if (/"event":"serving".*\n/.test(out)) {
           clearTimeout(t);
           res();
         }
@@ -101,7 +104,7 @@ test('the folder gate and the UTP service log one JSON shape: the same base fiel
     await (await nc.jetstreamManager()).streams.delete(stream).catch(() => undefined);
     await nc.close();
   }
-  const utpLine = JSON.parse(out.split('\n')[0] ?? '') as Record<string, unknown>;
+  const utpLine = JSON.parse(out.split('\n').find((l) => l.includes('"event":"serving"')) ?? '') as Record<string, unknown>;
   for (const [name, line] of [['gate', gateLine], ['utp', utpLine]] as const) {
     for (const f of BASE_FIELDS) assert.ok(f in line, `${name} log has ${f}: ${JSON.stringify(line)}`);
     assert.equal(line.level, 'info');

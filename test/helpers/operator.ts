@@ -1,8 +1,10 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseDocument, isSeq } from 'yaml';
-import { generateOperatorKey } from '../../src/approval/keys.js';
+import { generateOperatorKey, loadOperatorKey } from '../../src/approval/keys.js';
+import { signRegistration } from '../../src/approval/tool-registration.js';
+import type { ToolRecord } from '../../src/store/types.js';
+import { addOperatorToPolicy } from '../../src/policy/operators.js';
 
 /**
  * A real operator for a test: an Ed25519 key pair in a fresh key folder (owner-only, as
@@ -11,11 +13,14 @@ import { generateOperatorKey } from '../../src/approval/keys.js';
 export function addOperator(policyFile: string, name: string, keyDir = mkdtempSync(join(tmpdir(), 'airlock-keys-'))): { keyDir: string; publicKey: string } {
   const made = generateOperatorKey(name, keyDir);
   if ('error' in made) throw new Error(made.error);
-  const doc = parseDocument(readFileSync(policyFile, 'utf8'));
-  const ops = doc.get('operators');
-  if (!isSeq(ops)) throw new Error(`${policyFile} has no operators list`);
-  ops.flow = false;
-  ops.add(doc.createNode({ name, public_key: made.publicKey }));
-  writeFileSync(policyFile, doc.toString({ lineWidth: 0 }));
+  const err = addOperatorToPolicy(policyFile, name, made.publicKey);
+  if (err) throw new Error(err);
   return { keyDir, publicKey: made.publicKey };
+}
+
+/** `t` signed by an operator from addOperator, as `airlock tools add --operator` signs it. */
+export function signTool(t: ToolRecord, op: { name: string; keyDir: string }, now = new Date()): ToolRecord {
+  const key = loadOperatorKey(op.name, op.keyDir);
+  if ('error' in key) throw new Error(key.error);
+  return { ...t, signature: signRegistration({ tool: t, operator: op.name, key: key.key, publicKey: key.publicKey, now }) };
 }

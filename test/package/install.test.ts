@@ -113,9 +113,10 @@ test('installed from its tarball: both README snippets compile with tsc --strict
 
   // A worker from the installed command, with the README's tool, in a workspace of its own.
   const ws = join(tmp, 'ws');
-  const env = { ...process.env, AIRLOCK_HOME: ws };
+  const env = { ...process.env, AIRLOCK_HOME: ws, AIRLOCK_KEYS: join(tmp, 'keys') };
   const airlock = join(proj, 'node_modules', '.bin', 'airlock');
-  sh(airlock, ['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', project, '--channel', 'main'], proj, env);
+  sh(airlock, ['keygen', '--operator', 'ops'], proj, env);
+  sh(airlock, ['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', project, '--channel', 'main', '--operator', 'ops'], proj, env);
   stream = `AIRLOCK_PKG_${project.toUpperCase()}`;
   worker = spawn(airlock, ['serve', '--nats', NATS_URL, '--stream', stream, '--durable', `${project}-d`], { cwd: proj, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';

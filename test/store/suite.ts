@@ -82,9 +82,12 @@ export function storeSuite(name: string, open: () => Promise<StoreFixture>): voi
       const project = `p${randomUUID().slice(0, 8)}`;
       const t = { project_id: project, tool_name: 'python.run', description: 'd', parameters: { type: 'object' }, target_subject: `cg.v1.${project}.c.cmd.tool.python.run`, after_execution: 'suspend' as const, options: { runner: 'python' } };
       await s.upsertTool(t);
-      assert.deepEqual(await s.getTool(project, 'python.run'), t);
-      await s.upsertTool({ ...t, description: 'd2', after_execution: 'terminate' });
+      assert.deepEqual(await s.getTool(project, 'python.run'), { ...t, signature: null }, 'a row without a signature reads back with signature null');
+      await s.upsertTool({ ...t, description: 'd2', after_execution: 'terminate', signature: '{"sig":1}' });
       assert.equal((await s.getTool(project, 'python.run'))?.description, 'd2');
+      assert.equal((await s.getTool(project, 'python.run'))?.signature, '{"sig":1}', 'the signature is kept as written');
+      await s.upsertTool(t);
+      assert.equal((await s.getTool(project, 'python.run'))?.signature, null, 'an unsigned replacement drops the old signature');
       await s.upsertTool({ ...t, tool_name: 'echo' });
       assert.deepEqual((await s.listTools(project)).map((x) => x.tool_name), ['echo', 'python.run']);
       assert.ok((await s.listTools()).length >= 2);

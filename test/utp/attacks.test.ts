@@ -62,7 +62,7 @@ before(async () => {
       row(projectB, c, 'echo', { options: { runner: 'echo' } }),
     ],
   });
-  writeFileSync(h.ws.policyFile, POLICY);
+  h.writePolicy(POLICY);
   alice = addOperator(h.ws.policyFile, 'alice');
   sub = h.nc.subscribe('cg.v1.>', {
     callback: (_e, m: Msg) => {

@@ -11,7 +11,10 @@ import { addOperator } from '../helpers/operator.js';
 /** `airlock tools` and `airlock approvals` on a SQLite workspace. */
 
 const ws = mkdtempSync(join(tmpdir(), 'airlock-cli-'));
+const keys = join(ws, 'keys');
 after(() => rmSync(ws, { recursive: true, force: true }));
+/** The registering operator's options (`keygen` made the key and listed it in the policy: see the first test). */
+const ops = ['--operator', 'ops', '--key-dir', keys];
 
 // The real command, as a user runs it (capturing process.stdout in this process would also swallow
 // the test runner's own reports, which travel on it).
@@ -21,32 +24,72 @@ async function run(args: string[]): Promise<{ out: string; err: string; code: nu
 }
 
 test('tools add --builtin, list, add with JSON options from a file, remove', async () => {
-  const a = await run(['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', 'proj', '--channel', 'ch']);
+  assert.equal((await run(['keygen', '--operator', 'ops', '--key-dir', keys])).code, 0);
+  const a = await run(['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', 'proj', '--channel', 'ch', ...ops]);
   assert.equal(a.code, 0, a.err);
-  assert.match(a.out, /registered proj\/python.run on cg\.v1\.proj\.ch\.cmd\.tool\.python\.run/);
+  assert.match(a.out, /registered proj\/python.run on cg\.v1\.proj\.ch\.cmd\.tool\.python\.run, signed by ops \(key [0-9a-f]{16}\)/);
   const opts = join(ws, 'opts.json');
   writeFileSync(opts, JSON.stringify({ runner: 'command', argv: ['/usr/bin/wc', '-c', '{{file}}'], approval: { required: true, timeout_ms: 60000 } }));
-  const b = await run(['tools', 'add', 'wc', '--project', 'proj', '--subject', 'cg.v1.proj.ch.cmd.tool.wc', '--parameters', '{"type":"object","properties":{"file":{"type":"string"}}}', '--options', `@${opts}`, '--after-execution', 'terminate']);
+  const b = await run(['tools', 'add', 'wc', '--project', 'proj', '--subject', 'cg.v1.proj.ch.cmd.tool.wc', '--parameters', '{"type":"object","properties":{"file":{"type":"string"}}}', '--options', `@${opts}`, '--after-execution', 'terminate', ...ops]);
   assert.equal(b.code, 0, b.err);
   const l = await run(['tools', 'list']);
-  assert.match(l.out, /proj\/python.run\s+cg\.v1\.proj\.ch\.cmd\.tool\.python\.run\s+runner=python/);
-  assert.match(l.out, /proj\/wc .*after=terminate\s+approval=required/);
+  assert.match(l.out, /proj\/python.run\s+cg\.v1\.proj\.ch\.cmd\.tool\.python\.run\s+runner=python\s+after=suspend\s+signed=ops/);
+  assert.match(l.out, /proj\/wc .*after=terminate\s+approval=required\s+signed=ops/);
   const j = JSON.parse((await run(['tools', 'list', '--json', '--project', 'proj'])).out);
   assert.deepEqual(j.map((t: { tool_name: string }) => t.tool_name), ['python.run', 'wc']);
   assert.equal((await run(['tools', 'remove', 'wc', '--project', 'proj'])).code, 0);
   assert.equal((await run(['tools', 'remove', 'wc', '--project', 'proj'])).code, 2);
 });
 
+test('tools list flags a row changed in the store after it was signed, and one nobody signed', async () => {
+  const store = new SqliteStore(join(ws, 'airlock.db'));
+  await store.init();
+  try {
+    assert.equal((await run(['tools', 'add', 'guarded', '--builtin', 'echo', '--project', 'proj', '--channel', 'ch', '--options', '{"runner":"echo","approval":{"required":true}}', ...ops])).code, 0);
+    const row = await store.getTool('proj', 'guarded');
+    assert.ok(row?.signature);
+    await store.upsertTool({ ...row, options: { runner: 'echo' } });
+    await store.upsertTool({ ...row, tool_name: 'planted', target_subject: 'cg.v1.proj.ch.cmd.tool.planted', signature: null });
+    const l = (await run(['tools', 'list', '--project', 'proj'])).out;
+    assert.match(l, /proj\/guarded .*REFUSED=UTPS_TOOL_TAMPERED/);
+    assert.match(l, /proj\/planted .*REFUSED=UTPS_TOOL_UNSIGNED/);
+  } finally {
+    await store.close();
+  }
+  assert.equal((await run(['tools', 'remove', 'guarded', '--project', 'proj'])).code, 0);
+  assert.equal((await run(['tools', 'remove', 'planted', '--project', 'proj'])).code, 0);
+});
+
+test('tools add signs only with a key the workspace policy trusts, and needs an operator', async () => {
+  const none = await run(['tools', 'add', 'z', '--builtin', 'echo', '--project', 'proj', '--channel', 'ch']);
+  assert.equal(none.code, 2);
+  assert.match(none.err, /--operator/);
+  const other = mkdtempSync(join(tmpdir(), 'airlock-cli-ws2-'));
+  try {
+    // mallory's key exists and is trusted by another workspace, not by this one.
+    assert.equal(airlock(['keygen', '--operator', 'mallory', '--key-dir', keys, '--workspace', other]).code, 0);
+    const r = await run(['tools', 'add', 'z', '--builtin', 'echo', '--project', 'proj', '--channel', 'ch', '--operator', 'mallory', '--key-dir', keys]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /UTPS_TOOL_UNTRUSTED_KEY/);
+    const missing = await run(['tools', 'add', 'z', '--builtin', 'echo', '--project', 'proj', '--channel', 'ch', '--operator', 'nobody', '--key-dir', keys]);
+    assert.equal(missing.code, 2);
+    assert.match(missing.err, /no private key for operator nobody/);
+    assert.match((await run(['tools', 'list', '--project', 'proj'])).out, /^(?!.*proj\/z )/s, 'nothing was registered');
+  } finally {
+    rmSync(other, { recursive: true, force: true });
+  }
+});
+
 test('tools add refuses a bad record with the rule codes', async () => {
-  const r = await run(['tools', 'add', 'x', '--project', 'proj', '--subject', 'cg.v1.other.ch.cmd.tool.x', '--options', '{"runner":"teleport"}', '--parameters', '{"type":"array"}']);
+  const r = await run(['tools', 'add', 'x', '--project', 'proj', '--subject', 'cg.v1.other.ch.cmd.tool.x', '--options', '{"runner":"teleport"}', '--parameters', '{"type":"array"}', ...ops]);
   assert.equal(r.code, 2);
   assert.match(r.err, /UTPS_TOOL_SUBJECT/);
   assert.match(r.err, /UTPS_TOOL_OPTIONS/);
   assert.match(r.err, /UTPS_TOOL_PARAMETERS/);
-  const reserved = await run(['tools', 'add', 'y', '--project', 'proj', '--subject', 'cg.v1.proj.ch.cmd.tool.airlock.cancel', '--options', '{"runner":"echo"}']);
+  const reserved = await run(['tools', 'add', 'y', '--project', 'proj', '--subject', 'cg.v1.proj.ch.cmd.tool.airlock.cancel', '--options', '{"runner":"echo"}', ...ops]);
   assert.equal(reserved.code, 2);
   assert.match(reserved.err, /reserved/);
-  const bad = await run(['tools', 'add', 'y', '--project', 'proj', '--channel', 'ch', '--options', '{not json']);
+  const bad = await run(['tools', 'add', 'y', '--project', 'proj', '--channel', 'ch', '--options', '{not json', ...ops]);
   assert.equal(bad.code, 2);
   assert.match(bad.err, /JSON_SYNTAX/);
 });

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from 'nats';
@@ -11,6 +11,8 @@ import { UtpService, type ServiceOptions } from '../../src/utp/service.js';
 import { BUILTIN_TOOLS, defaultToolSubject } from '../../src/utp/tools.js';
 import { openWorkspace, type Workspace } from '../../src/workspace/workspace.js';
 import { disposePostgres, freshPostgres, NATS_URL } from '../store/services.js';
+import { addOperator, signTool } from '../helpers/operator.js';
+import { addOperatorToPolicy } from '../../src/policy/operators.js';
 
 /** A whole UTP deployment for one test file: NATS, a store, registered tools, one service. */
 export interface Harness {
@@ -25,6 +27,12 @@ export interface Harness {
   logs: Record<string, unknown>[];
   runs: string[];
   subject(tool: string): string;
+  /** The operator who signs the harness's tools (listed in its workspace policy). */
+  registrar: { name: string; keyDir: string; publicKey: string };
+  /** Replaces the workspace policy with `text`, its operators plus the harness's registrar (whose tools would stop otherwise). */
+  writePolicy(text: string): void;
+  /** Writes `t` to the store signed by the harness's operator (`registrar`), as `airlock tools add` would. */
+  register(t: ToolRecord): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -84,8 +92,9 @@ export async function startHarness(
   }
   const project = token('p');
   const channel = 'ch1';
-  // Extra rows go straight to the store, as a row written by another program would (unchecked).
-  for (const t of [...testTools(project, channel), ...(opts.tools?.(project, channel) ?? [])]) await store.upsertTool(t);
+  // Extra rows go straight to the store (unchecked), signed by the harness's operator.
+  const registrar = { name: 'registrar', ...addOperator(ws.policyFile, 'registrar') };
+  for (const t of [...testTools(project, channel), ...(opts.tools?.(project, channel) ?? [])]) await store.upsertTool(signTool(t, registrar));
   const stream = token('AIRLOCK_T_').toUpperCase();
   const durable = token('airlock-t-');
   const logs: Record<string, unknown>[] = [];
@@ -119,6 +128,13 @@ export async function startHarness(
     logs,
     runs,
     subject: (tool) => defaultToolSubject('v1', project, channel, tool),
+    registrar,
+    writePolicy: (text) => {
+      writeFileSync(ws.policyFile, text);
+      const err = addOperatorToPolicy(ws.policyFile, registrar.name, registrar.publicKey);
+      if (err) throw new Error(err);
+    },
+    register: (t) => store.upsertTool(signTool(t, registrar)),
     stop: async () => {
       await service.stop();
       const jsm = await nc.jetstreamManager();

@@ -40,7 +40,7 @@ before(async () => {
       }),
     ],
   });
-  writeFileSync(h.ws.policyFile, POLICY);
+  h.writePolicy(POLICY);
 });
 after(async () => {
   await h?.stop();
@@ -61,14 +61,14 @@ test('the host policy bounds a tool: limits above it are refused (failed / auth_
 });
 
 test('the host policy picks the lane: with lanes [ns], python.run runs python3 in ns instead of Monty', async () => {
-  writeFileSync(h.ws.policyFile, POLICY.replace('lanes: [ns, monty]', 'lanes: [ns]'));
+  h.writePolicy(POLICY.replace('lanes: [ns, monty]', 'lanes: [ns]'));
   try {
     const r = await call('python.run', { code: 'print(6*7)' });
     assert.ok(r.ok && r.status === 'success', JSON.stringify(r));
     assert.equal(result(r).lane, 'ns');
     assert.equal((result(r).stdout as { text: string }).text, '42\n');
   } finally {
-    writeFileSync(h.ws.policyFile, POLICY);
+    h.writePolicy(POLICY);
   }
 });
 

@@ -12,6 +12,8 @@ import type { PostgresStore } from '../../src/store/postgres.js';
 import { callTool } from '../../src/utp/client.js';
 import { testTools, token, natsOrFail, eventually } from './harness.js';
 import { disposePostgres, freshPostgres, NATS_URL, PG_URL } from '../store/services.js';
+import { openWorkspace } from '../../src/workspace/workspace.js';
+import { addOperator, signTool } from '../helpers/operator.js';
 
 /**
  * Three worker processes on ONE durable consumer and one PostgreSQL store; 500 echo calls; one
@@ -49,7 +51,8 @@ test('three workers, one SIGKILLed mid-way through 500 calls: each call answered
   const project = token('p');
   const stream = token('AIRLOCK_W_').toUpperCase();
   const durable = token('airlock-w-');
-  for (const t of testTools(project, 'ch1')) await store.upsertTool(t);
+  const registrar = { name: 'registrar', ...addOperator(openWorkspace(join(dir, 'ws')).policyFile, 'registrar') };
+  for (const t of testTools(project, 'ch1')) await store.upsertTool(signTool(t, registrar));
   const runsFile = join(dir, 'runs.txt');
   writeFileSync(runsFile, '');
   cleanup = async () => {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { callOfSummary, canonical } from '../../approval/utp-call.js';
+import type { ToolRecord } from '../../store/types.js';
 
 /**
  * `airlock tools add|list|remove`, `airlock approvals [list|approve|reject]`, `airlock calls cancel` and the body of
@@ -80,11 +81,13 @@ export function registerUtpCommands(program: Command): void {
       .option('--description <text>', 'what the tool does (shown to agents)')
       .option('--parameters <json>', 'JSON Schema of the arguments (inline JSON or @file)')
       .option('--options <json>', 'how Airlock runs it (inline JSON or @file; see docs/utp-service.md)')
-      .option('--after-execution <mode>', 'suspend | terminate'),
+      .option('--after-execution <mode>', 'suspend | terminate')
+      .requiredOption('--operator <name>', 'the operator who signs the registration (workers run only tools signed by a key their policy lists: `airlock keygen`)')
+      .option('--key-dir <dir>', 'where the operator\'s private key is (default: $AIRLOCK_KEYS or ~/.config/airlock/keys)'),
   ).action(
     async (
       name: string,
-      o: StoreOpts & { project: string; subject?: string; channel?: string; ver: string; builtin?: string; description?: string; parameters?: string; options?: string; afterExecution?: string },
+      o: StoreOpts & { project: string; subject?: string; channel?: string; ver: string; builtin?: string; description?: string; parameters?: string; options?: string; afterExecution?: string; operator: string; keyDir?: string },
     ) => {
       const { BUILTIN_TOOLS, checkToolRecord, defaultToolSubject } = await import('../../utp/tools.js');
       const base = o.builtin === undefined ? undefined : BUILTIN_TOOLS[o.builtin];
@@ -109,9 +112,11 @@ export function registerUtpCommands(program: Command): void {
         process.exitCode = 2;
         return;
       }
+      const signed = await signToolRecord(record, o);
+      if ('error' in signed) return fail(signed.error);
       await withStore(o, async (store) => {
-        await store.upsertTool(record);
-        process.stdout.write(`registered ${record.project_id}/${record.tool_name} on ${record.target_subject}\n`);
+        await store.upsertTool(signed.record);
+        process.stdout.write(`registered ${record.project_id}/${record.tool_name} on ${record.target_subject}, signed by ${o.operator} (key ${signed.keyId})\n`);
       });
     },
   );
@@ -127,9 +132,15 @@ export function registerUtpCommands(program: Command): void {
       const rows = await store.listTools(o.project);
       if (o.json) return void process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
       if (rows.length === 0) return void process.stdout.write('no tools registered (airlock tools add --builtin python.run ...)\n');
+      const { openWorkspace } = await import('../../workspace/workspace.js');
+      const { loadPolicy } = await import('../../policy/load.js');
+      const { verifyRegistration } = await import('../../approval/tool-registration.js');
+      const policy = loadPolicy(openWorkspace(o.workspace).policyFile);
       for (const t of rows) {
         const opts = t.options as { runner?: string; approval?: { required?: boolean } };
-        process.stdout.write(`${t.project_id}/${t.tool_name}  ${t.target_subject}  runner=${opts.runner ?? '?'}  after=${t.after_execution}${opts.approval?.required ? '  approval=required' : ''}\n`);
+        const v = policy.ok ? verifyRegistration(t, policy.value) : undefined;
+        const by = !v ? '  signature=not checked (no valid policy.yaml)' : v.ok ? `  signed=${v.value.operator}` : `  REFUSED=${v.problems.map((p) => p.code).join(',')}`;
+        process.stdout.write(`${t.project_id}/${t.tool_name}  ${t.target_subject}  runner=${opts.runner ?? '?'}  after=${t.after_execution}${opts.approval?.required ? '  approval=required' : ''}${by}\n`);
       }
     });
   });
@@ -246,6 +257,26 @@ export function registerUtpCommands(program: Command): void {
       process.stdout.write(`cancel requested for ${toolCallId} (worker ${c.worker_id} stops it at its next heartbeat)\n`);
     });
   });
+}
+
+/**
+ * Signs a tool row with the operator's key and checks it against this workspace's policy, so a key
+ * the workers will not trust is reported here rather than as refused calls later.
+ */
+async function signToolRecord(record: ToolRecord, o: { operator: string; keyDir?: string; workspace?: string }): Promise<{ record: ToolRecord; keyId: string } | { error: string }> {
+  const { openWorkspace } = await import('../../workspace/workspace.js');
+  const { loadPolicy } = await import('../../policy/load.js');
+  const { keyDir, keyId, loadOperatorKey } = await import('../../approval/keys.js');
+  const { signRegistration, verifyRegistration } = await import('../../approval/tool-registration.js');
+  const ws = openWorkspace(o.workspace);
+  const policy = loadPolicy(ws.policyFile);
+  if (!policy.ok) return { error: `the policy ${ws.policyFile} is missing or invalid (${policy.problems.map((p) => p.code).join(', ')}): its operator keys decide which registrations workers run` };
+  const key = loadOperatorKey(o.operator, keyDir(o.keyDir));
+  if ('error' in key) return { error: key.error };
+  const signedRecord = { ...record, signature: signRegistration({ tool: record, operator: o.operator, key: key.key, publicKey: key.publicKey, now: new Date() }) };
+  const v = verifyRegistration(signedRecord, policy.value);
+  if (!v.ok) return { error: `${record.project_id}/${record.tool_name} not registered:\n${v.problems.map((p) => `  ${p.code}: ${p.message}`).join('\n')}` };
+  return { record: signedRecord, keyId: keyId(key.publicKey) };
 }
 
 /** How much of a call's arguments `approvals list` and `approve` print before cutting (with a marker). */

@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { generateOperatorKey } from '../../src/approval/keys.js';
+import { openAuditLog } from '../../src/audit/index.js';
+import type { ToolRecord } from '../../src/store/types.js';
+import { callTool } from '../../src/utp/client.js';
+import { executeTool } from '../../src/utp/execute.js';
+import { BUILTIN_TOOLS } from '../../src/utp/tools.js';
+import { signTool } from '../helpers/operator.js';
+import { eventually, sleep, startHarness, toolRow, type Harness } from './harness.js';
+
+/**
+ * Every client writes the store (its call cards), so a client can write `resource.tools` too: these
+ * tests are that client. A worker runs a tool only when an operator its own policy.yaml lists signed
+ * the row as it stands; anything else is answered failed / auth_failed, never run, logged and audited.
+ */
+
+const REFRESH_MS = 100;
+
+for (const db of ['sqlite', 'postgres'] as const) {
+  describe(`tool registrations written by a client (${db})`, () => {
+    let h: Harness;
+    before(async () => {
+      h = await startHarness({ db, service: { refreshMs: REFRESH_MS } });
+    });
+    after(async () => {
+      await h?.stop();
+    });
+
+    const call = (tool: string, args: Record<string, unknown> = {}) =>
+      callTool({ nats: h.nc, store: h.store, subject: h.subject(tool), tool, agentId: 'agent-r', agentTurnId: `turn-${randomUUID()}`, turnEpoch: 1, arguments: args as never, timeoutMs: 15_000 });
+
+    /** The call's answer is auth_failed with `code`, it did not run, and the refusal is in the log and the audit. */
+    async function refused(tool: string, code: string): Promise<void> {
+      const r = await call(tool, { v: 1 });
+      assert.ok(r.ok, JSON.stringify(r));
+      assert.equal(r.status, 'failed');
+      assert.equal(r.content.error?.code, 'auth_failed', JSON.stringify(r.content.error));
+      const codes = ((r.content.error?.detail as { problems?: { code: string }[] } | undefined)?.problems ?? []).map((p) => p.code);
+      assert.deepEqual(codes, [code]);
+      assert.ok(!h.runs.includes(r.toolCallId), 'the tool did not run');
+      assert.ok(h.logs.some((l) => l.event === 'call-refused' && l.tool_call_id === r.toolCallId));
+      const audited = openAuditLog(h.ws.auditFile).show().find((e) => e.type === 'refused' && e.detail?.tool_call_id === r.toolCallId);
+      assert.deepEqual([audited?.detail?.stage, audited?.detail?.codes], ['registration', [code]]);
+    }
+
+    /** Waits until the worker's registry has re-read the store. */
+    const refreshed = () => sleep(REFRESH_MS * 4);
+
+    test('a tool row a client planted, unsigned, is never run', async () => {
+      await h.store.upsertTool(toolRow(h.project, h.channel, 'planted', { options: { runner: 'echo' } }));
+      await refreshed(); // a new subject: the worker's stream takes it at its next refresh
+      await refused('planted', 'UTPS_TOOL_UNSIGNED');
+      assert.ok(h.logs.some((l) => l.event === 'tool-refused' && l.tool_name === 'planted'));
+    });
+
+    test('a client that turns approval.required off on a signed tool gets no run without a person', async () => {
+      const row = await h.store.getTool(h.project, 'echo.approve');
+      assert.ok(row?.signature && (row.options as { approval?: { required?: boolean } }).approval?.required);
+      await h.store.upsertTool({ ...row, options: { runner: 'echo', approval: { required: false } } });
+      await refreshed();
+      await refused('echo.approve', 'UTPS_TOOL_TAMPERED');
+      assert.equal((await h.store.listApprovals()).filter((a) => a.tool_name === 'echo.approve' && a.state === 'pending').length, 0, 'it did not even ask');
+    });
+
+    test('a client that widens a signed tool (a new runner, a host scope) keeps the signature but not the tool', async () => {
+      const row = await h.store.getTool(h.project, 'sandbox.exec');
+      assert.ok(row);
+      await h.store.upsertTool({ ...row, options: { runner: 'exec', effects: { scope: ['/home/someone'] } } });
+      await refreshed();
+      await refused('sandbox.exec', 'UTPS_TOOL_TAMPERED');
+    });
+
+    test('a row signed with a key the worker\'s policy does not list (the client made its own) is refused', async () => {
+      const mallory = { name: 'mallory', keyDir: mkdtempSync(join(tmpdir(), 'airlock-keys-')) };
+      const made = generateOperatorKey(mallory.name, mallory.keyDir);
+      assert.ok(!('error' in made));
+      await h.store.upsertTool(signTool(toolRow(h.project, h.channel, 'forged', { options: { runner: 'echo' } }), mallory));
+      await refreshed();
+      await refused('forged', 'UTPS_TOOL_UNTRUSTED_KEY');
+    });
+
+    test('an older signed registration put back in the store is refused as a rollback', async () => {
+      const name = `rolled.${db}`;
+      const v1 = signTool(toolRow(h.project, h.channel, name, { options: { runner: 'echo' } }), h.registrar, new Date(Date.now() - 60_000));
+      await h.store.upsertTool(v1);
+      await refreshed();
+      const first = await call(name, { v: 1 });
+      assert.ok(first.ok && first.status === 'success', JSON.stringify(first));
+      await h.register(toolRow(h.project, h.channel, name, { options: { runner: 'echo', approval: { required: true, timeout_ms: 500 } } }));
+      const loaded = () => h.logs.filter((l) => l.event === 'tool-registered' && l.tool_name === name).length;
+      await eventually(() => (loaded() >= 2 ? true : undefined), 5000, 'the worker to load the new registration');
+      await h.store.upsertTool(v1);
+      await refreshed();
+      await refused(name, 'UTPS_TOOL_ROLLBACK');
+    });
+
+    test('the host core checks the registration too: an unsigned tool handed to it straight is refused', async () => {
+      const t: ToolRecord = toolRow(h.project, h.channel, 'core.check', { ...BUILTIN_TOOLS['sandbox.exec'], options: { runner: 'exec' } });
+      const e = await executeTool(t, { runner: 'exec' }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
+      assert.equal(e.status, 'failed');
+      assert.equal(e.error?.code, 'auth_failed', JSON.stringify(e.error));
+      assert.match(JSON.stringify(e.error), /UTPS_TOOL_UNSIGNED/);
+      const signed = await executeTool(signTool(t, h.registrar), { runner: 'exec' }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
+      assert.equal(signed.status, 'success', JSON.stringify(signed.error));
+    });
+  });
+}
