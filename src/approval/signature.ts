@@ -54,13 +54,30 @@ export function checkOperatorSignature(
   const trusted = policy.operators.find((o) => o.public_key === s.public_key);
   if (!trusted) return { code: codes.untrusted, message: `${what} was signed by a key the policy does not list (operator ${s.operator})` };
   if (trusted.name !== s.operator) return { code: codes.untrusted, message: `the key belongs to operator ${trusted.name}, not ${s.operator}` };
+  return verifiedOnce(s.public_key, s.signature, msg) ? undefined : { code: codes.invalid, message: `the signature does not verify with ${trusted.name}'s key` };
+}
+
+/**
+ * Ed25519 verification, remembered: a worker checks the same tool registration for every call of
+ * the tool, and a verification costs far more than the run of a small Monty program. The outcome
+ * depends only on the key, the signature and the message, which together are the cache key.
+ */
+const verified = new Map<string, boolean>();
+const VERIFIED_MAX = 1024;
+
+function verifiedOnce(publicKey: string, signature: string, msg: Buffer): boolean {
+  const key = `${publicKey}\n${signature}\n${msg.toString('base64')}`;
+  const hit = verified.get(key);
+  if (hit !== undefined) return hit;
   let valid: boolean;
   try {
-    valid = verify(null, msg, decodePublicKey(s.public_key), Buffer.from(s.signature, 'base64'));
+    valid = verify(null, msg, decodePublicKey(publicKey), Buffer.from(signature, 'base64'));
   } catch {
     valid = false;
   }
-  return valid ? undefined : { code: codes.invalid, message: `the signature does not verify with ${trusted.name}'s key` };
+  if (verified.size >= VERIFIED_MAX) verified.clear();
+  verified.set(key, valid);
+  return valid;
 }
 
 /**

@@ -189,9 +189,11 @@ test('README examples run in order on a fresh HOME, as written', { timeout: 300_
   assert.match(out('network', 3), /Airlock/);
   assert.match(out('network', 4), /BLOCK/);
 
-  // utp: the PostgreSQL path end to end: the call's answer came back through the worker's store.
-  assert.match(out('utp', 3), /"status":"success"/);
-  assert.match(out('utp', 3), /42\\n/);
+  // utp: the PostgreSQL path end to end: the tool registered signed by alice (her key from the gate
+  // example), the call's answer came back through the worker's store.
+  assert.match(out('utp', 2), /registered .*\/python\.run on .*, signed by alice \(key [0-9a-f]{16}\)/);
+  assert.match(out('utp', 4), /"status":"success"/);
+  assert.match(out('utp', 4), /42\\n/);
 
   // keygen again, as a reader who runs the gate example twice: nothing to do, exit 0.
   const again = spawnSync(repoPath('bin/airlock'), ['keygen', '--operator', 'alice'], { encoding: 'utf8', env: freshEnv() });
