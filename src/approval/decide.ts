@@ -1,10 +1,9 @@
 import type { Action } from '../action/action.js';
 import type { Problem } from '../base/problem.js';
 import type { Policy } from '../policy/policy.js';
-import type { ToolRecord } from '../store/types.js';
 import { keyId } from './keys.js';
 import { verifyApproval } from './signature.js';
-import { verifyRegistration } from './tool-registration.js';
+import { verifyRegistration, type SignedTool } from './tool-registration.js';
 
 export { keyId };
 
@@ -27,7 +26,7 @@ export type ApprovalEvidence =
   | { kind: 'signature'; sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string }
   | { kind: 'policy-rule' }
   | { kind: 'operator'; operator: string; how: 'terminal' | 'signed-utp-approval'; keyId?: string }
-  | { kind: 'tool'; record: ToolRecord };
+  | { kind: 'tool'; record: SignedTool };
 
 export interface ApprovalDecision {
   /** `key:<operator>:<key id>`, `policy:<rule>`, `terminal:<user>`, `tool:<project>/<tool>@key:<operator>:<key id>`. */

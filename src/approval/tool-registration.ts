@@ -2,7 +2,6 @@ import { sign, type KeyObject } from 'node:crypto';
 import * as z from 'zod';
 import type { Problem } from '../base/problem.js';
 import type { Policy } from '../policy/policy.js';
-import type { ToolRecord } from '../store/types.js';
 import { keyId } from './keys.js';
 import { checkOperatorSignature } from './signature.js';
 import { toolSha256 } from './utp-call.js';
@@ -33,11 +32,14 @@ export const registrationRules = [
   { code: 'UTPS_TOOL_ROLLBACK', spec: 'Airlock: a worker never goes back to a registration signed before one it has already served.', fix: 'Register the tool again (a new signature), or restart the worker if the older registration is meant.' },
 ] as const;
 
+/** A tool registration as signed: the fields its sha256 covers, and the signature (the store's `tools` row has this shape). */
+export type SignedTool = Parameters<typeof toolSha256>[0] & { signature?: string | null };
+
 const message = (r: Pick<Registration, 'tool_sha256' | 'signed_utc' | 'operator'>): Buffer =>
   Buffer.from(`airlock-utp-tool-v1\n${r.tool_sha256}\n${r.signed_utc}\n${r.operator}\n`);
 
 /** The `signature` column for `tool`, signed with the operator's private key. */
-export function signRegistration(args: { tool: ToolRecord; operator: string; key: KeyObject; publicKey: string; now: Date }): string {
+export function signRegistration(args: { tool: SignedTool; operator: string; key: KeyObject; publicKey: string; now: Date }): string {
   const base = { tool_sha256: toolSha256(args.tool), signed_utc: args.now.toISOString(), operator: args.operator };
   const r: Registration = { alg: 'ed25519', operator: args.operator, public_key: args.publicKey, tool_sha256: base.tool_sha256, signed_utc: base.signed_utc, signature: sign(null, message(base), args.key).toString('base64') };
   return JSON.stringify(r);
@@ -51,7 +53,7 @@ export interface Registrant {
 }
 
 /** Who registered `tool`, checked against the policy's operator keys; or why the row is not to be served. */
-export function verifyRegistration(tool: ToolRecord, policy: Policy): { ok: true; value: Registrant } | { ok: false; problems: Problem[] } {
+export function verifyRegistration(tool: SignedTool, policy: Policy): { ok: true; value: Registrant } | { ok: false; problems: Problem[] } {
   const no = (code: string, message: string) => ({ ok: false as const, problems: [{ code, message, path: 'signature' }] });
   if (tool.signature === null || tool.signature === undefined) {
     return no('UTPS_TOOL_UNSIGNED', `${tool.project_id}/${tool.tool_name} is not signed by an operator: register it with \`airlock tools add ... --operator NAME\``);

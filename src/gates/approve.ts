@@ -9,7 +9,7 @@ import { signApproval } from '../approval/signature.js';
 import { checkInputs } from '../action/inputs.js';
 import { openAuditLog } from '../audit/index.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { writeAtomic } from './files.js';
+import { writeAtomic } from '../base/write-atomic.js';
 
 /** Sets `approved_by` / `approved_utc` in the front matter, adding them when missing. */
 export function withApproval(text: string, operator: string, utc: string): string {

@@ -1,20 +1,8 @@
-import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
-import { basename, dirname, join } from 'node:path';
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import type { Problem } from '../base/problem.js';
+import { writeAtomic } from '../base/write-atomic.js';
 import { MAX_DOCUMENT_BYTES } from '../contracts/text.js';
-
-/**
- * Writes a file atomically: a temp file in the same folder, then rename. The temp name is
- * unpredictable and made with O_EXCL (a link already there is never followed): the gate's folders
- * requests_in/, results_out/, inbound/ and quarantine/ may be writable by the AI's side.
- */
-export function writeAtomic(path: string, data: string | Buffer, mode = 0o600): void {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(8).toString('hex')}.tmp`);
-  writeFileSync(tmp, data, { mode, flag: 'wx' });
-  renameSync(tmp, path);
-}
 
 /**
  * Reads a document the gate was handed (a request, its .sig): a regular file only, never through a

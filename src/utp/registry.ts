@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import type { Problem, Result } from '../base/problem.js';
+import { writeAtomic } from '../base/write-atomic.js';
 import { verifyRegistration, type Registrant } from '../approval/tool-registration.js';
 import { parseSubject, type AfterExecution } from '../contracts/utp.js';
 import type { Policy } from '../policy/policy.js';
@@ -17,14 +19,16 @@ export interface ToolEntry {
 
 type Log = (level: 'info' | 'warn', event: string, fields: Record<string, unknown>) => void;
 
-const keyOf = (projectId: string, name: string): string => `${projectId}\u0000${name}`;
+// A project id is one subject token (no '/'), so the first '/' splits the key.
+const keyOf = (projectId: string, name: string): string => `${projectId}/${name}`;
 
 /**
  * A worker's view of `resource.tools`. Every client can write the store, so a row is run only when
  * an operator that this worker's own policy.yaml trusts signed it as it stands; a refused row is
- * still subscribed to, so its calls are answered (auth_failed) rather than left to time out. The
- * newest signature served per tool is remembered for the worker's life: an older signed row put
- * back in the store (one before `approval.required` was set, say) is refused as a rollback.
+ * still subscribed to, so its calls are answered (auth_failed) rather than left to time out. When
+ * the newest registration served per tool was signed is remembered in the worker's own workspace
+ * (`memoryFile`, which clients cannot write): an older signed row put back in the store (one from
+ * before `approval.required` was set, say) is refused as a rollback, after a restart too.
  */
 export class ToolRegistry {
   private readonly entries = new Map<string, ToolEntry>();
@@ -37,7 +41,10 @@ export class ToolRegistry {
   constructor(
     private readonly policy: () => Result<Policy>,
     private readonly log: Log,
-  ) {}
+    private readonly memoryFile: string,
+  ) {
+    for (const [k, v] of Object.entries(readMemory(memoryFile, log))) this.newest.set(k, v);
+  }
 
   /** The subjects to consume: every tool's target_subject and its channel's cancel subject, sorted. */
   get subjects(): readonly string[] {
@@ -90,11 +97,24 @@ export class ToolRegistry {
     else if (signed.value.signedAt < (this.newest.get(key) ?? -Infinity)) {
       entry.refused = [{ code: 'UTPS_TOOL_ROLLBACK', message: `${t.project_id}/${t.tool_name} was signed at ${new Date(signed.value.signedAt).toISOString()}, before the registration this worker served (${new Date(this.newest.get(key) ?? 0).toISOString()}): an older registration was put back in the store`, path: 'signature' }];
     } else {
-      this.newest.set(key, signed.value.signedAt);
+      if (signed.value.signedAt !== this.newest.get(key)) this.remember(key, signed.value.signedAt);
       entry.registrant = signed.value;
     }
     this.report(key, t, entry, checked.ok ? [] : checked.problems);
     return entry;
+  }
+
+  /** Records a newer registration, merged with what other workers of this workspace wrote meanwhile. */
+  private remember(key: string, signedAt: number): void {
+    this.newest.set(key, signedAt);
+    const merged = readMemory(this.memoryFile, this.log);
+    for (const [k, v] of this.newest) merged[k] = Math.max(v, merged[k] ?? -Infinity);
+    for (const [k, v] of Object.entries(merged)) this.newest.set(k, v);
+    try {
+      writeAtomic(this.memoryFile, JSON.stringify(merged) + '\n');
+    } catch (e) {
+      this.log('warn', 'registrations-memory-failed', { file: this.memoryFile, error: (e as Error).message });
+    }
   }
 
   private report(key: string, t: ToolRecord, e: ToolEntry, invalid: Problem[]): void {
@@ -105,5 +125,24 @@ export class ToolRegistry {
     if (e.refused) this.log('warn', 'tool-refused', { ...ids, problems: e.refused });
     else if (invalid.length > 0) this.log('warn', 'tool-invalid', { ...ids, problems: invalid });
     else if (e.registrant) this.log('info', 'tool-registered', { ...ids, operator: e.registrant.operator, key_id: e.registrant.keyId, signed_utc: new Date(e.registrant.signedAt).toISOString() });
+  }
+}
+
+/** The rollback memory: `{ "<project>/<tool>": signed at (ms) }`; empty when missing, logged when unreadable. */
+function readMemory(file: string, log: Log): Record<string, number> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') log('warn', 'registrations-memory-unreadable', { file, error: (e as Error).message });
+    return {};
+  }
+  try {
+    const o = JSON.parse(text) as unknown;
+    if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new Error('not a JSON object');
+    return Object.fromEntries(Object.entries(o).filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1])));
+  } catch (e) {
+    log('warn', 'registrations-memory-unreadable', { file, error: (e as Error).message });
+    return {};
   }
 }

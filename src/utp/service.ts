@@ -169,7 +169,7 @@ export class UtpService {
       approvalPollMs: opts.approvalPollMs ?? 250,
       log: opts.log ?? serviceLogSink(),
     };
-    this.tools = new ToolRegistry(() => loadPolicy(this.o.workspace.policyFile), (level, event, fields) => this.log(level, event, fields));
+    this.tools = new ToolRegistry(() => loadPolicy(this.o.workspace.policyFile), (level, event, fields) => this.log(level, event, fields), this.o.workspace.utpRegistrationsFile);
   }
 
   private get subjects(): readonly string[] {

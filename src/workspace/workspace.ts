@@ -35,6 +35,8 @@ export interface Workspace {
   storeFile: string;
   /** The hash-chained audit log. */
   auditFile: string;
+  /** Per UTP tool, when the newest signed registration a worker here served was signed (the rollback check's memory). */
+  utpRegistrationsFile: string;
 }
 
 /** `--workspace DIR`, else `AIRLOCK_HOME`, else `~/.airlock`. */
@@ -60,6 +62,7 @@ export function workspacePaths(explicit?: string): Workspace {
     blobs: join(root, 'blobs'),
     storeFile: join(root, 'store', 'airlock.db'),
     auditFile: join(root, 'audit', 'audit.jsonl'),
+    utpRegistrationsFile: join(root, 'store', 'utp-registrations.json'),
   };
 }
 

@@ -9,6 +9,8 @@ import { openAuditLog } from '../../src/audit/index.js';
 import type { ToolRecord } from '../../src/store/types.js';
 import { callTool } from '../../src/utp/client.js';
 import { executeTool } from '../../src/utp/execute.js';
+import { ToolRegistry } from '../../src/utp/registry.js';
+import { loadPolicy } from '../../src/policy/load.js';
 import { BUILTIN_TOOLS } from '../../src/utp/tools.js';
 import { signTool } from '../helpers/operator.js';
 import { eventually, sleep, startHarness, toolRow, type Harness } from './harness.js';
@@ -110,3 +112,24 @@ for (const db of ['sqlite', 'postgres'] as const) {
     });
   });
 }
+
+test('a worker started after a newer registration was served still refuses the older one (the memory is in its workspace)', async () => {
+  const h = await startHarness({ db: 'sqlite' });
+  try {
+    const row = toolRow(h.project, h.channel, 'remembered', { options: { runner: 'echo' } });
+    const older = signTool(row, h.registrar, new Date(Date.now() - 60_000));
+    const newer = signTool({ ...row, options: { runner: 'echo', approval: { required: true } } }, h.registrar);
+    const policy = () => loadPolicy(h.ws.policyFile);
+    const logs: string[] = [];
+    const first = new ToolRegistry(policy, (_l, event) => logs.push(event), h.ws.utpRegistrationsFile);
+    first.replace([newer]);
+    assert.ok(first.get(h.project, 'remembered')?.registrant, 'the newer one is served');
+    // A restarted worker: a new registry reading the same workspace, the older row put back.
+    const restarted = new ToolRegistry(policy, (_l, event) => logs.push(event), h.ws.utpRegistrationsFile);
+    restarted.replace([older]);
+    assert.deepEqual(restarted.get(h.project, 'remembered')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK']);
+    assert.ok(logs.includes('tool-refused'));
+  } finally {
+    await h.stop();
+  }
+});
