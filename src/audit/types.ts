@@ -16,6 +16,7 @@ export type KnownAuditType =
   | 'rolled_back'
   | 'recovered'
   | 'interrupted'
+  | 'killed'
   | 'tombstones_pruned'
   | 'pruned'
   | 'audit_repaired';

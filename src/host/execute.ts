@@ -9,6 +9,7 @@ import { runComposite } from '../pipeline/composite.js';
 import { runAction, type RunOutcome } from '../pipeline/run.js';
 import type { RunEvent } from '../sandbox/types.js';
 import type { Workspace } from '../workspace/workspace.js';
+import { auditKilledRunsOnce } from './killed-runs.js';
 import { sha256File, writeRunRecord, type Door, type RunRecord } from './record.js';
 
 /**
@@ -49,6 +50,8 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
     return { kind: 'refused', stage, problems, ...(decision ? { decision } : {}) };
   };
 
+  // Runs of this workspace whose process was killed before now get their record first.
+  auditKilledRunsOnce(ws, audit);
   const policy = loadPolicy(ws.policyFile);
   if (!policy.ok) return refuse('policy', policy.problems);
   // A composite is held to the policy through each of its steps as well as as a whole.

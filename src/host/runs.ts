@@ -24,7 +24,8 @@ export interface RunSummary {
   unfinished?: 'killed' | 'running';
 }
 
-const SANDBOX_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+/** What a run folder's name (its sandbox id) looks like. */
+export const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 function readResult(runDir: string): SandboxResult | null {
   try {
@@ -39,7 +40,7 @@ function readResult(runDir: string): SandboxResult | null {
 export function listRuns(ws: Workspace, limit: number): RunSummary[] {
   let names: string[];
   try {
-    names = readdirSync(ws.runs).filter((n) => SANDBOX_ID.test(n));
+    names = readdirSync(ws.runs).filter((n) => RUN_ID.test(n));
   } catch {
     return [];
   }
@@ -65,12 +66,12 @@ export function listRuns(ws: Workspace, limit: number): RunSummary[] {
 }
 
 /** A run folder with no result: whose it was (the owner stamp in its partial result) and whether that process still lives. */
-function unfinishedRun(dir: string): { state: 'killed' | 'running'; started_at: string } | null {
+export function unfinishedRun(dir: string): { state: 'killed' | 'running'; started_at: string; owner: string } | null {
   for (const name of RUN_OWNER_FILES) {
     try {
       const stamp = readFileSync(join(dir, name), 'utf8');
       // ctime: a folder made ahead (pipeline/run-folder.ts) changes at its rename into place, not before.
-      return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).ctime.toISOString() };
+      return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).ctime.toISOString(), owner: stamp.trim().slice(0, 200) };
     } catch {
       /* the next name, or not a run folder Airlock made */
     }
@@ -87,7 +88,7 @@ export interface ShownRun {
 
 /** A run's Sandbox Result (validated) and record, or coded problems (SHOW_BAD_ID, SHOW_NO_RUN, SHOW_RESULT_INVALID). */
 export function readRun(ws: Workspace, sandboxId: string): { ok: true; run: ShownRun } | { ok: false; problems: Problem[] } {
-  if (!SANDBOX_ID.test(sandboxId)) return { ok: false, problems: [{ code: 'SHOW_BAD_ID', message: `${JSON.stringify(sandboxId.slice(0, 80))} is not a sandbox id (sbx-...; \`airlock runs\` lists them)` }] };
+  if (!RUN_ID.test(sandboxId)) return { ok: false, problems: [{ code: 'SHOW_BAD_ID', message: `${JSON.stringify(sandboxId.slice(0, 80))} is not a sandbox id (sbx-...; \`airlock runs\` lists them)` }] };
   const runDir = join(ws.runs, sandboxId);
   const file = join(runDir, 'sandbox-result.json');
   if (!existsSync(file)) return { ok: false, problems: [{ code: 'SHOW_NO_RUN', message: `no run ${sandboxId} in ${ws.runs} (\`airlock runs\` lists the runs)` }] };

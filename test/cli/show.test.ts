@@ -1,5 +1,6 @@
 // `airlock show`, `airlock runs` and `airlock confirm` as a person uses them (issue 19, point 5).
 import assert from 'node:assert/strict';
+import { openAuditLog } from '../../src/audit/index.js';
 import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -108,6 +109,13 @@ test('airlock runs: a run whose process was SIGKILLed shows as KILLED (no result
   const doc = JSON.parse(airlock(['runs', '--workspace', ws.root, '--json']).stdout) as { runs: { sandbox_id: string; unfinished?: string; interrupted: boolean }[] };
   assert.deepEqual(doc.runs.map((r) => [r.sandbox_id, r.unfinished, r.interrupted]), [[id, 'killed', true]]);
   assert.match(airlock(['runs', '--workspace', ws.root]).stdout, new RegExp(`  ${id}  - +KILLED\\* +\\(its process died before a result`));
+  // The killed run gets its audit record from the next runs on the workspace: two at once, one record.
+  const next = await Promise.all([0, 1].map(() => new Promise<number | null>((r) => spawn(repoPath('bin', 'airlock'), ['exec', '--workspace', ws.root, '--', '/bin/true'], { stdio: 'ignore' }).once('exit', r))));
+  assert.deepEqual(next, [0, 0]);
+  assert.equal(airlock(['exec', '--workspace', ws.root, '--', '/bin/true']).code, 0);
+  const killed = openAuditLog(ws.auditFile).show().filter((e) => e.type === 'killed');
+  assert.deepEqual(killed.map((e) => [e.sandbox_id, String(e.detail?.owner).split(' ')[0]]), [[id, String(child.pid)]], 'one record, naming the dead process');
+  assert.equal(airlock(['audit', 'verify', '--workspace', ws.root]).code, 0);
 });
 
 /** Runs `airlock ARGS` on a pseudo-terminal (script(1)), typing `input`. */
