@@ -1,8 +1,8 @@
-import { closeSync, openSync, readdirSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AuditLog } from '../audit/index.js';
 import type { Workspace } from '../workspace/workspace.js';
-import { RUN_ID, unfinishedRun } from './runs.js';
+import { runIds, unfinishedRun } from './runs.js';
 
 /** Made in a killed run's folder before its `killed` record is written: one record, however many processes look at once. */
 export const KILLED_AUDITED = 'killed.audited';
@@ -14,14 +14,8 @@ export const KILLED_AUDITED = 'killed.audited';
  * so it can never finish), and returns their sandbox ids.
  */
 export function auditKilledRuns(ws: Workspace, audit: AuditLog): string[] {
-  let names: string[];
-  try {
-    names = readdirSync(ws.runs).filter((n) => RUN_ID.test(n));
-  } catch {
-    return [];
-  }
   const recorded: string[] = [];
-  for (const id of names) {
+  for (const id of runIds(ws)) {
     const dir = join(ws.runs, id);
     const run = unfinishedRun(dir);
     if (run?.state !== 'killed' || !claim(join(dir, KILLED_AUDITED))) continue;

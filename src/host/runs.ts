@@ -25,7 +25,7 @@ export interface RunSummary {
 }
 
 /** What a run folder's name (its sandbox id) looks like. */
-export const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 function readResult(runDir: string): SandboxResult | null {
   try {
@@ -36,16 +36,19 @@ function readResult(runDir: string): SandboxResult | null {
   }
 }
 
-/** The runs in the workspace, newest first (by start time, then id), at most `limit`. */
-export function listRuns(ws: Workspace, limit: number): RunSummary[] {
-  let names: string[];
+/** The sandbox ids of the workspace's run folders, in no order (none when there is no runs/ yet). */
+export function runIds(ws: Workspace): string[] {
   try {
-    names = readdirSync(ws.runs).filter((n) => RUN_ID.test(n));
+    return readdirSync(ws.runs).filter((n) => RUN_ID.test(n));
   } catch {
     return [];
   }
+}
+
+/** The runs in the workspace, newest first (by start time, then id), at most `limit`. */
+export function listRuns(ws: Workspace, limit: number): RunSummary[] {
   const rows: RunSummary[] = [];
-  for (const id of names) {
+  for (const id of runIds(ws)) {
     const dir = join(ws.runs, id);
     const rec = readRunRecord(dir);
     if (rec && rec.sandbox_id === id) {
