@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { detectKind, unknownKindProblem } from '../contracts/detect.js';
-import type { Contract, DocumentKind } from '../contracts/problem.js';
+import type { Contract, DocumentKind, Rule } from '../contracts/problem.js';
 import type { Problem } from '../base/problem.js';
 import { decodeDocument } from '../contracts/text.js';
 
@@ -63,10 +63,20 @@ export function checkExitCode(reports: FileReport[]): number {
 
 export async function explain(code: string): Promise<string | undefined> {
   const { allRules } = await import('../contracts/index.js');
-  const found = allRules().find((r) => r.rule.code === code.toUpperCase());
+  const found = allRules().find((r) => r.rule.code === code.toUpperCase()) ?? (await serviceRule(code.toUpperCase()));
   if (!found) return undefined;
   const r = found.rule;
   const source = r.source === undefined ? '' : `  Source: ${r.source === 'spec' ? 'the spec' : r.source === 'airlock' ? 'Airlock\'s own stricter choice' : 'the spec, checked more strictly by Airlock'}\n`;
-  const severity = `  Severity: ${r.severity === 'warning' ? 'warning (reported, the document is still accepted)' : 'error (the document is rejected)'}\n`;
+  const severity =
+    found.kind === 'utp service'
+      ? '  How a worker answers it: docs/utp-service.md, "Rule codes"\n'
+      : `  Severity: ${r.severity === 'warning' ? 'warning (reported, the document is still accepted)' : 'error (the document is rejected)'}\n`;
   return `${r.code} (${found.kind})\n  Rule: ${r.spec}\n  Fix:  ${r.fix}\n${severity}${source}${r.protects ? `  Protects: ${r.protects}\n` : ''}`;
+}
+
+/** The codes a UTP worker answers with (not document rules): its service, tool-row and registration checks. */
+async function serviceRule(code: string): Promise<{ kind: string; rule: Rule } | undefined> {
+  const [{ serviceRules }, { toolRules }, { registrationRules }] = await Promise.all([import('../utp/service.js'), import('../utp/tools.js'), import('../approval/tool-registration.js')]);
+  const rule = [...serviceRules, ...toolRules, ...registrationRules].find((r) => r.code === code);
+  return rule ? { kind: 'utp service', rule } : undefined;
 }

@@ -35,7 +35,7 @@ program
     if (opts.explain) {
       const text = await explain(opts.explain);
       if (!text) {
-        process.stderr.write(`unknown rule code ${opts.explain}; see docs/contracts.md for the list\n`);
+        process.stderr.write(`unknown rule code ${opts.explain}; see docs/contracts.md (documents) and docs/utp-service.md (the UTP service) for the lists\n`);
         process.exitCode = EXIT.rejected;
         return;
       }

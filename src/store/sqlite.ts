@@ -109,8 +109,8 @@ const isUniqueViolation = (e: unknown): boolean => (e as { code?: string }).code
 
 /**
  * Brings a store made by an earlier version up to SCHEMA (CREATE TABLE IF NOT EXISTS leaves an
- * existing table as it was): approvals.signature (signed UTP approvals), tools.signature (signed registrations). Idempotent; another
- * process adding the same column at the same moment is not an error.
+ * existing table as it was): approvals.signature (signed UTP approvals) and tools.signature (signed
+ * registrations). Idempotent; another process adding the same column at the same moment is not an error.
  */
 function migrate(db: Database.Database): void {
   const has = (table: string, column: string) => (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).some((c) => c.name === column);

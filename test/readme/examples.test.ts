@@ -153,7 +153,8 @@ test('README examples run in order on a fresh HOME, as written', { timeout: 300_
   assert.match(out('check', 1), /TR_COMMAND_CHAINING/);
   assert.equal(json(out('check', 2)).valid, true);
   assert.match(out('check', 3), /TR_COMMAND_PIPE/);
-  assert.match(out('check', 4), /warning/);
+  assert.match(out('check', 4), /UTPS_TOOL_TAMPERED \(utp service\)/);
+  assert.match(out('check', 5), /warning/);
 
   // exec: live output then PROMOTE; the changes shown, then applied by --promote; the time limit.
   assert.match(out('exec', 0), /verdict PROMOTE/);
