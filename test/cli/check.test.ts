@@ -60,7 +60,7 @@ test('airlock check: an unreadable file exits 2 (bad input, as for airlock run);
 test('airlock check --explain knows the UTP service\'s codes too (a refused tool registration, say)', () => {
   const r = airlock(['check', '--explain', 'UTPS_TOOL_TAMPERED']);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^UTPS_TOOL_TAMPERED \(utp service\)\n  Rule: .*unchanged since it was signed/);
+  assert.match(r.stdout, /^UTPS_TOOL_TAMPERED \(utp service\)\n {2}Rule: .*unchanged since it was signed/);
   assert.match(r.stdout, /Fix: +Register the tool again/);
   assert.match(airlock(['check', '--explain', 'utps_unknown_tool']).stdout, /Register the tool with `airlock tools add`/);
 });
