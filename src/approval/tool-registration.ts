@@ -25,7 +25,7 @@ export const registrationSchema = z.strictObject({
 export type Registration = z.infer<typeof registrationSchema>;
 
 export const registrationRules = [
-  { code: 'UTPS_TOOL_UNSIGNED', spec: 'Airlock: a worker serves a tool only when an operator signed its registration.', fix: 'Register it with `airlock tools add ... --operator NAME` (the operator\'s key in the worker\'s policy.yaml: `airlock keygen`).' },
+  { code: 'UTPS_TOOL_UNSIGNED', spec: 'Airlock: a worker serves a tool only when an operator signed its registration.', fix: 'Register it with `airlock tools add ... --operator NAME`, or read the row and sign it as it stands with `airlock tools sign NAME --project P --operator NAME` (the operator\'s key in the worker\'s policy.yaml: `airlock keygen`).' },
   { code: 'UTPS_TOOL_SIGNATURE', spec: 'Airlock: the registration\'s signature is an Ed25519 signature by the named operator over the row.', fix: 'Register the tool again with `airlock tools add --operator NAME`; the stored signature is damaged or forged.' },
   { code: 'UTPS_TOOL_UNTRUSTED_KEY', spec: 'Airlock: the signing key belongs to an operator the worker\'s policy.yaml lists.', fix: 'Add the operator to the worker\'s policy (`airlock keygen --operator NAME`), or have a listed operator register the tool.' },
   { code: 'UTPS_TOOL_TAMPERED', spec: 'Airlock: the row is unchanged since it was signed (sha256 of its canonical JSON).', fix: 'Register the tool again: a worker runs only what an operator registered.' },
@@ -56,7 +56,7 @@ export interface Registrant {
 export function verifyRegistration(tool: SignedTool, policy: Policy): { ok: true; value: Registrant } | { ok: false; problems: Problem[] } {
   const no = (code: string, message: string) => ({ ok: false as const, problems: [{ code, message, path: 'signature' }] });
   if (tool.signature === null || tool.signature === undefined) {
-    return no('UTPS_TOOL_UNSIGNED', `${tool.project_id}/${tool.tool_name} is not signed by an operator: register it with \`airlock tools add ... --operator NAME\``);
+    return no('UTPS_TOOL_UNSIGNED', `${tool.project_id}/${tool.tool_name} is not signed by an operator: register it with \`airlock tools add ... --operator NAME\`, or read it and sign it as it stands with \`airlock tools sign ${tool.tool_name} --project ${tool.project_id} --operator NAME\``);
   }
   let r: Registration;
   try {

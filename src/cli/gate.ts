@@ -1,7 +1,7 @@
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline/promises';
+import { askYesNo } from './terminal.js';
 import { parseDocument } from 'yaml';
 import { generateOperatorKey, keyDir, loadOperatorKey, privateKeyFile } from '../approval/keys.js';
 import { openAuditLog } from '../audit/log.js';
@@ -131,18 +131,14 @@ export async function approveCommand(file: string, opts: { operator: string; wor
     return 2;
   }
   process.stdout.write(approvalSummary(prepared.value.request));
-  if (!opts.yes) {
-    if (!process.stdin.isTTY) {
-      process.stderr.write('not approved: no terminal to confirm on; pass --yes to approve from a script\n');
-      return 2;
-    }
-    const rl = createInterface({ input: process.stdin, output: process.stdout });
-    const answer = await rl.question(`Approve and sign as ${opts.operator}? [y/N] `);
-    rl.close();
-    if (!/^y(es)?$/i.test(answer.trim())) {
-      process.stdout.write('not approved\n');
-      return 2;
-    }
+  const answer = opts.yes ? 'yes' : await askYesNo(`Approve and sign as ${opts.operator}?`);
+  if (answer === 'no-terminal') {
+    process.stderr.write('not approved: no terminal to confirm on; pass --yes to approve from a script\n');
+    return 2;
+  }
+  if (answer === 'no') {
+    process.stdout.write('not approved\n');
+    return 2;
   }
   const done = commitApproval({ file: resolve(file), prepared: prepared.value, operator: opts.operator, keyDir: keyDir(opts.keyDir), ws, now });
   if (!done.ok) {

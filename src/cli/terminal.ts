@@ -2,6 +2,7 @@
 // and where the run is. The program's bytes are untrusted: on a terminal, escape sequences could
 // rewrite the screen (fake a verdict line, hide text, set the window title...), so they are shown
 // as text there. A pipe or file gets the bytes as they are.
+import { createInterface } from 'node:readline/promises';
 import type { RunEvent } from '../sandbox/types.js';
 
 /** C0 controls but \t \n \r, DEL and C1 controls, shown as \xNN (ESC becomes \x1b: visible, inert). */
@@ -91,4 +92,17 @@ export function interruptible(onFirst: () => void): { signal: AbortSignal; relea
       process.off('SIGTERM', handler);
     },
   };
+}
+
+/**
+ * Asks a person `question` and waits for y/N on the terminal: `yes` only for y or yes. With no
+ * terminal on stdin nobody can be asked (`no-terminal`): the caller refuses, and says --yes is the
+ * way for a script.
+ */
+export async function askYesNo(question: string, output: NodeJS.WritableStream = process.stdout): Promise<'yes' | 'no' | 'no-terminal'> {
+  if (!process.stdin.isTTY) return 'no-terminal';
+  const rl = createInterface({ input: process.stdin, output });
+  const answer = await rl.question(`${question} [y/N] `);
+  rl.close();
+  return /^y(es)?$/i.test(answer.trim()) ? 'yes' : 'no';
 }

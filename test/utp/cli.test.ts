@@ -60,6 +60,31 @@ test('tools list flags a row changed in the store after it was signed, and one n
   assert.equal((await run(['tools', 'remove', 'planted', '--project', 'proj'])).code, 0);
 });
 
+test('tools sign: shows a row as it stands (inert), asks, and signs exactly what it showed', async () => {
+  const store = new SqliteStore(join(ws, 'airlock.db'));
+  await store.init();
+  try {
+    // A row from before signed registrations (or written by hand): unsigned, with a hostile description.
+    await store.upsertTool({ project_id: 'proj', tool_name: 'legacy', description: 'ok\x1b[2K\u202eevil', parameters: { type: 'object' }, target_subject: 'cg.v1.proj.ch.cmd.tool.legacy', after_execution: 'suspend', options: { runner: 'echo' } });
+    const asked = await run(['tools', 'sign', 'legacy', '--project', 'proj', ...ops]);
+    assert.equal(asked.code, 2, 'no terminal, no --yes: nothing signed');
+    assert.match(asked.err, /no terminal to ask on/);
+    assert.match(asked.out, /approval by a person for each call: NOT required/);
+    assert.match(asked.out, /"runner": "echo"/);
+    assert.ok(!asked.out.includes('\x1b') && !asked.out.includes('\u202e'), 'the description cannot drive the terminal');
+    assert.match(asked.out, /ok\\u001b\[2K\\u202eevil/);
+    assert.equal((await store.getTool('proj', 'legacy'))?.signature, null);
+    const yes = await run(['tools', 'sign', 'legacy', '--project', 'proj', '--yes', ...ops]);
+    assert.equal(yes.code, 0, yes.err);
+    assert.match(yes.out, /signed proj\/legacy as ops \(key [0-9a-f]{16}\)/);
+    assert.match((await run(['tools', 'list', '--project', 'proj'])).out, /proj\/legacy .*signed=ops/);
+    assert.equal((await run(['tools', 'sign', 'nope', '--project', 'proj', '--yes', ...ops])).code, 2);
+  } finally {
+    await store.close();
+  }
+  assert.equal((await run(['tools', 'remove', 'legacy', '--project', 'proj'])).code, 0);
+});
+
 test('tools add signs only with a key the workspace policy trusts, and needs an operator', async () => {
   const none = await run(['tools', 'add', 'z', '--builtin', 'echo', '--project', 'proj', '--channel', 'ch']);
   assert.equal(none.code, 2);

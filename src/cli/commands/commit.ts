@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
-import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import type { Problem } from '../../base/problem.js';
+import { askYesNo } from '../terminal.js';
 
 /**
  * `airlock promote | confirm | rollback | recover | history` (docs/promotion.md). Registration is
@@ -77,20 +77,16 @@ export function registerCommitCommands(program: Command): void {
         const say = (t: string) => (opts.json ? process.stderr : process.stdout).write(t);
         say(formatShow(shown.run, changesOf(w, shown.run)));
         expectDiffSha256 = diffHash(shown.run.result);
-        if (!opts.yes) {
-          if (!process.stdin.isTTY) {
-            process.stderr.write('airlock confirm: not confirmed: no terminal to ask on; read the diff above (or `airlock show`), then pass --yes to confirm from a script\n');
-            process.exitCode = 2;
-            return;
-          }
-          const rl = createInterface({ input: process.stdin, output: opts.json ? process.stderr : process.stdout });
-          const answer = await rl.question(`Confirm this diff and sign it as ${opts.operator}? [y/N] `);
-          rl.close();
-          if (!/^y(es)?$/i.test(answer.trim())) {
-            say('not confirmed: nothing signed\n');
-            process.exitCode = 2;
-            return;
-          }
+        const answer = opts.yes ? 'yes' : await askYesNo(`Confirm this diff and sign it as ${opts.operator}?`, opts.json ? process.stderr : process.stdout);
+        if (answer === 'no-terminal') {
+          process.stderr.write('airlock confirm: not confirmed: no terminal to ask on; read the diff above (or `airlock show`), then pass --yes to confirm from a script\n');
+          process.exitCode = 2;
+          return;
+        }
+        if (answer === 'no') {
+          say('not confirmed: nothing signed\n');
+          process.exitCode = 2;
+          return;
         }
       }
       const out = confirm(w, sandboxId, { operator: opts.operator, keyDir: opts.keyDir, ...(expectDiffSha256 ? { expectDiffSha256 } : {}) });

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { callOfSummary, canonical } from '../../approval/utp-call.js';
+import { inertLine } from '../../base/inert-line.js';
 import type { ToolRecord } from '../../store/types.js';
 
 /**
- * `airlock tools add|list|remove`, `airlock approvals [list|approve|reject]`, `airlock calls cancel` and the body of
+ * `airlock tools add|list|sign|remove`, `airlock approvals [list|approve|reject]`, `airlock calls cancel` and the body of
  * `airlock serve --nats URL`. Everything heavy (stores, NATS, the sandbox) is imported inside the
  * handlers: registering these commands costs nothing at CLI start-up.
  *
@@ -145,6 +146,35 @@ export function registerUtpCommands(program: Command): void {
     });
   });
 
+  storeOptions(
+    tools
+      .command('sign')
+      .description('sign a registered tool as it stands in the store (a row from before signed registrations, say): shows it, then asks y/N')
+      .argument('<name>', 'tool_name')
+      .requiredOption('--project <id>', 'project_id')
+      .requiredOption('--operator <name>', 'the operator who signs (their key in the workspace policy: `airlock keygen`)')
+      .option('--key-dir <dir>', 'where the operator\'s private key is (default: $AIRLOCK_KEYS or ~/.config/airlock/keys)')
+      .option('--yes', 'sign without asking (for scripts: read the row with `tools list --json` first)'),
+  ).action(async (name: string, o: StoreOpts & { project: string; operator: string; keyDir?: string; yes?: boolean }) => {
+    const { checkToolRecord } = await import('../../utp/tools.js');
+    const { askYesNo } = await import('../terminal.js');
+    await withStore(o, async (store) => {
+      const row = await store.getTool(o.project, name);
+      if (!row) return fail(`no tool ${o.project}/${name}`);
+      const checked = checkToolRecord(row);
+      if (!checked.ok) return fail(`${o.project}/${name} is not a valid tool row, so it is not signed:\n${checked.problems.map((p) => `  ${p.code} ${p.path ?? ''}: ${p.message}`).join('\n')}`);
+      // Anyone with the store may have written this row: the operator signs only what is shown here,
+      // and exactly that is written back (a change made meanwhile is overwritten, not signed).
+      process.stdout.write(shownTool(row));
+      const answer = o.yes ? 'yes' : await askYesNo(`Sign ${o.project}/${name} as ${o.operator}, so that workers run it as shown?`);
+      if (answer !== 'yes') return fail(answer === 'no' ? 'not signed' : 'not signed: no terminal to ask on; read the row (`tools list --json`), then pass --yes to sign from a script');
+      const signed = await signToolRecord(row, o);
+      if ('error' in signed) return fail(signed.error);
+      await store.upsertTool(signed.record);
+      process.stdout.write(`signed ${o.project}/${name} as ${o.operator} (key ${signed.keyId})\n`);
+    });
+  });
+
   storeOptions(tools.command('remove').description('remove a tool').argument('<name>', 'tool_name').requiredOption('--project <id>', 'project_id')).action(
     async (name: string, o: StoreOpts & { project: string }) => {
       await withStore(o, async (store) => {
@@ -257,6 +287,19 @@ export function registerUtpCommands(program: Command): void {
       process.stdout.write(`cancel requested for ${toolCallId} (worker ${c.worker_id} stops it at its next heartbeat)\n`);
     });
   });
+}
+
+/** A tool row as `tools sign` shows it before asking: every field, each line inert on a terminal. */
+function shownTool(t: ToolRecord): string {
+  const { approval } = t.options as { approval?: { required?: boolean } };
+  const lines = [
+    `${t.project_id}/${t.tool_name} on ${t.target_subject}, after_execution ${t.after_execution}`,
+    `  approval by a person for each call: ${approval?.required ? 'required' : 'NOT required'}`,
+    `  description: ${t.description}`,
+    ...`  options: ${JSON.stringify(t.options, null, 2)}`.split('\n'),
+    ...`  parameters: ${JSON.stringify(t.parameters, null, 2)}`.split('\n'),
+  ];
+  return lines.map((l) => inertLine(l)).join('\n') + '\n';
 }
 
 /**
