@@ -133,3 +133,29 @@ test('a worker started after a newer registration was served still refuses the o
     await h.stop();
   }
 });
+
+test('a worker refuses an older registration that another worker of its workspace already replaced (the memory is read at each refresh, not only at start)', async () => {
+  const h = await startHarness({ db: 'sqlite' });
+  try {
+    const row = toolRow(h.project, h.channel, 'sibling', { options: { runner: 'echo' } });
+    const older = signTool(row, h.registrar, new Date(Date.now() - 60_000));
+    const newer = signTool({ ...row, options: { runner: 'echo', approval: { required: true } } }, h.registrar);
+    const policy = () => loadPolicy(h.ws.policyFile);
+    const log = () => undefined;
+    // Two workers of one workspace (two `airlock serve` processes): A has served the older row.
+    const a = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
+    const c = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
+    a.replace([older]);
+    assert.ok(a.get(h.project, 'sibling')?.registrant, 'A serves the older one while it is the newest');
+    // B serves the newer one (approval required); a client then puts the older row back before A's next refresh saw the newer.
+    const b = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
+    b.replace([newer]);
+    assert.ok(b.get(h.project, 'sibling')?.registrant);
+    a.replace([older]);
+    assert.deepEqual(a.get(h.project, 'sibling')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK'], 'a refresh of A');
+    // The on-demand path (a tool C has not listed yet) reads the memory too.
+    assert.deepEqual(c.add(older).refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK'], 'a lookup by C');
+  } finally {
+    await h.stop();
+  }
+});
