@@ -110,6 +110,15 @@ for (const db of ['sqlite', 'postgres'] as const) {
       const signed = await executeTool(signTool(t, h.registrar), { runner: 'exec' }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
       assert.equal(signed.status, 'success', JSON.stringify(signed.error));
     });
+
+    test('the host core does not take the registration of a tool that needs a person as its approval', async () => {
+      const t = signTool(toolRow(h.project, h.channel, 'core.person', { ...BUILTIN_TOOLS['sandbox.exec'], options: { runner: 'exec', approval: { required: true } } }), h.registrar);
+      // A door that reached the core without the person's signed approval (a bug, or a path that skipped it).
+      const e = await executeTool(t, { runner: 'exec', approval: { required: true } }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
+      assert.equal(e.status, 'failed', JSON.stringify(e));
+      assert.equal(e.error?.code, 'auth_failed', JSON.stringify(e.error));
+      assert.match(JSON.stringify(e.error), /APPROVAL_UNSIGNED/);
+    });
   });
 }
 
