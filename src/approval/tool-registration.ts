@@ -29,7 +29,7 @@ export const registrationRules = [
   { code: 'UTPS_TOOL_SIGNATURE', spec: 'Airlock: the registration\'s signature is an Ed25519 signature by the named operator over the row.', fix: 'Register the tool again with `airlock tools add --operator NAME`; the stored signature is damaged or forged.' },
   { code: 'UTPS_TOOL_UNTRUSTED_KEY', spec: 'Airlock: the signing key belongs to an operator the worker\'s policy.yaml lists.', fix: 'Add the operator to the worker\'s policy (`airlock keygen --operator NAME`), or have a listed operator register the tool.' },
   { code: 'UTPS_TOOL_TAMPERED', spec: 'Airlock: the row is unchanged since it was signed (sha256 of its canonical JSON).', fix: 'Register the tool again: a worker runs only what an operator registered.' },
-  { code: 'UTPS_TOOL_ROLLBACK', spec: 'Airlock: a worker never goes back to a registration signed before one it has already served.', fix: 'Register the tool again (a new signature), or restart the worker if the older registration is meant.' },
+  { code: 'UTPS_TOOL_ROLLBACK', spec: 'Airlock: a worker never goes back to a registration signed before one it has already served.', fix: 'Register the tool again (a new signature), also when the older registration is meant: the workspace remembers the newest one served across restarts (store/utp-registrations.json).' },
 ] as const;
 
 /** A tool registration as signed: the fields its sha256 covers, and the signature (the store's `tools` row has this shape). */
