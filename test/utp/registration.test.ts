@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -164,6 +165,30 @@ test('a worker refuses an older registration that another worker of its workspac
     assert.deepEqual(a.get(h.project, 'sibling')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK'], 'a refresh of A');
     // The on-demand path (a tool C has not listed yet) reads the memory too.
     assert.deepEqual(c.add(older).refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK'], 'a lookup by C');
+  } finally {
+    await h.stop();
+  }
+});
+
+test('a planted row too deeply nested to hash is refused on its own: the refresh goes on (it threw, and `airlock serve` could not start)', async () => {
+  const h = await startHarness({ db: 'sqlite' });
+  try {
+    const good = signTool(toolRow(h.project, h.channel, 'good', { options: { runner: 'echo' } }), h.registrar);
+    // A real operator's signature copied from another row passes the key check; the row's hash is taken next.
+    await h.store.upsertTool({ ...toolRow(h.project, h.channel, 'deep', {}), signature: good.signature });
+    // The options as a client writes them, straight into the table (SQLite keeps the text; JSON.parse reads it back).
+    const depth = 20_000;
+    const db = new Database(join(h.ws.root, 'airlock.db'));
+    try {
+      db.prepare('UPDATE tools SET options = ? WHERE project_id = ? AND tool_name = ?').run('['.repeat(depth) + ']'.repeat(depth), h.project, 'deep');
+    } finally {
+      db.close();
+    }
+    const rows = await h.store.listTools(h.project);
+    const r = new ToolRegistry(() => loadPolicy(h.ws.policyFile), () => undefined, h.ws.utpRegistrationsFile);
+    r.replace([...rows.filter((t) => t.tool_name === 'deep'), good]);
+    assert.deepEqual(r.get(h.project, 'deep')?.refused?.map((p) => p.code), ['UTPS_TOOL_TAMPERED']);
+    assert.ok(r.get(h.project, 'good')?.registrant, 'the rows after it are still read');
   } finally {
     await h.stop();
   }
