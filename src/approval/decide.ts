@@ -50,6 +50,12 @@ export function decideApproval(e: ApprovalEvidence, policy: Policy, action: Acti
     case 'operator':
       return { ok: true, decision: { source: e.how === 'terminal' ? `terminal:${e.operator}` : `key:${e.operator}:${e.keyId ?? '?'}`, actor: e.operator } };
     case 'tool': {
+      // A registration approves only the runs of a tool that needs no person: one whose signed
+      // options ask for a person needs that person's signed approval of the call (kind `signature`).
+      const asks = (e.record.options as { approval?: { required?: unknown } } | null | undefined)?.approval?.required;
+      if (asks !== undefined && asks !== false) {
+        return { ok: false, problems: [{ code: 'APPROVAL_UNSIGNED', message: `${e.record.project_id}/${e.record.tool_name} needs a person's approval of each call (options.approval.required): its registration alone does not approve a run` }] };
+      }
       const r = verifyRegistration(e.record, policy);
       if (!r.ok) return { ok: false, problems: r.problems };
       const t = e.record;

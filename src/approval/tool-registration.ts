@@ -68,7 +68,14 @@ export function verifyRegistration(tool: SignedTool, policy: Policy): { ok: true
   }
   const bad = checkOperatorSignature(r, message(r), policy, { untrusted: 'UTPS_TOOL_UNTRUSTED_KEY', invalid: 'UTPS_TOOL_SIGNATURE' }, `${tool.project_id}/${tool.tool_name}`);
   if (bad) return { ok: false, problems: [{ ...bad, path: 'signature' }] };
-  if (toolSha256(tool) !== r.tool_sha256) {
+  let sha: string;
+  try {
+    sha = toolSha256(tool);
+  } catch (e) {
+    // A row nested past the stack (a client can write one): refused alone, never a throw that stops every row's refresh.
+    return no('UTPS_TOOL_TAMPERED', `${tool.project_id}/${tool.tool_name} cannot be hashed as it stands (${(e as Error).message}): it is not what ${r.operator} signed`);
+  }
+  if (sha !== r.tool_sha256) {
     return no('UTPS_TOOL_TAMPERED', `${tool.project_id}/${tool.tool_name} changed after ${r.operator} signed it (its sha256 differs from the signed one)`);
   }
   return { ok: true, value: { operator: r.operator, keyId: keyId(r.public_key), signedAt: Date.parse(r.signed_utc) } };

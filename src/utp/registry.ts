@@ -43,7 +43,7 @@ export class ToolRegistry {
     private readonly log: Log,
     private readonly memoryFile: string,
   ) {
-    for (const [k, v] of Object.entries(readMemory(memoryFile, log))) this.newest.set(k, v);
+    this.readBack();
   }
 
   /** The subjects to consume: every tool's target_subject and its channel's cancel subject, sorted. */
@@ -66,6 +66,7 @@ export class ToolRegistry {
   /** Replaces the view with the store's rows (a refresh). */
   replace(rows: readonly ToolRecord[]): void {
     const policy = this.policy();
+    this.readBack();
     this.entries.clear();
     this.after.clear();
     const subjects = new Set<string>();
@@ -82,6 +83,7 @@ export class ToolRegistry {
 
   /** Adds one row read on demand (a tool registered since the last refresh). */
   add(t: ToolRecord): ToolEntry {
+    this.readBack();
     const entry = this.judge(t, this.policy());
     this.entries.set(keyOf(t.project_id, t.tool_name), entry);
     return entry;
@@ -102,6 +104,15 @@ export class ToolRegistry {
     }
     this.report(key, t, entry, checked.ok ? [] : checked.problems);
     return entry;
+  }
+
+  /**
+   * Takes in what other workers of this workspace served since (before every judgement, not only at
+   * start): a row another worker has seen replaced is a rollback here too, though this worker never
+   * saw the newer one (a client can put the older row back between two of its refreshes).
+   */
+  private readBack(): void {
+    for (const [k, v] of Object.entries(readMemory(this.memoryFile, this.log))) this.newest.set(k, Math.max(v, this.newest.get(k) ?? -Infinity));
   }
 
   /** Records a newer registration, merged with what other workers of this workspace wrote meanwhile. */

@@ -50,14 +50,25 @@ test('tools list flags a row changed in the store after it was signed, and one n
     assert.ok(row?.signature);
     await store.upsertTool({ ...row, options: { runner: 'echo' } });
     await store.upsertTool({ ...row, tool_name: 'planted', target_subject: 'cg.v1.proj.ch.cmd.tool.planted', signature: null });
-    const l = (await run(['tools', 'list', '--project', 'proj'])).out;
+    // JSON null as the options: `tools list` failed on it (TypeError), so one planted row hid every other from the operator.
+    await store.upsertTool({ ...row, tool_name: 'nulled', target_subject: 'cg.v1.proj.ch.cmd.tool.nulled', options: null as never, signature: null });
+    // A name with a newline printed a line of its own: a fake row, `signed=ops`.
+    await store.upsertTool({ ...row, tool_name: 'x\nproj/fake  cg.v1.proj.ch.cmd.tool.fake  runner=echo  after=suspend  signed=ops', signature: null });
+    const r = await run(['tools', 'list', '--project', 'proj']);
+    assert.equal(r.code, 0, r.err);
+    const l = r.out;
     assert.match(l, /proj\/guarded .*REFUSED=UTPS_TOOL_TAMPERED/);
     assert.match(l, /proj\/planted .*REFUSED=UTPS_TOOL_UNSIGNED/);
+    assert.match(l, /proj\/nulled .*runner=\? .*REFUSED=UTPS_TOOL_UNSIGNED/);
+    assert.doesNotMatch(l, /^proj\/fake/m);
+    assert.match(l, /proj\/x\\u000aproj\/fake .*REFUSED=UTPS_TOOL_UNSIGNED/);
   } finally {
     await store.close();
   }
   assert.equal((await run(['tools', 'remove', 'guarded', '--project', 'proj'])).code, 0);
   assert.equal((await run(['tools', 'remove', 'planted', '--project', 'proj'])).code, 0);
+  assert.equal((await run(['tools', 'remove', 'nulled', '--project', 'proj'])).code, 0);
+  assert.equal((await run(['tools', 'remove', 'x\nproj/fake  cg.v1.proj.ch.cmd.tool.fake  runner=echo  after=suspend  signed=ops', '--project', 'proj'])).code, 0);
 });
 
 test('tools sign: shows a row as it stands (inert), asks, and signs exactly what it showed', async () => {

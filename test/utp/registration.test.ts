@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -110,6 +111,15 @@ for (const db of ['sqlite', 'postgres'] as const) {
       const signed = await executeTool(signTool(t, h.registrar), { runner: 'exec' }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
       assert.equal(signed.status, 'success', JSON.stringify(signed.error));
     });
+
+    test('the host core does not take the registration of a tool that needs a person as its approval', async () => {
+      const t = signTool(toolRow(h.project, h.channel, 'core.person', { ...BUILTIN_TOOLS['sandbox.exec'], options: { runner: 'exec', approval: { required: true } } }), h.registrar);
+      // A door that reached the core without the person's signed approval (a bug, or a path that skipped it).
+      const e = await executeTool(t, { runner: 'exec', approval: { required: true } }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
+      assert.equal(e.status, 'failed', JSON.stringify(e));
+      assert.equal(e.error?.code, 'auth_failed', JSON.stringify(e.error));
+      assert.match(JSON.stringify(e.error), /APPROVAL_UNSIGNED/);
+    });
   });
 }
 
@@ -129,6 +139,56 @@ test('a worker started after a newer registration was served still refuses the o
     restarted.replace([older]);
     assert.deepEqual(restarted.get(h.project, 'remembered')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK']);
     assert.ok(logs.includes('tool-refused'));
+  } finally {
+    await h.stop();
+  }
+});
+
+test('a worker refuses an older registration that another worker of its workspace already replaced (the memory is read at each refresh, not only at start)', async () => {
+  const h = await startHarness({ db: 'sqlite' });
+  try {
+    const row = toolRow(h.project, h.channel, 'sibling', { options: { runner: 'echo' } });
+    const older = signTool(row, h.registrar, new Date(Date.now() - 60_000));
+    const newer = signTool({ ...row, options: { runner: 'echo', approval: { required: true } } }, h.registrar);
+    const policy = () => loadPolicy(h.ws.policyFile);
+    const log = () => undefined;
+    // Two workers of one workspace (two `airlock serve` processes): A has served the older row.
+    const a = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
+    const c = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
+    a.replace([older]);
+    assert.ok(a.get(h.project, 'sibling')?.registrant, 'A serves the older one while it is the newest');
+    // B serves the newer one (approval required); a client then puts the older row back before A's next refresh saw the newer.
+    const b = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
+    b.replace([newer]);
+    assert.ok(b.get(h.project, 'sibling')?.registrant);
+    a.replace([older]);
+    assert.deepEqual(a.get(h.project, 'sibling')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK'], 'a refresh of A');
+    // The on-demand path (a tool C has not listed yet) reads the memory too.
+    assert.deepEqual(c.add(older).refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK'], 'a lookup by C');
+  } finally {
+    await h.stop();
+  }
+});
+
+test('a planted row too deeply nested to hash is refused on its own: the refresh goes on (it threw, and `airlock serve` could not start)', async () => {
+  const h = await startHarness({ db: 'sqlite' });
+  try {
+    const good = signTool(toolRow(h.project, h.channel, 'good', { options: { runner: 'echo' } }), h.registrar);
+    // A real operator's signature copied from another row passes the key check; the row's hash is taken next.
+    await h.store.upsertTool({ ...toolRow(h.project, h.channel, 'deep', {}), signature: good.signature });
+    // The options as a client writes them, straight into the table (SQLite keeps the text; JSON.parse reads it back).
+    const depth = 20_000;
+    const db = new Database(join(h.ws.root, 'airlock.db'));
+    try {
+      db.prepare('UPDATE tools SET options = ? WHERE project_id = ? AND tool_name = ?').run('['.repeat(depth) + ']'.repeat(depth), h.project, 'deep');
+    } finally {
+      db.close();
+    }
+    const rows = await h.store.listTools(h.project);
+    const r = new ToolRegistry(() => loadPolicy(h.ws.policyFile), () => undefined, h.ws.utpRegistrationsFile);
+    r.replace([...rows.filter((t) => t.tool_name === 'deep'), good]);
+    assert.deepEqual(r.get(h.project, 'deep')?.refused?.map((p) => p.code), ['UTPS_TOOL_TAMPERED']);
+    assert.ok(r.get(h.project, 'good')?.registrant, 'the rows after it are still read');
   } finally {
     await h.stop();
   }

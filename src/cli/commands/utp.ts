@@ -136,12 +136,16 @@ export function registerUtpCommands(program: Command): void {
       const { openWorkspace } = await import('../../workspace/workspace.js');
       const { loadPolicy } = await import('../../policy/load.js');
       const { verifyRegistration } = await import('../../approval/tool-registration.js');
+      const { inertLine } = await import('../../base/inert-line.js');
       const policy = loadPolicy(openWorkspace(o.workspace).policyFile);
       for (const t of rows) {
-        const opts = t.options as { runner?: string; approval?: { required?: boolean } };
+        // As a client wrote it: not necessarily an object (JSON null), so read with care.
+        const opts = (t.options ?? {}) as { runner?: unknown; approval?: { required?: unknown } | null };
         const v = policy.ok ? verifyRegistration(t, policy.value) : undefined;
         const by = !v ? '  signature=not checked (no valid policy.yaml)' : v.ok ? `  signed=${v.value.operator}` : `  REFUSED=${v.problems.map((p) => p.code).join(',')}`;
-        process.stdout.write(`${t.project_id}/${t.tool_name}  ${t.target_subject}  runner=${opts.runner ?? '?'}  after=${t.after_execution}${opts.approval?.required ? '  approval=required' : ''}${by}\n`);
+        // Every text as a client may have written it (a newline would print a line of its own: a fake `signed=`).
+        const line = `${t.project_id}/${t.tool_name}  ${t.target_subject}  runner=${typeof opts.runner === 'string' ? opts.runner : '?'}  after=${t.after_execution}${opts.approval?.required ? '  approval=required' : ''}`;
+        process.stdout.write(`${inertLine(line)}${by}\n`);
       }
     });
   });
