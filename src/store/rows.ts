@@ -8,15 +8,24 @@ const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(
 const str = (v: unknown): string => String(v);
 const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 
+/** JSON text as a client may have written it into SQLite: unparseable text stays a string, which the tool checks refuse. */
+const jsonOrText = (v: unknown): Record<string, unknown> => {
+  try {
+    return json<Record<string, unknown>>(v);
+  } catch {
+    return v as Record<string, unknown>;
+  }
+};
+
 export function rowToTool(r: Row): ToolRecord {
   return {
     project_id: str(r.project_id),
     tool_name: str(r.tool_name),
     description: str(r.description),
-    parameters: json<Record<string, unknown>>(r.parameters),
+    parameters: jsonOrText(r.parameters),
     target_subject: str(r.target_subject),
     after_execution: str(r.after_execution) as ToolRecord['after_execution'],
-    options: json<Record<string, unknown>>(r.options),
+    options: jsonOrText(r.options),
     signature: r.signature === null || r.signature === undefined ? null : str(r.signature),
   };
 }

@@ -193,3 +193,25 @@ test('a planted row too deeply nested to hash is refused on its own: the refresh
     await h.stop();
   }
 });
+
+test('a planted row whose options are not JSON is refused on its own: the store still lists every tool (it threw, and no refresh read any row)', async () => {
+  const h = await startHarness({ db: 'sqlite' });
+  try {
+    await h.store.upsertTool(toolRow(h.project, h.channel, 'garbled', {}));
+    const db = new Database(join(h.ws.root, 'airlock.db'));
+    try {
+      db.prepare('UPDATE tools SET options = ?, parameters = ? WHERE project_id = ? AND tool_name = ?').run('{"runner": "echo"', 'not json', h.project, 'garbled');
+    } finally {
+      db.close();
+    }
+    const rows = await h.store.listTools(h.project);
+    assert.ok(rows.some((t) => t.tool_name === 'echo'), 'the other rows are listed');
+    const r = new ToolRegistry(() => loadPolicy(h.ws.policyFile), () => undefined, h.ws.utpRegistrationsFile);
+    r.replace(rows);
+    assert.deepEqual(r.get(h.project, 'garbled')?.refused?.map((p) => p.code), ['UTPS_TOOL_UNSIGNED']);
+    assert.equal(r.get(h.project, 'garbled')?.options, null, 'and invalid');
+    assert.ok(r.get(h.project, 'echo')?.registrant, 'the signed rows are served');
+  } finally {
+    await h.stop();
+  }
+});
