@@ -52,7 +52,9 @@ export function decideApproval(e: ApprovalEvidence, policy: Policy, action: Acti
     case 'tool': {
       // A registration approves only the runs of a tool that needs no person: one whose signed
       // options ask for a person needs that person's signed approval of the call (kind `signature`).
-      const asks = (e.record.options as { approval?: { required?: unknown } } | null | undefined)?.approval?.required;
+      const o = e.record.options as { approval?: { required?: unknown }; retired?: unknown } | null | undefined;
+      if (o?.retired !== undefined) return { ok: false, problems: [{ code: 'UTPS_TOOL_RETIRED', message: `${e.record.project_id}/${e.record.tool_name} is retired: its registration approves no run` }] };
+      const asks = o?.approval?.required;
       if (asks !== undefined && asks !== false) {
         return { ok: false, problems: [{ code: 'APPROVAL_UNSIGNED', message: `${e.record.project_id}/${e.record.tool_name} needs a person's approval of each call (options.approval.required): its registration alone does not approve a run` }] };
       }

@@ -409,6 +409,9 @@ export class UtpService {
     }
     if (entry.refused) return { callCard, execution: this.refuseRegistration(ctx, entry.record, entry.refused) };
     if (!entry.options) return { callCard, execution: failure('failed', 'internal_error', `tool ${name} has invalid options in the registry`) };
+    if (entry.options.retired) {
+      return { callCard, execution: failure('failed', 'bad_request', `tool ${name} was retired by ${entry.registrant?.operator ?? 'an operator'}: it is not run any more`, [{ code: 'UTPS_TOOL_RETIRED', message: `${ctx.route.projectId}/${name} is retired (airlock tools retire)` }]) };
+    }
     const args = callCard.content.arguments;
     const bad = checkArguments(entry.record, args);
     if (bad.length > 0) return { callCard, execution: failure('failed', 'bad_request', `the arguments do not match the parameters of ${name}`, bad) };

@@ -47,6 +47,8 @@ export const toolOptionsSchema = z.strictObject({
   description_for_approver: z.string().max(2000).optional(),
   lane: z.enum(['ns', 'monty']).optional(),
   code: z.string().min(1).max(256 * 1024).optional(),
+  /** A signed tombstone (`airlock tools retire`): the tool is never run again, and an older registration put back is a rollback. */
+  retired: z.literal(true).optional(),
   effects: z
     .strictObject({
       scope: z.array(absPath).max(16).default([]),
@@ -64,6 +66,7 @@ export const toolRules = [
   { code: 'UTPS_TOOL_SUBJECT', spec: 'UTP 4.1: target_subject is cg.<ver>.<project_id>.<channel_id>.cmd.tool.<target>...; Airlock: its project is the row\'s project_id and `cmd.tool.airlock.*` is reserved (cancel).', fix: 'Give a subject like cg.v1.<project>.<channel>.cmd.tool.python.run.' },
   { code: 'UTPS_TOOL_PARAMETERS', spec: 'UTP 2: `parameters` is the JSON Schema of the arguments (an object schema).', fix: 'Give a JSON Schema with "type": "object" that Airlock can compile.' },
   { code: 'UTPS_TOOL_OPTIONS', spec: 'Airlock: `options` says how the tool runs: runner, lane, code (python) or argv (command), limits, declared effects, approval.', fix: 'See docs/utp-service.md, "Tool options".' },
+  { code: 'UTPS_TOOL_RETIRED', spec: 'Airlock: an operator retired the tool (a signed tombstone, `airlock tools retire`): it is never run again.', fix: 'Call another tool; an operator registers it again with `airlock tools add --operator NAME` if it is meant to come back.' },
   { code: 'UTPS_TOOL_AFTER_EXECUTION', spec: 'UTP 3.1: after_execution is suspend or terminate.', fix: 'Use suspend (the agent resumes) or terminate (the turn ends).' },
 ] as const;
 
@@ -187,6 +190,7 @@ function checkRunOptions(o: ToolOptions): Problem[] {
   if (o.lane === 'monty' && o.runner !== 'python') bad('lane', 'only the python runner can use the monty lane');
   if (o.code !== undefined && o.runner !== 'python') bad('code', 'options.code is only for runner "python"');
   if (o.runner === 'echo' && o.effects) bad('effects', 'the echo runner runs nothing: it has no effects to declare');
+  if (o.retired && o.runner !== 'echo') bad('retired', 'a retired tool is written `{ "runner": "echo", "retired": true }` (airlock tools retire)');
   const fx = o.effects;
   if (fx) {
     if (o.lane === 'monty' && (fx.scope.length > 0 || fx.network.length > 0)) bad('effects', 'the monty lane has no host folders and no network: use lane "ns"');

@@ -96,6 +96,16 @@ test('tools sign: shows a row as it stands (inert), asks, and signs exactly what
   assert.equal((await run(['tools', 'remove', 'legacy', '--project', 'proj'])).code, 0);
 });
 
+test('tools retire: a signed tombstone in the tool\'s place, listed as RETIRED', async () => {
+  assert.equal((await run(['tools', 'add', 'old.tool', '--builtin', 'echo', '--project', 'proj', '--channel', 'ch', ...ops])).code, 0);
+  const r = await run(['tools', 'retire', 'old.tool', '--project', 'proj', ...ops]);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /retired proj\/old\.tool, signed by ops/);
+  assert.match((await run(['tools', 'list', '--project', 'proj'])).out, /proj\/old\.tool .*runner=echo .*RETIRED\s+signed=ops/);
+  assert.equal((await run(['tools', 'retire', 'never.was', '--project', 'proj', ...ops])).code, 2);
+  assert.equal((await run(['tools', 'remove', 'old.tool', '--project', 'proj'])).code, 0);
+});
+
 test('tools add signs only with a key the workspace policy trusts, and needs an operator', async () => {
   const none = await run(['tools', 'add', 'z', '--builtin', 'echo', '--project', 'proj', '--channel', 'ch']);
   assert.equal(none.code, 2);

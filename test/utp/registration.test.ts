@@ -102,12 +102,37 @@ for (const db of ['sqlite', 'postgres'] as const) {
       await refused(name, 'UTPS_TOOL_ROLLBACK');
     });
 
+    test('a retired tool is never run again, and its older registration put back is refused (tools remove only deletes)', async () => {
+      const name = `retiring.${db}`;
+      const row = toolRow(h.project, h.channel, name, { options: { runner: 'echo' } });
+      const original = signTool(row, h.registrar, new Date(Date.now() - 60_000));
+      await h.store.upsertTool(original);
+      await refreshed();
+      const before = await call(name, { v: 1 });
+      assert.ok(before.ok && before.status === 'success', JSON.stringify(before));
+      // `airlock tools retire`: the same row, a signed tombstone for options.
+      await h.register({ ...row, options: { runner: 'echo', retired: true } });
+      await refreshed();
+      const r = await call(name, { v: 2 });
+      assert.ok(r.ok, JSON.stringify(r));
+      assert.equal(r.status, 'failed');
+      assert.equal(r.content.error?.code, 'bad_request');
+      assert.deepEqual(((r.content.error?.detail as { problems?: { code: string }[] }).problems ?? []).map((p) => p.code), ['UTPS_TOOL_RETIRED']);
+      assert.ok(!h.runs.includes(r.toolCallId), 'not run');
+      // A client writes the original signed row back (what `tools remove` could not prevent).
+      await h.store.upsertTool(original);
+      await refreshed();
+      await refused(name, 'UTPS_TOOL_ROLLBACK');
+    });
+
     test('the host core checks the registration too: an unsigned tool handed to it straight is refused', async () => {
       const t: ToolRecord = toolRow(h.project, h.channel, 'core.check', { ...BUILTIN_TOOLS['sandbox.exec'], options: { runner: 'exec' } });
       const e = await executeTool(t, { runner: 'exec' }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
       assert.equal(e.status, 'failed');
       assert.equal(e.error?.code, 'auth_failed', JSON.stringify(e.error));
       assert.match(JSON.stringify(e.error), /UTPS_TOOL_UNSIGNED/);
+      const retired = await executeTool(signTool({ ...t, options: { runner: 'exec', retired: true } }, h.registrar), { runner: 'exec' }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
+      assert.match(JSON.stringify(retired.error), /UTPS_TOOL_RETIRED/, 'a retired registration approves no run');
       const signed = await executeTool(signTool(t, h.registrar), { runner: 'exec' }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
       assert.equal(signed.status, 'success', JSON.stringify(signed.error));
     });

@@ -5,7 +5,7 @@ import { inertLine } from '../../base/inert-line.js';
 import type { ToolRecord } from '../../store/types.js';
 
 /**
- * `airlock tools add|list|sign|remove`, `airlock approvals [list|approve|reject]`, `airlock calls cancel` and the body of
+ * `airlock tools add|list|sign|retire|remove`, `airlock approvals [list|approve|reject]`, `airlock calls cancel` and the body of
  * `airlock serve --nats URL`. Everything heavy (stores, NATS, the sandbox) is imported inside the
  * handlers: registering these commands costs nothing at CLI start-up.
  *
@@ -140,11 +140,11 @@ export function registerUtpCommands(program: Command): void {
       const policy = loadPolicy(openWorkspace(o.workspace).policyFile);
       for (const t of rows) {
         // As a client wrote it: not necessarily an object (JSON null), so read with care.
-        const opts = (t.options ?? {}) as { runner?: unknown; approval?: { required?: unknown } | null };
+        const opts = (t.options ?? {}) as { runner?: unknown; approval?: { required?: unknown } | null; retired?: unknown };
         const v = policy.ok ? verifyRegistration(t, policy.value) : undefined;
         const by = !v ? '  signature=not checked (no valid policy.yaml)' : v.ok ? `  signed=${v.value.operator}` : `  REFUSED=${v.problems.map((p) => p.code).join(',')}`;
         // Every text as a client may have written it (a newline would print a line of its own: a fake `signed=`).
-        const line = `${t.project_id}/${t.tool_name}  ${t.target_subject}  runner=${typeof opts.runner === 'string' ? opts.runner : '?'}  after=${t.after_execution}${opts.approval?.required ? '  approval=required' : ''}`;
+        const line = `${t.project_id}/${t.tool_name}  ${t.target_subject}  runner=${typeof opts.runner === 'string' ? opts.runner : '?'}  after=${t.after_execution}${opts.approval?.required ? '  approval=required' : ''}${opts.retired === true ? '  RETIRED' : ''}`;
         process.stdout.write(`${inertLine(line)}${by}\n`);
       }
     });
@@ -179,7 +179,28 @@ export function registerUtpCommands(program: Command): void {
     });
   });
 
-  storeOptions(tools.command('remove').description('remove a tool').argument('<name>', 'tool_name').requiredOption('--project <id>', 'project_id')).action(
+  storeOptions(
+    tools
+      .command('retire')
+      .description('withdraw a tool for good: a signed tombstone in its place, so workers never run it again (remove only deletes the row, which a client can write back)')
+      .argument('<name>', 'tool_name')
+      .requiredOption('--project <id>', 'project_id')
+      .requiredOption('--operator <name>', 'the operator who signs the tombstone (their key in the workspace policy)')
+      .option('--key-dir <dir>', 'where the operator\'s private key is (default: $AIRLOCK_KEYS or ~/.config/airlock/keys)'),
+  ).action(async (name: string, o: StoreOpts & { project: string; operator: string; keyDir?: string }) => {
+    await withStore(o, async (store) => {
+      const row = await store.getTool(o.project, name);
+      if (!row) return fail(`no tool ${o.project}/${name}`);
+      // The row's identity stays (its subject keeps being answered); only what it runs goes.
+      const tombstone: ToolRecord = { ...row, description: `retired: ${String(row.description).slice(0, 1900)}`, options: { runner: 'echo', retired: true }, signature: null };
+      const signed = await signToolRecord(tombstone, o);
+      if ('error' in signed) return fail(signed.error);
+      await store.upsertTool(signed.record);
+      process.stdout.write(`retired ${o.project}/${name}, signed by ${o.operator} (key ${signed.keyId}): workers answer its calls UTPS_TOOL_RETIRED, and refuse an older registration put back (UTPS_TOOL_ROLLBACK)\n`);
+    });
+  });
+
+  storeOptions(tools.command('remove').description('delete a tool row (no revocation: a client can write a signed row back; `tools retire` withdraws a tool)').argument('<name>', 'tool_name').requiredOption('--project <id>', 'project_id')).action(
     async (name: string, o: StoreOpts & { project: string }) => {
       await withStore(o, async (store) => {
         if (await store.removeTool(o.project, name)) process.stdout.write(`removed ${o.project}/${name}\n`);
