@@ -36,6 +36,14 @@ export class ToolRegistry {
   /** What was last logged per tool, so a refresh every few seconds does not repeat it. */
   private readonly reported = new Map<string, string>();
   private readonly after = new Map<string, AfterExecution>();
+  /** The memory file's last problem, logged once (it is read at every refresh). */
+  private memoryProblem = '';
+  private readonly logMemory: Log = (level, event, fields) => {
+    const what = String(fields.error);
+    if (what === this.memoryProblem) return;
+    this.memoryProblem = what;
+    this.log(level, event, fields);
+  };
   private subjectList: string[] = [];
 
   constructor(
@@ -112,13 +120,13 @@ export class ToolRegistry {
    * saw the newer one (a client can put the older row back between two of its refreshes).
    */
   private readBack(): void {
-    for (const [k, v] of Object.entries(readMemory(this.memoryFile, this.log))) this.newest.set(k, Math.max(v, this.newest.get(k) ?? -Infinity));
+    for (const [k, v] of Object.entries(readMemory(this.memoryFile, this.logMemory))) this.newest.set(k, Math.max(v, this.newest.get(k) ?? -Infinity));
   }
 
   /** Records a newer registration, merged with what other workers of this workspace wrote meanwhile. */
   private remember(key: string, signedAt: number): void {
     this.newest.set(key, signedAt);
-    const merged = readMemory(this.memoryFile, this.log);
+    const merged = readMemory(this.memoryFile, this.logMemory);
     for (const [k, v] of this.newest) merged[k] = Math.max(v, merged[k] ?? -Infinity);
     for (const [k, v] of Object.entries(merged)) this.newest.set(k, v);
     try {

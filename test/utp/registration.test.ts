@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -236,6 +236,24 @@ test('a planted row whose options are not JSON is refused on its own: the store 
     assert.deepEqual(r.get(h.project, 'garbled')?.refused?.map((p) => p.code), ['UTPS_TOOL_UNSIGNED']);
     assert.equal(r.get(h.project, 'garbled')?.options, null, 'and invalid');
     assert.ok(r.get(h.project, 'echo')?.registrant, 'the signed rows are served');
+  } finally {
+    await h.stop();
+  }
+});
+
+test('an unreadable rollback memory is logged once, not at every refresh, and the signed rows are still served', async () => {
+  const h = await startHarness({ db: 'sqlite' });
+  try {
+    writeFileSync(h.ws.utpRegistrationsFile, '{not json');
+    const events: string[] = [];
+    const r = new ToolRegistry(() => loadPolicy(h.ws.policyFile), (_l, event) => events.push(event), h.ws.utpRegistrationsFile);
+    const rows = await h.store.listTools(h.project);
+    writeFileSync(h.ws.utpRegistrationsFile, '{not json');
+    r.replace(rows);
+    writeFileSync(h.ws.utpRegistrationsFile, '{not json');
+    r.replace(rows);
+    assert.equal(events.filter((e) => e === 'registrations-memory-unreadable').length, 1);
+    assert.ok(r.get(h.project, 'echo')?.registrant);
   } finally {
     await h.stop();
   }
