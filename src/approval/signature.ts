@@ -40,6 +40,18 @@ export function signApproval(args: { requestId: string; bytes: Buffer; operator:
   return { alg: 'ed25519', public_key: args.publicKey, ...base, signature: sign(null, message(base), args.key).toString('base64') };
 }
 
+/** A signature's JSON text read into its schema, or why it cannot be. */
+export function readSignature<T>(schema: z.ZodType<T>, text: string): { value: T } | { error: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return { error: (e as Error).message };
+  }
+  const r = schema.safeParse(json);
+  return r.success ? { value: r.data } : { error: r.error.issues[0]?.message ?? 'not the expected shape' };
+}
+
 /**
  * The key check every operator signature shares: the policy lists the key under the operator named
  * in the signature, and the signature over `message` verifies with it.
@@ -86,14 +98,9 @@ function verifiedOnce(publicKey: string, signature: string, msg: Buffer): boolea
  */
 export function verifyApproval(args: { sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string; policy: Policy; now: Date }): Problem[] {
   if (args.sigText === null) return [{ code: 'APPROVAL_UNSIGNED', message: 'no operator signature (.sig) beside the request: approval strings alone do not approve' }];
-  let parsed: Approval;
-  try {
-    const r = approvalSchema.safeParse(JSON.parse(args.sigText));
-    if (!r.success) throw new Error(r.error.issues[0]?.message);
-    parsed = r.data;
-  } catch (e) {
-    return [{ code: 'APPROVAL_SIGNATURE_INVALID', message: `the .sig file is not a valid approval: ${(e as Error).message}` }];
-  }
+  const read = readSignature(approvalSchema, args.sigText);
+  if ('error' in read) return [{ code: 'APPROVAL_SIGNATURE_INVALID', message: `the .sig file is not a valid approval: ${read.error}` }];
+  const parsed = read.value;
   const bad = checkOperatorSignature(parsed, message(parsed), args.policy, { untrusted: 'APPROVAL_UNTRUSTED_KEY', invalid: 'APPROVAL_SIGNATURE_INVALID' }, 'the request');
   if (bad) return [bad];
   const problems: Problem[] = [];

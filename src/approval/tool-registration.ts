@@ -3,7 +3,7 @@ import * as z from 'zod';
 import type { Problem } from '../base/problem.js';
 import type { Policy } from '../policy/policy.js';
 import { keyId } from './keys.js';
-import { checkOperatorSignature } from './signature.js';
+import { checkOperatorSignature, readSignature } from './signature.js';
 import { toolSha256 } from './utp-call.js';
 
 /**
@@ -14,7 +14,7 @@ import { toolSha256 } from './utp-call.js';
  * `approval.required`, the runner, the limits and the declared effects). The signature is kept in
  * the row's `signature` column as JSON.
  */
-export const registrationSchema = z.strictObject({
+const registrationSchema = z.strictObject({
   alg: z.literal('ed25519'),
   operator: z.string().min(1),
   public_key: z.string(),
@@ -22,7 +22,7 @@ export const registrationSchema = z.strictObject({
   signed_utc: z.string().refine((s) => Number.isFinite(Date.parse(s)), 'an ISO 8601 time'),
   signature: z.string(),
 });
-export type Registration = z.infer<typeof registrationSchema>;
+type Registration = z.infer<typeof registrationSchema>;
 
 export const registrationRules = [
   { code: 'UTPS_TOOL_UNSIGNED', spec: 'Airlock: a worker serves a tool only when an operator signed its registration.', fix: 'Register it with `airlock tools add ... --operator NAME`, or read the row and sign it as it stands with `airlock tools sign NAME --project P --operator NAME` (the operator\'s key in the worker\'s policy.yaml: `airlock keygen`).' },
@@ -58,14 +58,9 @@ export function verifyRegistration(tool: SignedTool, policy: Policy): { ok: true
   if (tool.signature === null || tool.signature === undefined) {
     return no('UTPS_TOOL_UNSIGNED', `${tool.project_id}/${tool.tool_name} is not signed by an operator: register it with \`airlock tools add ... --operator NAME\`, or read it and sign it as it stands with \`airlock tools sign ${tool.tool_name} --project ${tool.project_id} --operator NAME\``);
   }
-  let r: Registration;
-  try {
-    const parsed = registrationSchema.safeParse(JSON.parse(tool.signature));
-    if (!parsed.success) throw new Error(parsed.error.issues[0]?.message);
-    r = parsed.data;
-  } catch (e) {
-    return no('UTPS_TOOL_SIGNATURE', `the signature of ${tool.project_id}/${tool.tool_name} is not a valid registration signature: ${(e as Error).message}`);
-  }
+  const read = readSignature(registrationSchema, tool.signature);
+  if ('error' in read) return no('UTPS_TOOL_SIGNATURE', `the signature of ${tool.project_id}/${tool.tool_name} is not a valid registration signature: ${read.error}`);
+  const r = read.value;
   const bad = checkOperatorSignature(r, message(r), policy, { untrusted: 'UTPS_TOOL_UNTRUSTED_KEY', invalid: 'UTPS_TOOL_SIGNATURE' }, `${tool.project_id}/${tool.tool_name}`);
   if (bad) return { ok: false, problems: [{ ...bad, path: 'signature' }] };
   let sha: string;

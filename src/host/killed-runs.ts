@@ -5,7 +5,7 @@ import type { Workspace } from '../workspace/workspace.js';
 import { runIds, unfinishedRun } from './runs.js';
 
 /** Made in a killed run's folder before its `killed` record is written: one record, however many processes look at once. */
-export const KILLED_AUDITED = 'killed.audited';
+const KILLED_AUDITED = 'killed.audited';
 
 /**
  * A run whose process died before it had a result (SIGKILL, a crash, a power cut) leaves its folder
@@ -13,7 +13,7 @@ export const KILLED_AUDITED = 'killed.audited';
  * write one. This writes one `killed` record for each such run not yet recorded (its owner is gone,
  * so it can never finish), and returns their sandbox ids.
  */
-export function auditKilledRuns(ws: Workspace, audit: AuditLog): string[] {
+function auditKilledRuns(ws: Workspace, audit: AuditLog): string[] {
   const recorded: string[] = [];
   for (const id of runIds(ws)) {
     const dir = join(ws.runs, id);

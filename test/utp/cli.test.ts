@@ -13,6 +13,17 @@ import { addOperator } from '../helpers/operator.js';
 const ws = mkdtempSync(join(tmpdir(), 'airlock-cli-'));
 const keys = join(ws, 'keys');
 after(() => rmSync(ws, { recursive: true, force: true }));
+/** The workspace's SQLite store, as a client that shares it writes it, for the length of `f`. */
+async function withStore(f: (store: SqliteStore) => Promise<void>): Promise<void> {
+  const store = new SqliteStore(join(ws, 'airlock.db'));
+  await store.init();
+  try {
+    await f(store);
+  } finally {
+    await store.close();
+  }
+}
+
 /** The registering operator's options (`keygen` made the key and listed it in the policy: see the first test). */
 const ops = ['--operator', 'ops', '--key-dir', keys];
 
@@ -42,9 +53,7 @@ test('tools add --builtin, list, add with JSON options from a file, remove', asy
 });
 
 test('tools list flags a row changed in the store after it was signed, and one nobody signed', async () => {
-  const store = new SqliteStore(join(ws, 'airlock.db'));
-  await store.init();
-  try {
+  await withStore(async (store) => {
     assert.equal((await run(['tools', 'add', 'guarded', '--builtin', 'echo', '--project', 'proj', '--channel', 'ch', '--options', '{"runner":"echo","approval":{"required":true}}', ...ops])).code, 0);
     const row = await store.getTool('proj', 'guarded');
     assert.ok(row?.signature);
@@ -62,9 +71,7 @@ test('tools list flags a row changed in the store after it was signed, and one n
     assert.match(l, /proj\/nulled .*runner=\? .*REFUSED=UTPS_TOOL_UNSIGNED/);
     assert.doesNotMatch(l, /^proj\/fake/m);
     assert.match(l, /proj\/x\\u000aproj\/fake .*REFUSED=UTPS_TOOL_UNSIGNED/);
-  } finally {
-    await store.close();
-  }
+  });
   assert.equal((await run(['tools', 'remove', 'guarded', '--project', 'proj'])).code, 0);
   assert.equal((await run(['tools', 'remove', 'planted', '--project', 'proj'])).code, 0);
   assert.equal((await run(['tools', 'remove', 'nulled', '--project', 'proj'])).code, 0);
@@ -72,9 +79,7 @@ test('tools list flags a row changed in the store after it was signed, and one n
 });
 
 test('tools sign: shows a row as it stands (inert), asks, and signs exactly what it showed', async () => {
-  const store = new SqliteStore(join(ws, 'airlock.db'));
-  await store.init();
-  try {
+  await withStore(async (store) => {
     // A row from before signed registrations (or written by hand): unsigned, with a hostile description.
     await store.upsertTool({ project_id: 'proj', tool_name: 'legacy', description: 'ok\x1b[2K\u202eevil', parameters: { type: 'object' }, target_subject: 'cg.v1.proj.ch.cmd.tool.legacy', after_execution: 'suspend', options: { runner: 'echo' } });
     const asked = await run(['tools', 'sign', 'legacy', '--project', 'proj', ...ops]);
@@ -90,9 +95,7 @@ test('tools sign: shows a row as it stands (inert), asks, and signs exactly what
     assert.match(yes.out, /signed proj\/legacy as ops \(key [0-9a-f]{16}\)/);
     assert.match((await run(['tools', 'list', '--project', 'proj'])).out, /proj\/legacy .*signed=ops/);
     assert.equal((await run(['tools', 'sign', 'nope', '--project', 'proj', '--yes', ...ops])).code, 2);
-  } finally {
-    await store.close();
-  }
+  });
   assert.equal((await run(['tools', 'remove', 'legacy', '--project', 'proj'])).code, 0);
 });
 
@@ -142,14 +145,13 @@ test('tools add refuses a bad record with the rule codes', async () => {
 
 test('approvals: list pending, approve (signed with the operator key), reject, a decided one cannot be decided again', async () => {
   const alice = addOperator(openWorkspace(ws).policyFile, 'alice');
-  const store = new SqliteStore(join(ws, 'airlock.db'));
-  await store.init();
   const now = Date.now();
-  for (const id of ['apr-1', 'apr-2', 'apr-old']) {
-    const call = { approval_id: id, project_id: 'proj', tool_name: 'wc', subject: 'cg.v1.proj.ch.cmd.tool.wc', agent_id: 'agent-1', agent_turn_id: 't', turn_epoch: 1, tool_call_id: `c-${id}`, tool_call_card_id: `card-${id}`, arguments: { file: '/etc/hosts' }, tool_sha256: '0'.repeat(64) };
-    await store.createApproval({ id, agent_turn_id: 't', tool_call_id: `c-${id}`, project_id: 'proj', tool_name: 'wc', summary: { arguments: { file: '/etc/hosts' }, ...(id === 'apr-old' ? {} : { call }) }, expires_at: now + 60_000 });
-  }
-  await store.close();
+  await withStore(async (store) => {
+    for (const id of ['apr-1', 'apr-2', 'apr-old']) {
+      const call = { approval_id: id, project_id: 'proj', tool_name: 'wc', subject: 'cg.v1.proj.ch.cmd.tool.wc', agent_id: 'agent-1', agent_turn_id: 't', turn_epoch: 1, tool_call_id: `c-${id}`, tool_call_card_id: `card-${id}`, arguments: { file: '/etc/hosts' }, tool_sha256: '0'.repeat(64) };
+      await store.createApproval({ id, agent_turn_id: 't', tool_call_id: `c-${id}`, project_id: 'proj', tool_name: 'wc', summary: { arguments: { file: '/etc/hosts' }, ...(id === 'apr-old' ? {} : { call }) }, expires_at: now + 60_000 });
+    }
+  });
   const l = await run(['approvals']);
   assert.match(l.out, /apr-1\s+pending\s+proj\/wc/);
   assert.match(l.out, /\/etc\/hosts/);

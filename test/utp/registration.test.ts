@@ -148,105 +148,91 @@ for (const db of ['sqlite', 'postgres'] as const) {
   });
 }
 
-test('a worker started after a newer registration was served still refuses the older one (the memory is in its workspace)', async () => {
-  const h = await startHarness({ db: 'sqlite' });
-  try {
+/** One worker's registry (`src/utp/registry.ts`) on one SQLite deployment: restarts, sibling workers, rows a client garbled. */
+describe('the registry of a worker (sqlite)', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness({ db: 'sqlite' });
+  });
+  after(async () => {
+    await h?.stop();
+  });
+  /** A worker's registry on the harness's workspace, as `airlock serve` makes it. */
+  const registry = (log: ConstructorParameters<typeof ToolRegistry>[1] = () => undefined) => new ToolRegistry(() => loadPolicy(h.ws.policyFile), log, h.ws.utpRegistrationsFile);
+  /** A statement straight into the SQLite file, as a client that shares it can run any. */
+  const writeRaw = (sql: string, ...args: unknown[]): void => {
+    const db = new Database(join(h.ws.root, 'airlock.db'));
+    try {
+      db.prepare(sql).run(...args);
+    } finally {
+      db.close();
+    }
+  };
+
+  test('a worker started after a newer registration was served still refuses the older one (the memory is in its workspace)', async () => {
     const row = toolRow(h.project, h.channel, 'remembered', { options: { runner: 'echo' } });
     const older = signTool(row, h.registrar, new Date(Date.now() - 60_000));
     const newer = signTool({ ...row, options: { runner: 'echo', approval: { required: true } } }, h.registrar);
-    const policy = () => loadPolicy(h.ws.policyFile);
     const logs: string[] = [];
-    const first = new ToolRegistry(policy, (_l, event) => logs.push(event), h.ws.utpRegistrationsFile);
+    const first = registry((_l, event) => logs.push(event));
     first.replace([newer]);
     assert.ok(first.get(h.project, 'remembered')?.registrant, 'the newer one is served');
     // A restarted worker: a new registry reading the same workspace, the older row put back.
-    const restarted = new ToolRegistry(policy, (_l, event) => logs.push(event), h.ws.utpRegistrationsFile);
+    const restarted = registry((_l, event) => logs.push(event));
     restarted.replace([older]);
     assert.deepEqual(restarted.get(h.project, 'remembered')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK']);
     assert.ok(logs.includes('tool-refused'));
-  } finally {
-    await h.stop();
-  }
-});
+  });
 
-test('a worker refuses an older registration that another worker of its workspace already replaced (the memory is read at each refresh, not only at start)', async () => {
-  const h = await startHarness({ db: 'sqlite' });
-  try {
+  test('a worker refuses an older registration that another worker of its workspace already replaced (the memory is read at each refresh, not only at start)', async () => {
     const row = toolRow(h.project, h.channel, 'sibling', { options: { runner: 'echo' } });
     const older = signTool(row, h.registrar, new Date(Date.now() - 60_000));
     const newer = signTool({ ...row, options: { runner: 'echo', approval: { required: true } } }, h.registrar);
-    const policy = () => loadPolicy(h.ws.policyFile);
-    const log = () => undefined;
     // Two workers of one workspace (two `airlock serve` processes): A has served the older row.
-    const a = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
-    const c = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
+    const a = registry();
+    const c = registry();
     a.replace([older]);
     assert.ok(a.get(h.project, 'sibling')?.registrant, 'A serves the older one while it is the newest');
     // B serves the newer one (approval required); a client then puts the older row back before A's next refresh saw the newer.
-    const b = new ToolRegistry(policy, log, h.ws.utpRegistrationsFile);
+    const b = registry();
     b.replace([newer]);
     assert.ok(b.get(h.project, 'sibling')?.registrant);
     a.replace([older]);
     assert.deepEqual(a.get(h.project, 'sibling')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK'], 'a refresh of A');
     // The on-demand path (a tool C has not listed yet) reads the memory too.
     assert.deepEqual(c.add(older).refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK'], 'a lookup by C');
-  } finally {
-    await h.stop();
-  }
-});
+  });
 
-test('a planted row too deeply nested to hash is refused on its own: the refresh goes on (it threw, and `airlock serve` could not start)', async () => {
-  const h = await startHarness({ db: 'sqlite' });
-  try {
+  test('a planted row too deeply nested to hash is refused on its own: the refresh goes on (it threw, and `airlock serve` could not start)', async () => {
     const good = signTool(toolRow(h.project, h.channel, 'good', { options: { runner: 'echo' } }), h.registrar);
     // A real operator's signature copied from another row passes the key check; the row's hash is taken next.
     await h.store.upsertTool({ ...toolRow(h.project, h.channel, 'deep', {}), signature: good.signature });
     // The options as a client writes them, straight into the table (SQLite keeps the text; JSON.parse reads it back).
     const depth = 20_000;
-    const db = new Database(join(h.ws.root, 'airlock.db'));
-    try {
-      db.prepare('UPDATE tools SET options = ? WHERE project_id = ? AND tool_name = ?').run('['.repeat(depth) + ']'.repeat(depth), h.project, 'deep');
-    } finally {
-      db.close();
-    }
+    writeRaw('UPDATE tools SET options = ? WHERE project_id = ? AND tool_name = ?', '['.repeat(depth) + ']'.repeat(depth), h.project, 'deep');
     const rows = await h.store.listTools(h.project);
-    const r = new ToolRegistry(() => loadPolicy(h.ws.policyFile), () => undefined, h.ws.utpRegistrationsFile);
+    const r = registry();
     r.replace([...rows.filter((t) => t.tool_name === 'deep'), good]);
     assert.deepEqual(r.get(h.project, 'deep')?.refused?.map((p) => p.code), ['UTPS_TOOL_TAMPERED']);
     assert.ok(r.get(h.project, 'good')?.registrant, 'the rows after it are still read');
-  } finally {
-    await h.stop();
-  }
-});
+  });
 
-test('a planted row whose options are not JSON is refused on its own: the store still lists every tool (it threw, and no refresh read any row)', async () => {
-  const h = await startHarness({ db: 'sqlite' });
-  try {
+  test('a planted row whose options are not JSON is refused on its own: the store still lists every tool (it threw, and no refresh read any row)', async () => {
     await h.store.upsertTool(toolRow(h.project, h.channel, 'garbled', {}));
-    const db = new Database(join(h.ws.root, 'airlock.db'));
-    try {
-      db.prepare('UPDATE tools SET options = ?, parameters = ? WHERE project_id = ? AND tool_name = ?').run('{"runner": "echo"', 'not json', h.project, 'garbled');
-    } finally {
-      db.close();
-    }
+    writeRaw('UPDATE tools SET options = ?, parameters = ? WHERE project_id = ? AND tool_name = ?', '{"runner": "echo"', 'not json', h.project, 'garbled');
     const rows = await h.store.listTools(h.project);
     assert.ok(rows.some((t) => t.tool_name === 'echo'), 'the other rows are listed');
-    const r = new ToolRegistry(() => loadPolicy(h.ws.policyFile), () => undefined, h.ws.utpRegistrationsFile);
+    const r = registry();
     r.replace(rows);
     assert.deepEqual(r.get(h.project, 'garbled')?.refused?.map((p) => p.code), ['UTPS_TOOL_UNSIGNED']);
     assert.equal(r.get(h.project, 'garbled')?.options, null, 'and invalid');
     assert.ok(r.get(h.project, 'echo')?.registrant, 'the signed rows are served');
-  } finally {
-    await h.stop();
-  }
-});
+  });
 
-test('an unreadable rollback memory is logged once, not at every refresh, and the signed rows are still served', async () => {
-  const h = await startHarness({ db: 'sqlite' });
-  try {
+  test('an unreadable rollback memory is logged once, not at every refresh, and the signed rows are still served', async () => {
     writeFileSync(h.ws.utpRegistrationsFile, '{not json');
     const events: string[] = [];
-    const r = new ToolRegistry(() => loadPolicy(h.ws.policyFile), (_l, event) => events.push(event), h.ws.utpRegistrationsFile);
+    const r = registry((_l, event) => events.push(event));
     const rows = await h.store.listTools(h.project);
     writeFileSync(h.ws.utpRegistrationsFile, '{not json');
     r.replace(rows);
@@ -254,7 +240,5 @@ test('an unreadable rollback memory is logged once, not at every refresh, and th
     r.replace(rows);
     assert.equal(events.filter((e) => e === 'registrations-memory-unreadable').length, 1);
     assert.ok(r.get(h.project, 'echo')?.registrant);
-  } finally {
-    await h.stop();
-  }
+  });
 });
