@@ -1,4 +1,4 @@
-import { doctor, type LimitMechanism } from '../sandbox/doctor.js';
+import { doctor, type HostCapabilities, type LimitMechanism } from '../sandbox/doctor.js';
 import type { LimitName } from '../sandbox/types.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -101,6 +101,7 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
     `user namespaces  ${yes(c.userNamespaces.available)} (${c.userNamespaces.detail})`,
     `bubblewrap       ${c.bwrap ? `${c.bwrap.version} at ${c.bwrap.path}; --disable-userns ${yes(c.bwrap.supports.disableUserns)}, --overlay ${yes(c.bwrap.supports.overlay)}, --size ${yes(c.bwrap.supports.size)}` : 'NOT FOUND (apt-get install bubblewrap)'}`,
     `sandbox uid      ${c.sandboxHostUser ? sandboxUserLine(c.sandboxHostUser) : 'the caller\'s own uid (not root)'}`,
+    ...(c.isRoot ? [`run uids         ${runIdsLine(c.runIds)}`] : []),
     `cgroups          ${c.cgroup.usable ? `v${c.cgroup.version}${c.cgroup.delegation?.kind === 'delegated' ? ', delegated to this user' : ''}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}` : 'NOT USABLE'} (${c.cgroup.detail})${c.cgroup.fix ? `\n                 fix: ${c.cgroup.fix}` : ''}`,
     ...(moves ? [`cgroup moves     ${movesLine(moves)}`] : []),
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
@@ -126,6 +127,18 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
   } else lines.push(`the ns lane can run here, and runs can be PROMOTEd (limits enforced${c.cgroup.delegation?.kind === 'delegated' ? ' through the cgroup delegated to this user' : ''}).`);
   process.stdout.write(lines.join('\n') + '\n');
   return blockers.length > 0 || blocked.length > 0 ? 1 : 0;
+}
+
+/** Whether each sandbox has a host uid of its own (run-ids.ts), and how many are held now. */
+function runIdsLine(r: HostCapabilities['runIds']): string {
+  if ('off' in r) return `SHARED: every sandbox runs as the one sandbox user (${r.off}); an escape from one run's namespaces is the uid of every other live run`;
+  let held = 0;
+  try {
+    held = readdirSync(r.dir).length;
+  } catch {
+    /* counted as none */
+  }
+  return `each sandbox its own uid and gid from ${r.range.first}-${r.range.first + r.range.count - 1} (${held} held now, in ${r.dir})`;
 }
 
 /** Whose uid the sandbox runs as: Airlock's own user, or the shared `nobody` (sandbox-user.ts). */

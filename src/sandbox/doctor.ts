@@ -8,6 +8,7 @@ import { detectCgroups, type CgroupInfo } from './cgroup/index.js';
 import type { LimitName } from './types.js';
 import { tracerBinaryPath } from './observe/tracer.js';
 import { hostSandboxUser, SANDBOX_USER_NAME, type SandboxHostUser } from './sandbox-user.js';
+import { hostRunIds } from './run-ids.js';
 
 export interface BwrapInfo {
   path: string;
@@ -64,6 +65,8 @@ export interface HostCapabilities {
   bwrap: BwrapInfo | null;
   /** Host user the sandbox runs as (bwrap is started as this uid; null when not root: we run as ourselves). */
   sandboxHostUser: SandboxHostUser | null;
+  /** Root: the range each sandbox takes a uid and gid of its own from, or why every sandbox shares the sandbox user's (run-ids.ts). */
+  runIds: ReturnType<typeof hostRunIds>;
   cgroup: CgroupInfo;
   seccomp: { available: boolean; detail: string };
   overlayfs: boolean;
@@ -294,6 +297,7 @@ async function probe(): Promise<HostCapabilities> {
   const kernel = readText('/proc/sys/kernel/osrelease')?.trim() ?? 'unknown';
   const bwrap = await probeBwrap();
   const user = isRoot ? hostSandboxUser() : null;
+  const runIds = isRoot ? hostRunIds() : { off: 'not root: sandboxes run as the caller' };
   const [userNamespaces, interpreters] = await Promise.all([probeUserns(bwrap, user), probeInterpreters()]);
   const cgroup = detectCgroups(isRoot);
   const seccomp = probeSeccomp();
@@ -331,6 +335,7 @@ async function probe(): Promise<HostCapabilities> {
     userNamespaces,
     bwrap,
     sandboxHostUser: user,
+    runIds,
     cgroup,
     seccomp,
     overlayfs,

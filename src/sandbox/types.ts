@@ -159,6 +159,8 @@ export interface HostFacts {
   cgroupVersion: 1 | 2 | null;
   /** Host uid bwrap (hence the whole sandbox) ran as. */
   hostUid: number;
+  /** True: that uid (and gid) was this sandbox's alone while it lived (run-ids.ts); false: shared with every sandbox of the host, or the caller's own. */
+  hostUidOwn: boolean;
   /** uid the program sees inside. */
   sandboxUid: number;
   seccomp: boolean;

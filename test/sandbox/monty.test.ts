@@ -11,6 +11,7 @@ import { judge } from '../../src/judge/judge.js';
 import { montyWorkerPath, runInMontyLane, type MontyLaneOptions, type MontyRunObservation } from '../../src/sandbox/lanes/monty.js';
 import { closeMontyPools, montyPool } from '../../src/sandbox/lanes/monty-pool.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
+import { RUN_ID_RANGE } from '../../src/sandbox/run-ids.js';
 
 const sha = (s: string | Buffer): string => createHash('sha256').update(s).digest('hex');
 const base = mkdtempSync(join(tmpdir(), 'airlock-monty-test-'));
@@ -109,9 +110,9 @@ test('a trivial program succeeds: print captured, last value returned, parent-me
   assert.match(o.host.bwrapVersion, /^\d/);
   assert.match(sb.network, /empty network namespace/);
   if (process.getuid?.() === 0) {
-    const own = dedicatedSandboxUser().uid;
-    assert.equal(sb.hostUid, own);
-    assert.equal(readFileSync(`/proc/${o.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1], String(own), 'the worker process runs as the sandbox user on the host');
+    const own = sb.hostUid;
+    assert.ok(sb.hostUidOwn && own >= RUN_ID_RANGE.first && own < RUN_ID_RANGE.first + RUN_ID_RANGE.count, `the worker's own uid: ${own}`);
+    assert.equal(readFileSync(`/proc/${o.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1], String(own), 'the worker process runs as its own uid on the host');
     assert.ok(sb.cgroup?.memory && sb.cgroup.pids !== null);
   }
   const j = judge(action('1'), o);
@@ -512,8 +513,9 @@ async function hostileRuns(run: (what: string) => Promise<MontyRunObservation>, 
   const seen = JSON.parse(look.stdout.bytes.toString()) as { uid: number; uidMap: string; pids: string[]; netDevices: string[]; env: string[] };
   assert.equal(seen.uid, 65534);
   assert.match(seen.uidMap, /^65534\s+\d+\s+1$/, 'one uid is mapped, nothing else');
-  const own = process.getuid?.() === 0 ? dedicatedSandboxUser().uid : process.getuid?.();
-  assert.equal(readFileSync(`/proc/${look.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)\s+(\d+)\s+(\d+)/m)?.slice(1).join(' '), `${own} ${own} ${own}`, 'on the host the worker is the sandbox user (real, effective, saved)');
+  const own = process.getuid?.() === 0 ? look.host.hostUid : process.getuid?.();
+  if (process.getuid?.() === 0) assert.ok(look.host.hostUidOwn && own !== dedicatedSandboxUser().uid, `a uid of the worker's own: ${own}`);
+  assert.equal(readFileSync(`/proc/${look.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)\s+(\d+)\s+(\d+)/m)?.slice(1).join(' '), `${own} ${own} ${own}`, 'on the host the worker is its uid (real, effective, saved)');
   assert.ok(seen.pids.length <= 3, `its own pid namespace: ${seen.pids}`);
   assert.deepEqual(seen.netDevices, ['lo'], 'an empty network namespace');
   assert.deepEqual(seen.env.filter((k) => k !== 'PWD'), [], 'no environment (bwrap sets PWD only)');

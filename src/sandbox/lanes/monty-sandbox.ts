@@ -27,6 +27,7 @@ import { buildSeccompFilter, MONTY_WORKER_PROFILE } from '../ns/seccomp.js';
 import { mounter, stagingBase } from '../ns/staging.js';
 import { mirrorPrefix, reachableByOthers, rootPlan, SANDBOX_GID, SANDBOX_UID, type RootPlan } from '../rootfs.js';
 import { ownedTempDir, ownerTag } from '../../base/owner.js';
+import { sandboxIds, type RunIds } from '../run-ids.js';
 
 /** How one worker was sandboxed (null in the observation: it was not). */
 export interface MontySandboxFacts {
@@ -34,6 +35,8 @@ export interface MontySandboxFacts {
   bwrapVersion: string;
   /** The uid the worker runs as on the host (the sandbox user's when the service is root; else the service's own, mapped inside). */
   hostUid: number;
+  /** True: that uid and gid were this worker's alone while it lived (run-ids.ts). */
+  hostUidOwn: boolean;
   sandboxUid: number;
   seccomp: string;
   network: string;
@@ -142,11 +145,10 @@ export async function startWorkerProcess(spec: WorkerSpec): Promise<{ ok: true; 
 
 /** The worker's package.json ("type": "module") in this process's root-owned staging base, written once. */
 let appDir: Promise<string> | null = null;
-function workerApp(caps: HostCapabilities): Promise<string> {
+function workerApp(caps: HostCapabilities, ids: RunIds): Promise<string> {
   appDir ??= (async () => {
-    const asRoot = caps.isRoot && caps.sandboxHostUser !== null;
     // The same base the ns lane uses (a tmpfs when root), so that whichever lane comes first makes it alike.
-    const base = await stagingBase(caps.isRoot ? mounter(caps, hostOps(caps.perlBinary)) : null, asRoot ? caps.sandboxHostUser : null);
+    const base = await stagingBase(caps.isRoot ? mounter(caps, hostOps(caps.perlBinary)) : null, caps.isRoot && caps.sandboxHostUser !== null ? ids : null);
     const dir = join(base, 'monty-app');
     mkdirSync(dir, { recursive: true, mode: 0o755 });
     writeFileSync(join(dir, 'package.json'), '{"type":"module"}\n', { mode: 0o644 });
@@ -161,9 +163,13 @@ function workerApp(caps: HostCapabilities): Promise<string> {
 async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promise<WorkerProcess> {
   const bwrap = caps.bwrap!;
   const asRoot = caps.isRoot && caps.sandboxHostUser !== null;
-  const uid = asRoot ? caps.sandboxHostUser!.uid : (process.getuid?.() ?? 0);
-  const gid = asRoot ? caps.sandboxHostUser!.gid : (process.getgid?.() ?? 0);
-  const [plan, app, workerDir, scope] = await Promise.all([rootPlan(caps), workerApp(caps), reachable(dirname(realpathSync(spec.workerPath)), caps), reachable(montyScopeDir(), caps)]);
+  const ids = sandboxIds(caps);
+  if ('code' in ids) throw new Error(ids.message);
+  const { uid, gid } = ids;
+  const [plan, app, workerDir, scope] = await Promise.all([rootPlan(caps), workerApp(caps, ids), reachable(dirname(realpathSync(spec.workerPath)), caps), reachable(montyScopeDir(), caps)]).catch((e: unknown) => {
+    ids.release();
+    throw e;
+  });
   const node = realpathSync(process.execPath);
   accessSync(node, constants.X_OK);
 
@@ -232,6 +238,7 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
     kind: 'bwrap',
     bwrapVersion: bwrap.version,
     hostUid: uid,
+    hostUidOwn: ids.own,
     sandboxUid: SANDBOX_UID,
     seccomp: MONTY_WORKER_PROFILE.summary,
     network: 'none: an empty network namespace of its own',
@@ -253,6 +260,9 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
     async dispose() {
       const errors = cg ? await cg.destroy() : [];
       if (errors.length === 0 && marker) rmSync(marker, { recursive: true, force: true });
+      // Called once it exited (monty-pool.ts): with its group gone, nothing runs as its uid, and its /w
+      // was a tmpfs of its own, so no file of it is left either.
+      if (errors.length === 0) ids.release();
     },
   };
 }

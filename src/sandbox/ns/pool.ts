@@ -34,6 +34,7 @@ import { hostOps } from './hostops.js';
 import { launchWithTracer, type SandboxLaunch } from './launch.js';
 import { folderArgs, makeRunFolders, removeRunFolders, runFolders, type RunFolders } from './run-folders.js';
 import { mkdirModeSync, mounter, stagingBase, type Mounter } from './staging.js';
+import { sandboxIds, type RunIds } from '../run-ids.js';
 
 /** Where the sandbox's first program and its command socket are, inside the sandbox. */
 export const LAUNCHER_IN_SANDBOX = '/.airlock/exec';
@@ -54,6 +55,8 @@ export interface PooledSandbox {
   /** Per declared scope (the spec's order): where its overlay goes; `merged` is bound at the scope's path inside. */
   readonly scopes: PooledScope[];
   readonly cg: RunCgroup | null;
+  /** The host uid and gid it runs as (given back by whoever removes its folders). */
+  readonly ids: RunIds;
   readonly launch: SandboxLaunch;
   /** The root plan it was built with: a sandbox from an older plan (the host's /etc changed) is not used. */
   readonly plan: RootPlan;
@@ -212,12 +215,14 @@ async function drop(p: PooledSandbox): Promise<void> {
   await p.cg?.killAll().catch(() => undefined);
   p.launch.kill();
   await p.launch.closed;
-  await dropFolders(p.folders, p.cg);
+  await dropFolders(p.folders, p.cg, p.ids);
 }
 
-async function dropFolders(f: RunFolders, cg: RunCgroup | null): Promise<void> {
+/** Its folders and group removed, and only then (nothing of it left) its uid given back. */
+async function dropFolders(f: RunFolders, cg: RunCgroup | null, ids: RunIds): Promise<void> {
   const errors = await removeRunFolders(f, cg, caps!);
   if (errors.length > 0) process.emitWarning(`airlock: cleanup of pooled sandbox ${f.dir} incomplete: ${errors.join('; ')}`);
+  else ids.release();
 }
 
 const unavailableError = (message: string): Error => Object.assign(new Error(message), { unavailable: true });
@@ -240,12 +245,16 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
   const limits = shape.limits;
   const tracer = syscallTracer();
   const shim = nativeBinaryPath('airlock-exec');
-  const user = c.isRoot ? c.sandboxHostUser : null;
-  if (!tracer || !user || !c.bwrap) throw unavailableError('sandboxes are started ahead of need only as root with the host tracer');
+  if (!tracer || !c.isRoot || !c.sandboxHostUser || !c.bwrap) throw unavailableError('sandboxes are started ahead of need only as root with the host tracer');
   if (!shim) throw unavailableError('airlock-exec is not built (npm run build needs a C compiler)');
   const plan = await rootPlan(c);
   const mnt = mounter(c, hostOps(c.perlBinary));
-  const base = await stagingBase(mnt, user);
+  const user = sandboxIds(c);
+  if ('code' in user) throw new Error(user.message);
+  const base = await stagingBase(mnt, user).catch((e: unknown) => {
+    user.release();
+    throw e;
+  });
   const runId = `ns-${ownerTag()}-${randomBytes(4).toString('hex')}`;
   const folders = runFolders(base, runId, c);
   let cg: RunCgroup | null = null;
@@ -306,6 +315,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       folders,
       scopes,
       cg,
+      ids: user,
       launch,
       plan,
       start(cwd, argv, env) {
@@ -324,7 +334,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       launch.kill();
       await launch.closed;
     }
-    await dropFolders(folders, cg);
+    await dropFolders(folders, cg, user);
     throw e;
   }
 }

@@ -44,6 +44,7 @@ import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, s
 import { copyTreeNoFollow, makeOutDir, observeScratch, outDirProblem, tmpfsFull } from './outputs.js';
 import { chownTo, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
 import { ownerTag } from '../../base/owner.js';
+import { sandboxIds, type RunIds } from '../run-ids.js';
 
 const INPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 /** Paths a scope may not cover: the sandbox's own mounts and the read-only system root. */
@@ -65,6 +66,10 @@ const pendingCleanups = new Set<Promise<void>>();
 export async function sandboxIdle(): Promise<void> {
   while (pendingCleanups.size > 0) await Promise.all([...pendingCleanups]);
 }
+
+/** Whether a killed sandbox's processes are all gone within 5 s (else its uid stays claimed, for the orphan sweep to check). */
+const ended = (l: SandboxLaunch): Promise<boolean> =>
+  Promise.race([l.closed.then(() => true), new Promise<boolean>((r) => setTimeout(r, 5000, false).unref())]);
 
 function background(task: () => Promise<void>): void {
   // Starts in the next check phase, so the run's result goes up the pipeline first (measured: the
@@ -136,7 +141,7 @@ function checkNetworkSpec(spec: NsRunSpec): Problem[] {
   return p;
 }
 
-function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup | null, syscallTracer: HostFacts['syscallTracer'], backstops: ('memoryBytes' | 'pids')[] = []): Observation['host'] {
+function hostFacts(caps: HostCapabilities, ids: RunIds | null, spec: NsRunSpec | null, cg: RunCgroup | null, syscallTracer: HostFacts['syscallTracer'], backstops: ('memoryBytes' | 'pids')[] = []): Observation['host'] {
   const cgName = `cgroup v${cg?.version}${caps.cgroup.delegation?.kind === 'delegated' ? ' (delegated to this user)' : ''}`;
   // Without the cgroup controller, say so, what lifts it, and which rlimit stood in (weaker: per process).
   const noGroup = (controller: string, rlimit: string | null): string =>
@@ -172,7 +177,8 @@ function hostFacts(caps: HostCapabilities, spec: NsRunSpec | null, cg: RunCgroup
   return {
     bwrapVersion: caps.bwrap?.version ?? 'none',
     cgroupVersion: cg?.version ?? null,
-    hostUid: caps.isRoot && caps.sandboxHostUser ? caps.sandboxHostUser.uid : (process.getuid?.() ?? -1),
+    hostUid: ids?.uid ?? -1,
+    hostUidOwn: ids?.own ?? false,
     sandboxUid: SANDBOX_UID,
     seccomp: caps.seccomp.available,
     syscallTracer,
@@ -205,7 +211,7 @@ function errorObservation(runId: string, caps: HostCapabilities | null, problems
     sideEffectsUnavailable: 'the program did not run',
     fs: { out: null, outError: 'the program did not run', scopes: [] },
     inputs: [],
-    host: caps ? hostFacts(caps, null, null, null) : { bwrapVersion: 'unknown', cgroupVersion: null, hostUid: -1, sandboxUid: SANDBOX_UID, seccomp: false, syscallTracer: null, outMechanism: 'rlimit-fsize+post-check', limits: [] },
+    host: caps ? hostFacts(caps, null, null, null, null) : { bwrapVersion: 'unknown', cgroupVersion: null, hostUid: -1, hostUidOwn: false, sandboxUid: SANDBOX_UID, seccomp: false, syscallTracer: null, outMechanism: 'rlimit-fsize+post-check', limits: [] },
     problems,
   };
 }
@@ -256,8 +262,6 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const bwrap = caps.bwrap!;
   const limits: Limits = spec.limits;
   const asRoot = caps.isRoot && caps.sandboxHostUser !== null;
-  const uid = asRoot ? caps.sandboxHostUser!.uid : (process.getuid?.() ?? 0);
-  const gid = asRoot ? caps.sandboxHostUser!.gid : (process.getgid?.() ?? 0);
   // Syscall observation: the persistent host tracer (root, built binary), else strace, else none.
   const wantTrace = spec.traceSyscalls ?? true;
   const tracer = wantTrace && asRoot ? syscallTracer() : null;
@@ -303,10 +307,18 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     return o.ok && o.scopes.every((sc) => sc.kind === 'dir');
   };
   const pooled = shape && poolHas(shape) && (scopes.length === 0 || (await scopesAreDirs())) ? takePooled(shape, plan) : null;
+  // The host ids the sandbox runs as: its own, or (strace names its user) the sandbox user's.
+  const ids = pooled?.ids ?? sandboxIds(caps, useStrace);
+  if ('code' in ids) {
+    openingScopes.then((o) => o.ok && closeScopes(o.scopes), () => undefined);
+    return errorObservation(runId, caps, [ids]);
+  }
+  const { uid, gid } = ids;
   const base = pooled
     ? null
-    : await stagingBase(caps.isRoot ? mnt : null, asRoot ? caps.sandboxHostUser : null).catch((e: unknown) => {
+    : await stagingBase(caps.isRoot ? mnt : null, asRoot ? ids : null).catch((e: unknown) => {
         openingScopes.then((o) => o.ok && closeScopes(o.scopes), () => undefined); // the `finally` below is not reached
+        ids.release();
         throw e;
       });
   // Started on request by a service: the launcher held ahead of need, already in its cgroup (held.ts).
@@ -324,6 +336,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   let onNetworkCap: ((message: string) => void) | null = null;
   let runOver = false;
   let sandboxGone = false;
+  let launched: SandboxLaunch | null = pooled?.launch ?? null;
   const proxySocket = join(dir, 'proxy.sock');
   try {
     // Every place the program can write is a capped tmpfs of this run (when root), in bytes and in
@@ -465,6 +478,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         },
       });
     }
+    launched = launch;
     const out = new StreamCapture(limits.stdoutBytes);
     const err = new StreamCapture(limits.stderrBytes);
     const live = (stream: 'stdout' | 'stderr') =>
@@ -746,7 +760,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       fs: { out: outChanges, ...(outError ? { outError } : {}), scopes: scopeObs },
       ...(scratchUse ? { scratch: scratchUse } : {}),
       inputs,
-      host: { ...hostFacts(caps, spec, cg, observedBy, [...backstops]), sandboxStart: pooled ? 'ahead of need' : launch.fromHeld() ? 'on request, held launcher' : 'on request' },
+      host: { ...hostFacts(caps, ids, spec, cg, observedBy, [...backstops]), sandboxStart: pooled ? 'ahead of need' : launch.fromHeld() ? 'on request, held launcher' : 'on request' },
       timings: { stagingMs: t0 - tStart, launchMs: (tReleased || tEnded) - t0, programMs: tReleased ? tEnded - tReleased : 0, observeMs: tDiff - tEnded + (performance.now() - tDiffEnd), diffMs: tDiffEnd - tDiff },
       ...(network ? { network } : {}),
       problems: status === 'SANDBOX_ERROR' ? [{ code: tracerRefused ? 'NS_TRACER_REFUSED' : 'NS_SANDBOX_FAILED', message: reason }] : [],
@@ -766,6 +780,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       if (px) await px.close();
       if (held && !heldUsed) await endUnused(held);
       if ((await removeRunFolders(folders, group, caps, cleanupErrors)).length > 0) process.emitWarning(`airlock ns run ${runId}: cleanup incomplete: ${cleanupErrors.join('; ')} (staging kept at ${dir})`);
+      // The uid goes back only when nothing of the run is left: no folder of it, no process.
+      else if (sandboxGone || !launched || (await ended(launched))) ids.release();
       if (held) refillHeldLaunchers();
       // The next run of this shape finds a sandbox waiting (when the process keeps a pool).
       if (shape && (await scopesAreDirs().catch(() => false))) refillPool(shape, { limits, scopes: scopes.map((sc) => ({ hostPath: sc.hostPath, readOnly: sc.readOnly === true })) }, caps);

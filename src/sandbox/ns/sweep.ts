@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { detectCgroups } from '../cgroup/index.js';
 import { ownerAlive, tagOf, tagOwner } from '../../base/owner.js';
+import { RUN_ID_CLAIMS, sweepRunIdClaims } from '../run-ids.js';
 
 /** Mount points at or below `dir`, deepest first (from /proc/self/mountinfo). */
 export function mountsBelow(dir: string): string[] {
@@ -206,6 +207,8 @@ export function sweepOrphans(): SweepReport {
   } catch (e) {
     report.errors.push(`cgroups: ${(e as Error).message}`);
   }
+  // Last: a dead owner's uids go back once its groups (every process) and its staging are gone.
+  if (process.getuid?.() === 0) sweepRunIdClaims(RUN_ID_CLAIMS, report.errors);
   return report;
 }
 

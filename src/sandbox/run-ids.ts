@@ -1,0 +1,193 @@
+// A host uid and gid of its own for every sandbox a root Airlock starts (an ns run, a sandbox started
+// ahead of need, a Monty worker), so that a program that escaped its namespaces is a user no other
+// live run shares: it cannot enter another run's folders (each is root:<its gid> 0710), write its
+// /out or scope overlays, read its inputs, or signal or ptrace its processes.
+//
+// The ids come from one fixed range (RUN_ID_RANGE), far above the ranges useradd gives users (1000–
+// 60000) and subordinate ids (100000 up), in the span systemd leaves unassigned (0x70000000–
+// 0x7FFDFFFF: above nspawn's container ranges, below its foreign range). The range is used only when
+// no user, group, /etc/subuid or /etc/subgid entry of the host overlaps it: a subordinate range there
+// would let its owner map our ids into a user namespace of its own (newuidmap).
+//
+// A claim is a symlink `<dir>/<uid>` whose target is the claiming process's owner tag (base/owner.ts):
+// symlink(2) creates the name and says whose it is in one atomic step, and fails with EEXIST when
+// another run, of any process, holds the uid. A claim is let go only when nothing of the run is left:
+// every process dead and its folders removed. After a crash the orphan sweep (ns/sweep.ts) lets go of
+// a dead owner's claims once no process runs as the uid and the owner left no staging behind.
+import { mkdirSync, lstatSync, readdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs';
+import { randomInt } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ownerTag, tagOwner } from '../base/owner.js';
+import type { Problem } from '../base/problem.js';
+
+export interface RunIdRange {
+  first: number;
+  count: number;
+}
+
+/** 2,048,000,000 = 31,250 x 65,536: a 64K-aligned block. */
+export const RUN_ID_RANGE: RunIdRange = { first: 2_048_000_000, count: 65_536 };
+export const RUN_ID_CLAIMS = '/run/airlock/sandbox-ids';
+
+/** The ids one sandbox runs as, and how to give them back once nothing of it is left. */
+export interface RunIds {
+  uid: number;
+  gid: number;
+  /** True: ids of this sandbox alone; false: the host's one sandbox user, shared by every run. */
+  own: boolean;
+  release(): void;
+}
+
+const inRange = (n: number, r: RunIdRange): boolean => n >= r.first && n < r.first + r.count;
+const overlaps = (a: number, len: number, r: RunIdRange): boolean => a < r.first + r.count && r.first < a + len;
+const lines = (text: string): string[][] => text.split('\n').filter((l) => l.trim() && !l.startsWith('#')).map((l) => l.split(':'));
+
+/**
+ * Why the range cannot be the sandboxes' own, from the host's databases (passwd, group, subuid,
+ * subgid texts), or null. Pure: the caller reads the files.
+ */
+export function rangeConflict(r: RunIdRange, db: { passwd: string; group: string; subuid: string; subgid: string }): string | null {
+  for (const f of lines(db.passwd)) if (inRange(Number(f[2]), r)) return `user ${f[0]} has uid ${f[2]}, inside the range`;
+  for (const f of lines(db.group)) if (inRange(Number(f[2]), r)) return `group ${f[0]} has gid ${f[2]}, inside the range`;
+  for (const [file, text] of [['/etc/subuid', db.subuid], ['/etc/subgid', db.subgid]] as const) {
+    for (const f of lines(text)) {
+      const start = Number(f[1]);
+      const len = Number(f[2]);
+      if (Number.isFinite(start) && Number.isFinite(len) && overlaps(start, len, r)) return `${file} gives ${f[0]} ${start}-${start + len - 1}, which overlaps it (that user could map these ids)`;
+    }
+  }
+  return null;
+}
+
+const readOr = (p: string): string => {
+  try {
+    return readFileSync(p, 'utf8');
+  } catch {
+    return '';
+  }
+};
+
+/**
+ * This host's run ids: the range when it is free and its claims folder is root's alone, else why
+ * not (the sandboxes then share the one sandbox user). Root only; makes the claims folder.
+ */
+export function hostRunIds(r: RunIdRange = RUN_ID_RANGE, dir = RUN_ID_CLAIMS): { range: RunIdRange; dir: string } | { off: string } {
+  const conflict = rangeConflict(r, { passwd: readOr('/etc/passwd'), group: readOr('/etc/group'), subuid: readOr('/etc/subuid'), subgid: readOr('/etc/subgid') });
+  if (conflict) return { off: `ids ${r.first}-${r.first + r.count - 1} are not free on this host: ${conflict}` };
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const st = lstatSync(dir);
+    if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o022) !== 0) return { off: `${dir} is not a folder only root can write (uid ${st.uid}, mode ${(st.mode & 0o7777).toString(8)})` };
+  } catch (e) {
+    return { off: `cannot make ${dir}: ${(e as Error).message}` };
+  }
+  return { range: r, dir };
+}
+
+/** The one sandbox user's ids, shared by every run (nothing to give back). */
+export const sharedIds = (uid: number, gid: number): RunIds => ({ uid, gid, own: false, release: () => undefined });
+
+let cursor = -1;
+
+/** Claims a free uid of the range (the gid is the same number). A problem when every id is taken or the folder cannot be written. */
+export function claimRunIds(r: RunIdRange, dir: string): RunIds | Problem {
+  if (cursor < 0) cursor = randomInt(r.count); // processes start apart, and each moves on from its last claim
+  for (let i = 0; i < r.count; i++) {
+    const k = (cursor + i) % r.count;
+    const id = r.first + k;
+    const path = join(dir, String(id));
+    try {
+      symlinkSync(ownerTag(), path);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
+      return { code: 'NS_RUN_IDS', message: `cannot claim a host uid for the sandbox in ${dir}: ${(e as Error).message}; nothing ran` };
+    }
+    cursor = (k + 1) % r.count;
+    let held = true;
+    return {
+      uid: id,
+      gid: id,
+      own: true,
+      release() {
+        if (!held) return;
+        held = false;
+        try {
+          unlinkSync(path);
+        } catch {
+          /* swept already: only a dead owner's claims are, so not ours */
+        }
+      },
+    };
+  }
+  return { code: 'NS_RUN_IDS', message: `every one of the ${r.count} sandbox uids from ${r.first} is claimed (${dir}); nothing ran` };
+}
+
+/** Uids of the live processes of the host (from /proc/<pid>/status). */
+function liveUids(): Set<number> {
+  const uids = new Set<number>();
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
+  } catch {
+    return uids;
+  }
+  for (const pid of pids) {
+    const m = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(readOr(`/proc/${pid}/status`));
+    if (m) for (const u of m.slice(1)) uids.add(Number(u));
+  }
+  return uids;
+}
+
+/**
+ * Lets go of the claims of dead owners: never while a process runs as the uid, nor while the owner's
+ * staging (TMPDIR/airlock-*-<owner>-*) still exists (its files may be the uid's). Returns the ids let go.
+ */
+export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const stale = names.flatMap((n) => {
+    try {
+      const tag = readlinkSync(join(dir, n));
+      const owner = tagOwner(`-${tag}-`);
+      return owner && !owner.alive ? [{ name: n, tag }] : [];
+    } catch {
+      return [];
+    }
+  });
+  if (stale.length === 0) return [];
+  const running = liveUids();
+  let staging: string[] = [];
+  try {
+    staging = readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-'));
+  } catch (e) {
+    errors.push(`run ids: cannot read ${tmpdir()}: ${(e as Error).message}`);
+    return [];
+  }
+  const freed: number[] = [];
+  for (const { name, tag } of stale) {
+    if (running.has(Number(name)) || staging.some((s) => s.includes(`-${tag}-`))) continue;
+    try {
+      unlinkSync(join(dir, name));
+      freed.push(Number(name));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') errors.push(`run ids: ${join(dir, name)}: ${(e as Error).message}`);
+    }
+  }
+  return freed;
+}
+
+/**
+ * The ids a new sandbox runs as: its own (root with a free range), else the one sandbox user's
+ * (root without it, or `shared` asked: strace names its user), else the caller's own (not root).
+ */
+export function sandboxIds(c: { isRoot: boolean; sandboxHostUser: { uid: number; gid: number } | null; runIds: ReturnType<typeof hostRunIds> }, shared = false): RunIds | Problem {
+  const user = c.isRoot ? c.sandboxHostUser : null;
+  if (!user) return sharedIds(process.getuid?.() ?? 0, process.getgid?.() ?? 0);
+  if (shared || 'off' in c.runIds) return sharedIds(user.uid, user.gid);
+  return claimRunIds(c.runIds.range, c.runIds.dir);
+}

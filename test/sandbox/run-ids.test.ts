@@ -1,0 +1,130 @@
+// Each sandbox's host uid of its own (src/sandbox/run-ids.ts): the range check, the claims, the sweep,
+// and the attack it exists for: a process with one run's host uid (what an escape from that run's
+// namespaces would be) trying to reach another live run's folders and processes.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ownerTag } from '../../src/base/owner.js';
+import { claimRunIds, rangeConflict, RUN_ID_CLAIMS, RUN_ID_RANGE, sweepRunIdClaims, type RunIds } from '../../src/sandbox/run-ids.js';
+import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
+import { stagingBase } from '../../src/sandbox/ns/staging.js';
+import { run, text, until } from './helpers-ns.js';
+
+const EMPTY = { passwd: '', group: '', subuid: '', subgid: '' };
+const R = { first: 2_048_000_000, count: 65_536 };
+
+test('the range is refused when a user, a group or a subordinate range of the host overlaps it', () => {
+  assert.equal(rangeConflict(R, { ...EMPTY, passwd: 'root:x:0:0::/root:/bin/sh\nairlock-sandbox:x:999:999::/nonexistent:/usr/sbin/nologin\n', subuid: 'alice:100000:65536\n' }), null);
+  assert.match(rangeConflict(R, { ...EMPTY, passwd: 'x:x:2048000005:1::/:/bin/sh\n' }) ?? '', /user x has uid 2048000005/);
+  assert.match(rangeConflict(R, { ...EMPTY, group: 'g:x:2048065535:\n' }) ?? '', /group g has gid 2048065535/);
+  // A subordinate range that only touches its last id: its owner could map that id with newuidmap.
+  assert.match(rangeConflict(R, { ...EMPTY, subuid: 'bob:2047934465:65536\n' }) ?? '', /\/etc\/subuid gives bob 2047934465-2048000000/);
+  assert.match(rangeConflict(R, { ...EMPTY, subgid: 'carol:2048065535:10\n' }) ?? '', /\/etc\/subgid gives carol/);
+  assert.equal(rangeConflict(R, { ...EMPTY, subuid: 'dave:2048065536:65536\n', passwd: 'y:x:2047999999:1::/:/bin/sh\n' }), null, 'ranges next to it do not overlap');
+});
+
+test('claims: each id is held by one claim at a time, given back once, and an exhausted range is a problem', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-run-ids-'));
+  const small = { first: 2_048_000_000, count: 3 };
+  const a = claimRunIds(small, dir) as RunIds;
+  const b = claimRunIds(small, dir) as RunIds;
+  assert.ok(a.own && b.own && a.uid !== b.uid && a.gid === a.uid, JSON.stringify([a, b]));
+  assert.equal(readlinkSync(join(dir, String(a.uid))), ownerTag(), 'the claim names its owner');
+  // Another process's claim (a symlink made first) is skipped, not taken.
+  const third = [0, 1, 2].map((k) => small.first + k).find((id) => id !== a.uid && id !== b.uid)!;
+  symlinkSync('zz.zz', join(dir, String(third)));
+  const none = claimRunIds(small, dir);
+  assert.ok('code' in none && none.code === 'NS_RUN_IDS', JSON.stringify(none));
+  a.release();
+  a.release(); // once only: a second call must not remove a claim someone made meanwhile
+  const c = claimRunIds(small, dir) as RunIds;
+  assert.equal(c.uid, a.uid, 'the id given back is claimed again');
+  const again = claimRunIds(small, dir);
+  assert.ok('code' in again, 'still exhausted');
+  assert.equal(readlinkSync(join(dir, String(third))), 'zz.zz', 'the other claim was never touched');
+});
+
+test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a process runs as, or one whose staging is left', async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('running as another uid needs root');
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-run-ids-'));
+  // Dead owners: our pid with another start time (a pid reused since is not the owner).
+  const deadPid = process.pid;
+  const dead = `${deadPid.toString(36)}.1`;
+  const ids = [2_048_000_100, 2_048_000_101, 2_048_000_102, 2_048_000_103];
+  symlinkSync(dead, join(dir, String(ids[0])));
+  symlinkSync(ownerTag(), join(dir, String(ids[1])));
+  symlinkSync(dead, join(dir, String(ids[2])));
+  const deadStaging = `${deadPid.toString(36)}.2`;
+  symlinkSync(deadStaging, join(dir, String(ids[3])));
+  const left = join(tmpdir(), `airlock-ns-${deadStaging}-left`);
+  mkdirSync(left);
+  t.after(() => rmSync(left, { recursive: true, force: true }));
+  // A process still runs as ids[2] (what a run that outlived its owner would be).
+  const sleeper = spawn('/bin/sleep', ['30'], { uid: ids[2]!, gid: ids[2]! });
+  t.after(() => sleeper.kill('SIGKILL'));
+  await until('the sleeper runs as its uid', () => /^Uid:\s+2048000102/m.test(readFileSync(`/proc/${sleeper.pid}/status`, 'utf8')), () => sleeper.pid);
+  const errors: string[] = [];
+  assert.deepEqual(sweepRunIdClaims(dir, errors), [ids[0]]);
+  assert.deepEqual(errors, []);
+  assert.deepEqual(readdirSync(dir).sort(), [ids[1], ids[2], ids[3]].map(String).sort());
+});
+
+/** What a process running as `uid` can do to another run's folder and program. */
+function asUid(ids: { uid: number; gid: number }, target: { out: string; runDir: string; pid: number }, plant: string): Record<string, string> {
+  const script = `
+const fs = require('node:fs');
+const t = ${JSON.stringify({ ...target, plant })};
+const r = {};
+const attempt = (k, f) => { try { f(); r[k] = 'ok'; } catch (e) { r[k] = e.code || String(e); } };
+attempt('listRun', () => fs.readdirSync(t.runDir));
+attempt('readOut', () => fs.readFileSync(t.out + '/marker'));
+attempt('writeOut', () => fs.writeFileSync(t.out + '/' + t.plant, 'x'));
+attempt('signal', () => process.kill(t.pid, 0));
+attempt('environ', () => fs.readFileSync('/proc/' + t.pid + '/environ'));
+process.stdout.write(JSON.stringify(r));`;
+  const p = spawnSync(process.execPath, ['-e', script], { uid: ids.uid, gid: ids.gid, encoding: 'utf8' });
+  assert.equal(p.status, 0, p.stderr);
+  return JSON.parse(p.stdout) as Record<string, string>;
+}
+
+test('attack: a process with one live run\'s host uid cannot reach another run\'s folders or processes', async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('per-run uids are root\'s (not root: every run is the caller)');
+  const prog = (name: string): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; exec sleep 3`];
+  const runs = Promise.all([run(prog('A'), { limits: { wallMs: 15_000 } }), run(prog('B'), { limits: { wallMs: 15_000 } })]);
+  const base = await stagingBase();
+  const live = (): { name: string; out: string; runDir: string; uid: number; gid: number; pid: number }[] =>
+    readdirSync(base)
+      .filter((n) => n.startsWith('ns-'))
+      .flatMap((n) => {
+        const out = join(base, n, 'rw', 'out');
+        const name = existsSync(join(out, 'marker')) ? readFileSync(join(out, 'marker'), 'utf8').trim() : '';
+        if (name !== 'A' && name !== 'B') return [];
+        const { uid, gid } = statSync(out);
+        const pid = readdirSync('/proc').find((p) => /^\d+$/.test(p) && readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'sleep' && new RegExp(`^Uid:\\s+${uid}\\s`, 'm').test(readFileSync(`/proc/${p}/status`, 'utf8')));
+        return pid ? [{ name, out, runDir: join(base, n), uid, gid, pid: Number(pid) }] : [];
+      });
+  await until('both runs wrote their marker and sleep', () => live().length === 2, () => readdirSync(base));
+  const [a, b] = live().sort((x, y) => x.name.localeCompare(y.name));
+  // Control: as B's own uid the same steps reach B (the paths and pid are right).
+  const own = asUid(b!, b!, 'own');
+  assert.equal(own.readOut, 'ok', JSON.stringify(own));
+  assert.equal(own.signal, 'ok', JSON.stringify(own));
+  // The attack: as A's uid, nothing of B.
+  const hostile = asUid(a!, b!, 'planted');
+  assert.deepEqual(hostile, { listRun: 'EACCES', readOut: 'EACCES', writeOut: 'EACCES', signal: 'EPERM', environ: 'EACCES' });
+  assert.notEqual(a!.uid, b!.uid, 'two live runs, two host uids');
+  for (const u of [a!.uid, b!.uid]) assert.ok(u >= RUN_ID_RANGE.first && u < RUN_ID_RANGE.first + RUN_ID_RANGE.count, String(u));
+  const [oa, ob] = await runs;
+  assert.equal(oa.status, 'SUCCESS', text(oa));
+  assert.equal(ob.status, 'SUCCESS', text(ob));
+  assert.ok(oa.host.hostUidOwn && ob.host.hostUidOwn);
+  assert.deepEqual([oa.host.hostUid, ob.host.hostUid], [a!.uid, b!.uid], 'the results name the uids the runs had');
+  assert.deepEqual(ob.fs.out?.map((c) => c.path).sort(), ['/out/marker', '/out/own'], 'B\'s own uid could write its /out; A\'s could not');
+  // Both uids are given back once the runs' folders are gone.
+  await sandboxIdle();
+  const held = readdirSync(RUN_ID_CLAIMS).filter((n) => readlinkSync(join(RUN_ID_CLAIMS, n)) === ownerTag());
+  assert.ok(!held.includes(String(a!.uid)) && !held.includes(String(b!.uid)), `still claimed: ${held}`);
+});
