@@ -126,7 +126,7 @@ export function claimRunIds(r: RunIdRange, dir: string): RunIds | Problem {
 /** Uids of the live processes of the host (from /proc/<pid>/status). */
 function liveUids(): Set<number> {
   const uids = new Set<number>();
-  let pids: string[] = [];
+  let pids: string[];
   try {
     pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
   } catch {
@@ -161,7 +161,7 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
   });
   if (stale.length === 0) return [];
   const running = liveUids();
-  let staging: string[] = [];
+  let staging: string[];
   try {
     staging = readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-'));
   } catch (e) {
