@@ -123,14 +123,14 @@ export function claimRunIds(r: RunIdRange, dir: string): RunIds | Problem {
   return { code: 'NS_RUN_IDS', message: `every one of the ${r.count} sandbox uids from ${r.first} is claimed (${dir}); nothing ran` };
 }
 
-/** Uids of the live processes of the host (from /proc/<pid>/status). */
-function liveUids(): Set<number> {
+/** Uids of the live processes of the host (from /proc/<pid>/status); null when /proc cannot be listed. */
+function liveUids(): Set<number> | null {
   const uids = new Set<number>();
   let pids: string[];
   try {
     pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
   } catch {
-    return uids;
+    return null;
   }
   for (const pid of pids) {
     const m = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(readOr(`/proc/${pid}/status`));
@@ -161,6 +161,10 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
   });
   if (stale.length === 0) return [];
   const running = liveUids();
+  if (!running) {
+    errors.push('run ids: /proc cannot be listed, so no claim is let go (a process may still run as its uid)');
+    return [];
+  }
   let staging: string[];
   try {
     staging = readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-'));

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ownerTag } from '../../src/base/owner.js';
@@ -82,6 +82,7 @@ const attempt = (k, f) => { try { f(); r[k] = 'ok'; } catch (e) { r[k] = e.code 
 attempt('listRun', () => fs.readdirSync(t.runDir));
 attempt('readOut', () => fs.readFileSync(t.out + '/marker'));
 attempt('writeOut', () => fs.writeFileSync(t.out + '/' + t.plant, 'x'));
+attempt('readIn', () => fs.readFileSync(t.runDir + '/in/secret.txt'));
 attempt('signal', () => process.kill(t.pid, 0));
 attempt('environ', () => fs.readFileSync('/proc/' + t.pid + '/environ'));
 process.stdout.write(JSON.stringify(r));`;
@@ -93,7 +94,10 @@ process.stdout.write(JSON.stringify(r));`;
 test('attack: a process with one live run\'s host uid cannot reach another run\'s folders or processes', async (t) => {
   if (process.getuid?.() !== 0) return t.skip('per-run uids are root\'s (not root: every run is the caller)');
   const prog = (name: string): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; exec sleep 3`];
-  const runs = Promise.all([run(prog('A'), { limits: { wallMs: 15_000 } }), run(prog('B'), { limits: { wallMs: 15_000 } })]);
+  const secret = join(mkdtempSync(join(tmpdir(), 'airlock-run-ids-')), 'secret.txt');
+  writeFileSync(secret, 'an input of the run\n');
+  const more = { limits: { wallMs: 15_000 }, inputs: [{ hostPath: secret, name: 'secret.txt' }] };
+  const runs = Promise.all([run(prog('A'), more), run(prog('B'), more)]);
   const base = await stagingBase();
   const live = (): { name: string; out: string; runDir: string; uid: number; gid: number; pid: number }[] =>
     readdirSync(base)
@@ -112,9 +116,10 @@ test('attack: a process with one live run\'s host uid cannot reach another run\'
   const own = asUid(b!, b!, 'own');
   assert.equal(own.readOut, 'ok', JSON.stringify(own));
   assert.equal(own.signal, 'ok', JSON.stringify(own));
+  assert.equal(own.readIn, 'ok', JSON.stringify(own));
   // The attack: as A's uid, nothing of B.
   const hostile = asUid(a!, b!, 'planted');
-  assert.deepEqual(hostile, { listRun: 'EACCES', readOut: 'EACCES', writeOut: 'EACCES', signal: 'EPERM', environ: 'EACCES' });
+  assert.deepEqual(hostile, { listRun: 'EACCES', readOut: 'EACCES', writeOut: 'EACCES', readIn: 'EACCES', signal: 'EPERM', environ: 'EACCES' });
   assert.notEqual(a!.uid, b!.uid, 'two live runs, two host uids');
   for (const u of [a!.uid, b!.uid]) assert.ok(u >= RUN_ID_RANGE.first && u < RUN_ID_RANGE.first + RUN_ID_RANGE.count, String(u));
   const [oa, ob] = await runs;
