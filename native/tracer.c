@@ -13,7 +13,7 @@
 // nothing, the program just stops working. PTRACE_O_EXITKILL kills every tracee if this process dies.
 //
 // Protocol. stdin, one request per line:
-//   `R <run> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid> <stdout fifo> <stderr fifo> <seccomp file>
+//   `R <run> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid[:group]> <stdout fifo> <stderr fifo> <seccomp file>
 //    <cgroup.procs files|-|h<slot>x<files>> <argv>...`: start bwrap for a run (details at parse_request
 //    and "launches"); with `h<slot>`, from the launcher held in that slot, or, when it is gone, from one
 //    forked into the files' cgroups.
@@ -696,7 +696,7 @@ static void on_wait(pid_t pid, int status) {
 //      predates the writer and sees its end, and nothing is written before anyone reads.
 //   2. fork; the child joins the run's cgroups, sets its rlimits (bwrap and everything below inherit
 //      them), wires fds 0..5 (stdin /dev/null, the FIFOs, --info-fd 3, --block-fd 4, --seccomp 5),
-//      closes every other fd, drops to uid:gid with no groups and execs bwrap. A failed step is written
+//      closes every other fd, drops to uid:gid with no groups but `group` and execs bwrap. A failed step is written
 //      to a close-on-exec status pipe: EOF there means the exec happened.
 //   3. bwrap reports its init's pid on fd 3; we PTRACE_SEIZE the init while it is blocked on fd 4, then
 //      let it go (or, for a held launch, wait for `G`: node starts the network bridge first).
@@ -762,6 +762,7 @@ struct launch_req {
   long cpu_soft, cpu_hard;
   long long fsize;
   unsigned uid, gid;
+  unsigned group;                     // one supplementary group (the sandbox user's: what a scope's owner shares), 0: none
   char *fifo[2], *seccomp, *cgroups; // cgroups: cgroup.procs paths, newline-separated ("" for none)
   int held_slot;                      // > 0: started by the launcher held in that slot (`h<slot>`)
   char **argv;
@@ -839,8 +840,10 @@ static void child_exec(const struct launch_req *q, int info_w, int block_r, int 
   status_w = 6;
   // Nothing else of ours (node's pipes, other runs' fds) may reach the sandbox.
   close_from(7, ~0U);
-  if (setgroups(0, NULL) != 0 || setresgid(q->gid, q->gid, q->gid) != 0 || setresuid(q->uid, q->uid, q->uid) != 0) child_fail(status_w, "ids");
-  if (getuid() != q->uid || geteuid() != q->uid || getgid() != q->gid) child_fail(status_w, "ids");
+  gid_t group = q->group, seen[2];
+  if (setgroups(q->group ? 1 : 0, &group) != 0 || setresgid(q->gid, q->gid, q->gid) != 0 || setresuid(q->uid, q->uid, q->uid) != 0) child_fail(status_w, "ids");
+  int ng = getgroups(2, seen);
+  if (getuid() != q->uid || geteuid() != q->uid || getgid() != q->gid || ng != (q->group ? 1 : 0) || (ng == 1 && seen[0] != group)) child_fail(status_w, "ids");
   char *envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
   execve(q->argv[0], q->argv, envp);
   child_fail(status_w, "exec");
@@ -936,7 +939,7 @@ static void launch(struct launch_req *q, int fifos_made) {
 // rlimits on. EOF before any request: node let it go, it exits.
 
 // The request a held launcher gets: a 4-byte length, then `<hold> <cpuSoft> <cpuHard> <fsize> <uid>
-// <gid> <argc>`, NUL, and the FIFOs, the seccomp file and argv, each NUL-terminated: decoded by the
+// <gid>:<group> <argc>`, NUL, and the FIFOs, the seccomp file and argv, each NUL-terminated: decoded by the
 // tracer already (outside the run's cgroup), read by length (never until EOF: a launcher forked
 // meanwhile may still hold a copy of the pipe's write end until its own close_all_but).
 static char held_req[IBUF_CAP];
@@ -955,7 +958,7 @@ static int unpack_request(char *b, size_t len, struct launch_req *q) {
   memset(q, 0, sizeof *q);
   char *end = b + len, *p = memchr(b, 0, len);
   int argc;
-  if (!p || sscanf(b, "%d %ld %ld %lld %u %u %d", &q->hold, &q->cpu_soft, &q->cpu_hard, &q->fsize, &q->uid, &q->gid, &argc) != 7) return -1;
+  if (!p || sscanf(b, "%d %ld %ld %lld %u %u:%u %d", &q->hold, &q->cpu_soft, &q->cpu_hard, &q->fsize, &q->uid, &q->gid, &q->group, &argc) != 8) return -1;
   if (argc <= 0 || argc > MAX_ARGS || q->uid == 0 || q->gid == 0) return -1;
   char *f[3];
   for (int i = 0; i < 3 + argc; i++) {
@@ -990,7 +993,7 @@ static void held_child(void *cgroups, int info_w, int block_r, int status_w, int
 static size_t pack_request(const struct launch_req *q, char *b, size_t cap) {
   int argc = 0;
   while (q->argv[argc]) argc++;
-  int n = snprintf(b + 4, cap - 4, "%d %ld %ld %lld %u %u %d", q->hold, q->cpu_soft, q->cpu_hard, q->fsize, q->uid, q->gid, argc);
+  int n = snprintf(b + 4, cap - 4, "%d %ld %ld %lld %u %u:%u %d", q->hold, q->cpu_soft, q->cpu_hard, q->fsize, q->uid, q->gid, q->group, argc);
   size_t len = (size_t)n + 1;
   const char *fields[3] = {q->fifo[0], q->fifo[1], q->seccomp};
   for (int i = 0; i < 3 + argc; i++) {
@@ -1140,7 +1143,7 @@ static char ibuf[IBUF_CAP];
 static size_t ilen;
 static int overlong;
 
-// `R <id> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid> <hex stdout fifo> <hex stderr fifo>
+// `R <id> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid[:group]> <hex stdout fifo> <hex stderr fifo>
 //  <hex seccomp file> <hex cgroup.procs paths, newline-separated, or -, or h<held slot>> <hex argv>...`;
 //  every hex field is `x` followed by the hex digits. Decoded in place into `q`: 0, or -1 (q->id set
 //  when it could be read).
@@ -1156,6 +1159,9 @@ static int parse_request(char *line, struct launch_req *q) {
       sscanf(tok[5], "%lld", &q->fsize) != 1 || sscanf(tok[6], "%u", &q->uid) != 1 || sscanf(tok[7], "%u", &q->gid) != 1 ||
       q->cpu_soft <= 0 || q->cpu_hard < q->cpu_soft || q->uid == 0 || q->gid == 0)
     return -1;
+  // `:<group>`: one supplementary group, never root's.
+  char *colon = strchr(tok[7], ':');
+  if (colon && (sscanf(colon + 1, "%u", &q->group) != 1 || q->group == 0)) return -1;
   // Decoded in place: hex is twice as long as what it encodes.
   char *fields[3] = {tok[8], tok[9], tok[10]};
   for (int i = 0; i < 3; i++)

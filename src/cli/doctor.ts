@@ -89,7 +89,8 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
   }
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
   // Runs stage below TMPDIR, and bwrap (as the sandbox's host user) must reach it.
-  const staging = c.isRoot && c.sandboxHostUser ? untraversable(tmpdir(), c.sandboxHostUser) : null;
+  const runUser = 'range' in c.runIds ? { uid: c.runIds.range.first, gid: c.runIds.range.first } : c.sandboxHostUser;
+  const staging = c.isRoot && runUser ? untraversable(tmpdir(), runUser) : null;
   const tracer = tracerBinaryPath();
   const tracerLine =
     process.env.AIRLOCK_SYSCALL_TRACER === 'strace' ? 'off (AIRLOCK_SYSCALL_TRACER=strace): strace observes'

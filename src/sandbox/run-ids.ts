@@ -3,6 +3,13 @@
 // live run shares: it cannot enter another run's folders (each is root:<its gid> 0710), write its
 // /out or scope overlays, read its inputs, or signal or ptrace its processes.
 //
+// A run that may write a declared scope keeps the sandbox user's uid, with a gid of its own: what the
+// scope's owner gave that user (and the files earlier runs' promotions left there, owned by it) stays
+// writable, as the README's ad-hoc runs promise. It cannot reach a run of its own uid (nor that run
+// it), but two such runs share the uid, and the uid that made a user namespace holds every capability
+// in it: they can signal, read and enter each other. Giving them uids of their own needs the scope
+// seen through an idmapped mount (the sandbox user's files as the run's): not built.
+//
 // The ids come from one fixed range (RUN_ID_RANGE), far above the ranges useradd gives users (1000–
 // 60000) and subordinate ids (100000 up), in the span systemd leaves unassigned (0x70000000–
 // 0x7FFDFFFF: above nspawn's container ranges, below its foreign range). The range is used only when
@@ -30,12 +37,23 @@ export interface RunIdRange {
 export const RUN_ID_RANGE: RunIdRange = { first: 2_048_000_000, count: 65_536 };
 export const RUN_ID_CLAIMS = '/run/airlock/sandbox-ids';
 
+/**
+ * Whose host ids a sandbox has: `own` a uid and gid of its own; `own-gid` the sandbox user's uid (it
+ * may write a scope) and a gid of its own; `shared` the sandbox user's (no free range, or strace,
+ * which names one user); `caller` the caller's (not root).
+ */
+export type HostIdsKind = 'own' | 'own-gid' | 'shared' | 'caller';
+
 /** The ids one sandbox runs as, and how to give them back once nothing of it is left. */
 export interface RunIds {
   uid: number;
   gid: number;
-  /** True: ids of this sandbox alone; false: the host's one sandbox user, shared by every run. */
-  own: boolean;
+  kind: HostIdsKind;
+  /**
+   * With a gid of its own, the sandbox user's group as a supplementary group: what a scope's owner
+   * lets that group read or write, the run still may. Null: none (its primary gid is that group).
+   */
+  group: number | null;
   release(): void;
 }
 
@@ -85,13 +103,16 @@ export function hostRunIds(r: RunIdRange = RUN_ID_RANGE, dir = RUN_ID_CLAIMS): {
   return { range: r, dir };
 }
 
-/** The one sandbox user's ids, shared by every run (nothing to give back). */
-export const sharedIds = (uid: number, gid: number): RunIds => ({ uid, gid, own: false, release: () => undefined });
+/** Ids shared with other sandboxes or the caller (nothing to give back). */
+const notOwn = (uid: number, gid: number, kind: 'shared' | 'caller'): RunIds => ({ uid, gid, kind, group: null, release: () => undefined });
 
 let cursor = -1;
 
-/** Claims a free uid of the range (the gid is the same number). A problem when every id is taken or the folder cannot be written. */
-export function claimRunIds(r: RunIdRange, dir: string): RunIds | Problem {
+/**
+ * Claims a free id of the range: the sandbox's gid, and its uid unless `uid` (the sandbox user's) is
+ * given. A problem when every id is taken or the folder cannot be written.
+ */
+export function claimRunIds(r: RunIdRange, dir: string, group: number | null = null, uid?: number): RunIds | Problem {
   if (cursor < 0) cursor = randomInt(r.count); // processes start apart, and each moves on from its last claim
   for (let i = 0; i < r.count; i++) {
     const k = (cursor + i) % r.count;
@@ -106,9 +127,10 @@ export function claimRunIds(r: RunIdRange, dir: string): RunIds | Problem {
     cursor = (k + 1) % r.count;
     let held = true;
     return {
-      uid: id,
+      uid: uid ?? id,
       gid: id,
-      own: true,
+      kind: uid === undefined ? 'own' : 'own-gid',
+      group,
       release() {
         if (!held) return;
         held = false;
@@ -186,12 +208,16 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
 }
 
 /**
- * The ids a new sandbox runs as: its own (root with a free range), else the one sandbox user's
- * (root without it, or `shared` asked: strace names its user), else the caller's own (not root).
+ * The ids a new sandbox runs as (root with a free range: its own, or with `writesScope` its own gid
+ * and the sandbox user's uid), else the one sandbox user's (no range, or `shared` asked: strace
+ * names its user), else the caller's (not root).
  */
-export function sandboxIds(c: { isRoot: boolean; sandboxHostUser: { uid: number; gid: number } | null; runIds: ReturnType<typeof hostRunIds> }, shared = false): RunIds | Problem {
+export function sandboxIds(
+  c: { isRoot: boolean; sandboxHostUser: { uid: number; gid: number } | null; runIds: ReturnType<typeof hostRunIds> },
+  opts: { shared?: boolean; writesScope?: boolean } = {},
+): RunIds | Problem {
   const user = c.isRoot ? c.sandboxHostUser : null;
-  if (!user) return sharedIds(process.getuid?.() ?? 0, process.getgid?.() ?? 0);
-  if (shared || 'off' in c.runIds) return sharedIds(user.uid, user.gid);
-  return claimRunIds(c.runIds.range, c.runIds.dir);
+  if (!user) return notOwn(process.getuid?.() ?? 0, process.getgid?.() ?? 0, 'caller');
+  if (opts.shared || 'off' in c.runIds) return notOwn(user.uid, user.gid, 'shared');
+  return claimRunIds(c.runIds.range, c.runIds.dir, user.gid, opts.writesScope ? user.uid : undefined);
 }

@@ -7,6 +7,7 @@ import type { FsChange, ObservedSideEffects } from './observe/types.js';
 import type { NetworkGrant } from '../base/allowlist.js';
 import type { NetworkCaps, NetworkObservation } from './egress/records.js';
 import type { Resolver } from './egress/resolver.js';
+import type { HostIdsKind } from './run-ids.js';
 
 export type { FsChange, ObservedSideEffects } from './observe/types.js';
 
@@ -159,8 +160,8 @@ export interface HostFacts {
   cgroupVersion: 1 | 2 | null;
   /** Host uid bwrap (hence the whole sandbox) ran as. */
   hostUid: number;
-  /** True: that uid (and gid) was this sandbox's alone while it lived (run-ids.ts); false: shared with every sandbox of the host, or the caller's own. */
-  hostUidOwn: boolean;
+  /** Whose host ids those were (run-ids.ts): `own` a uid and gid of this sandbox alone; `own-gid` the sandbox user's uid (a writable scope) with a gid of its own; `shared` the sandbox user's; `caller` the caller's (not root). */
+  hostIds: HostIdsKind;
   /** uid the program sees inside. */
   sandboxUid: number;
   seccomp: boolean;

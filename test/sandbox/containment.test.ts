@@ -202,6 +202,6 @@ test('the sandbox runs as an unprivileged host uid with no capabilities', async 
   assert.match(o.stdout.bytes.toString(), /CapEff:\s+0+\n/);
   assert.match(o.stdout.bytes.toString(), /NoNewPrivs:\s+1/);
   assert.match(o.stdout.bytes.toString(), /Seccomp:\s+2/);
-  assert.ok(o.host.hostUidOwn && o.host.hostUid >= RUN_ID_RANGE.first && o.host.hostUid < RUN_ID_RANGE.first + RUN_ID_RANGE.count, `a uid of the run's own, not the host's shared nobody or sandbox user: ${o.host.hostUid}`);
+  assert.ok(o.host.hostIds === 'own' && o.host.hostUid >= RUN_ID_RANGE.first && o.host.hostUid < RUN_ID_RANGE.first + RUN_ID_RANGE.count, `a uid of the run's own, not the host's shared nobody or sandbox user: ${o.host.hostUid}`);
   assert.match(o.stdout.bytes.toString(), /^Uid:\s+65534\s/m, 'nobody inside');
 });

@@ -111,7 +111,7 @@ test('a trivial program succeeds: print captured, last value returned, parent-me
   assert.match(sb.network, /empty network namespace/);
   if (process.getuid?.() === 0) {
     const own = sb.hostUid;
-    assert.ok(sb.hostUidOwn && own >= RUN_ID_RANGE.first && own < RUN_ID_RANGE.first + RUN_ID_RANGE.count, `the worker's own uid: ${own}`);
+    assert.ok(sb.hostIds === 'own' && own >= RUN_ID_RANGE.first && own < RUN_ID_RANGE.first + RUN_ID_RANGE.count, `the worker's own uid: ${own}`);
     assert.equal(readFileSync(`/proc/${o.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1], String(own), 'the worker process runs as its own uid on the host');
     assert.ok(sb.cgroup?.memory && sb.cgroup.pids !== null);
   }
@@ -514,7 +514,7 @@ async function hostileRuns(run: (what: string) => Promise<MontyRunObservation>, 
   assert.equal(seen.uid, 65534);
   assert.match(seen.uidMap, /^65534\s+\d+\s+1$/, 'one uid is mapped, nothing else');
   const own = process.getuid?.() === 0 ? look.host.hostUid : process.getuid?.();
-  if (process.getuid?.() === 0) assert.ok(look.host.hostUidOwn && own !== dedicatedSandboxUser().uid, `a uid of the worker's own: ${own}`);
+  if (process.getuid?.() === 0) assert.ok(look.host.hostIds === 'own' && own !== dedicatedSandboxUser().uid, `a uid of the worker's own: ${own}`);
   assert.equal(readFileSync(`/proc/${look.monty.isolation.childPid}/status`, 'utf8').match(/^Uid:\s+(\d+)\s+(\d+)\s+(\d+)/m)?.slice(1).join(' '), `${own} ${own} ${own}`, 'on the host the worker is its uid (real, effective, saved)');
   assert.ok(seen.pids.length <= 3, `its own pid namespace: ${seen.pids}`);
   assert.deepEqual(seen.netDevices, ['lo'], 'an empty network namespace');

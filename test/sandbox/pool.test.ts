@@ -15,7 +15,6 @@ import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import type { Limits, NsScope, Observation } from '../../src/sandbox/types.js';
 import { freshOut, LIMITS, run, text, until as waitUntil } from './helpers-ns.js';
 import { airlock } from '../helpers/cli.js';
-import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const skip = syscallTracer() === null ? 'needs root and the host tracer (dist/native/airlock-tracer)' : nativeBinaryPath('airlock-exec') === null ? 'airlock-exec is not built' : false;
 
@@ -149,8 +148,8 @@ test('a waiting sandbox has no command socket left: the host user of the sandbox
   assert.ok(waiting, 'a sandbox waits');
   const ctl = join(base, waiting, 'ctl');
   assert.deepEqual(readdirSync(ctl), ['exec'], 'only the launcher\'s mount point is left in its control folder');
-  // As the sandbox's host user, the socket's path leads nowhere.
-  const own = dedicatedSandboxUser();
+  // As the sandbox's host user (its own: the owner of its /out), the socket's path leads nowhere.
+  const own = statSync(join(base, waiting, 'rw', 'out'));
   const r = spawnSync('setpriv', ['--reuid', String(own.uid), '--regid', String(own.gid), '--clear-groups', '/usr/bin/python3', '-c', `import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n s.connect(${JSON.stringify(join(ctl, 'cmd.sock'))}); print('CONNECTED')\nexcept OSError as e: print('refused', e.errno)`], { encoding: 'utf8' });
   assert.match(r.stdout, /^refused 2\b/, r.stdout + r.stderr);
   const o = await run(['/bin/echo', 'mine']);

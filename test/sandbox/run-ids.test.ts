@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ownerTag } from '../../src/base/owner.js';
@@ -12,6 +12,7 @@ import { claimRunIds, rangeConflict, RUN_ID_CLAIMS, RUN_ID_RANGE, sweepRunIdClai
 import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 import { stagingBase } from '../../src/sandbox/ns/staging.js';
 import { run, text, until } from './helpers-ns.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const EMPTY = { passwd: '', group: '', subuid: '', subgid: '' };
 const R = { first: 2_048_000_000, count: 65_536 };
@@ -31,7 +32,7 @@ test('claims: each id is held by one claim at a time, given back once, and an ex
   const small = { first: 2_048_000_000, count: 3 };
   const a = claimRunIds(small, dir) as RunIds;
   const b = claimRunIds(small, dir) as RunIds;
-  assert.ok(a.own && b.own && a.uid !== b.uid && a.gid === a.uid, JSON.stringify([a, b]));
+  assert.ok(a.kind === 'own' && b.kind === 'own' && a.uid !== b.uid && a.gid === a.uid, JSON.stringify([a, b]));
   assert.equal(readlinkSync(join(dir, String(a.uid))), ownerTag(), 'the claim names its owner');
   // Another process's claim (a symlink made first) is skipped, not taken.
   const third = [0, 1, 2].map((k) => small.first + k).find((id) => id !== a.uid && id !== b.uid)!;
@@ -72,8 +73,47 @@ test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a proce
   assert.deepEqual(readdirSync(dir).sort(), [ids[1], ids[2], ids[3]].map(String).sort());
 });
 
-/** What a process running as `uid` can do to another run's folder and program. */
-function asUid(ids: { uid: number; gid: number }, target: { out: string; runDir: string; pid: number }, plant: string): Record<string, string> {
+interface LiveRun {
+  name: string;
+  out: string;
+  runDir: string;
+  pid: number;
+  /** The run's process's credentials, exactly: what an escape from its namespaces would have. */
+  uid: number;
+  gid: number;
+  groups: string;
+}
+
+/** The runs named `names` in this process's staging, once each wrote its marker and sleeps. */
+async function liveRuns(names: string[]): Promise<LiveRun[]> {
+  const base = await stagingBase();
+  const status = (pid: string): string => {
+    try {
+      return readFileSync(`/proc/${pid}/status`, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const find = (): LiveRun[] =>
+    readdirSync(base)
+      .filter((n) => n.startsWith('ns-'))
+      .flatMap((n) => {
+        const out = join(base, n, 'rw', 'out');
+        const name = existsSync(join(out, 'marker')) ? readFileSync(join(out, 'marker'), 'utf8').trim() : '';
+        if (!names.includes(name)) return [];
+        // Its gid is its own in every case (the uid may be the sandbox user's): the owner group of its /out.
+        const gid = statSync(out).gid;
+        const pid = readdirSync('/proc').find((p) => /^\d+$/.test(p) && /^Name:\s+sleep$/m.test(status(p)) && new RegExp(`^Gid:\\s+${gid}\\s`, 'm').test(status(p)));
+        if (!pid) return [];
+        const st = status(pid);
+        return [{ name, out, runDir: join(base, n), pid: Number(pid), uid: Number(/^Uid:\s+(\d+)/m.exec(st)![1]), gid, groups: /^Groups:\s*(.*)$/m.exec(st)![1]!.trim() }];
+      });
+  await until(`runs ${names} to write their marker and sleep`, () => find().length === names.length, () => readdirSync(base));
+  return find().sort((x, y) => x.name.localeCompare(y.name));
+}
+
+/** What a process with `who`'s credentials (uid, gid and supplementary groups) can do to `target`'s folder and program. */
+function attack(who: LiveRun, target: LiveRun, plant: string): Record<string, string> {
   const script = `
 const fs = require('node:fs');
 const t = ${JSON.stringify({ ...target, plant })};
@@ -86,50 +126,67 @@ attempt('readIn', () => fs.readFileSync(t.runDir + '/in/secret.txt'));
 attempt('signal', () => process.kill(t.pid, 0));
 attempt('environ', () => fs.readFileSync('/proc/' + t.pid + '/environ'));
 process.stdout.write(JSON.stringify(r));`;
-  const p = spawnSync(process.execPath, ['-e', script], { uid: ids.uid, gid: ids.gid, encoding: 'utf8' });
+  const groups = who.groups ? ['--groups', who.groups.split(/\s+/).join(',')] : ['--clear-groups'];
+  const p = spawnSync('setpriv', ['--reuid', String(who.uid), '--regid', String(who.gid), ...groups, process.execPath, '-e', script], { encoding: 'utf8' });
   assert.equal(p.status, 0, p.stderr);
   return JSON.parse(p.stdout) as Record<string, string>;
 }
 
-test('attack: a process with one live run\'s host uid cannot reach another run\'s folders or processes', async (t) => {
-  if (process.getuid?.() !== 0) return t.skip('per-run uids are root\'s (not root: every run is the caller)');
-  const prog = (name: string): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; exec sleep 3`];
+const sleeper = (name: string): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; exec sleep 3`];
+function secretInput(): { hostPath: string; name: string }[] {
   const secret = join(mkdtempSync(join(tmpdir(), 'airlock-run-ids-')), 'secret.txt');
   writeFileSync(secret, 'an input of the run\n');
-  const more = { limits: { wallMs: 15_000 }, inputs: [{ hostPath: secret, name: 'secret.txt' }] };
-  const runs = Promise.all([run(prog('A'), more), run(prog('B'), more)]);
-  const base = await stagingBase();
-  const live = (): { name: string; out: string; runDir: string; uid: number; gid: number; pid: number }[] =>
-    readdirSync(base)
-      .filter((n) => n.startsWith('ns-'))
-      .flatMap((n) => {
-        const out = join(base, n, 'rw', 'out');
-        const name = existsSync(join(out, 'marker')) ? readFileSync(join(out, 'marker'), 'utf8').trim() : '';
-        if (name !== 'A' && name !== 'B') return [];
-        const { uid, gid } = statSync(out);
-        const pid = readdirSync('/proc').find((p) => /^\d+$/.test(p) && readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'sleep' && new RegExp(`^Uid:\\s+${uid}\\s`, 'm').test(readFileSync(`/proc/${p}/status`, 'utf8')));
-        return pid ? [{ name, out, runDir: join(base, n), uid, gid, pid: Number(pid) }] : [];
-      });
-  await until('both runs wrote their marker and sleep', () => live().length === 2, () => readdirSync(base));
-  const [a, b] = live().sort((x, y) => x.name.localeCompare(y.name));
-  // Control: as B's own uid the same steps reach B (the paths and pid are right).
-  const own = asUid(b!, b!, 'own');
-  assert.equal(own.readOut, 'ok', JSON.stringify(own));
-  assert.equal(own.signal, 'ok', JSON.stringify(own));
-  assert.equal(own.readIn, 'ok', JSON.stringify(own));
-  // The attack: as A's uid, nothing of B.
-  const hostile = asUid(a!, b!, 'planted');
-  assert.deepEqual(hostile, { listRun: 'EACCES', readOut: 'EACCES', writeOut: 'EACCES', readIn: 'EACCES', signal: 'EPERM', environ: 'EACCES' });
-  assert.notEqual(a!.uid, b!.uid, 'two live runs, two host uids');
-  for (const u of [a!.uid, b!.uid]) assert.ok(u >= RUN_ID_RANGE.first && u < RUN_ID_RANGE.first + RUN_ID_RANGE.count, String(u));
+  return [{ hostPath: secret, name: 'secret.txt' }];
+}
+const NOTHING = { listRun: 'EACCES', readOut: 'EACCES', writeOut: 'EACCES', readIn: 'EACCES', signal: 'EPERM', environ: 'EACCES' };
+const inRange = (id: number): boolean => id >= RUN_ID_RANGE.first && id < RUN_ID_RANGE.first + RUN_ID_RANGE.count;
+
+test('attack: a process with one live run\'s host ids cannot reach another run\'s folders, inputs or processes', async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('per-run ids are root\'s (not root: every run is the caller)');
+  const more = { limits: { wallMs: 15_000 }, inputs: secretInput() };
+  const runs = Promise.all([run(sleeper('A'), more), run(sleeper('B'), more)]);
+  const [a, b] = await liveRuns(['A', 'B']);
+  // Control: with B's own credentials the same steps reach B (the paths and pid are right).
+  const own = attack(b!, b!, 'own');
+  assert.deepEqual({ readOut: own.readOut, readIn: own.readIn, signal: own.signal }, { readOut: 'ok', readIn: 'ok', signal: 'ok' }, JSON.stringify(own));
+  // The attack: with A's, nothing of B.
+  assert.deepEqual(attack(a!, b!, 'planted'), NOTHING);
+  assert.ok(a!.uid !== b!.uid && inRange(a!.uid) && inRange(b!.uid), `two live runs, two uids of the range: ${a!.uid} ${b!.uid}`);
   const [oa, ob] = await runs;
   assert.equal(oa.status, 'SUCCESS', text(oa));
   assert.equal(ob.status, 'SUCCESS', text(ob));
-  assert.ok(oa.host.hostUidOwn && ob.host.hostUidOwn);
+  assert.deepEqual([oa.host.hostIds, ob.host.hostIds], ['own', 'own']);
   assert.deepEqual([oa.host.hostUid, ob.host.hostUid], [a!.uid, b!.uid], 'the results name the uids the runs had');
-  assert.deepEqual(ob.fs.out?.map((c) => c.path).sort(), ['/out/marker', '/out/own'], 'B\'s own uid could write its /out; A\'s could not');
-  // Both uids are given back once the runs' folders are gone.
+  assert.deepEqual(ob.fs.out?.map((c) => c.path).sort(), ['/out/marker', '/out/own'], 'B\'s own ids could write its /out; A\'s could not');
+  // Both ids are given back once the runs' folders are gone.
   await sandboxIdle();
   const held = readdirSync(RUN_ID_CLAIMS).filter((n) => readlinkSync(join(RUN_ID_CLAIMS, n)) === ownerTag());
-  assert.ok(!held.includes(String(a!.uid)) && !held.includes(String(b!.uid)), `still claimed: ${held}`);
+  assert.ok(!held.includes(String(a!.gid)) && !held.includes(String(b!.gid)), `still claimed: ${held}`);
+});
+
+test('attack: a run that may write a scope keeps the sandbox user\'s uid but a gid of its own: no way into another run, either way', async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('per-run ids are root\'s');
+  const scope = mkdtempSync(join('/var/tmp', 'airlock-run-ids-scope-'));
+  t.after(() => rmSync(scope, { recursive: true, force: true }));
+  chownSync(scope, dedicatedSandboxUser().uid, dedicatedSandboxUser().gid);
+  writeFileSync(join(scope, 'theirs.txt'), 'the sandbox user\'s file\n');
+  chownSync(join(scope, 'theirs.txt'), dedicatedSandboxUser().uid, dedicatedSandboxUser().gid);
+  const writer = (name: string): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; echo ${name} >> ${scope}/theirs.txt; exec sleep 3`];
+  const more = { limits: { wallMs: 15_000 }, inputs: secretInput() };
+  const runs = Promise.all([run(writer('A'), { ...more, scopes: [{ hostPath: scope }] }), run(sleeper('B'), more), run(writer('C'), { ...more, scopes: [{ hostPath: scope }] })]);
+  const [a, b, c] = await liveRuns(['A', 'B', 'C']);
+  assert.equal(a!.uid, dedicatedSandboxUser().uid, 'the scope\'s writer is the sandbox user');
+  assert.ok(inRange(a!.gid) && inRange(c!.gid) && a!.gid !== c!.gid, `with gids of their own: ${a!.gid} ${c!.gid}`);
+  assert.deepEqual(attack(a!, b!, 'planted'), NOTHING, 'the writer cannot reach a run of its own uid');
+  assert.deepEqual(attack(b!, a!, 'planted'), NOTHING, 'nor the other way');
+  // Two writers share the uid, and the uid that made a user namespace has every capability in it:
+  // they can signal and read each other (README, "Not built yet"); their folders' paths stay shut.
+  assert.deepEqual(attack(a!, c!, 'planted'), { ...NOTHING, signal: 'ok', environ: 'ok' });
+  const [oa, ob, oc] = await runs;
+  for (const o of [oa, ob, oc]) assert.equal(o.status, 'SUCCESS', text(o));
+  assert.deepEqual([oa.host.hostIds, ob.host.hostIds, oc.host.hostIds], ['own-gid', 'own', 'own-gid']);
+  // The sandbox user's file stayed writable to the writer (inside its overlay: the real file is unchanged).
+  assert.equal(oa.fs.scopes[0]?.changes?.find((ch) => ch.path.endsWith('theirs.txt'))?.change, 'modified', JSON.stringify(oa.fs.scopes));
+  assert.equal(readFileSync(join(scope, 'theirs.txt'), 'utf8'), 'the sandbox user\'s file\n');
+  for (const o of [oa, ob, oc]) assert.deepEqual(o.fs.out?.map((ch) => ch.path), ['/out/marker'], 'nothing planted');
 });

@@ -27,7 +27,7 @@ test('honest path: a Python script reads /in and writes /out with the right sha2
   assert.ok(o.resources.cpuUserMs !== null && o.resources.peakMemoryBytes !== null && o.resources.peakMemoryBytes > 0);
   if (process.getuid?.() === 0) {
     // A uid and gid of its own (run-ids.ts), not the sandbox user's shared one.
-    assert.ok(o.host.hostUidOwn, JSON.stringify(o.host));
+    assert.equal(o.host.hostIds, 'own', JSON.stringify(o.host));
     assert.ok(o.host.hostUid >= RUN_ID_RANGE.first && o.host.hostUid < RUN_ID_RANGE.first + RUN_ID_RANGE.count, String(o.host.hostUid));
   }
 });

@@ -4,12 +4,11 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { chooseSandboxUser } from '../../src/sandbox/sandbox-user.js';
-import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 import { run, text, until } from './helpers-ns.js';
 
 const PASSWD = 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n';
@@ -86,7 +85,6 @@ print(json.dumps(r))
 `;
 
 test('another host service running as nobody cannot reach a live run: its /out, its files, its processes', { skip: process.getuid?.() !== 0 ? 'needs root (as another user the sandbox runs as that user)' : false }, async () => {
-  const own = dedicatedSandboxUser();
   const scope = mkdtempSync(join('/var/tmp', 'airlock-uid-scope-'));
   chmodSync(scope, 0o777);
   writeFileSync(join(scope, 'keep.txt'), 'original');
@@ -95,7 +93,8 @@ test('another host service running as nobody cannot reach a live run: its /out, 
     const running = run(['/bin/sh', '-c', `echo mine > /out/${marker}; echo new > ${scope}/inside.txt; exec python3 -c 'import time; time.sleep(3)' ${marker}`], { scopes: [{ hostPath: scope }], limits: { wallMs: 20_000 } });
     let out: string | null = null;
     let pids: number[] = [];
-    await until('the run to write its marker and sleep', () => (out ??= outStageHolding(marker)) !== null && (pids = sandboxPids(own.uid, marker)).length > 0, () => ({ out, pids }));
+    // The run's host uid: its own (run-ids.ts), the owner of its /out.
+    await until('the run to write its marker and sleep', () => (out ??= outStageHolding(marker)) !== null && (pids = sandboxPids(statSync(out).uid, marker)).length > 0, () => ({ out, pids }));
     const attack = spawnSync('python3', ['-c', ATTACKER, out!, pids.join(','), marker], { uid: 65534, gid: 65534, encoding: 'utf8' });
     assert.equal(attack.status, 0, attack.stderr);
     const report = JSON.parse(attack.stdout) as Record<string, string | string[]>;
@@ -107,7 +106,7 @@ test('another host service running as nobody cannot reach a live run: its /out, 
     }, JSON.stringify(report));
     const o = await running;
     assert.equal(o.status, 'SUCCESS', text(o));
-    assert.equal(o.host.hostUid, own.uid);
+    assert.equal(o.host.hostUid, statSync(out!).uid);
     assert.deepEqual(o.fs.out?.map((c) => c.path), [`/out/${marker}`], 'nothing planted from outside');
     assert.equal(readFileSync(join(scope, 'keep.txt'), 'utf8'), 'original');
   } finally {

@@ -27,7 +27,7 @@ import { buildSeccompFilter, MONTY_WORKER_PROFILE } from '../ns/seccomp.js';
 import { mounter, stagingBase } from '../ns/staging.js';
 import { mirrorPrefix, reachableByOthers, rootPlan, SANDBOX_GID, SANDBOX_UID, type RootPlan } from '../rootfs.js';
 import { ownedTempDir, ownerTag } from '../../base/owner.js';
-import { sandboxIds, type RunIds } from '../run-ids.js';
+import { sandboxIds, type HostIdsKind, type RunIds } from '../run-ids.js';
 
 /** How one worker was sandboxed (null in the observation: it was not). */
 export interface MontySandboxFacts {
@@ -35,8 +35,8 @@ export interface MontySandboxFacts {
   bwrapVersion: string;
   /** The uid the worker runs as on the host (the sandbox user's when the service is root; else the service's own, mapped inside). */
   hostUid: number;
-  /** True: that uid and gid were this worker's alone while it lived (run-ids.ts). */
-  hostUidOwn: boolean;
+  /** Whose host ids those were (run-ids.ts). */
+  hostIds: HostIdsKind;
   sandboxUid: number;
   seccomp: string;
   network: string;
@@ -238,7 +238,7 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
     kind: 'bwrap',
     bwrapVersion: bwrap.version,
     hostUid: uid,
-    hostUidOwn: ids.own,
+    hostIds: ids.kind,
     sandboxUid: SANDBOX_UID,
     seccomp: MONTY_WORKER_PROFILE.summary,
     network: 'none: an empty network namespace of its own',

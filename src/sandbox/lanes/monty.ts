@@ -143,7 +143,7 @@ function hostFacts(memoryBackstop: number | null, sandbox: MontySandboxFacts | n
     bwrapVersion: sandbox ? sandbox.bwrapVersion : 'none (unsandboxed Monty worker)',
     cgroupVersion: sandbox?.cgroup?.version ?? null,
     hostUid: sandbox ? sandbox.hostUid : (process.getuid?.() ?? -1),
-    hostUidOwn: sandbox?.hostUidOwn ?? false,
+    hostIds: sandbox?.hostIds ?? 'caller',
     sandboxUid: sandbox ? sandbox.sandboxUid : (process.getuid?.() ?? -1),
     seccomp: sandbox !== null,
     syscallTracer: null,

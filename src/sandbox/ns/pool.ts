@@ -249,7 +249,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
   if (!shim) throw unavailableError('airlock-exec is not built (npm run build needs a C compiler)');
   const plan = await rootPlan(c);
   const mnt = mounter(c, hostOps(c.perlBinary));
-  const user = sandboxIds(c);
+  const user = sandboxIds(c, { writesScope: shape.scopes.some((sc) => !sc.readOnly) });
   if ('code' in user) throw new Error(user.message);
   const base = await stagingBase(mnt, user).catch((e: unknown) => {
     user.release();
@@ -294,7 +294,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       stderrFifo: join(folders.dir, 'stderr'),
       seccompFile: observeFilterIn(base),
       cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
-      limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes, uid: user.uid, gid: user.gid },
+      limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes, uid: user.uid, gid: user.gid, group: user.group },
       hold: false,
     });
     launch.park(true);

@@ -178,7 +178,7 @@ function hostFacts(caps: HostCapabilities, ids: RunIds | null, spec: NsRunSpec |
     bwrapVersion: caps.bwrap?.version ?? 'none',
     cgroupVersion: cg?.version ?? null,
     hostUid: ids?.uid ?? -1,
-    hostUidOwn: ids?.own ?? false,
+    hostIds: ids?.kind ?? 'caller',
     sandboxUid: SANDBOX_UID,
     seccomp: caps.seccomp.available,
     syscallTracer,
@@ -211,7 +211,7 @@ function errorObservation(runId: string, caps: HostCapabilities | null, problems
     sideEffectsUnavailable: 'the program did not run',
     fs: { out: null, outError: 'the program did not run', scopes: [] },
     inputs: [],
-    host: caps ? hostFacts(caps, null, null, null, null) : { bwrapVersion: 'unknown', cgroupVersion: null, hostUid: -1, hostUidOwn: false, sandboxUid: SANDBOX_UID, seccomp: false, syscallTracer: null, outMechanism: 'rlimit-fsize+post-check', limits: [] },
+    host: caps ? hostFacts(caps, null, null, null, null) : { bwrapVersion: 'unknown', cgroupVersion: null, hostUid: -1, hostIds: 'caller', sandboxUid: SANDBOX_UID, seccomp: false, syscallTracer: null, outMechanism: 'rlimit-fsize+post-check', limits: [] },
     problems,
   };
 }
@@ -308,7 +308,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   };
   const pooled = shape && poolHas(shape) && (scopes.length === 0 || (await scopesAreDirs())) ? takePooled(shape, plan) : null;
   // The host ids the sandbox runs as: its own, or (strace names its user) the sandbox user's.
-  const ids = pooled?.ids ?? sandboxIds(caps, useStrace);
+  const ids = pooled?.ids ?? sandboxIds(caps, { shared: useStrace, writesScope: scopes.some((sc) => sc.readOnly !== true) });
   if ('code' in ids) {
     openingScopes.then((o) => o.ok && closeScopes(o.scopes), () => undefined);
     return errorObservation(runId, caps, [ids]);
@@ -447,7 +447,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         stderrFifo: join(dir, 'stderr'),
         seccompFile: observeFilterIn(base!),
         cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
-        limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid },
+        limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid, group: ids.group },
         hold: spec.network !== undefined,
         ...(held ? { held: held.launcher } : {}),
       });

@@ -30,7 +30,7 @@ export interface LaunchSpec {
   /** cgroup.procs files bwrap joins before it starts (everything of the run is born inside). */
   cgroupProcs: string[];
   /** RLIMIT_CPU soft/hard (seconds), RLIMIT_FSIZE (bytes, or null), RLIMIT_CORE 0; the ids bwrap runs as. */
-  limits: { cpuSoftS: number; cpuHardS: number; fsizeBytes: number | null; uid: number; gid: number };
+  limits: { cpuSoftS: number; cpuHardS: number; fsizeBytes: number | null; uid: number; gid: number; group?: number | null };
   /** Hold bwrap's init (blocked) after it is traced until release(): the network bridge starts first. */
   hold: boolean;
   /**
@@ -256,7 +256,7 @@ export class SyscallTracer {
     this.idle();
     const l = spec.limits;
     const request = [
-      'R', id, spec.hold ? 1 : 0, l.cpuSoftS, l.cpuHardS, l.fsizeBytes ?? -1, l.uid, l.gid,
+      'R', id, spec.hold ? 1 : 0, l.cpuSoftS, l.cpuHardS, l.fsizeBytes ?? -1, l.uid, l.group ? `${l.gid}:${l.group}` : l.gid,
       hexField(spec.stdoutFifo), hexField(spec.stderrFifo), hexField(spec.seccompFile),
       // The held launcher, or (gone meanwhile) one the tracer forks into the same cgroups.
       spec.held ? `h${spec.held.slot}${hexField(spec.cgroupProcs.join('\n'))}` : spec.cgroupProcs.length ? hexField(spec.cgroupProcs.join('\n')) : '-',
