@@ -5,8 +5,8 @@
 //
 // A run that may write a declared scope keeps the sandbox user's uid, with a gid of its own: what the
 // scope's owner gave that user (and the files earlier runs' promotions left there, owned by it) stays
-// writable, as the README's ad-hoc runs promise. It cannot reach a run of its own uid (nor that run
-// it), but two such runs share the uid, and the uid that made a user namespace holds every capability
+// writable, as the README's ad-hoc runs promise. It cannot reach a run that has a uid of its own (nor
+// that run it), but two such runs share the uid, and the uid that made a user namespace holds every capability
 // in it: they can signal, read and enter each other. Giving them uids of their own needs the scope
 // seen through an idmapped mount (the sandbox user's files as the run's): not built.
 //
@@ -145,9 +145,9 @@ export function claimRunIds(r: RunIdRange, dir: string, group: number | null = n
   return { code: 'NS_RUN_IDS', message: `every one of the ${r.count} sandbox uids from ${r.first} is claimed (${dir}); nothing ran` };
 }
 
-/** Uids of the live processes of the host (from /proc/<pid>/status); null when /proc cannot be listed. */
-function liveUids(): Set<number> | null {
-  const uids = new Set<number>();
+/** Uids and gids of the live processes of the host (from /proc/<pid>/status); null when /proc cannot be listed. */
+function liveIds(): Set<number> | null {
+  const ids = new Set<number>();
   let pids: string[];
   try {
     pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
@@ -155,14 +155,14 @@ function liveUids(): Set<number> | null {
     return null;
   }
   for (const pid of pids) {
-    const m = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(readOr(`/proc/${pid}/status`));
-    if (m) for (const u of m.slice(1)) uids.add(Number(u));
+    const status = readOr(`/proc/${pid}/status`);
+    for (const m of status.matchAll(/^(?:Uid|Gid):\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/gm)) for (const u of m.slice(1)) ids.add(Number(u));
   }
-  return uids;
+  return ids;
 }
 
 /**
- * Lets go of the claims of dead owners: never while a process runs as the uid, nor while the owner's
+ * Lets go of the claims of dead owners: never while a process runs with the id (as its uid or gid), nor while the owner's
  * staging (TMPDIR/airlock-*-<owner>-*) still exists (its files may be the uid's). Returns the ids let go.
  */
 export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
@@ -182,7 +182,7 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
     }
   });
   if (stale.length === 0) return [];
-  const running = liveUids();
+  const running = liveIds();
   if (!running) {
     errors.push('run ids: /proc cannot be listed, so no claim is let go (a process may still run as its uid)');
     return [];

@@ -48,13 +48,13 @@ test('claims: each id is held by one claim at a time, given back once, and an ex
   assert.equal(readlinkSync(join(dir, String(third))), 'zz.zz', 'the other claim was never touched');
 });
 
-test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a process runs as, or one whose staging is left', async (t) => {
+test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a process runs with, or one whose staging is left', async (t) => {
   if (process.getuid?.() !== 0) return t.skip('running as another uid needs root');
   const dir = mkdtempSync(join(tmpdir(), 'airlock-run-ids-'));
   // Dead owners: our pid with another start time (a pid reused since is not the owner).
   const deadPid = process.pid;
   const dead = `${deadPid.toString(36)}.1`;
-  const ids = [2_048_000_100, 2_048_000_101, 2_048_000_102, 2_048_000_103];
+  const ids = [2_048_000_100, 2_048_000_101, 2_048_000_102, 2_048_000_103, 2_048_000_104];
   symlinkSync(dead, join(dir, String(ids[0])));
   symlinkSync(ownerTag(), join(dir, String(ids[1])));
   symlinkSync(dead, join(dir, String(ids[2])));
@@ -63,14 +63,16 @@ test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a proce
   const left = join(tmpdir(), `airlock-ns-${deadStaging}-left`);
   mkdirSync(left);
   t.after(() => rmSync(left, { recursive: true, force: true }));
-  // A process still runs as ids[2] (what a run that outlived its owner would be).
-  const sleeper = spawn('/bin/sleep', ['30'], { uid: ids[2]!, gid: ids[2]! });
-  t.after(() => sleeper.kill('SIGKILL'));
-  await until('the sleeper runs as its uid', () => /^Uid:\s+2048000102/m.test(readFileSync(`/proc/${sleeper.pid}/status`, 'utf8')), () => sleeper.pid);
+  // A process still runs as ids[2], and one with ids[4] as its gid only (a scope writer: the sandbox
+  // user's uid, a gid of its own): what a run that outlived its owner would be.
+  symlinkSync(dead, join(dir, String(ids[4])));
+  const sleepers = [spawn('/bin/sleep', ['30'], { uid: ids[2]!, gid: ids[2]! }), spawn('/bin/sleep', ['30'], { uid: 65534, gid: ids[4]! })];
+  t.after(() => sleepers.forEach((p) => p.kill('SIGKILL')));
+  await until('the sleepers run with their ids', () => sleepers.every((p) => /^Gid:\s+20480001/m.test(readFileSync(`/proc/${p.pid}/status`, 'utf8'))), () => sleepers.map((p) => p.pid));
   const errors: string[] = [];
   assert.deepEqual(sweepRunIdClaims(dir, errors), [ids[0]]);
   assert.deepEqual(errors, []);
-  assert.deepEqual(readdirSync(dir).sort(), [ids[1], ids[2], ids[3]].map(String).sort());
+  assert.deepEqual(readdirSync(dir).sort(), [ids[1], ids[2], ids[3], ids[4]].map(String).sort());
 });
 
 interface LiveRun {

@@ -179,9 +179,14 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
   let cg: RunCgroup | null = null;
   let marker: string | null = null;
   if (caps.cgroup.usable) {
-    marker = join(dirname(app), name);
-    mkdirSync(marker, { mode: 0o700 });
-    cg = createRunCgroup(caps.cgroup, name, { memoryBytes: spec.idleMemoryBytes, pids: spec.pids }, { holdFiles: true });
+    try {
+      marker = join(dirname(app), name);
+      mkdirSync(marker, { mode: 0o700 });
+      cg = createRunCgroup(caps.cgroup, name, { memoryBytes: spec.idleMemoryBytes, pids: spec.pids }, { holdFiles: true });
+    } catch (e) {
+      ids.release(); // nothing runs as it yet
+      throw e;
+    }
   }
   const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--hostname', 'airlock'];
   if (bwrap.supports.disableUserns) a.push('--disable-userns');

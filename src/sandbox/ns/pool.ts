@@ -249,10 +249,10 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
   if (!shim) throw unavailableError('airlock-exec is not built (npm run build needs a C compiler)');
   const plan = await rootPlan(c);
   const mnt = mounter(c, hostOps(c.perlBinary));
-  const user = sandboxIds(c, { writesScope: shape.scopes.some((sc) => !sc.readOnly) });
-  if ('code' in user) throw new Error(user.message);
-  const base = await stagingBase(mnt, user).catch((e: unknown) => {
-    user.release();
+  const ids = sandboxIds(c, { writesScope: shape.scopes.some((sc) => !sc.readOnly) });
+  if ('code' in ids) throw new Error(ids.message);
+  const base = await stagingBase(mnt, ids).catch((e: unknown) => {
+    ids.release();
     throw e;
   });
   const runId = `ns-${ownerTag()}-${randomBytes(4).toString('hex')}`;
@@ -261,12 +261,12 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
   let server: Server | null = null;
   let launch: SandboxLaunch | null = null;
   try {
-    await makeRunFolders(folders, mnt, limits, user, true);
+    await makeRunFolders(folders, mnt, limits, ids, true);
     if (c.cgroup.usable) cg = createRunCgroup(c.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + 1 });
     // A scope's overlay is mounted at the hand-over, from the scope's agent opened then (never at this
     // point): here its mount point is bound, shared, so that the overlay reaches the sandbox.
-    const scopes = await Promise.all(shape.scopes.map((_, i) => scopePlaces(folders, i, mnt, user)));
-    // /.airlock: the command socket (only the sandbox's user may connect) and airlock-exec bound over an empty file.
+    const scopes = await Promise.all(shape.scopes.map((_, i) => scopePlaces(folders, i, mnt, ids)));
+    // /.airlock: the command socket (only the sandbox's ids may connect) and airlock-exec bound over an empty file.
     const ctl = join(folders.dir, 'ctl');
     mkdirModeSync(ctl, 0o755);
     writeFileSync(join(ctl, 'exec'), '', { mode: 0o444 });
@@ -283,7 +283,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       server!.once('listening', resolve);
       server!.once('error', reject);
     });
-    chownSync(sockPath, user.uid, user.gid);
+    chownSync(sockPath, ids.uid, ids.gid);
     chmodSync(sockPath, 0o600);
     const cpuS = Math.ceil(limits.cpuMs / 1000);
     const scopeArgs = shape.scopes.flatMap((sc, i) => [sc.readOnly ? '--ro-bind' : '--bind', scopes[i]!.merged, sc.hostPath]);
@@ -294,7 +294,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       stderrFifo: join(folders.dir, 'stderr'),
       seccompFile: observeFilterIn(base),
       cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
-      limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes, uid: user.uid, gid: user.gid, group: user.group },
+      limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes, uid: ids.uid, gid: ids.gid, group: ids.group },
       hold: false,
     });
     launch.park(true);
@@ -315,7 +315,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       folders,
       scopes,
       cg,
-      ids: user,
+      ids,
       launch,
       plan,
       start(cwd, argv, env) {
@@ -334,7 +334,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       launch.kill();
       await launch.closed;
     }
-    await dropFolders(folders, cg, user);
+    await dropFolders(folders, cg, ids);
     throw e;
   }
 }
