@@ -29,7 +29,7 @@ export const registrationRules = [
   { code: 'UTPS_TOOL_SIGNATURE', spec: 'Airlock: the registration\'s signature is an Ed25519 signature by the named operator over the row.', fix: 'Register the tool again with `airlock tools add --operator NAME`; the stored signature is damaged or forged.' },
   { code: 'UTPS_TOOL_UNTRUSTED_KEY', spec: 'Airlock: the signing key belongs to an operator the worker\'s policy.yaml lists.', fix: 'Add the operator to the worker\'s policy (`airlock keygen --operator NAME`), or have a listed operator register the tool.' },
   { code: 'UTPS_TOOL_TAMPERED', spec: 'Airlock: the row is unchanged since it was signed (sha256 of its canonical JSON).', fix: 'Register the tool again: a worker runs only what an operator registered.' },
-  { code: 'UTPS_TOOL_ROLLBACK', spec: 'Airlock: a worker never goes back to a registration signed before one a worker of its workspace has already served.', fix: 'Register the tool again (`airlock tools add --operator NAME`): to go back to an older form of a tool, sign it anew.' },
+  { code: 'UTPS_TOOL_ROLLBACK', spec: 'Airlock: a worker never goes back to a registration signed before one a worker of its workspace has already served, or before the time its policy.yaml pins for the tool (`tool_registrations`).', fix: 'Register the tool again (`airlock tools add --operator NAME`): to go back to an older form of a tool, sign it anew.' },
 ] as const;
 
 /** A tool registration as signed: the fields its sha256 covers, and the signature (the store's `tools` row has this shape). */
@@ -73,5 +73,14 @@ export function verifyRegistration(tool: SignedTool, policy: Policy): { ok: true
   if (sha !== r.tool_sha256) {
     return no('UTPS_TOOL_TAMPERED', `${tool.project_id}/${tool.tool_name} changed after ${r.operator} signed it (its sha256 differs from the signed one)`);
   }
-  return { ok: true, value: { operator: r.operator, keyId: keyId(r.public_key), signedAt: Date.parse(r.signed_utc) } };
+  const signedAt = Date.parse(r.signed_utc);
+  const pin = policy.tool_registrations[`${tool.project_id}/${tool.tool_name}`];
+  if (pin !== undefined && signedAt < Date.parse(pin)) {
+    return no('UTPS_TOOL_ROLLBACK', `${tool.project_id}/${tool.tool_name} was signed at ${r.signed_utc}, before ${pin}, the oldest registration policy.yaml lets it have (tool_registrations): an older registration was put back in the store`);
+  }
+  return { ok: true, value: { operator: r.operator, keyId: keyId(r.public_key), signedAt } };
 }
+
+/** The policy.yaml line that pins `tool`'s registration signed at `signedAt` (tool_registrations). */
+export const pinLine = (tool: Pick<SignedTool, 'project_id' | 'tool_name'>, signedAt: number): string =>
+  `tool_registrations: { "${tool.project_id}/${tool.tool_name}": "${new Date(signedAt).toISOString()}" }`;

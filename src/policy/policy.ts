@@ -62,6 +62,13 @@ export const policySchema = z.strictObject({
     .array(z.string().regex(/^(\/[^/\0]+)+$/, 'an absolute path without a trailing slash').refine((p) => !p.split('/').some((c) => c === '.' || c === '..'), 'a normalised path (no . or ..)'))
     .default([])
     .describe('Folders under which an action\'s scope (and `airlock exec --ro/--rw`) may lie: absolute, normalised, no symbolic links. Empty (or absent, in a policy written before it existed): no action may touch a real file. Not under /tmp, /usr, /etc or the sandbox\'s other mounts (refused at run time). Promotion writes as each scope\'s owner.'),
+  tool_registrations: z
+    .record(
+      z.string().regex(/^[^/\s]+\/[^/\s]+$/, '`<project_id>/<tool_name>`'),
+      z.string().refine((s) => Number.isFinite(Date.parse(s)), 'an ISO 8601 time (the signed_utc `airlock tools add` printed)'),
+    )
+    .default({})
+    .describe('UTP: per tool (`<project_id>/<tool_name>`), the oldest registration its workers may serve: a signed row from before that time is refused (`UTPS_TOOL_ROLLBACK`), though this workspace never served the newer one. `airlock tools add`, `sign` and `retire` print the line to pin. Absent: a workspace refuses only rows older than one it has served.'),
 });
 
 export type Policy = z.infer<typeof policySchema>;

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { generateOperatorKey } from '../../src/approval/keys.js';
+import { pinLine } from '../../src/approval/tool-registration.js';
 import { openAuditLog } from '../../src/audit/index.js';
 import type { ToolRecord } from '../../src/store/types.js';
 import { callTool } from '../../src/utp/client.js';
@@ -182,6 +183,31 @@ describe('the registry of a worker (sqlite)', () => {
     restarted.replace([older]);
     assert.deepEqual(restarted.get(h.project, 'remembered')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK']);
     assert.ok(logs.includes('tool-refused'));
+  });
+
+  test('a worker of another workspace, which never served the newer registration, refuses the older one once policy.yaml pins the tool (and so does the core)', async (t) => {
+    const row = toolRow(h.project, h.channel, 'pinned', { ...BUILTIN_TOOLS['sandbox.exec'], options: { runner: 'exec' } });
+    const older = signTool(row, h.registrar, new Date(Date.now() - 60_000));
+    const newerAt = new Date();
+    const newer = signTool({ ...row, options: { runner: 'exec', approval: { required: true } } }, h.registrar, newerAt);
+    // Another workspace's worker: the same policy, its own (empty) rollback memory.
+    const elsewhere = () => new ToolRegistry(() => loadPolicy(h.ws.policyFile), () => undefined, join(mkdtempSync(join(tmpdir(), 'airlock-other-ws-')), 'utp-registrations.json'));
+    const unpinned = elsewhere();
+    unpinned.replace([older]);
+    assert.ok(unpinned.get(h.project, 'pinned')?.registrant, 'without a pin it cannot know (README, Not built yet)');
+    const policy = readFileSync(h.ws.policyFile, 'utf8');
+    t.after(() => writeFileSync(h.ws.policyFile, policy));
+    writeFileSync(h.ws.policyFile, `${policy}${pinLine(row, newerAt.getTime())}\n`);
+    const pinned = elsewhere();
+    pinned.replace([older]);
+    assert.deepEqual(pinned.get(h.project, 'pinned')?.refused?.map((p) => p.code), ['UTPS_TOOL_ROLLBACK']);
+    assert.match(pinned.get(h.project, 'pinned')!.refused![0]!.message, /before .*tool_registrations/);
+    pinned.replace([newer]);
+    assert.ok(pinned.get(h.project, 'pinned')?.registrant, 'the pinned registration itself is served');
+    // The host core reads the same pin: the older row approves no run.
+    const e = await executeTool(older, { runner: 'exec' }, { argv: ['/bin/true'] }, { workspace: h.ws, signal: new AbortController().signal });
+    assert.equal(e.error?.code, 'auth_failed', JSON.stringify(e));
+    assert.match(JSON.stringify(e.error), /UTPS_TOOL_ROLLBACK/);
   });
 
   test('a worker refuses an older registration that another worker of its workspace already replaced (the memory is read at each refresh, not only at start)', async () => {

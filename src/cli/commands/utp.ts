@@ -117,7 +117,7 @@ export function registerUtpCommands(program: Command): void {
       if ('error' in signed) return fail(signed.error);
       await withStore(o, async (store) => {
         await store.upsertTool(signed.record);
-        process.stdout.write(`registered ${record.project_id}/${record.tool_name} on ${record.target_subject}, signed by ${o.operator} (key ${signed.keyId})\n`);
+        process.stdout.write(`registered ${record.project_id}/${record.tool_name} on ${record.target_subject}, signed by ${o.operator} (key ${signed.keyId})\n${signed.pin}`);
       });
     },
   );
@@ -175,7 +175,7 @@ export function registerUtpCommands(program: Command): void {
       const signed = await signToolRecord(row, o);
       if ('error' in signed) return fail(signed.error);
       await store.upsertTool(signed.record);
-      process.stdout.write(`signed ${o.project}/${name} as ${o.operator} (key ${signed.keyId})\n`);
+      process.stdout.write(`signed ${o.project}/${name} as ${o.operator} (key ${signed.keyId})\n${signed.pin}`);
     });
   });
 
@@ -196,7 +196,7 @@ export function registerUtpCommands(program: Command): void {
       const signed = await signToolRecord(tombstone, o);
       if ('error' in signed) return fail(signed.error);
       await store.upsertTool(signed.record);
-      process.stdout.write(`retired ${o.project}/${name}, signed by ${o.operator} (key ${signed.keyId}): workers answer its calls UTPS_TOOL_RETIRED, and refuse an older registration put back (UTPS_TOOL_ROLLBACK)\n`);
+      process.stdout.write(`retired ${o.project}/${name}, signed by ${o.operator} (key ${signed.keyId}): workers answer its calls UTPS_TOOL_RETIRED, and refuse an older registration put back (UTPS_TOOL_ROLLBACK)\n${signed.pin}`);
     });
   });
 
@@ -331,11 +331,11 @@ function shownTool(t: ToolRecord): string {
  * Signs a tool row with the operator's key and checks it against this workspace's policy, so a key
  * the workers will not trust is reported here rather than as refused calls later.
  */
-async function signToolRecord(record: ToolRecord, o: { operator: string; keyDir?: string; workspace?: string }): Promise<{ record: ToolRecord; keyId: string } | { error: string }> {
+async function signToolRecord(record: ToolRecord, o: { operator: string; keyDir?: string; workspace?: string }): Promise<{ record: ToolRecord; keyId: string; pin: string } | { error: string }> {
   const { openWorkspace } = await import('../../workspace/workspace.js');
   const { loadPolicy } = await import('../../policy/load.js');
   const { keyDir, keyId, loadOperatorKey } = await import('../../approval/keys.js');
-  const { signRegistration, verifyRegistration } = await import('../../approval/tool-registration.js');
+  const { pinLine, signRegistration, verifyRegistration } = await import('../../approval/tool-registration.js');
   const ws = openWorkspace(o.workspace);
   const policy = loadPolicy(ws.policyFile);
   if (!policy.ok) return { error: `the policy ${ws.policyFile} is missing or invalid (${policy.problems.map((p) => p.code).join(', ')}): its operator keys decide which registrations workers run` };
@@ -344,7 +344,9 @@ async function signToolRecord(record: ToolRecord, o: { operator: string; keyDir?
   const signedRecord = { ...record, signature: signRegistration({ tool: record, operator: o.operator, key: key.key, publicKey: key.publicKey, now: new Date() }) };
   const v = verifyRegistration(signedRecord, policy.value);
   if (!v.ok) return { error: `${record.project_id}/${record.tool_name} not registered:\n${v.problems.map((p) => `  ${p.code}: ${p.message}`).join('\n')}` };
-  return { record: signedRecord, keyId: keyId(key.publicKey) };
+  // Workspaces that never served this registration would take an older one put back: the pin says no.
+  const pin = `  so that no worker goes back to an older registration, add to each workspace's policy.yaml:\n    ${pinLine(record, v.value.signedAt)}\n`;
+  return { record: signedRecord, keyId: keyId(key.publicKey), pin };
 }
 
 /** How much of a call's arguments `approvals list` and `approve` print before cutting (with a marker). */
