@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -7,6 +7,7 @@ import { airlock } from '../helpers/cli.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { openWorkspace } from '../../src/workspace/workspace.js';
 import { addOperator } from '../helpers/operator.js';
+import { parsePolicy } from '../../src/policy/policy.js';
 
 /** `airlock tools` and `airlock approvals` on a SQLite workspace. */
 
@@ -39,6 +40,11 @@ test('tools add --builtin, list, add with JSON options from a file, remove', asy
   const a = await run(['tools', 'add', 'python.run', '--builtin', 'python.run', '--project', 'proj', '--channel', 'ch', ...ops]);
   assert.equal(a.code, 0, a.err);
   assert.match(a.out, /registered proj\/python.run on cg\.v1\.proj\.ch\.cmd\.tool\.python\.run, signed by ops \(key [0-9a-f]{16}\)/);
+  // The pin it prints is a policy line other workspaces can take as it is.
+  const pin = /^ {4}(tool_registrations: .*)$/m.exec(a.out)?.[1];
+  const pinned = parsePolicy(`${readFileSync(join(ws, 'policy.yaml'), 'utf8')}${pin}\n`);
+  assert.ok(pinned.ok, `${a.out} ${JSON.stringify(pinned)}`);
+  assert.deepEqual(Object.keys(pinned.value.tool_registrations), ['proj/python.run']);
   const opts = join(ws, 'opts.json');
   writeFileSync(opts, JSON.stringify({ runner: 'command', argv: ['/usr/bin/wc', '-c', '{{file}}'], approval: { required: true, timeout_ms: 60000 } }));
   const b = await run(['tools', 'add', 'wc', '--project', 'proj', '--subject', 'cg.v1.proj.ch.cmd.tool.wc', '--parameters', '{"type":"object","properties":{"file":{"type":"string"}}}', '--options', `@${opts}`, '--after-execution', 'terminate', ...ops]);
