@@ -139,7 +139,7 @@ function runIdsLine(r: HostCapabilities['runIds']): string {
   } catch {
     /* counted as none */
   }
-  return `each sandbox its own uid and gid from ${r.range.first}-${r.range.first + r.range.count - 1} (${held} held now, in ${r.dir})`;
+  return `each sandbox its own uid and gid from ${r.range.first}-${r.range.first + r.range.count - 1} (a run that may write a scope: the sandbox user's uid, its own gid); ${held} held now, in ${r.dir}`;
 }
 
 /** Whose uid the sandbox runs as: Airlock's own user, or the shared `nobody` (sandbox-user.ts). */
