@@ -465,7 +465,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       launch = launchWithNode({
         cmd,
         // strace starts as root and drops to the sandbox user itself (-u); otherwise node drops before exec.
-        ids: asRoot && !useStrace ? { uid, gid } : null,
+        ids: asRoot && !useStrace ? { uid, gid, group: ids.group } : null,
         filter: plainSeccompFilter(),
         prepare: async (pid) => {
           try {
