@@ -214,10 +214,12 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
  */
 export function sandboxIds(
   c: { isRoot: boolean; sandboxHostUser: { uid: number; gid: number } | null; runIds: ReturnType<typeof hostRunIds> },
-  opts: { shared?: boolean; writesScope?: boolean } = {},
+  opts: { shared?: boolean; writesScope?: boolean; hasScope?: boolean } = {},
 ): RunIds | Problem {
   const user = c.isRoot ? c.sandboxHostUser : null;
   if (!user) return notOwn(process.getuid?.() ?? 0, process.getgid?.() ?? 0, 'caller');
   if (opts.shared || 'off' in c.runIds) return notOwn(user.uid, user.gid, 'shared');
-  return claimRunIds(c.runIds.range, c.runIds.dir, user.gid, opts.writesScope ? user.uid : undefined);
+  // The sandbox user's group only where a declared scope may need it: it is the primary group of the
+  // sandboxes that share that user (the strace fallback), whose folders are root:<that group> 0710.
+  return claimRunIds(c.runIds.range, c.runIds.dir, opts.hasScope || opts.writesScope ? user.gid : null, opts.writesScope ? user.uid : undefined);
 }
