@@ -152,3 +152,31 @@ test('an id is not given back while a file it owns is left on the host (a later 
   await sandboxIdle();
   assert.ok(ours().includes(String(a.gid)), `uid ${a.uid} was given back while ${planted} (setuid, owned by it) is left: the next run with that uid is reachable through it`);
 });
+
+test('the sweep never removes a claim made anew after it judged the id\'s old owner dead (another sweeper freed it meanwhile)', async (t) => {
+  const fs = (await import('node:fs')).default;
+  const { syncBuiltinESMExports } = await import('node:module');
+  const { sweepRunIdClaims } = await import('../../src/sandbox/run-ids.js');
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-run-ids-'));
+  const id = '2048000200';
+  fs.symlinkSync(`${process.pid.toString(36)}.1`, join(dir, id)); // a dead owner (our pid, another start time)
+  const real = fs.readdirSync;
+  // While this sweep reads /proc: another sweeper frees the id and a live run claims it.
+  fs.readdirSync = ((p: string, ...rest: unknown[]) => {
+    if (p === '/proc' && fs.readlinkSync(join(dir, id)) !== ownerTag()) {
+      fs.unlinkSync(join(dir, id));
+      fs.symlinkSync(ownerTag(), join(dir, id));
+    }
+    return (real as (...a: unknown[]) => unknown)(p, ...rest);
+  }) as typeof fs.readdirSync;
+  syncBuiltinESMExports();
+  t.after(() => {
+    fs.readdirSync = real;
+    syncBuiltinESMExports();
+  });
+  const errors: string[] = [];
+  const freed = sweepRunIdClaims(dir, errors);
+  fs.readdirSync = real;
+  syncBuiltinESMExports();
+  assert.equal(fs.lstatSync(join(dir, id), { throwIfNoEntry: false }) ? readlinkSync(join(dir, id)) : 'removed', ownerTag(), `the live claim was removed: the next claim of the id shares it with a live run (${JSON.stringify({ freed, errors })})`);
+});
