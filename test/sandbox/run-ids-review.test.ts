@@ -41,7 +41,7 @@ async function liveRun(name: string): Promise<Live> {
   let found: Live | null = null;
   const find = (): boolean => {
     for (const b of readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-ns-'))) {
-      let runs: string[] = [];
+      let runs: string[];
       try {
         runs = readdirSync(join(tmpdir(), b)).filter((n) => n.startsWith('ns-'));
       } catch {
