@@ -21,7 +21,7 @@
 // another run, of any process, holds the uid. A claim is let go only when nothing of the run is left:
 // every process dead and its folders removed. After a crash the orphan sweep (ns/sweep.ts) lets go of
 // a dead owner's claims once no process runs as the uid and the owner left no staging behind.
-import { mkdirSync, lstatSync, readdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs';
+import { linkSync, mkdirSync, lstatSync, readdirSync, readFileSync, readlinkSync, renameSync, symlinkSync, unlinkSync } from 'node:fs';
 import { randomInt } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -172,7 +172,7 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
   } catch {
     return [];
   }
-  const stale = names.flatMap((n) => {
+  const stale = names.filter((n) => /^\d+$/.test(n)).flatMap((n) => {
     try {
       const tag = readlinkSync(join(dir, n));
       const owner = tagOwner(`-${tag}-`);
@@ -197,11 +197,26 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
   const freed: number[] = [];
   for (const { name, tag } of stale) {
     if (running.has(Number(name)) || staging.some((s) => s.includes(`-${tag}-`))) continue;
+    // Another sweeper may have freed the id since it was read, and a live run claimed it anew: the
+    // claim is taken aside in one step (rename) and removed only if it is still the dead owner's.
+    const aside = join(dir, `.${name}.${ownerTag()}.${randomInt(1 << 30)}`);
     try {
-      unlinkSync(join(dir, name));
-      freed.push(Number(name));
+      renameSync(join(dir, name), aside);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'ENOENT') errors.push(`run ids: ${join(dir, name)}: ${(e as Error).message}`);
+      continue;
+    }
+    try {
+      if (readlinkSync(aside) === tag) {
+        unlinkSync(aside);
+        freed.push(Number(name));
+        continue;
+      }
+      // A live claim: back under its name (link fails rather than replace one made in between).
+      linkSync(aside, join(dir, name));
+      unlinkSync(aside);
+    } catch (e) {
+      errors.push(`run ids: a claim of ${name} taken aside as ${aside} could not be put back: ${(e as Error).message}`);
     }
   }
   return freed;
@@ -214,10 +229,12 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
  */
 export function sandboxIds(
   c: { isRoot: boolean; sandboxHostUser: { uid: number; gid: number } | null; runIds: ReturnType<typeof hostRunIds> },
-  opts: { shared?: boolean; writesScope?: boolean } = {},
+  opts: { shared?: boolean; writesScope?: boolean; hasScope?: boolean } = {},
 ): RunIds | Problem {
   const user = c.isRoot ? c.sandboxHostUser : null;
   if (!user) return notOwn(process.getuid?.() ?? 0, process.getgid?.() ?? 0, 'caller');
   if (opts.shared || 'off' in c.runIds) return notOwn(user.uid, user.gid, 'shared');
-  return claimRunIds(c.runIds.range, c.runIds.dir, user.gid, opts.writesScope ? user.uid : undefined);
+  // The sandbox user's group only where a declared scope may need it: it is the primary group of the
+  // sandboxes that share that user (the strace fallback), whose folders are root:<that group> 0710.
+  return claimRunIds(c.runIds.range, c.runIds.dir, opts.hasScope || opts.writesScope ? user.gid : null, opts.writesScope ? user.uid : undefined);
 }

@@ -108,7 +108,7 @@ async function liveRuns(names: string[]): Promise<LiveRun[]> {
         const pid = readdirSync('/proc').find((p) => /^\d+$/.test(p) && /^Name:\s+sleep$/m.test(status(p)) && new RegExp(`^Gid:\\s+${gid}\\s`, 'm').test(status(p)));
         if (!pid) return [];
         const st = status(pid);
-        return [{ name, out, runDir: join(base, n), pid: Number(pid), uid: Number(/^Uid:\s+(\d+)/m.exec(st)![1]), gid, groups: /^Groups:\s*(.*)$/m.exec(st)![1]!.trim() }];
+        return [{ name, out, runDir: join(base, n), pid: Number(pid), uid: Number(/^Uid:\s+(\d+)/m.exec(st)![1]), gid, groups: /^Groups:[ \t]*(.*)$/m.exec(st)![1]!.trim() }];
       });
   await until(`runs ${names} to write their marker and sleep`, () => find().length === names.length, () => readdirSync(base));
   return find().sort((x, y) => x.name.localeCompare(y.name));

@@ -12,6 +12,7 @@ import { closeSync, constants, openSync, readdirSync, readFileSync } from 'node:
 import { Socket } from 'node:net';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Launch, LaunchSpec, SyscallTracer, TraceRun } from '../observe/tracer.js';
+import { findSystemBinary } from '../doctor.js';
 
 export type LaunchReady = { initPid: number } | { error: string; initPid: number | null; tracerRefused: boolean };
 
@@ -130,8 +131,11 @@ export function launchWithTracer(tracer: SyscallTracer, spec: LaunchSpec): Sandb
 export interface NodeLaunchSpec {
   /** The command: bwrap and its arguments (maybe behind prlimit and strace), with fds 3, 4, 5 as in LaunchSpec. */
   cmd: string[];
-  /** Drop to these ids before exec (when root and not under strace, which drops by itself). */
-  ids: { uid: number; gid: number } | null;
+  /**
+   * Drop to these ids before exec (when root and not under strace, which drops by itself), with
+   * `group` as the one supplementary group (node's spawn clears them all: setpriv sets it).
+   */
+  ids: { uid: number; gid: number; group?: number | null } | null;
   /** The seccomp filter, written to fd 5. */
   filter: Buffer;
   /** Moves the blocked init into its cgroups and sets its rlimits; null when done, else the error. */
@@ -176,7 +180,13 @@ export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: W
     devNull ??= openSync('/dev/null', constants.O_RDONLY); // close-on-exec, as every open of node's
     for (let fd = stdio.length; fd <= Math.max(...inherited); fd++) stdio.push(inherited.includes(fd) ? devNull : 'ignore');
   }
-  const child = spawn(spec.cmd[0]!, spec.cmd.slice(1), { stdio, env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' }, ...(spec.ids ?? {}) });
+  // node's spawn drops every supplementary group with the ids (libuv: setgroups(0)): a group to keep
+  // is set by setpriv, exec'd as root in the child's place (the same pid), which drops before bwrap.
+  const ids = spec.ids;
+  const setpriv = ids?.group ? findSystemBinary('setpriv') : null;
+  if (ids?.group && !setpriv) throw new Error('setpriv (util-linux) is needed to start the sandbox with the sandbox user\'s group as a supplementary group');
+  const cmd = ids?.group ? [setpriv!, '--reuid', String(ids.uid), '--regid', String(ids.gid), '--groups', String(ids.group), '--', ...spec.cmd] : spec.cmd;
+  const child = spawn(cmd[0]!, cmd.slice(1), { stdio, env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' }, ...(ids && !ids.group ? { uid: ids.uid, gid: ids.gid } : {}) });
   const extra = child.stdio as unknown as (Readable & Writable)[];
   const info: Readable = extra[3]!;
   const block: Writable = extra[4]!;

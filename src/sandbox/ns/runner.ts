@@ -308,7 +308,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   };
   const pooled = shape && poolHas(shape) && (scopes.length === 0 || (await scopesAreDirs())) ? takePooled(shape, plan) : null;
   // The host ids the sandbox runs as: its own, or (strace names its user) the sandbox user's.
-  const ids = pooled?.ids ?? sandboxIds(caps, { shared: useStrace, writesScope: scopes.some((sc) => sc.readOnly !== true) });
+  const ids = pooled?.ids ?? sandboxIds(caps, { shared: useStrace, writesScope: scopes.some((sc) => sc.readOnly !== true), hasScope: scopes.length > 0 });
   if ('code' in ids) {
     openingScopes.then((o) => o.ok && closeScopes(o.scopes), () => undefined);
     return errorObservation(runId, caps, [ids]);
@@ -465,7 +465,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
       launch = launchWithNode({
         cmd,
         // strace starts as root and drops to the sandbox user itself (-u); otherwise node drops before exec.
-        ids: asRoot && !useStrace ? { uid, gid } : null,
+        ids: asRoot && !useStrace ? { uid, gid, group: ids.group } : null,
         filter: plainSeccompFilter(),
         prepare: async (pid) => {
           try {

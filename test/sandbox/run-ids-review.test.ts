@@ -1,0 +1,182 @@
+// Review of the per-run host ids (src/sandbox/run-ids.ts): attacks and error paths the first tests
+// did not cover. Root only (per-run ids are root's).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ownerTag } from '../../src/base/owner.js';
+import { RUN_ID_CLAIMS } from '../../src/sandbox/run-ids.js';
+import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
+import { run, text, until } from './helpers-ns.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
+
+const ours = (): string[] => {
+  try {
+    return readdirSync(RUN_ID_CLAIMS).filter((n) => readlinkSync(join(RUN_ID_CLAIMS, n)) === ownerTag()).sort();
+  } catch {
+    return [];
+  }
+};
+
+const status = (pid: string): string => {
+  try {
+    return readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return '';
+  }
+};
+
+interface Live {
+  pid: number;
+  uid: number;
+  gid: number;
+  groups: string;
+  runDir: string;
+}
+
+/** The live run whose /out/marker says `name`, in any Airlock staging base of TMPDIR, and its sleeping process. */
+async function liveRun(name: string): Promise<Live> {
+  let found: Live | null = null;
+  const find = (): boolean => {
+    for (const b of readdirSync(tmpdir()).filter((n) => n.startsWith('airlock-ns-'))) {
+      let runs: string[];
+      try {
+        runs = readdirSync(join(tmpdir(), b)).filter((n) => n.startsWith('ns-'));
+      } catch {
+        continue;
+      }
+      for (const r of runs) {
+        const runDir = join(tmpdir(), b, r);
+        const out = [join(runDir, 'rw', 'out'), join(runDir, 'out')].find((o) => existsSync(join(o, 'marker')));
+        if (!out || readFileSync(join(out, 'marker'), 'utf8').trim() !== name) continue;
+        const gid = statSync(runDir).gid;
+        const pid = readdirSync('/proc').find((p) => /^\d+$/.test(p) && /^Name:\s+sleep$/m.test(status(p)) && new RegExp(`^Gid:\\s+${gid}\\s`, 'm').test(status(p)));
+        if (!pid) continue;
+        const st = status(pid);
+        found = { pid: Number(pid), uid: Number(/^Uid:\s+(\d+)/m.exec(st)![1]), gid: Number(/^Gid:\s+(\d+)/m.exec(st)![1]), groups: /^Groups:[ \t]*(.*)$/m.exec(st)![1]!.trim(), runDir };
+        return true;
+      }
+    }
+    return false;
+  };
+  await until(`run ${name} to write its marker and sleep`, find, () => readdirSync(tmpdir()));
+  return found!;
+}
+
+/** Runs `script` (node, CommonJS) with exactly `who`'s credentials, as an escape from its namespaces would have them. */
+function as(who: { uid: number; gid: number; groups: string }, script: string): string {
+  const groups = who.groups ? ['--groups', who.groups.split(/\s+/).join(',')] : ['--clear-groups'];
+  const p = spawnSync('setpriv', ['--reuid', String(who.uid), '--regid', String(who.gid), ...groups, process.execPath, '-e', script], { encoding: 'utf8' });
+  assert.equal(p.status, 0, p.stderr);
+  return p.stdout;
+}
+
+test('a run refused before launch (hash mismatch, bad scope, unusable outDir) gives its ids back', async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('root only');
+  await sandboxIdle();
+  const before = ours();
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-review-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const input = join(dir, 'in.txt');
+  writeFileSync(input, 'x\n');
+  const notEmpty = join(dir, 'full');
+  mkdtempSync(join(notEmpty + '-'));
+  const outFile = join(dir, 'afile');
+  writeFileSync(outFile, '');
+  const refused = await Promise.all([
+    run(['/bin/true'], { inputs: [{ hostPath: input, name: 'in.txt', sha256: '0'.repeat(64) }] }),
+    run(['/bin/true'], { scopes: [{ hostPath: '/var/tmp/airlock-review-no-such-scope' }] }),
+    run(['/bin/true'], { outDir: outFile }),
+  ]);
+  for (const o of refused) assert.notEqual(o.status, 'SUCCESS', text(o));
+  await sandboxIdle();
+  assert.deepEqual(ours(), before, `claims left by refused runs: ${JSON.stringify(refused.map((o) => o.problems))}`);
+});
+
+test('a run that may write a scope shared with the sandbox user\'s group can write it, with or without the host tracer', async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('root only');
+  const u = dedicatedSandboxUser();
+  const scope = mkdtempSync(join('/var/tmp', 'airlock-review-scope-'));
+  t.after(() => rmSync(scope, { recursive: true, force: true }));
+  // The README: "what a folder's owner shares with that group stays readable and writable".
+  // A subfolder (the scope's root is its overlay's upper dir, the run's own): root's, shared with the group.
+  mkdirSync(join(scope, 'shared'));
+  chownSync(join(scope, 'shared'), 0, u.gid);
+  chmodSync(join(scope, 'shared'), 0o775);
+  const write = ['/bin/sh', '-c', `echo hi > ${scope}/shared/new.txt`];
+  const traced = await run(write, { scopes: [{ hostPath: scope }] });
+  assert.equal(traced.status, 'SUCCESS', text(traced));
+  const untraced = await run(write, { scopes: [{ hostPath: scope }], traceSyscalls: false });
+  assert.equal(untraced.status, 'SUCCESS', `without the tracer (node drops the ids, and every supplementary group): ${text(untraced)}`);
+  assert.deepEqual([traced.host.hostIds, untraced.host.hostIds], ['own-gid', 'own-gid']);
+});
+
+test('attack: a run without scopes (a uid of its own) cannot enter a live strace-fallback run, whose folder is root:<sandbox group>', async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('root only');
+  const sleeper = (name: string, s: number): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; echo secret > /tmp/secret; exec sleep ${s}`];
+  // The strace fallback (operator's choice, or ptrace refused once in this process): the shared sandbox user.
+  process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
+  const shared = run(sleeper('S', 4), { limits: { wallMs: 15_000 } });
+  let s: Live;
+  try {
+    s = await liveRun('S');
+  } finally {
+    delete process.env.AIRLOCK_SYSCALL_TRACER;
+  }
+  const own = run(sleeper('A', 3), { limits: { wallMs: 15_000 } });
+  const a = await liveRun('A');
+  const r = JSON.parse(as(a, `
+const fs = require('node:fs'); const r = {};
+const at = (k, f) => { try { f(); r[k] = 'ok'; } catch (e) { r[k] = e.code || String(e); } };
+at('readOut', () => fs.readFileSync(${JSON.stringify(join(s.runDir, 'rw', 'out', 'marker'))}));
+at('plantTmp', () => fs.writeFileSync(${JSON.stringify(join(s.runDir, 'scratch', 'tmp', 'planted'))}, 'x'));
+process.stdout.write(JSON.stringify(r));`)) as Record<string, string>;
+  const [os, oa] = await Promise.all([shared, own]);
+  assert.equal(os.host.hostIds, 'shared', text(os));
+  assert.equal(oa.host.hostIds, 'own', text(oa));
+  assert.deepEqual(r, { readOut: 'EACCES', plantTmp: 'EACCES' }, `the supplementary group (${a.groups}) opens the strace run's folder (root:<sandbox group> 0710)`);
+});
+
+test('an id is not given back while a file it owns is left on the host (a later run with the id would own it)', { todo: 'not fixed: nothing looks for files of the uid outside the run\'s folders before the id is given back' }, async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('root only');
+  const o = run(['/bin/sh', '-c', 'echo L > /out/marker; exec sleep 2'], { limits: { wallMs: 15_000 } });
+  const a = await liveRun('L');
+  // What an escape from the run's namespaces can do: leave a file of its uid where every user may write.
+  const planted = `/dev/shm/airlock-review-${a.uid}`;
+  t.after(() => rmSync(planted, { force: true }));
+  as(a, `const fs = require('node:fs'); fs.copyFileSync('/bin/sh', ${JSON.stringify(planted)}); fs.chmodSync(${JSON.stringify(planted)}, 0o4755);`);
+  assert.equal(statSync(planted).uid, a.uid);
+  assert.equal((await o).status, 'SUCCESS');
+  await sandboxIdle();
+  assert.ok(ours().includes(String(a.gid)), `uid ${a.uid} was given back while ${planted} (setuid, owned by it) is left: the next run with that uid is reachable through it`);
+});
+
+test('the sweep never removes a claim made anew after it judged the id\'s old owner dead (another sweeper freed it meanwhile)', async (t) => {
+  const fs = (await import('node:fs')).default;
+  const { syncBuiltinESMExports } = await import('node:module');
+  const { sweepRunIdClaims } = await import('../../src/sandbox/run-ids.js');
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-run-ids-'));
+  const id = '2048000200';
+  fs.symlinkSync(`${process.pid.toString(36)}.1`, join(dir, id)); // a dead owner (our pid, another start time)
+  const real = fs.readdirSync;
+  // While this sweep reads /proc: another sweeper frees the id and a live run claims it.
+  fs.readdirSync = ((p: string, ...rest: unknown[]) => {
+    if (p === '/proc' && fs.readlinkSync(join(dir, id)) !== ownerTag()) {
+      fs.unlinkSync(join(dir, id));
+      fs.symlinkSync(ownerTag(), join(dir, id));
+    }
+    return (real as (...a: unknown[]) => unknown)(p, ...rest);
+  }) as typeof fs.readdirSync;
+  syncBuiltinESMExports();
+  t.after(() => {
+    fs.readdirSync = real;
+    syncBuiltinESMExports();
+  });
+  const errors: string[] = [];
+  const freed = sweepRunIdClaims(dir, errors);
+  fs.readdirSync = real;
+  syncBuiltinESMExports();
+  assert.equal(fs.lstatSync(join(dir, id), { throwIfNoEntry: false }) ? readlinkSync(join(dir, id)) : 'removed', ownerTag(), `the live claim was removed: the next claim of the id shares it with a live run (${JSON.stringify({ freed, errors })})`);
+});
