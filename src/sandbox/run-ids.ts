@@ -194,9 +194,12 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
     errors.push(`run ids: cannot read ${tmpdir()}: ${(e as Error).message}`);
     return [];
   }
+  // The owner's staging may be under another TMPDIR than ours: as root each base is a tmpfs mount,
+  // named with its owner's tag, and every mount of the host is in our mount table.
+  const mounts = readOr('/proc/self/mountinfo');
   const freed: number[] = [];
   for (const { name, tag } of stale) {
-    if (running.has(Number(name)) || staging.some((s) => s.includes(`-${tag}-`))) continue;
+    if (running.has(Number(name)) || staging.some((s) => s.includes(`-${tag}-`)) || mounts.includes(`-${tag}-`)) continue;
     // Another sweeper may have freed the id since it was read, and a live run claimed it anew: the
     // claim is taken aside in one step (rename) and removed only if it is still the dead owner's.
     const aside = join(dir, `.${name}.${ownerTag()}.${randomInt(1 << 30)}`);

@@ -73,8 +73,13 @@ function as(who: { uid: number; gid: number; groups: string }, script: string): 
   return p.stdout;
 }
 
-test('a run refused before launch (hash mismatch, bad scope, unusable outDir) gives its ids back', async (t) => {
+test('a run refused before launch (hash mismatch, bad scope, unusable outDir, a missing input) gives its ids back, and leaves no unhandled rejection', async (t) => {
   if (process.getuid?.() !== 0) return t.skip('root only');
+  // A service process ends on an unhandled rejection (node's default): none may come of a refusal.
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown): void => void unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  t.after(() => process.off('unhandledRejection', onUnhandled));
   await sandboxIdle();
   const before = ours();
   const dir = mkdtempSync(join(tmpdir(), 'airlock-review-'));
@@ -89,10 +94,14 @@ test('a run refused before launch (hash mismatch, bad scope, unusable outDir) gi
     run(['/bin/true'], { inputs: [{ hostPath: input, name: 'in.txt', sha256: '0'.repeat(64) }] }),
     run(['/bin/true'], { scopes: [{ hostPath: '/var/tmp/airlock-review-no-such-scope' }] }),
     run(['/bin/true'], { outDir: outFile }),
+    // Refused for its scope before its (missing) input's staging is awaited.
+    run(['/bin/true'], { inputs: [{ hostPath: join(dir, 'missing.txt'), name: 'missing.txt' }], scopes: [{ hostPath: '/var/tmp/airlock-review-no-such-scope' }] }),
   ]);
   for (const o of refused) assert.notEqual(o.status, 'SUCCESS', text(o));
   await sandboxIdle();
   assert.deepEqual(ours(), before, `claims left by refused runs: ${JSON.stringify(refused.map((o) => o.problems))}`);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.deepEqual(unhandled.map(String), []);
 });
 
 test('a run that may write a scope shared with the sandbox user\'s group can write it, with or without the host tracer', async (t) => {

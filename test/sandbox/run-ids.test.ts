@@ -54,7 +54,7 @@ test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a proce
   // Dead owners: our pid with another start time (a pid reused since is not the owner).
   const deadPid = process.pid;
   const dead = `${deadPid.toString(36)}.1`;
-  const ids = [2_048_000_100, 2_048_000_101, 2_048_000_102, 2_048_000_103, 2_048_000_104];
+  const ids = [2_048_000_100, 2_048_000_101, 2_048_000_102, 2_048_000_103, 2_048_000_104, 2_048_000_105];
   symlinkSync(dead, join(dir, String(ids[0])));
   symlinkSync(ownerTag(), join(dir, String(ids[1])));
   symlinkSync(dead, join(dir, String(ids[2])));
@@ -69,10 +69,21 @@ test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a proce
   const sleepers = [spawn('/bin/sleep', ['30'], { uid: ids[2]!, gid: ids[2]! }), spawn('/bin/sleep', ['30'], { uid: 65534, gid: ids[4]! })];
   t.after(() => sleepers.forEach((p) => p.kill('SIGKILL')));
   await until('the sleepers run with their ids', () => sleepers.every((p) => /^Gid:\s+20480001/m.test(readFileSync(`/proc/${p.pid}/status`, 'utf8'))), () => sleepers.map((p) => p.pid));
+  // A dead owner whose staging base is still mounted under another TMPDIR than ours.
+  const elsewhereTag = `${deadPid.toString(36)}.3`;
+  symlinkSync(elsewhereTag, join(dir, String(ids[5])));
+  const otherTmp = mkdtempSync(join('/var/tmp', 'airlock-other-tmpdir-'));
+  const base = join(otherTmp, `airlock-ns-${elsewhereTag}-x`);
+  mkdirSync(base);
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'none', base]).status, 0);
+  t.after(() => {
+    spawnSync('umount', [base]);
+    rmSync(otherTmp, { recursive: true, force: true });
+  });
   const errors: string[] = [];
   assert.deepEqual(sweepRunIdClaims(dir, errors), [ids[0]]);
   assert.deepEqual(errors, []);
-  assert.deepEqual(readdirSync(dir).sort(), [ids[1], ids[2], ids[3], ids[4]].map(String).sort());
+  assert.deepEqual(readdirSync(dir).sort(), [ids[1], ids[2], ids[3], ids[4], ids[5]].map(String).sort());
 });
 
 interface LiveRun {

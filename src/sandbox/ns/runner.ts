@@ -348,6 +348,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
     const parentReady = Promise.resolve(spec.outDirParent);
     parentReady.catch(() => undefined); // awaited before the launch, below
     const inputsP = Promise.all((spec.inputs ?? []).map(async (i) => ({ name: i.name, ...(await stageInput(i.hostPath, join(inStage, i.name))) })));
+    inputsP.catch(() => undefined); // awaited below, unless the run is refused before (never unhandled: that ends a service)
     // While the mounts and the agents work. Through the tracer, bwrap itself is born in the group
     // too: one more process than the sandbox's own.
     if (!pooled && !held && caps.cgroup.usable) cg = createRunCgroup(caps.cgroup, runId, { memoryBytes: limits.memoryBytes, pids: limits.pids + (tracer ? 1 : 0) });
