@@ -33,8 +33,13 @@ export interface RunIdRange {
   count: number;
 }
 
-/** 2,048,000,000 = 31,250 x 65,536: a 64K-aligned block. */
-export const RUN_ID_RANGE: RunIdRange = { first: 2_048_000_000, count: 65_536 };
+/**
+ * 0x70000000–0x77FFFFFF: 134,217,728 ids, each claim a random one. An id is given back when nothing
+ * of its run is left that Airlock can see; a program that escaped its namespaces may have left a file
+ * or an IPC object of it elsewhere on the host, and the next run given that id would be reachable
+ * through it. A random pick from this many makes that next run unlikely to come (README).
+ */
+export const RUN_ID_RANGE: RunIdRange = { first: 0x7000_0000, count: 0x0800_0000 };
 export const RUN_ID_CLAIMS = '/run/airlock/sandbox-ids';
 
 /**
@@ -106,17 +111,17 @@ export function hostRunIds(r: RunIdRange = RUN_ID_RANGE, dir = RUN_ID_CLAIMS): {
 /** Ids shared with other sandboxes or the caller (nothing to give back). */
 const notOwn = (uid: number, gid: number, kind: 'shared' | 'caller'): RunIds => ({ uid, gid, kind, group: null, release: () => undefined });
 
-let cursor = -1;
+/** Random picks before a scan of the range from a random start (a range nearly full: tests' small ones). */
+const RANDOM_TRIES = 32;
 
 /**
- * Claims a free id of the range: the sandbox's gid, and its uid unless `uid` (the sandbox user's) is
- * given. A problem when every id is taken or the folder cannot be written.
+ * Claims a free id of the range, picked at random: the sandbox's gid, and its uid unless `uid` (the
+ * sandbox user's) is given. A problem when every id is taken or the folder cannot be written.
  */
 export function claimRunIds(r: RunIdRange, dir: string, group: number | null = null, uid?: number): RunIds | Problem {
-  if (cursor < 0) cursor = randomInt(r.count); // processes start apart, and each moves on from its last claim
-  for (let i = 0; i < r.count; i++) {
-    const k = (cursor + i) % r.count;
-    const id = r.first + k;
+  const start = randomInt(r.count);
+  for (let i = 0; i < RANDOM_TRIES + r.count; i++) {
+    const id = r.first + (i < RANDOM_TRIES ? randomInt(r.count) : (start + i - RANDOM_TRIES) % r.count);
     const path = join(dir, String(id));
     try {
       symlinkSync(ownerTag(), path);
@@ -124,7 +129,6 @@ export function claimRunIds(r: RunIdRange, dir: string, group: number | null = n
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
       return { code: 'NS_RUN_IDS', message: `cannot claim a host uid for the sandbox in ${dir}: ${(e as Error).message}; nothing ran` };
     }
-    cursor = (k + 1) % r.count;
     let held = true;
     return {
       uid: uid ?? id,
