@@ -9,6 +9,8 @@ export interface StagedFile {
   publish(data: string | Buffer): void;
   /** Closes and removes the partial file (nothing is published). */
   discard(): void;
+  /** Adds `text` after what the partial file holds (still replaced by `publish`). */
+  note(text: string): void;
   /** The same file, after the caller renamed the folder it is in: it now waits at `partialOf(path)`. */
   movedTo(path: string): StagedFile;
 }
@@ -34,19 +36,19 @@ export function stageFile(path: string, mode: number, initial = ''): Promise<Sta
         close();
         return reject(e as Error);
       }
-      resolve(stagedAt(path, fd, close, held.length));
+      resolve(stagedAt(path, fd, close, { bytes: held.length }));
     });
   });
 }
 
-function stagedAt(path: string, fd: number, close: () => void, heldBytes: number): StagedFile {
+function stagedAt(path: string, fd: number, close: () => void, held: { bytes: number }): StagedFile {
   const partial = partialOf(path);
   return {
     publish(data) {
       try {
         const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
         writeAt(fd, buf);
-        if (buf.length < heldBytes) ftruncateSync(fd, buf.length); // a result is longer than a stamp: rarely needed
+        if (buf.length < held.bytes) ftruncateSync(fd, buf.length); // a result is longer than a stamp: rarely needed
       } finally {
         close();
       }
@@ -56,11 +58,16 @@ function stagedAt(path: string, fd: number, close: () => void, heldBytes: number
       close();
       rmSync(partial, { force: true });
     },
-    movedTo: (to) => stagedAt(to, fd, close, heldBytes),
+    note(text) {
+      const buf = Buffer.from(text, 'utf8');
+      writeAt(fd, buf, held.bytes);
+      held.bytes += buf.length;
+    },
+    movedTo: (to) => stagedAt(to, fd, close, held),
   };
 }
 
-/** Writes all of `buf` from offset 0. */
-function writeAt(fd: number, buf: Buffer): void {
-  for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off, off);
+/** Writes all of `buf` at `at` (from offset 0). */
+function writeAt(fd: number, buf: Buffer, at = 0): void {
+  for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off, at + off);
 }

@@ -19,7 +19,8 @@ function auditKilledRuns(ws: Workspace, audit: AuditLog): string[] {
     const dir = join(ws.runs, id);
     const run = unfinishedRun(dir);
     if (run?.state !== 'killed' || !claim(join(dir, KILLED_AUDITED))) continue;
-    audit.append({ type: 'killed', sandbox_id: id, actor: 'airlock', detail: { started_at: run.started_at, owner: run.owner, note: 'its process died before the run had a result: nothing of it can be promoted' } });
+    const action = run.action ? { action: run.action } : {};
+    audit.append({ type: 'killed', sandbox_id: id, actor: 'airlock', detail: { started_at: run.started_at, owner: run.owner, ...action, note: 'its process died before the run had a result: nothing of it can be promoted' } });
     recorded.push(id);
   }
   return recorded;

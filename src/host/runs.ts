@@ -68,18 +68,33 @@ export function listRuns(ws: Workspace, limit: number): RunSummary[] {
   return rows.slice(0, limit);
 }
 
-/** A run folder with no result: whose it was (the owner stamp in its partial result) and whether that process still lives. */
-export function unfinishedRun(dir: string): { state: 'killed' | 'running'; started_at: string; owner: string } | null {
+/**
+ * A run folder with no result: whose it was (the owner stamp in its partial result), whether that
+ * process still lives, and what it ran (the stamp's second line, pipeline/run.ts runNote; null when
+ * it is not there or not JSON).
+ */
+export function unfinishedRun(dir: string): { state: 'killed' | 'running'; started_at: string; owner: string; action: Record<string, unknown> | null } | null {
   for (const name of RUN_OWNER_FILES) {
     try {
-      const stamp = readFileSync(join(dir, name), 'utf8');
+      const [stamp = '', note = ''] = readFileSync(join(dir, name), 'utf8').split('\n');
       // ctime: a folder made ahead (pipeline/run-folder.ts) changes at its rename into place, not before.
-      return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).ctime.toISOString(), owner: stamp.trim().slice(0, 200) };
+      return { state: ownerAlive(stamp) ? 'running' : 'killed', started_at: statSync(dir).ctime.toISOString(), owner: stamp.trim().slice(0, 200), action: parseNote(note) };
     } catch {
       /* the next name, or not a run folder Airlock made */
     }
   }
   return null;
+}
+
+/** The stamp's note (what a run ran), or null: absent (folders of earlier versions), cut short by the kill, or not an object. */
+function parseNote(line: string): Record<string, unknown> | null {
+  if (!line || line.length > 4096) return null;
+  try {
+    const v: unknown = JSON.parse(line);
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
 }
 
 export interface ShownRun {

@@ -24,6 +24,13 @@ import { OUT_FOLDER, openRunFolder, refillRunFolder, SANDBOX_RESULT_FILE } from 
  * apart from a live one's. (`owner`: the same stamp in its own file, in folders of earlier versions.)
  */
 export const RUN_OWNER_FILES = [partialOf(SANDBOX_RESULT_FILE), 'owner'];
+
+/**
+ * The stamp's second line, written as the run starts: what it runs. A run whose process is killed
+ * never writes its result or its record; its `killed` audit record names the action from this.
+ */
+export const runNote = (a: Action): string =>
+  `${JSON.stringify({ action_id: a.id, source: a.source, kind: a.kind, lane: a.lane, scope: a.scope.paths.slice(0, 8) })}\n`;
 import type { ScopeRecord } from '../commit/scopes.js';
 
 export const runRules = [
@@ -111,6 +118,16 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   const { runDir, made: folderMade, result: resultStaged } = openRunFolder(ctx.workspace.runs, sandboxId);
   const scopesStaged = action.scope.paths.length > 0 ? folderMade.then(() => stageFile(scopesFile(runDir), 0o600)) : null;
   for (const f of [folderMade, resultStaged, scopesStaged]) f?.catch(() => undefined); // awaited below
+  resultStaged.then(
+    (f) => {
+      try {
+        f.note(runNote(action));
+      } catch {
+        /* a killed run's record would name no action: no reason to stop this one */
+      }
+    },
+    () => undefined,
+  );
   const laneCtx = { inputsDir: ctx.inputsDir, outDir: join(runDir, OUT_FOLDER), outDirParent: folderMade, blobDir: ctx.workspace.blobs, tombstoneDir: ctx.workspace.tombstones, ...(ctx.network ? { network: ctx.network } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), ...(ctx.onEvent ? { onEvent: ctx.onEvent } : {}) };
   const tLane = performance.now();
   const lane = action.lane === 'monty' ? await runInMontyLane(action, laneCtx) : await runInNsLane(action, laneCtx);

@@ -115,6 +115,10 @@ test('airlock runs: a run whose process was SIGKILLed shows as KILLED (no result
   assert.equal(airlock(['exec', '--workspace', ws.root, '--', '/bin/true']).code, 0);
   const killed = openAuditLog(ws.auditFile).show().filter((e) => e.type === 'killed');
   assert.deepEqual(killed.map((e) => [e.sandbox_id, String(e.detail?.owner).split(' ')[0]]), [[id, String(child.pid)]], 'one record, naming the dead process');
+  // And what it ran: the line the run wrote under its owner stamp as it started.
+  const action = killed[0]?.detail?.action as { action_id?: string; source?: string; lane?: string } | undefined;
+  assert.deepEqual([action?.source, action?.lane], ['argv', 'ns'], JSON.stringify(killed[0]?.detail));
+  assert.match(action?.action_id ?? '', /\S/);
   assert.equal(airlock(['audit', 'verify', '--workspace', ws.root]).code, 0);
 });
 
