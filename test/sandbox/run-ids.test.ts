@@ -4,14 +4,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ownerTag } from '../../src/base/owner.js';
 import { claimRunIds, rangeConflict, RUN_ID_CLAIMS, RUN_ID_RANGE, sweepRunIdClaims, type RunIds } from '../../src/sandbox/run-ids.js';
 import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
-import { stagingBase } from '../../src/sandbox/ns/staging.js';
 import { run, text, until } from './helpers-ns.js';
+import { as, liveRuns, type LiveRun } from './helpers-run-ids.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const EMPTY = { passwd: '', group: '', subuid: '', subgid: '' };
@@ -86,48 +86,12 @@ test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a proce
   assert.deepEqual(readdirSync(dir).sort(), [ids[1], ids[2], ids[3], ids[4], ids[5]].map(String).sort());
 });
 
-interface LiveRun {
-  name: string;
-  out: string;
-  runDir: string;
-  pid: number;
-  /** The run's process's credentials, exactly: what an escape from its namespaces would have. */
-  uid: number;
-  gid: number;
-  groups: string;
-}
-
-/** The runs named `names` in this process's staging, once each wrote its marker and sleeps. */
-async function liveRuns(names: string[]): Promise<LiveRun[]> {
-  const base = await stagingBase();
-  const status = (pid: string): string => {
-    try {
-      return readFileSync(`/proc/${pid}/status`, 'utf8');
-    } catch {
-      return '';
-    }
-  };
-  const find = (): LiveRun[] =>
-    readdirSync(base)
-      .filter((n) => n.startsWith('ns-'))
-      .flatMap((n) => {
-        const out = join(base, n, 'rw', 'out');
-        const name = existsSync(join(out, 'marker')) ? readFileSync(join(out, 'marker'), 'utf8').trim() : '';
-        if (!names.includes(name)) return [];
-        // Its gid is its own in every case (the uid may be the sandbox user's): the owner group of its /out.
-        const gid = statSync(out).gid;
-        const pid = readdirSync('/proc').find((p) => /^\d+$/.test(p) && /^Name:\s+sleep$/m.test(status(p)) && new RegExp(`^Gid:\\s+${gid}\\s`, 'm').test(status(p)));
-        if (!pid) return [];
-        const st = status(pid);
-        return [{ name, out, runDir: join(base, n), pid: Number(pid), uid: Number(/^Uid:\s+(\d+)/m.exec(st)![1]), gid, groups: /^Groups:[ \t]*(.*)$/m.exec(st)![1]!.trim() }];
-      });
-  await until(`runs ${names} to write their marker and sleep`, () => find().length === names.length, () => readdirSync(base));
-  return find().sort((x, y) => x.name.localeCompare(y.name));
-}
-
 /** What a process with `who`'s credentials (uid, gid and supplementary groups) can do to `target`'s folder and program. */
 function attack(who: LiveRun, target: LiveRun, plant: string): Record<string, string> {
-  const script = `
+  return JSON.parse(
+    as(
+      who,
+      `
 const fs = require('node:fs');
 const t = ${JSON.stringify({ ...target, plant })};
 const r = {};
@@ -138,11 +102,9 @@ attempt('writeOut', () => fs.writeFileSync(t.out + '/' + t.plant, 'x'));
 attempt('readIn', () => fs.readFileSync(t.runDir + '/in/secret.txt'));
 attempt('signal', () => process.kill(t.pid, 0));
 attempt('environ', () => fs.readFileSync('/proc/' + t.pid + '/environ'));
-process.stdout.write(JSON.stringify(r));`;
-  const groups = who.groups ? ['--groups', who.groups.split(/\s+/).join(',')] : ['--clear-groups'];
-  const p = spawnSync('setpriv', ['--reuid', String(who.uid), '--regid', String(who.gid), ...groups, process.execPath, '-e', script], { encoding: 'utf8' });
-  assert.equal(p.status, 0, p.stderr);
-  return JSON.parse(p.stdout) as Record<string, string>;
+process.stdout.write(JSON.stringify(r));`,
+    ),
+  ) as Record<string, string>;
 }
 
 const sleeper = (name: string): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; exec sleep 3`];
