@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { ownerTag, tagOwner } from '../base/owner.js';
 import type { Problem } from '../base/problem.js';
 
-export interface RunIdRange {
+interface RunIdRange {
   first: number;
   count: number;
 }
@@ -95,7 +95,9 @@ const readOr = (p: string): string => {
  * This host's run ids: the range when it is free and its claims folder is root's alone, else why
  * not (the sandboxes then share the one sandbox user). Root only; makes the claims folder.
  */
-export function hostRunIds(r: RunIdRange = RUN_ID_RANGE, dir = RUN_ID_CLAIMS): { range: RunIdRange; dir: string } | { off: string } {
+export function hostRunIds(): { range: RunIdRange; dir: string } | { off: string } {
+  const r = RUN_ID_RANGE;
+  const dir = RUN_ID_CLAIMS;
   const conflict = rangeConflict(r, { passwd: readOr('/etc/passwd'), group: readOr('/etc/group'), subuid: readOr('/etc/subuid'), subgid: readOr('/etc/subgid') });
   if (conflict) return { off: `ids ${r.first}-${r.first + r.count - 1} are not free on this host: ${conflict}` };
   try {
@@ -166,8 +168,9 @@ function liveIds(): Set<number> | null {
 }
 
 /**
- * Lets go of the claims of dead owners: never while a process runs with the id (as its uid or gid), nor while the owner's
- * staging (TMPDIR/airlock-*-<owner>-*) still exists (its files may be the uid's). Returns the ids let go.
+ * Lets go of the claims of dead owners: never while a process runs with the id (as its uid or gid),
+ * nor while the owner's staging (TMPDIR/airlock-*-<owner>-*, or a mount named with its tag) still
+ * exists (its files may be the id's). Returns the ids let go.
  */
 export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
   let names: string[];
