@@ -43,9 +43,10 @@ export const RUN_ID_RANGE: RunIdRange = { first: 0x7000_0000, count: 0x0800_0000
 export const RUN_ID_CLAIMS = '/run/airlock/sandbox-ids';
 
 /**
- * Whose host ids a sandbox has: `own` a uid and gid of its own; `own-gid` the sandbox user's uid (it
- * may write a scope) and a gid of its own; `shared` the sandbox user's (no free range, or strace,
- * which names one user); `caller` the caller's (not root).
+ * Whose host ids a sandbox has: `own` a uid and gid of its own; `own-gid` the sandbox user's uid and
+ * a gid of its own (a run that may write a scope whose sandbox user's files could not be made its
+ * own through an idmapped mount: `why` says why); `shared` the sandbox user's (no free range, or
+ * strace, which names one user); `caller` the caller's (not root).
  */
 export type HostIdsKind = 'own' | 'own-gid' | 'shared' | 'caller';
 
@@ -59,6 +60,8 @@ export interface RunIds {
    * lets that group read or write, the run still may. Null: none (its primary gid is that group).
    */
   group: number | null;
+  /** Why an `own-gid` sandbox has the sandbox user's uid. */
+  why?: string;
   release(): void;
 }
 
@@ -120,7 +123,7 @@ const RANDOM_TRIES = 32;
  * Claims a free id of the range, picked at random: the sandbox's gid, and its uid unless `uid` (the
  * sandbox user's) is given. A problem when every id is taken or the folder cannot be written.
  */
-export function claimRunIds(r: RunIdRange, dir: string, group: number | null = null, uid?: number): RunIds | Problem {
+export function claimRunIds(r: RunIdRange, dir: string, group: number | null = null, uid?: { uid: number; why: string }): RunIds | Problem {
   const start = randomInt(r.count);
   for (let i = 0; i < RANDOM_TRIES + r.count; i++) {
     const id = r.first + (i < RANDOM_TRIES ? randomInt(r.count) : (start + i - RANDOM_TRIES) % r.count);
@@ -133,9 +136,10 @@ export function claimRunIds(r: RunIdRange, dir: string, group: number | null = n
     }
     let held = true;
     return {
-      uid: uid ?? id,
+      uid: uid?.uid ?? id,
       gid: id,
       kind: uid === undefined ? 'own' : 'own-gid',
+      ...(uid ? { why: uid.why } : {}),
       group,
       release() {
         if (!held) return;
@@ -233,18 +237,18 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
 }
 
 /**
- * The ids a new sandbox runs as (root with a free range: its own, or with `writesScope` its own gid
- * and the sandbox user's uid), else the one sandbox user's (no range, or `shared` asked: strace
- * names its user), else the caller's (not root).
+ * The ids a new sandbox runs as (root with a free range: its own, or with `sandboxUid` its own gid
+ * and the sandbox user's uid, for that reason), else the one sandbox user's (no range, or `shared`
+ * asked: strace names its user), else the caller's (not root).
  */
 export function sandboxIds(
   c: { isRoot: boolean; sandboxHostUser: { uid: number; gid: number } | null; runIds: ReturnType<typeof hostRunIds> },
-  opts: { shared?: boolean; writesScope?: boolean; hasScope?: boolean } = {},
+  opts: { shared?: boolean; sandboxUid?: string; hasScope?: boolean } = {},
 ): RunIds | Problem {
   const user = c.isRoot ? c.sandboxHostUser : null;
   if (!user) return notOwn(process.getuid?.() ?? 0, process.getgid?.() ?? 0, 'caller');
   if (opts.shared || 'off' in c.runIds) return notOwn(user.uid, user.gid, 'shared');
   // The sandbox user's group only where a declared scope may need it: it is the primary group of the
   // sandboxes that share that user (the strace fallback), whose folders are root:<that group> 0710.
-  return claimRunIds(c.runIds.range, c.runIds.dir, opts.hasScope || opts.writesScope ? user.gid : null, opts.writesScope ? user.uid : undefined);
+  return claimRunIds(c.runIds.range, c.runIds.dir, opts.hasScope ? user.gid : null, opts.sandboxUid !== undefined ? { uid: user.uid, why: opts.sandboxUid } : undefined);
 }

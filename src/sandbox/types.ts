@@ -160,8 +160,10 @@ export interface HostFacts {
   cgroupVersion: 1 | 2 | null;
   /** Host uid bwrap (hence the whole sandbox) ran as. */
   hostUid: number;
-  /** Whose host ids those were (run-ids.ts): `own` a uid and gid of this sandbox alone; `own-gid` the sandbox user's uid (a writable scope) with a gid of its own; `shared` the sandbox user's; `caller` the caller's (not root). */
+  /** Whose host ids those were (run-ids.ts): `own` a uid and gid of this sandbox alone; `own-gid` the sandbox user's uid (a writable scope that could not be idmapped) with a gid of its own; `shared` the sandbox user's; `caller` the caller's (not root). */
   hostIds: HostIdsKind;
+  /** Why an `own-gid` run has the sandbox user's uid (the idmapped mount that failed). */
+  hostIdsWhy?: string;
   /** uid the program sees inside. */
   sandboxUid: number;
   seccomp: boolean;

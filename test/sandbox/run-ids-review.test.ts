@@ -2,6 +2,7 @@
 // did not cover. Root only (per-run ids are root's).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -67,7 +68,34 @@ test('a run that may write a scope shared with the sandbox user\'s group can wri
   assert.equal(traced.status, 'SUCCESS', text(traced));
   const untraced = await run(write, { scopes: [{ hostPath: scope }], traceSyscalls: false });
   assert.equal(untraced.status, 'SUCCESS', `without the tracer (node drops the ids, and every supplementary group): ${text(untraced)}`);
-  assert.deepEqual([traced.host.hostIds, untraced.host.hostIds], ['own-gid', 'own-gid']);
+  assert.deepEqual([traced.host.hostIds, untraced.host.hostIds], ['own', 'own']);
+});
+
+test('a scope whose filesystem cannot be idmapped: its writer has the sandbox user\'s uid, and the result says why', async (t) => {
+  if (process.getuid?.() !== 0) return t.skip('root only');
+  const u = dedicatedSandboxUser();
+  // ramfs has no idmapped mounts (ext4, xfs, btrfs and tmpfs do).
+  const scope = mkdtempSync(join('/var/tmp', 'airlock-review-ramfs-'));
+  assert.equal(spawnSync('mount', ['-t', 'ramfs', '-o', 'mode=0755', 'none', scope]).status, 0);
+  t.after(() => {
+    spawnSync('umount', [scope]);
+    rmSync(scope, { recursive: true, force: true });
+  });
+  chownSync(scope, u.uid, u.gid);
+  writeFileSync(join(scope, 'theirs.txt'), 'x\n', { mode: 0o600 });
+  chownSync(join(scope, 'theirs.txt'), u.uid, u.gid);
+  const write = ['/bin/sh', '-c', `echo more >> ${scope}/theirs.txt`];
+  for (const attempt of ['first', 'remembered']) {
+    const o = await run(write, { scopes: [{ hostPath: scope }] });
+    assert.equal(o.status, 'SUCCESS', `${attempt}: ${text(o)}`);
+    assert.equal(o.host.hostIds, 'own-gid', attempt);
+    assert.equal(o.host.hostUid, u.uid, attempt);
+    assert.match(o.host.hostIdsWhy ?? '', /NS_SCOPE_IDMAP|idmapped/, attempt);
+    assert.equal(o.fs.scopes[0]?.changes?.[0]?.change, 'modified', `${attempt}: ${JSON.stringify(o.fs.scopes)}`);
+  }
+  // A run that only reads it keeps a uid of its own (nothing of the sandbox user's is needed).
+  const reader = await run(['/bin/true'], { scopes: [{ hostPath: scope, readOnly: true }] });
+  assert.equal(reader.host.hostIds, 'own', text(reader));
 });
 
 test('attack: a run without scopes (a uid of its own) cannot enter a live strace-fallback run, whose folder is root:<sandbox group>', async (t) => {

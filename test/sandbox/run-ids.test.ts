@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ownerTag } from '../../src/base/owner.js';
@@ -139,29 +139,42 @@ test('attack: a process with one live run\'s host ids cannot reach another run\'
   assert.ok(!held.includes(String(a!.gid)) && !held.includes(String(b!.gid)), `still claimed: ${held}`);
 });
 
-test('attack: a run that may write a scope keeps the sandbox user\'s uid but a gid of its own: no way into another run, either way', async (t) => {
+test('attack: runs that may write a scope have uids of their own, see the sandbox user\'s files there as theirs, and cannot reach each other', async (t) => {
   if (process.getuid?.() !== 0) return t.skip('per-run ids are root\'s');
+  const u = dedicatedSandboxUser();
   const scope = mkdtempSync(join('/var/tmp', 'airlock-run-ids-scope-'));
   t.after(() => rmSync(scope, { recursive: true, force: true }));
-  chownSync(scope, dedicatedSandboxUser().uid, dedicatedSandboxUser().gid);
-  writeFileSync(join(scope, 'theirs.txt'), 'the sandbox user\'s file\n');
-  chownSync(join(scope, 'theirs.txt'), dedicatedSandboxUser().uid, dedicatedSandboxUser().gid);
-  const writer = (name: string): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; echo ${name} >> ${scope}/theirs.txt; exec sleep 3`];
+  chownSync(scope, u.uid, u.gid);
+  chmodSync(scope, 0o755); // others may pass: each file's own mode decides below
+  writeFileSync(join(scope, 'theirs.txt'), 'the sandbox user\'s file\n', { mode: 0o600 });
+  chownSync(join(scope, 'theirs.txt'), u.uid, u.gid);
+  // Inside, the file is the run's own (idmapped lower dir): it can read it although it is 0600, and write it.
+  const writer = (name: string): string[] => ['/bin/sh', '-c', `echo ${name} > /out/marker; cat ${scope}/theirs.txt > /out/read; echo ${name} >> ${scope}/theirs.txt; exec sleep 3`];
   const more = { limits: { wallMs: 15_000 }, inputs: secretInput() };
   const runs = Promise.all([run(writer('A'), { ...more, scopes: [{ hostPath: scope }] }), run(sleeper('B'), more), run(writer('C'), { ...more, scopes: [{ hostPath: scope }] })]);
   const [a, b, c] = await liveRuns(['A', 'B', 'C']);
-  assert.equal(a!.uid, dedicatedSandboxUser().uid, 'the scope\'s writer is the sandbox user');
-  assert.ok(inRange(a!.gid) && inRange(c!.gid) && a!.gid !== c!.gid, `with gids of their own: ${a!.gid} ${c!.gid}`);
-  assert.deepEqual(attack(a!, b!, 'planted'), NOTHING, 'the writer cannot reach a run of its own uid');
-  assert.deepEqual(attack(b!, a!, 'planted'), NOTHING, 'nor the other way');
-  // Two writers share the uid, and the uid that made a user namespace has every capability in it:
-  // they can signal and read each other (README, "Not built yet"); their folders' paths stay shut.
-  assert.deepEqual(attack(a!, c!, 'planted'), { ...NOTHING, signal: 'ok', environ: 'ok' });
+  assert.ok(inRange(a!.uid) && inRange(c!.uid) && a!.uid !== c!.uid && a!.uid !== u.uid, `the writers have uids of their own: ${a!.uid} ${c!.uid}`);
+  assert.deepEqual(attack(a!, c!, 'planted'), NOTHING, 'one writer cannot reach the other');
+  assert.deepEqual(attack(c!, a!, 'planted'), NOTHING, 'nor the other way');
+  assert.deepEqual(attack(a!, b!, 'planted'), NOTHING, 'nor a run without a scope');
+  // What made the files the writer's is gone from the host: its uid has no way to the real scope.
+  const real = JSON.parse(as(a!, `
+const fs = require('node:fs'); const r = {};
+const at = (k, f) => { try { f(); r[k] = 'ok'; } catch (e) { r[k] = e.code || String(e); } };
+at('read', () => fs.readFileSync(${JSON.stringify(join(scope, 'theirs.txt'))}));
+at('write', () => fs.appendFileSync(${JSON.stringify(join(scope, 'theirs.txt'))}, 'x'));
+at('create', () => fs.writeFileSync(${JSON.stringify(join(scope, 'planted'))}, 'x'));
+process.stdout.write(JSON.stringify(r));`)) as Record<string, string>;
+  assert.deepEqual(real, { read: 'EACCES', write: 'EACCES', create: 'EACCES' }, 'the writer\'s uid on the real scope');
+  const idmapped = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => /\bidmapped\b/.test(l) && l.includes(tmpdir()));
+  assert.deepEqual(idmapped, [], 'no idmapped clone of a scope stays mounted during the run');
   const [oa, ob, oc] = await runs;
   for (const o of [oa, ob, oc]) assert.equal(o.status, 'SUCCESS', text(o));
-  assert.deepEqual([oa.host.hostIds, ob.host.hostIds, oc.host.hostIds], ['own-gid', 'own', 'own-gid']);
-  // The sandbox user's file stayed writable to the writer (inside its overlay: the real file is unchanged).
-  assert.equal(oa.fs.scopes[0]?.changes?.find((ch) => ch.path.endsWith('theirs.txt'))?.change, 'modified', JSON.stringify(oa.fs.scopes));
-  assert.equal(readFileSync(join(scope, 'theirs.txt'), 'utf8'), 'the sandbox user\'s file\n');
-  for (const o of [oa, ob, oc]) assert.deepEqual(o.fs.out?.map((ch) => ch.path), ['/out/marker'], 'nothing planted');
+  assert.deepEqual([oa.host.hostIds, ob.host.hostIds, oc.host.hostIds], ['own', 'own', 'own']);
+  for (const o of [oa, oc]) {
+    assert.equal(o.fs.scopes[0]?.changes?.find((ch) => ch.path.endsWith('theirs.txt'))?.change, 'modified', JSON.stringify(o.fs.scopes));
+    assert.equal(o.fs.out?.find((ch) => ch.path === '/out/read')?.size, 'the sandbox user\'s file\n'.length, 'the 0600 file was readable inside');
+  }
+  assert.equal(readFileSync(join(scope, 'theirs.txt'), 'utf8'), 'the sandbox user\'s file\n', 'the real file is unchanged (the writes are in the overlays)');
+  for (const o of [oa, ob, oc]) assert.ok(!o.fs.out?.some((ch) => ch.path.includes('planted')), 'nothing planted');
 });

@@ -249,7 +249,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
   if (!shim) throw unavailableError('airlock-exec is not built (npm run build needs a C compiler)');
   const plan = await rootPlan(c);
   const mnt = mounter(c, hostOps(c.perlBinary));
-  const ids = sandboxIds(c, { writesScope: shape.scopes.some((sc) => !sc.readOnly), hasScope: shape.scopes.length > 0 });
+  const ids = sandboxIds(c, { hasScope: shape.scopes.length > 0 });
   if ('code' in ids) throw new Error(ids.message);
   const base = await stagingBase(mnt, ids).catch((e: unknown) => {
     ids.release();

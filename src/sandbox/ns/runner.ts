@@ -179,6 +179,7 @@ function hostFacts(caps: HostCapabilities, ids: RunIds | null, spec: NsRunSpec |
     cgroupVersion: cg?.version ?? null,
     hostUid: ids?.uid ?? -1,
     hostIds: ids?.kind ?? 'caller',
+    ...(ids?.why ? { hostIdsWhy: ids.why } : {}),
     sandboxUid: SANDBOX_UID,
     seccomp: caps.seccomp.available,
     syscallTracer,
@@ -233,6 +234,20 @@ interface Kill {
   reason: string;
 }
 
+// Why a run that may write a scope keeps the sandbox user's uid: this host cannot make idmapped
+// mounts at all, or a scope's filesystem refused one (remembered by path for this process's life).
+const idmapRefusals: { host: string | null; scopes: Map<string, string> } = { host: null, scopes: new Map() };
+
+function idmapRefused(scopePaths: string[]): string | undefined {
+  return idmapRefusals.host ?? scopePaths.map((p) => idmapRefusals.scopes.get(p)).find((why) => why !== undefined);
+}
+
+function rememberIdmapRefused(p: Problem): void {
+  // ENOSYS (kernel before 5.12) or no helper: no scope can be; else only that scope's filesystem.
+  if (/errno 38\)|no host helper/.test(p.message)) idmapRefusals.host = p.message;
+  else if (p.path) idmapRefusals.scopes.set(p.path, p.message);
+}
+
 /** Run one program in the ns sandbox and observe it. Never throws: failures are SANDBOX_ERROR observations. */
 export async function runNs(spec: NsRunSpec): Promise<Observation> {
   // The owner in the name: the run's folder and cgroup say whose they are (a sweep's only clue after a crash).
@@ -250,8 +265,12 @@ export async function runNs(spec: NsRunSpec): Promise<Observation> {
     const first = await execute(runId, spec, caps);
     // The host refused the tracer's ptrace attach before anything of the program ran (bwrap's init was
     // still blocked): the tracer is now off for this process, so run it again, observed by strace.
-    if (first.problems.some((p) => p.code === 'NS_TRACER_REFUSED')) return await execute(`${runId}-strace`, spec, caps);
-    return first;
+    const run = first.problems.some((p) => p.code === 'NS_TRACER_REFUSED') ? await execute(`${runId}-strace`, spec, caps) : first;
+    // A scope could not be seen through an idmapped mount (nothing ran): again, with the sandbox user's uid.
+    const idmap = run.problems.filter((p) => p.code === 'NS_SCOPE_IDMAP');
+    if (idmap.length === 0) return run;
+    for (const p of idmap) rememberIdmapRefused(p);
+    return await execute(`${runId}-ids`, spec, caps);
   } catch (e) {
     const code = (e as { code?: unknown }).code === 'NS_TMPDIR_UNREACHABLE' ? 'NS_TMPDIR_UNREACHABLE' : 'NS_SETUP_FAILED';
     return errorObservation(runId, caps, [{ code, message: `sandbox set-up failed: ${(e as Error).message}` }]);
@@ -301,19 +320,24 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   // A sandbox started ahead of need (pool.ts) has its folders, tmpfs, cgroup and bwrap ready (and
   // each directory scope's mount point), its first program waiting for the command: what is left is
   // the scopes' overlays, from their agents opened now, the inputs and the command.
-  const shape = tracer && (scopes.length === 0 || hostOverlay) ? poolShape(spec) : null;
+  const writesScope = scopes.some((sc) => sc.readOnly !== true);
+  // A run that may write a scope has a uid of its own and sees the sandbox user's files there as its
+  // own (idmapped lower dirs), unless this host or a scope's filesystem cannot: then the sandbox user's.
+  const keepSandboxUid = writesScope ? idmapRefused(scopes.map((sc) => sc.hostPath)) : undefined;
+  const shape = tracer && (scopes.length === 0 || hostOverlay) && keepSandboxUid === undefined ? poolShape(spec) : null;
   const scopesAreDirs = async (): Promise<boolean> => {
     const o = await openingScopes;
     return o.ok && o.scopes.every((sc) => sc.kind === 'dir');
   };
   const pooled = shape && poolHas(shape) && (scopes.length === 0 || (await scopesAreDirs())) ? takePooled(shape, plan) : null;
   // The host ids the sandbox runs as: its own, or (strace names its user) the sandbox user's.
-  const ids = pooled?.ids ?? sandboxIds(caps, { shared: useStrace, writesScope: scopes.some((sc) => sc.readOnly !== true), hasScope: scopes.length > 0 });
+  const ids = pooled?.ids ?? sandboxIds(caps, { shared: useStrace, ...(keepSandboxUid !== undefined ? { sandboxUid: keepSandboxUid } : {}), hasScope: scopes.length > 0 });
   if ('code' in ids) {
     openingScopes.then((o) => o.ok && closeScopes(o.scopes), () => undefined);
     return errorObservation(runId, caps, [ids]);
   }
   const { uid, gid } = ids;
+  const idmap = writesScope && ids.kind === 'own' && caps.sandboxHostUser ? { from: caps.sandboxHostUser.uid, to: uid } : undefined;
   const base = pooled
     ? null
     : await stagingBase(caps.isRoot ? mnt : null, asRoot ? ids : null).catch((e: unknown) => {
@@ -370,7 +394,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         // A pooled sandbox has bound the mount point, shared: the overlay mounted on it now reaches
         // the waiting sandbox (read-only in itself for a read-only scope, as the sandbox's bind of it
         // was made before and does not cover what arrives on top).
-        if (pooled) return mountScopeOverlay(mnt, s, mounted, scopes[i]?.readOnly === true);
+        if (pooled) return mountScopeOverlay(mnt, s, mounted, scopes[i]?.readOnly === true, idmap);
         await mkdirMode(join(s.upper, '..'), 0o711);
         if (join(s.merged, '..') !== join(s.upper, '..')) await mkdirMode(join(s.merged, '..'), 0o711);
         if (s.kind === 'file') {
@@ -384,7 +408,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
         if (!useBwrapOverlay) {
           // The lower dir is the agent's descriptor of the scope root, not its path: nothing swapped
           // in since it was opened can become what the sandbox sees.
-          return mountScopeOverlay(mnt, s, mounted);
+          return mountScopeOverlay(mnt, s, mounted, false, idmap);
         }
         return null;
       }),
