@@ -3,6 +3,7 @@ import type { LimitName } from '../sandbox/types.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { untraversable } from '../sandbox/ns/staging.js';
+import { probeScopeIdmap } from '../sandbox/ns/idmap-probe.js';
 import type { SandboxHostUser } from '../sandbox/sandbox-user.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 import { nativeBinaryPath } from '../base/native.js';
@@ -83,8 +84,9 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
   const root = workspaceRoot(opts.workspace);
   const disk = workspaceDisk(root);
   const newFileUs = disk.exists ? newFileCpuUs(root) : null; // a workspace not made yet is not made for this
+  const scopeIdmap = c.isRoot && c.sandboxHostUser && 'range' in c.runIds ? await probeScopeIdmap(c, c.sandboxHostUser.uid) : null;
   if (opts.json) {
-    process.stdout.write(JSON.stringify({ ...c, cgroupMoves: moves, workspaceDisk: { ...disk, newFile: newFileUs } }, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ ...c, cgroupMoves: moves, scopeIdmapFailure: scopeIdmap, workspaceDisk: { ...disk, newFile: newFileUs } }, null, 2) + '\n');
     return c.blockers.length > 0 || c.outlook.blockedBecause.length > 0 ? 1 : 0;
   }
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
@@ -102,7 +104,7 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
     `user namespaces  ${yes(c.userNamespaces.available)} (${c.userNamespaces.detail})`,
     `bubblewrap       ${c.bwrap ? `${c.bwrap.version} at ${c.bwrap.path}; --disable-userns ${yes(c.bwrap.supports.disableUserns)}, --overlay ${yes(c.bwrap.supports.overlay)}, --size ${yes(c.bwrap.supports.size)}` : 'NOT FOUND (apt-get install bubblewrap)'}`,
     `sandbox uid      ${c.sandboxHostUser ? sandboxUserLine(c.sandboxHostUser) : 'the caller\'s own uid (not root)'}`,
-    ...(c.isRoot ? [`run uids         ${runIdsLine(c.runIds)}`] : []),
+    ...(c.isRoot ? [`run uids         ${runIdsLine(c.runIds, scopeIdmap)}`] : []),
     `cgroups          ${c.cgroup.usable ? `v${c.cgroup.version}${c.cgroup.delegation?.kind === 'delegated' ? ', delegated to this user' : ''}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}` : 'NOT USABLE'} (${c.cgroup.detail})${c.cgroup.fix ? `\n                 fix: ${c.cgroup.fix}` : ''}`,
     ...(moves ? [`cgroup moves     ${movesLine(moves)}`] : []),
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
@@ -131,7 +133,7 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
 }
 
 /** Whether each sandbox has a host uid of its own (run-ids.ts), and how many are held now. */
-function runIdsLine(r: HostCapabilities['runIds']): string {
+function runIdsLine(r: HostCapabilities['runIds'], idmap: string | null): string {
   if ('off' in r) return `SHARED: every sandbox runs as the one sandbox user (${r.off}); an escape from one run's namespaces is the uid of every other live run`;
   let held = 0;
   try {
@@ -139,7 +141,10 @@ function runIdsLine(r: HostCapabilities['runIds']): string {
   } catch {
     /* counted as none */
   }
-  return `each sandbox its own uid and gid from ${r.range.first}-${r.range.first + r.range.count - 1} (a run that may write a scope: the sandbox user's uid, its own gid); ${held} held now, in ${r.dir}`;
+  const writers = idmap === null
+    ? 'a run that may write a scope too, seeing the sandbox user\'s files there as its own through an idmapped mount (checked on TMPDIR\'s filesystem; a scope on one without idmapped mounts: the sandbox user\'s uid, its own gid)'
+    : `but a run that may write a scope has the SANDBOX USER'S UID (its own gid): idmapped scope mounts fail here (${idmap}), so two such runs share a uid`;
+  return `each sandbox its own uid and gid from ${r.range.first}-${r.range.first + r.range.count - 1}, ${writers}; ${held} held now, in ${r.dir}`;
 }
 
 /** Whose uid the sandbox runs as: Airlock's own user, or the shared `nobody` (sandbox-user.ts). */

@@ -2,7 +2,9 @@
 // `nobody` when that exists. Another process running as the sandbox's uid could reach live runs'
 // /out and scope folders as the sandbox can: `airlock doctor` names such processes.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { airlock, airlockAsNobody } from '../helpers/cli.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
@@ -13,6 +15,7 @@ test('airlock doctor names the sandbox\'s own host user, and warns about other p
   const own = dedicatedSandboxUser();
   const quiet = airlock(['doctor']);
   assert.match(quiet.stdout, new RegExp(`\\nsandbox uid +host airlock-sandbox \\(${own.uid}\\), Airlock's own user; uid 65534 inside`), quiet.stdout);
+  assert.match(quiet.stdout, /\nrun uids +each sandbox its own uid and gid from \d+-\d+, a run that may write a scope too, seeing the sandbox user's files there as its own through an idmapped mount/, quiet.stdout);
   // A process of the host's nobody is no longer the sandbox's concern; one of the sandbox's uid is.
   const nobody = spawn('/bin/sleep', ['30'], { uid: 65534, gid: 65534, stdio: 'ignore' });
   const intruder = spawn('/bin/sleep', ['30'], { uid: own.uid, gid: own.gid, stdio: 'ignore' });
@@ -26,6 +29,18 @@ test('airlock doctor names the sandbox\'s own host user, and warns about other p
     nobody.kill('SIGKILL');
     intruder.kill('SIGKILL');
   }
+});
+
+test('airlock doctor says when scope writers would share the sandbox user\'s uid: no idmapped mounts on TMPDIR\'s filesystem (ramfs)', { skip: !root ? 'needs root' : false }, (t) => {
+  const tmp = mkdtempSync(join('/var/tmp', 'airlock-doctor-ramfs-'));
+  assert.equal(spawnSync('mount', ['-t', 'ramfs', '-o', 'mode=1777', 'none', tmp]).status, 0);
+  t.after(() => {
+    spawnSync('umount', [tmp]);
+    rmSync(tmp, { recursive: true, force: true });
+  });
+  const r = airlock(['doctor'], { env: { TMPDIR: tmp } });
+  assert.match(r.stdout, /\nrun uids +each sandbox its own uid and gid from \d+-\d+, but a run that may write a scope has the SANDBOX USER'S UID \(its own gid\): idmapped scope mounts fail here \(mount_setattr \(the filesystem may not support idmapped mounts\): Invalid argument/, r.stdout);
+  assert.deepEqual(readdirSync(tmp), [], 'the probe left nothing');
 });
 
 test('airlock setup --sandbox-user: again on a host that has it changes nothing; refused without root (SETUP_NOT_ROOT, exit 2)', { skip: !root ? 'needs root' : false }, () => {
