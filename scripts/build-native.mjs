@@ -5,6 +5,8 @@
 //                                                    it scoped runs and promotion refuse to run)
 //   native/exec-shim.c -> dist/native/airlock-exec   the first program of a sandbox started ahead of
 //                                                    need (without it every run starts its own)
+//   native/idmap.c   -> dist/native/airlock-idmap    idmapped clones of scopes (without it runs that
+//                                                    may write a scope share the sandbox user's uid)
 // Without a compiler the build goes on and says what is missing. `--optional` (the package's
 // postinstall) also goes on when the compiler fails, saying so: an install must not fail on a
 // helper the host can do without or refuse cleanly without.
@@ -15,6 +17,7 @@ const helpers = [
   { src: 'native/tracer.c', out: 'dist/native/airlock-tracer', without: 'the ns lane will observe syscalls with strace (slower)' },
   { src: 'native/scopefs.c', out: 'dist/native/airlock-scopefs', without: 'runs with a declared scope and promotion will refuse to run' },
   { src: 'native/exec-shim.c', out: 'dist/native/airlock-exec', without: 'no sandbox is started ahead of need (every run starts its own)' },
+  { src: 'native/idmap.c', out: 'dist/native/airlock-idmap', without: 'runs that may write a scope will share the sandbox user\'s uid' },
 ];
 const optional = process.argv.includes('--optional');
 const cc = ['cc', 'gcc', 'clang'].find((c) => spawnSync(c, ['--version'], { stdio: 'ignore' }).status === 0);

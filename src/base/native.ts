@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-type NativeName = 'airlock-tracer' | 'airlock-scopefs' | 'airlock-exec';
+type NativeName = 'airlock-tracer' | 'airlock-scopefs' | 'airlock-exec' | 'airlock-idmap';
 // A helper found stays where it is for the process's life (every scoped run asks for the scope
 // agent's); one not found is looked for again, so a build made meanwhile is seen.
 const found = new Map<NativeName, string>();

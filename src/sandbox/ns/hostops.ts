@@ -6,65 +6,21 @@
 // Without perl (or on another arch) `hostOps()` is null and the runner execs the binaries as before.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { arch } from 'node:process';
+import { nativeBinaryPath } from '../../base/native.js';
 
-/** Syscall numbers: [mount, umount2, prlimit64, unshare, open_tree, move_mount, mount_setattr]. Only the arches our seccomp filter supports. */
-const SYSCALLS: Record<string, SyscallNumbers> = { x64: [165, 166, 302, 272, 428, 429, 442], arm64: [40, 39, 261, 97, 428, 429, 442] };
-type SyscallNumbers = [number, number, number, number, number, number, number];
+/** Syscall numbers: [mount, umount2, prlimit64]. Only the arches our seccomp filter supports. */
+const SYSCALLS: Record<string, [number, number, number]> = { x64: [165, 166, 302], arm64: [40, 39, 261] };
 
 // Requests: `<id> <op> <hex field>...\n`; answers: `<id> <errno> <hex message>\n` (errno 0 = done).
 // M target size uid gid mode inodes|-: tmpfs; O lower upper work merged [ro]: overlay (read-only when ro
 // is 1); B target: target bound onto itself and made shared (mounts on it later reach the sandboxes
 // that bound it); U target: umount (lazy on EBUSY);
 // L pid cpuSoft cpuHard fsize|- uid gid [as|- nproc|-]: RLIMIT_CPU, RLIMIT_CORE=0 and optionally
-// RLIMIT_FSIZE, RLIMIT_AS and RLIMIT_NPROC on pid (whose real/effective/saved ids are uid/gid);
-// I source target from to: an idmapped clone of source (not its submounts; read-only, nosuid, nodev)
-// attached at target, in which the files of uid `from` are uid `to`'s and every other id is itself
-// (nothing shows as `from`, and files of `to` show as nobody's); D target: umount2(MNT_DETACH).
+// RLIMIT_FSIZE, RLIMIT_AS and RLIMIT_NPROC on pid (whose real/effective/saved ids are uid/gid).
 const PERL = String.raw`
-use strict; use warnings; use POSIX ();
-my ($MOUNT, $UMOUNT2, $PRLIMIT, $UNSHARE, $OPEN_TREE, $MOVE_MOUNT, $MOUNT_SETATTR) = map { 0 + $_ } @ARGV;
+use strict; use warnings;
+my ($MOUNT, $UMOUNT2, $PRLIMIT) = map { 0 + $_ } @ARGV;
 $| = 1;
-my $why = '';
-$SIG{CHLD} = 'IGNORE';  # the user namespaces' children reap themselves
-# An idmap needs a user namespace with its mapping: a child unshares one and waits while we write its
-# maps and keep a descriptor of it (the mount keeps its own reference once set). One such child is
-# made ahead of need after each use: fork and unshare cost ~2 ms on a VM, more than the rest.
-my $spare;
-sub userns_child {
-  pipe(my $r1, my $w1) or return undef; pipe(my $r2, my $w2) or return undef;
-  my $pid = fork(); return undef unless defined $pid;
-  if ($pid == 0) { close $r1; close $w2; syswrite($w1, syscall($UNSHARE, 0x10000000) == 0 ? 'y' : 'n'); sysread($r2, my $b, 1); POSIX::_exit(0); }
-  close $w1; close $r2;
-  return { pid => $pid, ready => $r1, release => $w2 };
-}
-sub idmapped { my ($src, $t, $from, $to) = @_;
-  my $max = 4294967295;
-  my @lines = ([0, 0, $from], [$from, $to, 1], [$from + 1, $from + 1, $to - $from - 1], [$to + 1, $to + 1, $max - $to - 1]);
-  my $map = join('', map { "$_->[0] $_->[1] $_->[2]\n" } grep { $_->[2] > 0 } @lines);
-  my $c = $spare // userns_child(); $spare = undef;
-  unless ($c) { $why = 'fork'; return -1 }
-  my ($r, $tree, $pid) = (-1, -1, $c->{pid});
-  {
-    my $ok = ''; sysread($c->{ready}, $ok, 1);
-    if ($ok ne 'y') { $why = 'unshare(CLONE_NEWUSER)'; $! = 1; last }
-    my ($u, $g, $ns);
-    unless (open($u, '>', "/proc/$pid/uid_map") && print($u $map) && close($u)) { $why = 'uid_map'; last }
-    unless (open($g, '>', "/proc/$pid/gid_map") && print($g "0 0 $max\n") && close($g)) { $why = 'gid_map'; last }
-    unless (open($ns, '<', "/proc/$pid/ns/user")) { $why = 'the user namespace'; last }
-    $tree = syscall($OPEN_TREE, -100, $src, 1 | 02000000);  # OPEN_TREE_CLONE|OPEN_TREE_CLOEXEC
-    if ($tree < 0) { $why = 'open_tree'; last }
-    my $attr = pack('QQQQ', 0x00100000 | 1 | 2 | 4, 0, 0, fileno($ns));  # MOUNT_ATTR_IDMAP|RDONLY|NOSUID|NODEV
-    my $e = '';
-    if (syscall($MOUNT_SETATTR, $tree, $e, 0x1000, $attr, 32) != 0) { $why = 'mount_setattr (the filesystem may not support idmapped mounts)'; last }  # AT_EMPTY_PATH
-    if (syscall($MOVE_MOUNT, $tree, $e, -100, $t, 4) != 0) { $why = 'move_mount'; last }  # MOVE_MOUNT_F_EMPTY_PATH
-    $r = 0;
-  }
-  my $errno = 0 + $!;
-  POSIX::close($tree) if $tree >= 0;
-  close $c->{release}; close $c->{ready};
-  $! = $errno;
-  return $r;
-}
 sub h { my $x = pack('H*', $_[0] // ''); return "$x" }
 sub n { my $x = h($_[0]); die "bad number\n" unless $x =~ /^-?\d+$/; return 0 + $x }
 sub rl { my ($pid, $res, $soft, $hard) = @_; my $buf = pack('QQ', $soft, $hard);
@@ -72,7 +28,7 @@ sub rl { my ($pid, $res, $soft, $hard) = @_; my $buf = pack('QQ', $soft, $hard);
 while (my $line = <STDIN>) {
   chomp $line;
   my ($id, $op, @a) = split / /, $line;
-  my $r = -1; my $err = ''; $why = '';
+  my $r = -1; my $err = '';
   eval {
     if ($op eq 'M') {
       my $mode = h($a[4]); die "bad mode\n" unless $mode =~ /^0[0-7]{3}$/;
@@ -113,19 +69,12 @@ while (my $line = <STDIN>) {
       $< = $ru; $( = $rg;
       exit 70 if $< != $ru || (split / /, $()[0] != $rg;  # never keep running with the wrong ids
       $! = $e;
-    } elsif ($op eq 'D') {
-      $r = syscall($UMOUNT2, h($a[0]), 2);
-    } elsif ($op eq 'I') {
-      my ($from, $to) = (n($a[2]), n($a[3]));
-      die "bad ids\n" unless $from > 0 && $from < $to && $to < 4294967295;
-      $r = idmapped(h($a[0]), h($a[1]), $from, $to);
     } else { $! = 22; }
-    $err = ($why ? "$why: " : '') . "$!" if $r != 0;
+    $err = "$!" if $r != 0;
     1;
   } or do { $r = -1; $! = 22; $err = $@ || 'bad request'; };
   my $errno = $r == 0 ? 0 : (0 + $! || 22);
   print "$id $errno " . unpack('H*', $err) . "\n";
-  $spare = userns_child() if $op eq 'I' && !$spare;  # after the answer: off the next request's path
 }
 `;
 
@@ -141,14 +90,15 @@ export class HostOps {
   private nextId = 1;
   private buf = '';
 
+  /** The helper's command: the perl one, or a native one speaking the same protocol (native/idmap.c). */
   constructor(
-    private readonly perl: string,
-    private readonly nums: SyscallNumbers,
+    private readonly file: string,
+    private readonly args: string[],
   ) {}
 
   private start(): ChildProcessWithoutNullStreams {
     if (this.child) return this.child;
-    const c = spawn(this.perl, ['-e', PERL, ...this.nums.map(String)], { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' } });
+    const c = spawn(this.file, this.args, { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' } });
     c.stdout.setEncoding('utf8');
     c.stdout.on('data', (d: string) => this.onData(d));
     c.stderr.resume();
@@ -214,14 +164,9 @@ export class HostOps {
     return this.request('O', [lower, upper, work, merged, readOnly ? 1 : 0]);
   }
 
-  /** An idmapped, read-only clone of `source` at `target`: the files of uid `from` show as `to`'s, every other id as itself. */
-  idmappedClone(source: string, target: string, from: number, to: number): Promise<string | null> {
-    return this.request('I', [source, target, from, to]);
-  }
-
-  /** umount2(dir, MNT_DETACH): gone from the tree at once, freed when its last user goes. */
-  detach(dir: string): Promise<string | null> {
-    return this.request('D', [dir]);
+  /** The idmap helper's (native/idmap.c): the overlay over an idmapped clone of `lower` (never attached) in which uid `from`'s files are `to`'s and every other id is itself. */
+  mountIdmappedOverlay(lower: string, upper: string, work: string, merged: string, readOnly: boolean, from: number, to: number): Promise<string | null> {
+    return this.request('O', [lower, upper, work, merged, readOnly ? 1 : 0, from, to]);
   }
 
   /** Binds `dir` onto itself and makes it shared: what is mounted on it later also appears in every sandbox that bound it meanwhile. */
@@ -257,14 +202,23 @@ const helpers = new Map<string, HostOps | null>();
  * The process-wide helper, or null when perl or the syscall table is missing (the runner then execs
  * binaries). `role` 'cleanup' is a second helper for the unmounts after runs: an unmount waits for
  * the kernel (RCU grace periods, milliseconds), and the next run's mounts must not queue behind it.
- * 'idmap' makes the idmapped clones of scopes: it forks a child per clone, and the other helpers'
- * mounts must not queue behind a fork either.
  */
-export function hostOps(perl: string | null, role: 'setup' | 'cleanup' | 'idmap' = 'setup'): HostOps | null {
+export function hostOps(perl: string | null, role: 'setup' | 'cleanup' = 'setup'): HostOps | null {
   const known = helpers.get(role);
   if (known !== undefined) return known;
   const nums = SYSCALLS[arch];
-  const made = perl && nums ? new HostOps(perl, nums) : null;
+  const made = perl && nums ? new HostOps(perl, ['-e', PERL, ...nums.map(String)]) : null;
   helpers.set(role, made);
   return made;
+}
+
+let idmapHelper: HostOps | null | undefined;
+
+/** The process-wide idmap helper (native/idmap.c), or null when it was not built. */
+export function idmapOps(): HostOps | null {
+  if (idmapHelper === undefined) {
+    const bin = nativeBinaryPath('airlock-idmap');
+    idmapHelper = bin ? new HostOps(bin, []) : null;
+  }
+  return idmapHelper;
 }

@@ -1,6 +1,6 @@
 // Whether runs that may write a scope can have a uid of their own here: the kernel must make an
 // idmapped mount (5.12+) of a folder on TMPDIR's filesystem and take it as an overlay's lower dir
-// (5.19+). `airlock doctor` asks; runs do not (each finds out on its own scopes, runner.ts).
+// (5.19+), and native/idmap.c must be built. `airlock doctor` asks; runs do not (each finds out on its own scopes, runner.ts).
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ownedTempDir } from '../../base/owner.js';
@@ -13,18 +13,11 @@ import { mounter } from './staging.js';
 export async function probeScopeIdmap(c: HostCapabilities, sandboxUid: number): Promise<string | null> {
   const mnt = mounter(c, hostOps(c.perlBinary));
   const d = ownedTempDir('idmap');
-  const [lower, clone, upper, work, merged] = ['lower', 'clone', 'upper', 'work', 'merged'].map((n) => join(d, n)) as [string, string, string, string, string];
-  for (const p of [lower, clone, upper, work, merged]) mkdirSync(p, { mode: 0o700 });
+  const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((n) => join(d, n)) as [string, string, string, string];
+  for (const p of [lower, upper, work, merged]) mkdirSync(p, { mode: 0o700 });
   try {
-    await mnt.idmappedClone(lower, clone, sandboxUid, RUN_ID_RANGE.first);
-    try {
-      await mnt.overlay(clone, upper, work, merged);
-      await mnt.unmount(merged);
-    } catch (e) {
-      return `an overlay over an idmapped lower dir: ${(e as Error).message}`;
-    } finally {
-      await mnt.detach(clone);
-    }
+    await mnt.overlay(lower, upper, work, merged, false, { from: sandboxUid, to: RUN_ID_RANGE.first });
+    await mnt.unmount(merged);
     return null;
   } catch (e) {
     return (e as Error).message;

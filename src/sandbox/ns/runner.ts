@@ -42,7 +42,7 @@ import { NetworkProxy } from '../egress/proxy.js';
 import type { NetworkObservation } from '../egress/records.js';
 import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, makeOutDir, observeScratch, outDirProblem, tmpfsFull } from './outputs.js';
-import { chownTo, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
+import { chownTo, IDMAP_NOT_BUILT, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
 import { ownerTag } from '../../base/owner.js';
 import { sandboxIds, type RunIds } from '../run-ids.js';
 
@@ -244,7 +244,7 @@ function idmapRefused(scopePaths: string[]): string | undefined {
 
 function rememberIdmapRefused(p: Problem): void {
   // ENOSYS (kernel before 5.12) or no helper: no scope can be; else only that scope's filesystem.
-  if (/errno 38\)|no host helper/.test(p.message)) idmapRefusals.host = p.message;
+  if (p.message.includes('(errno 38)') || p.message.includes(IDMAP_NOT_BUILT)) idmapRefusals.host = p.message;
   else if (p.path) idmapRefusals.scopes.set(p.path, p.message);
 }
 

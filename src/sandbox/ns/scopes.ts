@@ -11,7 +11,7 @@ import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
 import type { Problem } from '../../base/problem.js';
 import { diffFileCopy, diffOverlayUpper, DiffBudgetExceeded, type DiffBudget, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
 import type { FsChange, ScopeObservation } from '../types.js';
-import { mkdirModeSync, type Mounter } from './staging.js';
+import type { Mounter } from './staging.js';
 
 export interface OpenScope {
   hostPath: string;
@@ -163,35 +163,21 @@ export interface ScopeIdmap {
  * can get that pid and hold another directory at that fd number), but its descriptor is gone.
  *
  * With `idmap`, the lower dir is an idmapped, read-only clone of that descriptor's tree in which the
- * sandbox user's files are the run's own uid's: a run with a uid of its own may then write them as
- * the sandbox user could (in its overlay). The clone is detached once the overlay holds it (overlayfs
- * keeps a private copy of each layer), so nothing else can reach it. NS_SCOPE_IDMAP when the kernel
- * or the scope's filesystem cannot do it: nothing ran, and the caller runs it again without.
+ * sandbox user's files are the run's own uid's (native/idmap.c): a run with a uid of its own may then
+ * write them as the sandbox user could (in its overlay). The clone is never attached anywhere (the
+ * overlay takes it by descriptor and keeps its own private copy), so nothing else can reach it.
+ * NS_SCOPE_IDMAP when the kernel or the scope's filesystem cannot: nothing ran, and the caller runs it
+ * again without.
  */
-export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount' | 'idmappedClone' | 'detach'>, s: StagedScope, mounted: string[], readOnly = false, idmap?: ScopeIdmap): Promise<Problem | null> {
+export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'>, s: StagedScope, mounted: string[], readOnly = false, idmap?: ScopeIdmap): Promise<Problem | null> {
   const unsafe: Problem = { code: 'NS_SCOPE_UNSAFE', message: `scope ${s.hostPath}: its agent stopped before its overlay was mounted (killed?): its descriptor of the scope is gone; nothing ran`, path: s.hostPath };
-  const noIdmap = (why: string): Problem => ({ code: 'NS_SCOPE_IDMAP', message: `scope ${s.hostPath}: cannot be mounted through an idmapped lower dir (${why}); nothing ran`, path: s.hostPath });
   if (!s.fs.running) return unsafe;
-  let lower = s.fs.rootByDescriptor;
-  const clone = idmap ? join(dirname(s.merged), 'lower') : null;
-  if (clone && idmap) {
-    mkdirModeSync(clone, 0o700);
-    try {
-      await mnt.idmappedClone(lower, clone, idmap.from, idmap.to);
-    } catch (e) {
-      return s.fs.running ? noIdmap((e as Error).message) : unsafe;
-    }
-    lower = clone;
-  }
   try {
-    await mnt.overlay(lower, s.upper, s.work, s.merged, readOnly);
+    await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged, readOnly, idmap);
   } catch (e) {
     if (!s.fs.running) return unsafe;
-    if (clone) return noIdmap(`the overlay over it: ${(e as Error).message}`);
+    if (idmap) return { code: 'NS_SCOPE_IDMAP', message: `scope ${s.hostPath}: cannot be mounted over an idmapped clone of it (${(e as Error).message}); nothing ran`, path: s.hostPath };
     throw e;
-  } finally {
-    // A clone that cannot be detached now is unmounted with the run's other mounts.
-    if (clone && (await mnt.detach(clone)) !== null) mounted.push(clone);
   }
   mounted.push(s.merged);
   if (s.fs.running) return null;

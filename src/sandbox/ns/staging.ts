@@ -7,7 +7,7 @@ import { chmodSync, chownSync, createReadStream, mkdirSync, readdirSync, rmSync,
 import { chmod, copyFile, lstat, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
-import { hostOps, type HostOps } from './hostops.js';
+import { idmapOps, type HostOps } from './hostops.js';
 import { ownerStamp, ownerTag } from '../../base/owner.js';
 import { cleanOnExit, sweepOrphans } from './sweep.js';
 
@@ -89,19 +89,18 @@ export async function stageInput(hostPath: string, dest: string): Promise<{ sha2
 export interface Mounter {
   /** Size-capped tmpfs (tmpfs rounds up to whole pages; nosuid/nodev so nothing privileged can be planted), with at most `inodes` entries when given. */
   tmpfs(dir: string, sizeBytes: number, uid: number, gid: number, mode?: number, inodes?: number): Promise<void>;
-  overlay(lower: string, upper: string, work: string, merged: string, readOnly?: boolean): Promise<void>;
-  /** An idmapped clone of `source` at `target`, read-only (an overlay's lower dir): uid `from`'s files show as `to`'s. Throws with the reason. */
-  idmappedClone(source: string, target: string, from: number, to: number): Promise<void>;
-  /** Detaches a mount at once (nothing waits for its users). Null: done; else the error. */
-  detach(dir: string): Promise<string | null>;
+  /** With `idmap`, the lower dir is an idmapped clone of `lower` in which uid `from`'s files are `to`'s (native/idmap.c). */
+  overlay(lower: string, upper: string, work: string, merged: string, readOnly?: boolean, idmap?: { from: number; to: number }): Promise<void>;
   /** `dir` bound onto itself, shared: an overlay mounted on it later reaches a sandbox already started (pool.ts). */
   sharedSelfBind(dir: string): Promise<void>;
   /** Unmount; a busy mount is detached lazily (gone from the tree, freed when the last user goes). Null: done. */
   unmount(dir: string): Promise<string | null>;
 }
 
-export function mounter(bins: { mountBinary: string | null; umountBinary: string | null; perlBinary?: string | null }, ops: HostOps | null): Mounter {
-  const idmapOps = hostOps(bins.perlBinary ?? null, 'idmap');
+/** How a missing idmap helper is named in errors (runner.ts remembers it for every scope). */
+export const IDMAP_NOT_BUILT = 'airlock-idmap is not built';
+
+export function mounter(bins: { mountBinary: string | null; umountBinary: string | null }, ops: HostOps | null): Mounter {
   const need = (b: string | null, what: string): string => {
     if (!b) throw new Error(`no ${what} binary and the host helper failed`);
     return b;
@@ -114,21 +113,19 @@ export function mounter(bins: { mountBinary: string | null; umountBinary: string
       const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'tmpfs', '-o', `size=${sizeBytes},${inodes ? `nr_inodes=${inodes},` : ''}mode=0${mode.toString(8)},uid=${uid},gid=${gid},nosuid,nodev`, 'airlock-out', dir]);
       if (r.code !== 0) throw new Error(`cannot mount the /out tmpfs: ${r.stderr}`);
     },
-    async overlay(lower, upper, work, merged, readOnly = false) {
+    async overlay(lower, upper, work, merged, readOnly = false, idmap) {
       for (const p of [lower, upper, work]) if (/[,:\\]/.test(p)) throw new Error(`path ${p} contains a character overlayfs options cannot carry (, : \\)`);
+      if (idmap) {
+        const helper = idmapOps();
+        const err = helper ? await helper.mountIdmappedOverlay(lower, upper, work, merged, readOnly, idmap.from, idmap.to) : `${IDMAP_NOT_BUILT} (no C compiler when Airlock was built: apt-get install gcc libc6-dev, then npm run build)`;
+        if (err !== null) throw new Error(err);
+        return;
+      }
       const err = ops ? await ops.mountOverlay(lower, upper, work, merged, readOnly) : 'no host helper';
       if (err === null) return;
       if (ops && !/helper stopped/.test(err)) throw new Error(`cannot mount the overlay for ${lower}: ${err}`);
       const r = await runCommand(need(bins.mountBinary, 'mount'), ['-n', '-t', 'overlay', '-o', `${readOnly ? 'ro,' : ''}lowerdir=${lower},upperdir=${upper},workdir=${work},metacopy=off,redirect_dir=off`, 'airlock-scope', merged]);
       if (r.code !== 0) throw new Error(`cannot mount the overlay for ${lower}: ${r.stderr}`);
-    },
-    async idmappedClone(source, target, from, to) {
-      const err = idmapOps ? await idmapOps.idmappedClone(source, target, from, to) : 'no host helper (perl)';
-      if (err !== null) throw new Error(err);
-    },
-    async detach(dir) {
-      const err = idmapOps ? await idmapOps.detach(dir) : 'no host helper (perl)';
-      return err === null ? null : `cannot detach ${dir}: ${err}`;
     },
     async sharedSelfBind(dir) {
       const err = ops ? await ops.sharedSelfBind(dir) : 'no host helper';
