@@ -240,6 +240,7 @@ test('a directory scope in a pooled sandbox is opened when the request comes: a 
     pooled(o);
     assert.equal(o.status, 'SUCCESS', text(o));
     assert.equal(o.stdout.bytes.toString(), 'v2', 'the sandbox sees the scope as it is at the request');
+    assert.equal(o.host.hostIds, 'own', 'a pooled writer has a uid of its own (its scope over an idmapped clone)');
     assert.equal(o.fs.scopes[0]?.root.ident.split(':')[1], String(statSync(scope).ino), 'the root recorded is the new folder');
     assert.deepEqual((o.fs.scopes[0]?.changes ?? []).map((c) => [c.path, c.change]), [[join(scope, 'new.txt'), 'added']]);
     assert.equal(existsSync(join(scope, 'new.txt')), false, 'the real folder did not change');
