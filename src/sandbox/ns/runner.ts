@@ -40,9 +40,9 @@ import { describeGrant } from '../../base/allowlist.js';
 import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../egress/forwarder.js';
 import { NetworkProxy } from '../egress/proxy.js';
 import type { NetworkObservation } from '../egress/records.js';
-import { closeScopes, fileCopyOf, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
+import { closeScopes, fileCopyOf, idmapRefusedEveryScope, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, makeOutDir, observeScratch, outDirProblem, tmpfsFull } from './outputs.js';
-import { chownTo, IDMAP_NOT_BUILT, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
+import { chownTo, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
 import { ownerTag } from '../../base/owner.js';
 import { sandboxIds, type RunIds } from '../run-ids.js';
 
@@ -244,7 +244,8 @@ function idmapRefused(scopePaths: string[]): string | undefined {
 
 function rememberIdmapRefused(p: Problem): void {
   // ENOSYS (kernel before 5.12) or no helper: no scope can be; else only that scope's filesystem.
-  if (p.message.includes('(errno 38)') || p.message.includes(IDMAP_NOT_BUILT)) idmapRefusals.host = p.message;
+  // Never by the message's text: it holds the scope's path, which the scope's owner names.
+  if (idmapRefusedEveryScope(p)) idmapRefusals.host = p.message;
   else if (p.path) idmapRefusals.scopes.set(p.path, p.message);
 }
 

@@ -4,14 +4,14 @@
 // scope whose path has a link anywhere, or a one-file scope its owner cannot read, is refused before
 // anything runs, and nothing a scope's owner swaps during the run makes the host read elsewhere.
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, closeSync, constants, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, constants, existsSync, lstatSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { putInStore, putStreamInStore } from '../../base/content-store.js';
 import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
 import type { Problem } from '../../base/problem.js';
 import { diffFileCopy, diffOverlayUpper, DiffBudgetExceeded, type DiffBudget, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
 import type { FsChange, ScopeObservation } from '../types.js';
-import type { Mounter } from './staging.js';
+import type { IdmapError, Mounter } from './staging.js';
 
 export interface OpenScope {
   hostPath: string;
@@ -175,8 +175,15 @@ export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'
   try {
     await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged, readOnly, idmap);
   } catch (e) {
-    if (!s.fs.running) return unsafe;
-    if (idmap) return { code: 'NS_SCOPE_IDMAP', message: `scope ${s.hostPath}: cannot be mounted over an idmapped clone of it (${(e as Error).message}); nothing ran`, path: s.hostPath };
+    // `running` changes only when the agent's connection's close event has come, which may be after
+    // the helper's answer: an agent killed meanwhile is seen by its descriptor, gone (its pid is
+    // still its own, a zombie, so /proc/<pid>/fd/N is its descriptor or nothing).
+    if (!s.fs.running || descriptorGone(s.fs.rootByDescriptor)) return unsafe;
+    if (idmap) {
+      const p: Problem = { code: 'NS_SCOPE_IDMAP', message: `scope ${s.hostPath}: cannot be mounted over an idmapped clone of it (${(e as Error).message}); nothing ran`, path: s.hostPath };
+      if ((e as Partial<IdmapError>).everyScope === true) everyScope.add(p);
+      return p;
+    }
     throw e;
   }
   mounted.push(s.merged);
@@ -184,6 +191,22 @@ export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'
   const err = await mnt.unmount(s.merged);
   if (err === null) mounted.splice(mounted.indexOf(s.merged), 1);
   return unsafe;
+}
+
+const everyScope = new WeakSet<Problem>();
+
+/** Whether an NS_SCOPE_IDMAP refusal holds for every scope of this host (no helper, or a kernel without idmapped mounts), not only for its own. */
+export function idmapRefusedEveryScope(p: Problem): boolean {
+  return everyScope.has(p);
+}
+
+function descriptorGone(byDescriptor: string): boolean {
+  try {
+    lstatSync(byDescriptor);
+    return false;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT';
+  }
 }
 
 /** Where a file scope's copy lives: the upper dir holds it under the file's own name. */

@@ -97,8 +97,14 @@ export interface Mounter {
   unmount(dir: string): Promise<string | null>;
 }
 
-/** How a missing idmap helper is named in errors (runner.ts remembers it for every scope). */
-export const IDMAP_NOT_BUILT = 'airlock-idmap is not built';
+/**
+ * An idmapped overlay refused in a way no scope of this host can escape: no helper, or a kernel
+ * without idmapped mounts (ENOSYS). Said by a property of the error, never by its text: what the
+ * runner reports holds the scope's path, which its owner names (runner.ts remembers this for every scope).
+ */
+export interface IdmapError extends Error {
+  everyScope: boolean;
+}
 
 export function mounter(bins: { mountBinary: string | null; umountBinary: string | null }, ops: HostOps | null): Mounter {
   const need = (b: string | null, what: string): string => {
@@ -117,8 +123,9 @@ export function mounter(bins: { mountBinary: string | null; umountBinary: string
       for (const p of [lower, upper, work]) if (/[,:\\]/.test(p)) throw new Error(`path ${p} contains a character overlayfs options cannot carry (, : \\)`);
       if (idmap) {
         const helper = idmapOps();
-        const err = helper ? await helper.mountIdmappedOverlay(lower, upper, work, merged, readOnly, idmap.from, idmap.to) : `${IDMAP_NOT_BUILT} (no C compiler when Airlock was built: apt-get install gcc libc6-dev, then npm run build)`;
-        if (err !== null) throw new Error(err);
+        const err = helper ? await helper.mountIdmappedOverlay(lower, upper, work, merged, readOnly, idmap.from, idmap.to) : 'airlock-idmap is not built (no C compiler when Airlock was built: apt-get install gcc libc6-dev, then npm run build)';
+        // The helper's own message (a step and strerror, no path) ends with its errno.
+        if (err !== null) throw Object.assign(new Error(err), { everyScope: !helper || /\(errno 38\)$/.test(err) }) satisfies IdmapError;
         return;
       }
       const err = ops ? await ops.mountOverlay(lower, upper, work, merged, readOnly) : 'no host helper';

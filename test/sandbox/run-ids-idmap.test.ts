@@ -1,0 +1,81 @@
+// Review of the idmapped scope overlays (a scope writer's uid of its own, native/idmap.c): attacks on
+// when a run falls back to the sandbox user's uid. Root only (per-run ids are root's).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ScopeFs } from '../../src/base/scope-fs.js';
+import { doctor } from '../../src/sandbox/doctor.js';
+import { hostOps } from '../../src/sandbox/ns/hostops.js';
+import { mountScopeOverlay } from '../../src/sandbox/ns/scopes.js';
+import { mounter } from '../../src/sandbox/ns/staging.js';
+import { RUN_ID_RANGE } from '../../src/sandbox/run-ids.js';
+import { run, text } from './helpers-ns.js';
+import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
+
+const root = process.getuid?.() === 0;
+
+test('attack: a scope owner who kills its agent while the idmapped overlay is made gets NS_SCOPE_UNSAFE, never NS_SCOPE_IDMAP (which would rerun with the sandbox user\'s uid and keep that for the scope)', { skip: !root ? 'root only' : false }, async (t) => {
+  const U = 4247; // the scope's owner: the agent runs as it, so it may kill it at any moment
+  const scope = mkdtempSync(join('/var/tmp', 'airlock-idmap-kill-'));
+  chownSync(scope, U, U);
+  chmodSync(scope, 0o755);
+  writeFileSync(join(scope, 'mine.txt'), 'mine\n');
+  const staging = mkdtempSync(join(tmpdir(), 'airlock-idmap-kill-'));
+  const mounted: string[] = [];
+  const c = await doctor();
+  const mnt = mounter(c, hostOps(c.perlBinary));
+  t.after(async () => {
+    for (const m of mounted) await mnt.unmount(m);
+    rmSync(scope, { recursive: true, force: true });
+    rmSync(staging, { recursive: true, force: true });
+  });
+  const seen: Record<string, number> = {};
+  // The kill lands at some point of the helper's round trip: before open_tree (its descriptor is
+  // gone), or after (the overlay holds the tree it cloned from the agent's descriptor: harmless).
+  for (let i = 0; i < 40; i++) {
+    const [upper, work, merged] = ['upper', 'work', 'merged'].map((n) => join(staging, String(i), n)) as [string, string, string];
+    for (const d of [upper, work, merged]) mkdirSync(d, { recursive: true });
+    const fs = await ScopeFs.open(scope, 'dir');
+    try {
+      process.kill(Number(fs.rootByDescriptor.split('/')[2]), 'SIGKILL'); // as the owner could
+      const p = await mountScopeOverlay(mnt, { hostPath: scope, kind: 'dir', fs, fileRel: '', upper, work, merged }, mounted, false, { from: dedicatedSandboxUser().uid, to: RUN_ID_RANGE.first });
+      const k = p?.code ?? 'mounted';
+      seen[k] = (seen[k] ?? 0) + 1;
+      for (const m of mounted.splice(0)) await mnt.unmount(m);
+    } finally {
+      fs.close();
+    }
+  }
+  assert.equal(seen.NS_SCOPE_IDMAP, undefined, `a killed agent was taken for a filesystem that cannot be idmapped: ${JSON.stringify(seen)}`);
+});
+
+// Last in this file: a failure it provokes is remembered for the rest of the process.
+test('attack: a scope path that contains "(errno 38)" does not make every later scope writer of the process fall back to the sandbox user\'s uid', { skip: !root ? 'root only' : false }, async (t) => {
+  const u = dedicatedSandboxUser();
+  // A folder of an ordinary user's on a filesystem without idmapped mounts (NFS, many FUSE ones;
+  // ramfs here), its name chosen to look like the kernel's ENOSYS in the refusal's message.
+  const parent = mkdtempSync(join('/var/tmp', 'airlock-idmap-name-'));
+  const odd = join(parent, 'x (errno 38)');
+  mkdirSync(odd);
+  assert.equal(spawnSync('mount', ['-t', 'ramfs', '-o', 'mode=0755', 'none', odd]).status, 0);
+  const normal = mkdtempSync(join('/var/tmp', 'airlock-idmap-normal-'));
+  t.after(() => {
+    spawnSync('umount', [odd]);
+    rmSync(parent, { recursive: true, force: true });
+    rmSync(normal, { recursive: true, force: true });
+  });
+  for (const d of [odd, normal]) {
+    chownSync(d, u.uid, u.gid);
+    writeFileSync(join(d, 'f.txt'), 'x\n');
+    chownSync(join(d, 'f.txt'), u.uid, u.gid);
+  }
+  const odd1 = await run(['/bin/sh', '-c', `echo y >> '${odd}/f.txt'`], { scopes: [{ hostPath: odd }] });
+  assert.equal(odd1.status, 'SUCCESS', text(odd1));
+  assert.equal(odd1.host.hostIds, 'own-gid', 'its own filesystem cannot be idmapped: the fallback, for it');
+  const other = await run(['/bin/sh', '-c', `echo y >> ${normal}/f.txt`], { scopes: [{ hostPath: normal }] });
+  assert.equal(other.status, 'SUCCESS', text(other));
+  assert.equal(other.host.hostIds, 'own', `another scope's writer keeps a uid of its own (${other.host.hostIdsWhy})`);
+});
