@@ -51,23 +51,33 @@ struct mount_attr_ {
 static char why[512];
 static int why_errno; // the errno of the step named in `why` (later calls may change errno)
 
+static int nibble(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Strict and linear: hex digits only (sscanf's %2x took signs and blanks: "-1" was 0xff), no NUL inside.
 static int unhex(char *h) {
   size_t n = strlen(h);
   if (n % 2) return -1;
   for (size_t i = 0; i < n / 2; i++) {
-    unsigned v;
-    if (sscanf(h + 2 * i, "%2x", &v) != 1) return -1;
-    h[i] = (char)v;
+    int hi = nibble(h[2 * i]), lo = nibble(h[2 * i + 1]);
+    if (hi < 0 || lo < 0 || (hi | lo) == 0) return -1;
+    h[i] = (char)(hi << 4 | lo);
   }
   h[n / 2] = 0;
-  return (int)(n / 2) == (int)strlen(h) ? 0 : -1; // no NUL inside
+  return 0;
 }
 
+// Decimal digits only (strtoul alone takes blanks and a sign).
 static int parse_id(const char *s, unsigned long *out) {
+  if (!*s || strspn(s, "0123456789") != strlen(s)) return -1;
   char *end;
   errno = 0;
   unsigned long v = strtoul(s, &end, 10);
-  if (errno || *end || !*s || v >= 4294967295UL) return -1;
+  if (errno || *end || v >= 4294967295UL) return -1;
   *out = v;
   return 0;
 }

@@ -3,9 +3,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { nativeBinaryPath } from '../../src/base/native.js';
 import { ScopeFs } from '../../src/base/scope-fs.js';
 import { doctor } from '../../src/sandbox/doctor.js';
 import { hostOps } from '../../src/sandbox/ns/hostops.js';
@@ -50,6 +51,30 @@ test('attack: a scope owner who kills its agent while the idmapped overlay is ma
     }
   }
   assert.equal(seen.NS_SCOPE_IDMAP, undefined, `a killed agent was taken for a filesystem that cannot be idmapped: ${JSON.stringify(seen)}`);
+});
+
+test('the idmap helper takes hex digits and decimal ids only, and a huge field in linear time', { skip: !root ? 'root only' : nativeBinaryPath('airlock-idmap') === null ? 'airlock-idmap is not built' : false }, (t) => {
+  const d = mkdtempSync(join(tmpdir(), 'airlock-idmap-parse-'));
+  t.after(() => {
+    while (readFileSync('/proc/self/mountinfo', 'utf8').includes(join(d, 'm'))) if (spawnSync('umount', [join(d, 'm')]).status !== 0) break; // a lax helper mounted them
+    rmSync(d, { recursive: true, force: true });
+  });
+  for (const n of ['l', 'u', 'w', 'm']) mkdirSync(join(d, n));
+  const hex = (x: string): string => Buffer.from(x).toString('hex');
+  const req = (id: number, f: string[]): string => `${id} O ${f.join(' ')}\n`;
+  const good = (k: string): string => hex(join(d, k));
+  const input = [
+    req(1, [good('l'), '-1-1', good('w'), good('m'), hex('0'), hex('999'), hex('5000')]), // sscanf's %2x read "-1" as 0xff: a relative upper dir
+    req(2, [good('l'), good('u'), good('w'), good('m'), hex('0'), hex(' 999'), hex('5000')]),
+    req(3, [good('l'), good('u'), good('w'), good('m'), hex('0'), hex('999'), hex('+5000')]),
+    `4 O ${'aa'.repeat(2_000_000)}\n`, // a scanf per byte over the whole string: quadratic
+  ].join('');
+  const t0 = Date.now();
+  const p = spawnSync(nativeBinaryPath('airlock-idmap')!, [], { input, encoding: 'utf8', timeout: 20_000 });
+  const answers = p.stdout.trim().split('\n').map((l) => l.split(' ').slice(0, 2).join(' '));
+  assert.deepEqual(answers, ['1 22', '2 22', '3 22', '4 22'], `${p.stdout} ${p.error}`);
+  assert.ok(Date.now() - t0 < 5000, `${Date.now() - t0} ms`);
+  assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(d), 'nothing was mounted');
 });
 
 // Last in this file: a failure it provokes is remembered for the rest of the process.
