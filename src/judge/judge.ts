@@ -38,6 +38,11 @@ export const JUDGE_REASON_CODES = {
     meaning: "the host could not look at everything the program left in /dev/shm (entries it could not read, such as a chain of folders deeper than a path can name, or the count stopped at the file cap or the observation deadline): the run was not fully observed",
     fix: 'leave /dev/shm as an ordinary program does (a few files, removed at the end); a program that hides what it left from the host is not promoted',
   },
+  JG_SHARED_UID: {
+    verdict: 'none',
+    meaning: "a note that changes no verdict: the run may write a scope that could not be seen through an idmapped mount (a kernel before 5.19, a filesystem such as NFS, FUSE or ramfs, or Airlock built without airlock-idmap), so it ran with the sandbox user's uid (a gid of its own), which every such run shares: an escape from one could reach another",
+    fix: 'keep writable scopes on a filesystem with idmapped mounts (ext4, xfs, btrfs, tmpfs); `airlock doctor` says whether TMPDIR\'s has them',
+  },
 } as const;
 export type JudgeReasonCode = keyof typeof JUDGE_REASON_CODES;
 const coded = (code: JudgeReasonCode, text: string): string => `${code}: ${text}`;
@@ -337,5 +342,7 @@ export function judge(action: Action, obs: Observation): Judgement {
   const allCompliant = Object.values(compliance).every(Boolean);
   const verdict: Verdict = hard.length > 0 || !allCompliant ? 'BLOCK' : soft.length > 0 ? 'REQUIRE_CONFIRMATION' : 'PROMOTE';
   const reasons = verdict === 'PROMOTE' ? ['every compliance check passed; effects match the declaration'] : [...hard, ...soft];
+  // Said wherever the result goes, though it changes no verdict: what isolated this run was weaker.
+  if (obs.host.hostIds === 'own-gid') reasons.push(coded('JG_SHARED_UID', `the sandbox had the sandbox user's uid ${obs.host.hostUid}, shared with other runs that may write a scope it could not have idmapped (${obs.host.hostIdsWhy ?? 'reason not given'})`));
   return { compliance, verdict, reasons, unexpected };
 }
