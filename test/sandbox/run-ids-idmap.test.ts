@@ -11,7 +11,7 @@ import { ScopeFs } from '../../src/base/scope-fs.js';
 import { doctor } from '../../src/sandbox/doctor.js';
 import { hostOps } from '../../src/sandbox/ns/hostops.js';
 import { mountScopeOverlay } from '../../src/sandbox/ns/scopes.js';
-import { mounter } from '../../src/sandbox/ns/staging.js';
+import { idmapErrorHolds, mounter } from '../../src/sandbox/ns/staging.js';
 import { RUN_ID_RANGE } from '../../src/sandbox/run-ids.js';
 import { run, text } from './helpers-ns.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
@@ -103,4 +103,15 @@ test('attack: a scope path that contains "(errno 38)" does not make every later 
   const other = await run(['/bin/sh', '-c', `echo y >> ${normal}/f.txt`], { scopes: [{ hostPath: normal }] });
   assert.equal(other.status, 'SUCCESS', text(other));
   assert.equal(other.host.hostIds, 'own', `another scope's writer keeps a uid of its own (${other.host.hostIdsWhy})`);
+});
+
+test('an idmap refusal is remembered for every scope (no helper, ENOSYS), for its scope (EINVAL, EOPNOTSUPP), or not at all (anything that may pass)', () => {
+  assert.equal(idmapErrorHolds(false, 'airlock-idmap is not built'), 'host');
+  assert.equal(idmapErrorHolds(true, 'open_tree: Function not implemented (errno 38)'), 'host');
+  assert.equal(idmapErrorHolds(true, 'mount_setattr (the filesystem may not support idmapped mounts): Invalid argument (errno 22)'), 'scope');
+  assert.equal(idmapErrorHolds(true, 'the overlay over the idmapped clone: Operation not supported (errno 95)'), 'scope');
+  assert.equal(idmapErrorHolds(true, 'clone(CLONE_NEWUSER): Cannot allocate memory (errno 12)'), 'once');
+  assert.equal(idmapErrorHolds(true, 'the host helper stopped (exit null)'), 'once');
+  // The scope's path is never in the helper's message, but a message that only mentions an errno elsewhere is not it.
+  assert.equal(idmapErrorHolds(true, 'x (errno 38) y: No such file or directory (errno 2)'), 'once');
 });

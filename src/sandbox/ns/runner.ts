@@ -40,7 +40,7 @@ import { describeGrant } from '../../base/allowlist.js';
 import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../egress/forwarder.js';
 import { NetworkProxy } from '../egress/proxy.js';
 import type { NetworkObservation } from '../egress/records.js';
-import { closeScopes, fileCopyOf, idmapRefusedEveryScope, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
+import { closeScopes, fileCopyOf, idmapRefusalHolds, mountScopeOverlay, observeScope, openScopes, stageFileCopy, type StagedScope } from './scopes.js';
 import { copyTreeNoFollow, makeOutDir, observeScratch, outDirProblem, tmpfsFull } from './outputs.js';
 import { chownTo, mkdirMode, mounter, stageInput, stagingBase } from './staging.js';
 import { ownerTag } from '../../base/owner.js';
@@ -243,10 +243,11 @@ function idmapRefused(scopePaths: string[]): string | undefined {
 }
 
 function rememberIdmapRefused(p: Problem): void {
-  // ENOSYS (kernel before 5.12) or no helper: no scope can be; else only that scope's filesystem.
-  // Never by the message's text: it holds the scope's path, which the scope's owner names.
-  if (idmapRefusedEveryScope(p)) idmapRefusals.host = p.message;
-  else if (p.path) idmapRefusals.scopes.set(p.path, p.message);
+  // Never by the message's text: it holds the scope's path, which the scope's owner names. A refusal
+  // that may pass (the helper stopped, ENOMEM) is not remembered: the next run tries again.
+  const holds = idmapRefusalHolds(p);
+  if (holds === 'host') idmapRefusals.host = p.message;
+  else if (holds === 'scope' && p.path) idmapRefusals.scopes.set(p.path, p.message);
 }
 
 /** Run one program in the ns sandbox and observe it. Never throws: failures are SANDBOX_ERROR observations. */
@@ -271,14 +272,15 @@ export async function runNs(spec: NsRunSpec): Promise<Observation> {
     const idmap = run.problems.filter((p) => p.code === 'NS_SCOPE_IDMAP');
     if (idmap.length === 0) return run;
     for (const p of idmap) rememberIdmapRefused(p);
-    return await execute(`${runId}-ids`, spec, caps);
+    return await execute(`${runId}-ids`, spec, caps, idmap.map((p) => p.message).join('; '));
   } catch (e) {
     const code = (e as { code?: unknown }).code === 'NS_TMPDIR_UNREACHABLE' ? 'NS_TMPDIR_UNREACHABLE' : 'NS_SETUP_FAILED';
     return errorObservation(runId, caps, [{ code, message: `sandbox set-up failed: ${(e as Error).message}` }]);
   }
 }
 
-async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): Promise<Observation> {
+/** `sandboxUidBecause`: a run that may write a scope keeps the sandbox user's uid, for that reason. */
+async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, sandboxUidBecause?: string): Promise<Observation> {
   const bwrap = caps.bwrap!;
   const limits: Limits = spec.limits;
   const asRoot = caps.isRoot && caps.sandboxHostUser !== null;
@@ -324,7 +326,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities): 
   const writesScope = scopes.some((sc) => sc.readOnly !== true);
   // A run that may write a scope has a uid of its own and sees the sandbox user's files there as its
   // own (idmapped lower dirs), unless this host or a scope's filesystem cannot: then the sandbox user's.
-  const keepSandboxUid = writesScope ? idmapRefused(scopes.map((sc) => sc.hostPath)) : undefined;
+  const keepSandboxUid = writesScope ? (sandboxUidBecause ?? idmapRefused(scopes.map((sc) => sc.hostPath))) : undefined;
   const shape = tracer && (scopes.length === 0 || hostOverlay) && keepSandboxUid === undefined ? poolShape(spec) : null;
   const scopesAreDirs = async (): Promise<boolean> => {
     const o = await openingScopes;

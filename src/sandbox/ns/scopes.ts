@@ -181,7 +181,7 @@ export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'
     if (!s.fs.running || descriptorGone(s.fs.rootByDescriptor)) return unsafe;
     if (idmap) {
       const p: Problem = { code: 'NS_SCOPE_IDMAP', message: `scope ${s.hostPath}: cannot be mounted over an idmapped clone of it (${(e as Error).message}); nothing ran`, path: s.hostPath };
-      if ((e as Partial<IdmapError>).everyScope === true) everyScope.add(p);
+      refusalHolds.set(p, (e as Partial<IdmapError>).holds ?? 'once');
       return p;
     }
     throw e;
@@ -193,11 +193,11 @@ export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'
   return unsafe;
 }
 
-const everyScope = new WeakSet<Problem>();
+const refusalHolds = new WeakMap<Problem, IdmapError['holds']>();
 
-/** Whether an NS_SCOPE_IDMAP refusal holds for every scope of this host (no helper, or a kernel without idmapped mounts), not only for its own. */
-export function idmapRefusedEveryScope(p: Problem): boolean {
-  return everyScope.has(p);
+/** How long an NS_SCOPE_IDMAP refusal holds (staging.ts, IdmapError): for every scope of this host, this scope, or this run. */
+export function idmapRefusalHolds(p: Problem): IdmapError['holds'] {
+  return refusalHolds.get(p) ?? 'once';
 }
 
 function descriptorGone(byDescriptor: string): boolean {

@@ -98,12 +98,20 @@ export interface Mounter {
 }
 
 /**
- * An idmapped overlay refused in a way no scope of this host can escape: no helper, or a kernel
- * without idmapped mounts (ENOSYS). Said by a property of the error, never by its text: what the
- * runner reports holds the scope's path, which its owner names (runner.ts remembers this for every scope).
+ * How long an idmapped overlay's refusal holds: `host` for every scope of this host (no helper, or a
+ * kernel without idmapped mounts: ENOSYS); `scope` for this scope's filesystem (EINVAL, EOPNOTSUPP:
+ * no idmapped mounts there, or no overlay over one); `once` for anything else (the helper stopped,
+ * ENOMEM...). Said by a property of the error, never by its text: what the runner reports holds the
+ * scope's path, which its owner names (runner.ts remembers `host` and `scope`).
  */
 export interface IdmapError extends Error {
-  everyScope: boolean;
+  holds: 'host' | 'scope' | 'once';
+}
+
+/** The helper's own message (a step and strerror, no path) ends with its errno. */
+export function idmapErrorHolds(helperBuilt: boolean, err: string): IdmapError['holds'] {
+  const errno = Number(/\(errno (\d+)\)$/.exec(err)?.[1]);
+  return !helperBuilt || errno === 38 ? 'host' : errno === 22 || errno === 95 ? 'scope' : 'once';
 }
 
 export function mounter(bins: { mountBinary: string | null; umountBinary: string | null }, ops: HostOps | null): Mounter {
@@ -124,8 +132,7 @@ export function mounter(bins: { mountBinary: string | null; umountBinary: string
       if (idmap) {
         const helper = idmapOps();
         const err = helper ? await helper.mountIdmappedOverlay(lower, upper, work, merged, readOnly, idmap.from, idmap.to) : 'airlock-idmap is not built (no C compiler when Airlock was built: apt-get install gcc libc6-dev, then npm run build)';
-        // The helper's own message (a step and strerror, no path) ends with its errno.
-        if (err !== null) throw Object.assign(new Error(err), { everyScope: !helper || /\(errno 38\)$/.test(err) }) satisfies IdmapError;
+        if (err !== null) throw Object.assign(new Error(err), { holds: idmapErrorHolds(helper !== null, err) }) satisfies IdmapError;
         return;
       }
       const err = ops ? await ops.mountOverlay(lower, upper, work, merged, readOnly) : 'no host helper';
