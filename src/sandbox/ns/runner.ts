@@ -326,7 +326,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
   const writesScope = scopes.some((sc) => sc.readOnly !== true);
   // A run that may write a scope has a uid of its own and sees the sandbox user's files there as its
   // own (idmapped lower dirs), unless this host or a scope's filesystem cannot: then the sandbox user's.
-  const keepSandboxUid = writesScope ? (sandboxUidBecause ?? idmapRefused(scopes.map((sc) => sc.hostPath))) : undefined;
+  const bwrapOverlayOnly = useBwrapOverlay ? 'the host\'s overlayfs cannot be used here, and bwrap\'s overlay takes no idmapped lower dir' : undefined;
+  const keepSandboxUid = writesScope ? (sandboxUidBecause ?? bwrapOverlayOnly ?? idmapRefused(scopes.map((sc) => sc.hostPath))) : undefined;
   const shape = tracer && (scopes.length === 0 || hostOverlay) && keepSandboxUid === undefined ? poolShape(spec) : null;
   const scopesAreDirs = async (): Promise<boolean> => {
     const o = await openingScopes;
