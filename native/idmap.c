@@ -17,8 +17,6 @@
 //                                           lower dir the idmapped clone (read-only, nosuid, nodev) of
 //                                           source's tree, not its submounts. Numbers are decimal,
 //                                           hex-encoded like the rest.
-//   H from to                               makes ahead the user namespace a later O of these ids
-//                                           takes (killed unused after 30 s)
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +30,6 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef SYS_open_tree
@@ -109,82 +106,27 @@ static int write_file(const char *path, const char *text) {
   return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
-static int ids_ok(unsigned long from, unsigned long to) {
-  if (from != 0 && from < to) return 1;
-  errno = EINVAL;
-  fail("the ids (the sandbox uid must be below the run's)");
-  return 0;
-}
-
-/** A holder of a user namespace in which uid `from` is `to` and every other id itself, except `to`, which nothing maps to: its pid, or -1. */
-static pid_t holder_with_map(unsigned long from, unsigned long to) {
+/** The idmapped clone of `source` (uid `from` seen as `to`; every other id as itself except `to`, which nothing maps to): a descriptor, or -1. */
+static int idmapped_tree(const char *source, unsigned long from, unsigned long to) {
   static char stack[64 * 1024] __attribute__((aligned(16)));
   pid_t pid = clone(holder, stack + sizeof stack, CLONE_NEWUSER | SIGCHLD, NULL);
   if (pid < 0) return fail("clone(CLONE_NEWUSER)"), -1;
+  int ns = -1, tree = -1;
   char path[64], map[256];
   const unsigned long max = 4294967295UL;
   int n = snprintf(map, sizeof map, "0 0 %lu\n%lu %lu 1\n", from, from, to);
   if (to - from - 1 > 0) n += snprintf(map + n, sizeof map - n, "%lu %lu %lu\n", from + 1, from + 1, to - from - 1);
   if (max - to - 1 > 0) snprintf(map + n, sizeof map - n, "%lu %lu %lu\n", to + 1, to + 1, max - to - 1);
   snprintf(path, sizeof path, "/proc/%d/uid_map", pid);
-  int ok = write_file(path, map) == 0 || (fail("uid_map"), 0);
+  if (write_file(path, map) < 0) {
+    fail("uid_map");
+    goto out;
+  }
   snprintf(path, sizeof path, "/proc/%d/gid_map", pid);
-  ok = ok && (write_file(path, "0 0 4294967295\n") == 0 || (fail("gid_map"), 0));
-  if (ok) return pid;
-  kill(pid, SIGKILL); // reaped by the kernel: SIGCHLD is ignored
-  return -1;
-}
-
-// Holders made ahead by `H from to`: the runner asks as soon as a run's ids are claimed, so that
-// making the user namespace and writing its maps (~1 ms on a busy VM) overlaps the rest of its
-// staging. One not taken within PREPARED_TTL_S (the run was refused first) is killed.
-#define MAX_PREPARED 64
-#define PREPARED_TTL_S 30
-static struct {
-  pid_t pid;
-  unsigned long from, to;
-  time_t at;
-} prepared[MAX_PREPARED];
-
-static time_t now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec;
-}
-
-static void expire_prepared(void) {
-  for (int i = 0; i < MAX_PREPARED; i++)
-    if (prepared[i].pid > 0 && now_s() - prepared[i].at > PREPARED_TTL_S) kill(prepared[i].pid, SIGKILL), prepared[i].pid = 0;
-}
-
-static int prepare(unsigned long from, unsigned long to) {
-  if (!ids_ok(from, to)) return why_errno;
-  for (int i = 0; i < MAX_PREPARED; i++)
-    if (prepared[i].pid <= 0) {
-      pid_t pid = holder_with_map(from, to);
-      if (pid < 0) return why_errno;
-      prepared[i].pid = pid, prepared[i].from = from, prepared[i].to = to, prepared[i].at = now_s();
-      return 0;
-    }
-  return 0; // all in use: the overlay's request makes its own
-}
-
-static pid_t take_prepared(unsigned long from, unsigned long to) {
-  for (int i = 0; i < MAX_PREPARED; i++)
-    if (prepared[i].pid > 0 && prepared[i].from == from && prepared[i].to == to) {
-      pid_t pid = prepared[i].pid;
-      prepared[i].pid = 0;
-      return pid;
-    }
-  return -1;
-}
-
-/** The idmapped clone of `source` (uid `from` seen as `to`): a descriptor, or -1. */
-static int idmapped_tree(const char *source, unsigned long from, unsigned long to) {
-  pid_t pid = take_prepared(from, to);
-  if (pid < 0 && (pid = holder_with_map(from, to)) < 0) return -1;
-  int ns = -1, tree = -1;
-  char path[64];
+  if (write_file(path, "0 0 4294967295\n") < 0) {
+    fail("gid_map");
+    goto out;
+  }
   snprintf(path, sizeof path, "/proc/%d/ns/user", pid);
   if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
     fail("the user namespace");
@@ -202,13 +144,16 @@ static int idmapped_tree(const char *source, unsigned long from, unsigned long t
   }
 out:
   if (ns >= 0) close(ns);
-  kill(pid, SIGKILL); // used once: the mount holds its own reference to the namespace
+  kill(pid, SIGKILL); // reaped by the kernel: SIGCHLD is ignored
   return tree;
 }
 
 static int idmapped_overlay(char **f, unsigned long from, unsigned long to) {
   const char *source = f[0], *upper = f[1], *work = f[2], *merged = f[3], *ro = f[4];
-  if (!ids_ok(from, to)) return why_errno;
+  if (from == 0 || from >= to) {
+    errno = EINVAL;
+    return fail("the ids (the sandbox uid must be below the run's)");
+  }
   for (int i = 1; i < 4; i++)
     if (strpbrk(f[i], ",:\\")) {
       errno = EINVAL;
@@ -252,14 +197,11 @@ int main(void) {
     unsigned long from, to;
     int err;
     why[0] = 0;
-    expire_prepared();
     if (bad) {
       errno = EINVAL;
       err = fail("bad request");
     } else if (!strcmp(f[1], "O") && nf == 9 && !parse_id(f[7], &from) && !parse_id(f[8], &to)) {
       err = idmapped_overlay(f + 2, from, to);
-    } else if (!strcmp(f[1], "H") && nf == 4 && !parse_id(f[2], &from) && !parse_id(f[3], &to)) {
-      err = prepare(from, to);
     } else {
       errno = EINVAL;
       err = fail("bad request");

@@ -2,8 +2,8 @@
 // when a run falls back to the sandbox user's uid. Root only (per-run ids are root's).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nativeBinaryPath } from '../../src/base/native.js';
@@ -114,37 +114,4 @@ test('an idmap refusal is remembered for every scope (no helper, ENOSYS), for it
   assert.equal(idmapErrorHolds(true, 'the host helper stopped (exit null)'), 'once');
   // The scope's path is never in the helper's message, but a message that only mentions an errno elsewhere is not it.
   assert.equal(idmapErrorHolds(true, 'x (errno 38) y: No such file or directory (errno 2)'), 'once');
-});
-
-test('the idmap helper makes a user namespace ahead (H) that the overlay of the same ids then takes, and keeps none after', { skip: !root ? 'root only' : nativeBinaryPath('airlock-idmap') === null ? 'airlock-idmap is not built' : false }, async (t) => {
-  const d = mkdtempSync(join(tmpdir(), 'airlock-idmap-ahead-'));
-  for (const n of ['l', 'u', 'w', 'm']) mkdirSync(join(d, n));
-  writeFileSync(join(d, 'l', 'f'), 'x');
-  chownSync(join(d, 'l', 'f'), 999, 995);
-  const helper = spawn(nativeBinaryPath('airlock-idmap')!, [], { stdio: ['pipe', 'pipe', 'ignore'] });
-  t.after(() => {
-    helper.stdin.end();
-    spawnSync('umount', [join(d, 'm')]);
-    rmSync(d, { recursive: true, force: true });
-  });
-  const lines: string[] = [];
-  helper.stdout.on('data', (b: Buffer) => lines.push(...b.toString().trim().split('\n')));
-  const hex = (x: string | number): string => Buffer.from(String(x)).toString('hex');
-  const children = (): string[] => readFileSync(`/proc/${helper.pid}/task/${helper.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-  const answered = async (n: number): Promise<void> => {
-    for (let i = 0; i < 200 && lines.length < n; i++) await new Promise((r) => setTimeout(r, 10));
-  };
-  const to = RUN_ID_RANGE.first + 7;
-  helper.stdin.write(`1 H ${hex(999)} ${hex(to)}\n`);
-  await answered(1);
-  assert.deepEqual(lines, ['1 0 '.trim()]);
-  const ahead = children();
-  assert.equal(ahead.length, 1, 'one user namespace made ahead');
-  assert.match(readFileSync(`/proc/${ahead[0]}/uid_map`, 'utf8'), new RegExp(`^\\s*999\\s+${to}\\s+1$`, 'm'));
-  helper.stdin.write(`2 O ${[join(d, 'l'), join(d, 'u'), join(d, 'w'), join(d, 'm'), '0', '999', String(to)].map(hex).join(' ')}\n`);
-  await answered(2);
-  assert.equal(lines[1]?.trim(), '2 0');
-  assert.equal(statSync(join(d, 'm', 'f')).uid, to, 'the sandbox user\'s file is the run\'s in the overlay');
-  for (let i = 0; i < 100 && children().length > 0; i++) await new Promise((r) => setTimeout(r, 10));
-  assert.deepEqual(children(), [], 'the namespace made ahead was the one taken, and it is gone');
 });

@@ -169,11 +169,6 @@ export class HostOps {
     return this.request('O', [lower, upper, work, merged, readOnly ? 1 : 0, from, to]);
   }
 
-  /** The idmap helper's: makes ahead the user namespace a later mountIdmappedOverlay of these ids takes. */
-  prepareIdmap(from: number, to: number): Promise<string | null> {
-    return this.request('H', [from, to]);
-  }
-
   /** Binds `dir` onto itself and makes it shared: what is mounted on it later also appears in every sandbox that bound it meanwhile. */
   sharedSelfBind(dir: string): Promise<string | null> {
     return this.request('B', [dir]);

@@ -31,7 +31,7 @@ import type { FsChange, LimitEnforcement, LimitName, RunExit, HostFacts, Limits,
 import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
 import { endUnused, refillHeldLaunchers, takeHeldLauncher } from './held.js';
-import { hostOps, idmapOps } from './hostops.js';
+import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
 import { namespaceArgs, observeFilterIn, plainSeccompFilter, READ_ONLY_ROOT } from './bwrap-args.js';
 import { LAUNCHER_IN_SANDBOX, poolHas, poolShape, refillPool, takePooled } from './pool.js';
@@ -342,8 +342,6 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
   }
   const { uid, gid } = ids;
   const idmap = writesScope && ids.kind === 'own' && caps.sandboxHostUser ? { from: caps.sandboxHostUser.uid, to: uid } : undefined;
-  // Its user namespace made now, while the rest is staged: the overlay's request then only clones and mounts.
-  if (idmap) void idmapOps()?.prepareIdmap(idmap.from, idmap.to);
   const base = pooled
     ? null
     : await stagingBase(caps.isRoot ? mnt : null, asRoot ? ids : null).catch((e: unknown) => {
