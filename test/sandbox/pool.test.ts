@@ -250,6 +250,24 @@ test('a directory scope in a pooled sandbox is opened when the request comes: a 
   }
 });
 
+test('a writer\'s scope found to be on a filesystem without idmapped mounts: its run falls back, and no sandbox keeps waiting for its shape', { skip }, async (t) => {
+  const scope = scopeDir('v1');
+  t.after(() => {
+    spawnSync('umount', [scope]);
+    rmSync(scope, { recursive: true, force: true });
+  });
+  await warm({}, [{ hostPath: scope }]);
+  // After the sandbox started: the scope's path becomes a filesystem that cannot be idmapped (ramfs, as NFS or FUSE).
+  assert.equal(spawnSync('mount', ['-t', 'ramfs', '-o', 'mode=0777', 'none', scope]).status, 0);
+  writeFileSync(join(scope, 'keep.txt'), 'v2', { mode: 0o666 });
+  const o = await run(['/bin/sh', '-c', `cat ${scope}/keep.txt; echo new > ${scope}/new.txt`], { scopes: [{ hostPath: scope }] });
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.equal(o.host.hostIds, 'own-gid', 'run again with the sandbox user\'s uid');
+  await sandboxIdle();
+  await new Promise((r) => setTimeout(r, 300)); // a sandbox the failed attempt's cleanup started would be waiting by now
+  assert.deepEqual({ waiting: sandboxPoolState().waiting, starting: sandboxPoolState().starting }, { waiting: 0, starting: 0 }, 'a sandbox waits for a shape no run will take');
+});
+
 test('a read-only scope in a pooled sandbox cannot be written (the overlay that reaches the waiting sandbox is read-only itself)', { skip }, async () => {
   const scope = scopeDir('v1');
   try {

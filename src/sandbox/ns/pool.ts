@@ -123,6 +123,15 @@ export function configureSandboxPool(n: number, only: (shape: ShapeSpec) => bool
   for (const s of shapes.values()) for (const p of s.idle.splice(accepts(s.spec) ? size : 0)) drop(p);
 }
 
+/** Forgets the shapes `match` picks: their waiting sandboxes are dropped, and one still starting is dropped when it is ready. */
+export function dropPoolShapes(match: (shape: ShapeSpec) => boolean): void {
+  for (const [k, s] of [...shapes]) {
+    if (!match(s.spec)) continue;
+    shapes.delete(k);
+    for (const p of s.idle.splice(0)) drop(p);
+  }
+}
+
 let served = 0;
 
 /** What the pool holds now (sandboxes waiting and starting), how many runs it served, and why it is off, if it is. */

@@ -34,7 +34,7 @@ import { endUnused, refillHeldLaunchers, takeHeldLauncher } from './held.js';
 import { hostOps } from './hostops.js';
 import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
 import { namespaceArgs, observeFilterIn, plainSeccompFilter, READ_ONLY_ROOT } from './bwrap-args.js';
-import { LAUNCHER_IN_SANDBOX, poolHas, poolShape, refillPool, takePooled } from './pool.js';
+import { dropPoolShapes, LAUNCHER_IN_SANDBOX, poolHas, poolShape, refillPool, takePooled } from './pool.js';
 import { folderArgs, makeRunFolders, removeRunFolders, runFolders } from './run-folders.js';
 import { describeGrant } from '../../base/allowlist.js';
 import { bridgePairs, PROXY_HOST, PROXY_PORT, startForwarder, type Forwarder } from '../egress/forwarder.js';
@@ -248,6 +248,9 @@ function rememberIdmapRefused(p: Problem): void {
   const holds = idmapRefusalHolds(p);
   if (holds === 'host') idmapRefusals.host = p.message;
   else if (holds === 'scope' && p.path) idmapRefusals.scopes.set(p.path, p.message);
+  else return;
+  // Sandboxes waiting for such writers would never be taken again (their runs start their own).
+  dropPoolShapes((sp) => sp.scopes.some((sc) => !sc.readOnly && (holds === 'host' || sc.hostPath === p.path)));
 }
 
 /** Run one program in the ns sandbox and observe it. Never throws: failures are SANDBOX_ERROR observations. */
@@ -813,7 +816,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
       else if (sandboxGone || !launched || (await ended(launched))) ids.release();
       if (held) refillHeldLaunchers();
       // The next run of this shape finds a sandbox waiting (when the process keeps a pool).
-      if (shape && (await scopesAreDirs().catch(() => false))) refillPool(shape, { limits, scopes: scopes.map((sc) => ({ hostPath: sc.hostPath, readOnly: sc.readOnly === true })) }, caps);
+      // Not for a writer whose scope was found meanwhile to be one without idmapped mounts: its runs start their own.
+      if (shape && !(writesScope && idmapRefused(scopes.map((sc) => sc.hostPath))) && (await scopesAreDirs().catch(() => false))) refillPool(shape, { limits, scopes: scopes.map((sc) => ({ hostPath: sc.hostPath, readOnly: sc.readOnly === true })) }, caps);
     });
   }
 }
