@@ -4,7 +4,7 @@
 // scope whose path has a link anywhere, or a one-file scope its owner cannot read, is refused before
 // anything runs, and nothing a scope's owner swaps during the run makes the host read elsewhere.
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, closeSync, constants, existsSync, lstatSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, constants, existsSync, lstatSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { putInStore, putStreamInStore } from '../../base/content-store.js';
 import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
@@ -175,6 +175,10 @@ export async function mountScopeOverlay(mnt: Pick<Mounter, 'overlay' | 'unmount'
   try {
     await mnt.overlay(s.fs.rootByDescriptor, s.upper, s.work, s.merged, readOnly, idmap);
   } catch (e) {
+    // A helper killed after its mount(2) and before its answer reports a failure with the overlay in
+    // place: it goes with the run's mounts, or the run's uid would be given back while an overlay
+    // showing the scope's files as that uid's stayed mounted in a folder of its gid.
+    if (mountedOn(s.merged)) mounted.push(s.merged);
     // `running` changes only when the agent's connection's close event has come, which may be after
     // the helper's answer: an agent killed meanwhile is seen by its descriptor, gone (its pid is
     // still its own, a zombie, so /proc/<pid>/fd/N is its descriptor or nothing).
@@ -198,6 +202,15 @@ const refusalHolds = new WeakMap<Problem, IdmapError['holds']>();
 /** How long an NS_SCOPE_IDMAP refusal holds (staging.ts, IdmapError): for every scope of this host, this scope, or this run. */
 export function idmapRefusalHolds(p: Problem): IdmapError['holds'] {
   return refusalHolds.get(p) ?? 'once';
+}
+
+/** Whether something is mounted on `dir` (an overlay: a device of its own; a pooled sandbox's self-bind of the same filesystem is not). */
+function mountedOn(dir: string): boolean {
+  try {
+    return statSync(dir).dev !== statSync(dirname(dir)).dev;
+  } catch {
+    return false;
+  }
 }
 
 function descriptorGone(byDescriptor: string): boolean {
