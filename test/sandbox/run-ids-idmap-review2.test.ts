@@ -9,16 +9,18 @@ import { chmodSync, chownSync, mkdtempSync, readdirSync, rmSync, writeFileSync }
 import { join } from 'node:path';
 import { nativeBinaryPath } from '../../src/base/native.js';
 import { idmapOps } from '../../src/sandbox/ns/hostops.js';
-import { closeSandboxPool } from '../../src/sandbox/ns/pool.js';
+import { closeSandboxPool, configureSandboxPool, sandboxPoolState } from '../../src/sandbox/ns/pool.js';
 import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 import { stagingBase } from '../../src/sandbox/ns/staging.js';
 import { mountsBelow } from '../../src/sandbox/ns/sweep.js';
+import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import { RUN_ID_CLAIMS } from '../../src/sandbox/run-ids.js';
-import { run, text } from './helpers-ns.js';
+import { run, text, until } from './helpers-ns.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const root = process.getuid?.() === 0;
 const noIdmap = !root ? 'root only' : nativeBinaryPath('airlock-idmap') === null ? 'airlock-idmap is not built' : false;
+const noPool = noIdmap || (syscallTracer() === null ? 'needs the host tracer' : nativeBinaryPath('airlock-exec') === null ? 'airlock-exec is not built' : false);
 
 after(async () => {
   await closeSandboxPool();
@@ -92,4 +94,37 @@ test('a run refused after one scope\'s idmapped overlay was mounted (another sco
   const base = await stagingBase();
   assert.deepEqual(mountsBelow(base).filter((m) => m !== base), [], 'the good scope\'s idmapped overlay is left mounted');
   for (const uid of asked) assert.ok(!readdirSync(RUN_ID_CLAIMS).includes(String(uid)), `the first attempt's uid ${uid} is still claimed`);
+});
+
+test('a refusal on a scope a writer shape only reads drops that shape\'s waiting sandbox too (its runs fall back and never take it)', { skip: noPool }, async (t) => {
+  const written = mkdtempSync(join('/var/tmp', 'airlock-idmap-r2-rw-'));
+  const readOnly = mkdtempSync(join('/var/tmp', 'airlock-idmap-r2-ro-'));
+  for (const d of [written, readOnly]) chmodSync(d, 0o777);
+  t.after(() => {
+    spawnSync('umount', [readOnly]);
+    rmSync(readOnly, { recursive: true, force: true });
+    rmSync(written, { recursive: true, force: true });
+  });
+  await sandboxIdle();
+  await closeSandboxPool();
+  configureSandboxPool(1);
+  t.after(() => closeSandboxPool());
+  const shape = [{ hostPath: written }, { hostPath: readOnly, readOnly: true }];
+  const warmRun = await run(['/bin/true'], { scopes: shape });
+  assert.equal(warmRun.host.hostIds, 'own', text(warmRun));
+  await sandboxIdle();
+  await until('a sandbox waiting', () => sandboxPoolState().waiting === 1, sandboxPoolState);
+  // The read-only scope's path becomes a filesystem without idmapped mounts (ramfs, as NFS or FUSE),
+  // and another run, of another shape, writes it: refused, remembered for that path.
+  assert.equal(spawnSync('mount', ['-t', 'ramfs', '-o', 'mode=0777', 'none', readOnly]).status, 0);
+  const other = await run(['/bin/sh', '-c', `echo z > ${readOnly}/new.txt`], { scopes: [{ hostPath: readOnly }] });
+  assert.equal(other.status, 'SUCCESS', text(other));
+  assert.equal(other.host.hostIds, 'own-gid', text(other));
+  await sandboxIdle();
+  // The first shape's runs now fall back (its read-only scope cannot be idmapped) and start their own.
+  const again = await run(['/bin/true'], { scopes: shape });
+  assert.equal(again.host.hostIds, 'own-gid', text(again));
+  assert.equal(again.host.sandboxStart, 'on request', text(again));
+  await sandboxIdle();
+  assert.equal(sandboxPoolState().waiting, 0, 'a sandbox (its uid, tmpfs, cgroup and bwrap) waits for a shape no run will take');
 });

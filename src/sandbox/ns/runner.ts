@@ -249,8 +249,10 @@ function rememberIdmapRefused(p: Problem): void {
   if (holds === 'host') idmapRefusals.host = p.message;
   else if (holds === 'scope' && p.path) idmapRefusals.scopes.set(p.path, p.message);
   else return;
-  // Sandboxes waiting for such writers would never be taken again (their runs start their own).
-  dropPoolShapes((sp) => sp.scopes.some((sc) => !sc.readOnly && (holds === 'host' || sc.hostPath === p.path)));
+  // Sandboxes waiting for such writers would never be taken again (their runs start their own):
+  // as idmapRefused, a writer shape falls back when any of its scopes was refused, one it only
+  // reads included (each directory scope of a writer is idmapped).
+  dropPoolShapes((sp) => sp.scopes.some((sc) => !sc.readOnly) && (holds === 'host' || sp.scopes.some((sc) => sc.hostPath === p.path)));
 }
 
 /** Run one program in the ns sandbox and observe it. Never throws: failures are SANDBOX_ERROR observations. */
