@@ -3,9 +3,11 @@
 // A run that may write a declared scope has a host uid of its own, yet the scope's files owned by the
 // sandbox user must stay its to write (in its overlay). So the overlay's lower dir is an idmapped
 // clone of the scope root in which uid <from> (the sandbox user) is uid <to> (the run) and every
-// other id is itself (src/sandbox/ns/scopes.ts). The clone is never attached anywhere: the overlay
-// takes it as /proc/self/fd/<its descriptor> and keeps its own private copy, and the descriptor is
-// closed at once, so nothing on the host can reach it. The idmap needs a user namespace holding that
+// other id is itself (src/sandbox/ns/scopes.ts). From Linux 6.15 the clone is never attached
+// anywhere: the overlay takes it as /proc/self/fd/<its descriptor> and keeps its own private copy, and
+// the descriptor is closed at once. Before 6.15 an overlay takes no detached layer: the clone is then
+// attached for the mount's time in a folder only root may enter, and detached at once. Either way
+// nothing on the host can reach it once the overlay is mounted. The idmap needs a user namespace holding that
 // mapping: a child made with clone(CLONE_NEWUSER) holds it while we write its maps, killed once the
 // mount has its own reference. In C because perl's fork of itself cost ~2 ms and slowed the run it
 // served; this child costs ~0.2 ms.
@@ -29,16 +31,21 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef SYS_open_tree
 #define SYS_open_tree 428
 #endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
 #define OPEN_TREE_CLONE_ 1
+#define MOVE_MOUNT_F_EMPTY_PATH_ 0x4
 #define MOUNT_ATTR_RDONLY_ 0x1
 #define MOUNT_ATTR_NOSUID_ 0x2
 #define MOUNT_ATTR_NODEV_ 0x4
@@ -49,6 +56,8 @@ struct mount_attr_ {
 };
 
 static char why[512];
+// AIRLOCK_IDMAP_ATTACH=1: always the attached way (tests of it on kernels that need it not).
+static int attach_only;
 static int why_errno; // the errno of the step named in `why` (later calls may change errno)
 
 static int nibble(char c) {
@@ -148,6 +157,31 @@ out:
   return tree;
 }
 
+/** The overlay on `merged` with `lower` as its lower dir: 0, or the errno (why set). */
+static int overlay_on(const char *lower, const char *upper, const char *work, const char *merged, unsigned long flags) {
+  char data[3 * PATH_MAX + 128];
+  if (snprintf(data, sizeof data, "lowerdir=%s,upperdir=%s,workdir=%s,metacopy=off,redirect_dir=off", lower, upper, work) >= (int)sizeof data) {
+    errno = ENAMETOOLONG;
+    return fail("overlay options");
+  }
+  return mount("airlock-scope", merged, "overlay", flags, data) == 0 ? 0 : fail("the overlay over the idmapped clone");
+}
+
+/** The same with the clone attached at `<merged's folder>/.idmap-lower` (0700, root's) for the mount's time. */
+static int overlay_on_attached(int tree, const char *upper, const char *work, const char *merged, unsigned long flags) {
+  char lower[PATH_MAX];
+  const char *slash = strrchr(merged, '/');
+  if (!slash || snprintf(lower, sizeof lower, "%.*s/.idmap-lower", (int)(slash - merged), merged) >= (int)sizeof lower) {
+    errno = ENAMETOOLONG;
+    return fail("the clone's mount point");
+  }
+  if (mkdir(lower, 0700) != 0) return fail("the clone's mount point");
+  int err = syscall(SYS_move_mount, tree, "", AT_FDCWD, lower, MOVE_MOUNT_F_EMPTY_PATH_) == 0 ? overlay_on(lower, upper, work, merged, flags) : fail("move_mount");
+  umount2(lower, MNT_DETACH); // the overlay keeps its own copy of the layer
+  rmdir(lower);
+  return err;
+}
+
 static int idmapped_overlay(char **f, unsigned long from, unsigned long to) {
   const char *source = f[0], *upper = f[1], *work = f[2], *merged = f[3], *ro = f[4];
   if (from == 0 || from >= to) {
@@ -161,14 +195,13 @@ static int idmapped_overlay(char **f, unsigned long from, unsigned long to) {
     }
   int tree = idmapped_tree(source, from, to);
   if (tree < 0) return why_errno;
-  char data[3 * PATH_MAX + 128];
-  int err = 0;
-  if (snprintf(data, sizeof data, "lowerdir=/proc/self/fd/%d,upperdir=%s,workdir=%s,metacopy=off,redirect_dir=off", tree, upper, work) >= (int)sizeof data) {
-    errno = ENAMETOOLONG;
-    err = fail("overlay options");
-  } else if (mount("airlock-scope", merged, "overlay", strcmp(ro, "1") ? 0 : MS_RDONLY, data) != 0) {
-    err = fail("the overlay over the idmapped clone");
-  }
+  char lower[PATH_MAX];
+  snprintf(lower, sizeof lower, "/proc/self/fd/%d", tree);
+  unsigned long flags = strcmp(ro, "1") ? 0 : MS_RDONLY;
+  int err = attach_only ? EINVAL : overlay_on(lower, upper, work, merged, flags);
+  // Kernels before 6.15 take no detached mount as an overlay layer (EINVAL): the clone is attached
+  // for the mount's time in a folder only root may enter, beside `merged`, then detached.
+  if (err == EINVAL) err = overlay_on_attached(tree, upper, work, merged, flags);
   close(tree);
   return err;
 }
@@ -183,6 +216,7 @@ static void answer(const char *id, int err) {
 
 int main(void) {
   signal(SIGCHLD, SIG_IGN);
+  attach_only = getenv("AIRLOCK_IDMAP_ATTACH") && !strcmp(getenv("AIRLOCK_IDMAP_ATTACH"), "1");
   char *line = NULL;
   size_t cap = 0;
   ssize_t len;

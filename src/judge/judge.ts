@@ -40,7 +40,7 @@ export const JUDGE_REASON_CODES = {
   },
   JG_SHARED_UID: {
     verdict: 'none',
-    meaning: "a note that changes no verdict: the run may write a scope that could not be seen through an idmapped mount (a kernel before 6.15, a filesystem such as NFS, FUSE or ramfs, or Airlock built without airlock-idmap), so it ran with the sandbox user's uid (a gid of its own), which every such run shares: an escape from one could reach another",
+    meaning: "a note that changes no verdict: the run may write a scope that could not be seen through an idmapped mount (a kernel before 5.19, a filesystem such as NFS, FUSE or ramfs, or Airlock built without airlock-idmap), so it ran with the sandbox user's uid (a gid of its own), which every such run shares: an escape from one could reach another",
     fix: 'keep writable scopes on a filesystem with idmapped mounts (ext4, xfs, btrfs, tmpfs); `airlock doctor` says whether TMPDIR\'s has them',
   },
 } as const;

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nativeBinaryPath } from '../../src/base/native.js';
@@ -114,4 +114,24 @@ test('an idmap refusal is remembered for every scope (no helper, ENOSYS), for it
   assert.equal(idmapErrorHolds(true, 'the host helper stopped (exit null)'), 'once');
   // The scope's path is never in the helper's message, but a message that only mentions an errno elsewhere is not it.
   assert.equal(idmapErrorHolds(true, 'x (errno 38) y: No such file or directory (errno 2)'), 'once');
+});
+
+test('the idmap helper\'s way for kernels before 6.15 (the clone attached for the mount\'s time): the same overlay, nothing left mounted or made', { skip: !root ? 'root only' : nativeBinaryPath('airlock-idmap') === null ? 'airlock-idmap is not built' : false }, (t) => {
+  const d = mkdtempSync(join(tmpdir(), 'airlock-idmap-attach-'));
+  for (const n of ['l', 'u', 'w', 'm']) mkdirSync(join(d, n));
+  writeFileSync(join(d, 'l', 'f'), 'x', { mode: 0o600 });
+  chownSync(join(d, 'l', 'f'), 999, 995);
+  t.after(() => {
+    spawnSync('umount', [join(d, 'm')]);
+    rmSync(d, { recursive: true, force: true });
+  });
+  const hex = (x: string | number): string => Buffer.from(String(x)).toString('hex');
+  const to = RUN_ID_RANGE.first + 11;
+  const p = spawnSync(nativeBinaryPath('airlock-idmap')!, [], { input: `1 O ${[join(d, 'l'), join(d, 'u'), join(d, 'w'), join(d, 'm'), '0', '999', String(to)].map(hex).join(' ')}\n`, encoding: 'utf8', env: { AIRLOCK_IDMAP_ATTACH: '1' }, timeout: 10_000 });
+  assert.equal(p.stdout.trim(), '1 0', p.stdout);
+  assert.equal(statSync(join(d, 'm', 'f')).uid, to, 'the sandbox user\'s file is the run\'s in the overlay');
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(d));
+  assert.equal(mounts.length, 1, `only the overlay on m is mounted: ${mounts.join('\n')}`);
+  assert.match(mounts[0]!, / overlay airlock-scope /);
+  assert.deepEqual(readdirSync(d).sort(), ['l', 'm', 'u', 'w'], 'its mount point is gone');
 });

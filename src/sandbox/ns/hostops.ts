@@ -164,7 +164,7 @@ export class HostOps {
     return this.request('O', [lower, upper, work, merged, readOnly ? 1 : 0]);
   }
 
-  /** The idmap helper's (native/idmap.c): the overlay over an idmapped clone of `lower` (never attached) in which uid `from`'s files are `to`'s and every other id is itself. */
+  /** The idmap helper's (native/idmap.c): the overlay over an idmapped clone of `lower` (not attached once mounted) in which uid `from`'s files are `to`'s and every other id is itself. */
   mountIdmappedOverlay(lower: string, upper: string, work: string, merged: string, readOnly: boolean, from: number, to: number): Promise<string | null> {
     return this.request('O', [lower, upper, work, merged, readOnly ? 1 : 0, from, to]);
   }

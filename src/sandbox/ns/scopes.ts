@@ -164,8 +164,9 @@ export interface ScopeIdmap {
  *
  * With `idmap`, the lower dir is an idmapped, read-only clone of that descriptor's tree in which the
  * sandbox user's files are the run's own uid's (native/idmap.c): a run with a uid of its own may then
- * write them as the sandbox user could (in its overlay). The clone is never attached anywhere (the
- * overlay takes it by descriptor and keeps its own private copy), so nothing else can reach it.
+ * write them as the sandbox user could (in its overlay). The clone is not attached anywhere once the
+ * overlay holds it (it keeps its own private copy; before Linux 6.15 the helper attaches it for the
+ * mount's time in a folder only root may enter), so nothing else can reach it.
  * NS_SCOPE_IDMAP when the kernel or the scope's filesystem cannot: nothing ran, and the caller runs it
  * again without.
  */
