@@ -147,7 +147,7 @@ static int idmapped_tree(const char *source, unsigned long from, unsigned long t
   }
   struct mount_attr_ attr = {.attr_set = MOUNT_ATTR_IDMAP_ | MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_, .userns_fd = (uint64_t)ns};
   if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
-    fail("mount_setattr (the filesystem may not support idmapped mounts)");
+    fail(errno == EPERM ? "mount_setattr (the scope is already seen through an idmapped mount)" : "mount_setattr (the filesystem may not support idmapped mounts)");
     close(tree);
     tree = -1;
   }
