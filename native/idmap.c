@@ -97,10 +97,9 @@ static int fail(const char *step) {
   return why_errno;
 }
 
-static int holder(void *arg) {
-  (void)arg;
+static int holder(void *helper) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) _exit(0); // the helper died before the line above
+  if (getppid() != (pid_t)(intptr_t)helper) _exit(0); // the helper died before the line above (reparented: to init or a subreaper)
   for (;;) pause();
   return 0;
 }
@@ -118,7 +117,7 @@ static int write_file(const char *path, const char *text) {
 /** The idmapped clone of `source` (uid `from` seen as `to`; every other id as itself except `to`, which nothing maps to): a descriptor, or -1. */
 static int idmapped_tree(const char *source, unsigned long from, unsigned long to) {
   static char stack[64 * 1024] __attribute__((aligned(16)));
-  pid_t pid = clone(holder, stack + sizeof stack, CLONE_NEWUSER | SIGCHLD, NULL);
+  pid_t pid = clone(holder, stack + sizeof stack, CLONE_NEWUSER | SIGCHLD, (void *)(intptr_t)getpid());
   if (pid < 0) return fail("clone(CLONE_NEWUSER)"), -1;
   int ns = -1, tree = -1;
   char path[64], map[256];

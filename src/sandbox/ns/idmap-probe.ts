@@ -17,8 +17,8 @@ export async function probeScopeIdmap(c: HostCapabilities, sandboxUid: number): 
   for (const p of [lower, upper, work, merged]) mkdirSync(p, { mode: 0o700 });
   try {
     await mnt.overlay(lower, upper, work, merged, false, { from: sandboxUid, to: RUN_ID_RANGE.first });
-    await mnt.unmount(merged);
-    return null;
+    const left = await mnt.unmount(merged);
+    return left === null ? null : `it mounted, but ${left}`;
   } catch (e) {
     return (e as Error).message;
   } finally {
