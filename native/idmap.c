@@ -7,10 +7,10 @@
 // anywhere: the overlay takes it as /proc/self/fd/<its descriptor> and keeps its own private copy, and
 // the descriptor is closed at once. Before 6.15 an overlay takes no detached layer: the clone is then
 // attached for the mount's time in a folder only root may enter, and detached at once. Either way
-// nothing on the host can reach it once the overlay is mounted. The idmap needs a user namespace holding that
-// mapping: a child made with clone(CLONE_NEWUSER) holds it while we write its maps, killed once the
-// mount has its own reference. In C because perl's fork of itself cost ~2 ms and slowed the run it
-// served; this child costs ~0.2 ms.
+// nothing on the host can reach it once the overlay is mounted. The idmap needs a user namespace
+// holding that mapping: a child made with clone(CLONE_NEWUSER) holds it while we write its maps,
+// killed once the mount has its own reference. In C because perl's fork of itself cost ~2 ms and
+// slowed the run it served; this child costs 0.2-0.6 ms (docs/benchmarks.md).
 //
 // Protocol: the host helpers' (src/sandbox/ns/hostops.ts): requests `<id> <op> <hex field>...` on
 // stdin, answers `<id> <errno> <hex message>` (errno 0: done). Exits on stdin EOF.
@@ -230,10 +230,7 @@ int main(void) {
     unsigned long from, to;
     int err;
     why[0] = 0;
-    if (bad) {
-      errno = EINVAL;
-      err = fail("bad request");
-    } else if (!strcmp(f[1], "O") && nf == 9 && !parse_id(f[7], &from) && !parse_id(f[8], &to)) {
+    if (!bad && !strcmp(f[1], "O") && nf == 9 && !parse_id(f[7], &from) && !parse_id(f[8], &to)) {
       err = idmapped_overlay(f + 2, from, to);
     } else {
       errno = EINVAL;

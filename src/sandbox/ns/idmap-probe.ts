@@ -1,6 +1,7 @@
 // Whether runs that may write a scope can have a uid of their own here: the kernel must make an
 // idmapped mount (5.12+) of a folder on TMPDIR's filesystem and take it as an overlay's lower dir
-// (5.19+; detached from 6.15, attached for the mount's time before), and native/idmap.c must be built. `airlock doctor` asks; runs do not (each finds out on its own scopes, runner.ts).
+// (5.19+; detached from 6.15, attached for the mount's time before), and native/idmap.c must be
+// built. `airlock doctor` asks; runs do not (each finds out on its own scopes, runner.ts).
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ownedTempDir } from '../../base/owner.js';

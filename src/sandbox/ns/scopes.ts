@@ -11,7 +11,7 @@ import { ScopeFs, ScopeFsError, type EntryStat } from '../../base/scope-fs.js';
 import type { Problem } from '../../base/problem.js';
 import { diffFileCopy, diffOverlayUpper, DiffBudgetExceeded, type DiffBudget, type LowerTree, type TreeEntry } from '../observe/fs-diff.js';
 import type { FsChange, ScopeObservation } from '../types.js';
-import type { IdmapError, Mounter } from './staging.js';
+import type { IdmapError, Mounter, ScopeIdmap } from './staging.js';
 
 export interface OpenScope {
   hostPath: string;
@@ -147,12 +147,6 @@ export interface StagedScope extends OpenScope {
   upper: string;
   work: string;
   merged: string;
-}
-
-/** The uid a run's scope files of `from` (the sandbox user) show as: the run's own `to`. */
-export interface ScopeIdmap {
-  from: number;
-  to: number;
 }
 
 /**

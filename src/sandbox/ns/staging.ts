@@ -86,11 +86,17 @@ export async function stageInput(hostPath: string, dest: string): Promise<{ sha2
 }
 
 /** What the runner needs to mount and unmount: the perl helper when present, else execs of mount/umount. */
+/** A scope seen through an idmapped clone: the files of uid `from` (the sandbox user) show as the run's own `to`. */
+export interface ScopeIdmap {
+  from: number;
+  to: number;
+}
+
 export interface Mounter {
   /** Size-capped tmpfs (tmpfs rounds up to whole pages; nosuid/nodev so nothing privileged can be planted), with at most `inodes` entries when given. */
   tmpfs(dir: string, sizeBytes: number, uid: number, gid: number, mode?: number, inodes?: number): Promise<void>;
   /** With `idmap`, the lower dir is an idmapped clone of `lower` in which uid `from`'s files are `to`'s (native/idmap.c). */
-  overlay(lower: string, upper: string, work: string, merged: string, readOnly?: boolean, idmap?: { from: number; to: number }): Promise<void>;
+  overlay(lower: string, upper: string, work: string, merged: string, readOnly?: boolean, idmap?: ScopeIdmap): Promise<void>;
   /** `dir` bound onto itself, shared: an overlay mounted on it later reaches a sandbox already started (pool.ts). */
   sharedSelfBind(dir: string): Promise<void>;
   /** Unmount; a busy mount is detached lazily (gone from the tree, freed when the last user goes). Null: done. */
