@@ -290,13 +290,12 @@ export class SqliteStore implements Store {
     }
     const now = Date.now();
     // INSERT ... ON CONFLICT DO NOTHING is the whole race: exactly one inserter wins the primary key.
-    // RETURNING gives the winner its row in the same statement (one statement, not INSERT + SELECT).
     const won = this.st(
         `INSERT INTO claims (agent_turn_id, tool_call_id, tool_call_card_id, context, worker_id, state, lease_until, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
+         VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?) ON CONFLICT DO NOTHING`,
       )
-      .get(a.agent_turn_id, a.tool_call_id, x.cardId, JSON.stringify(x.context), x.workerId, now + x.leaseMs, now, now) as Row | undefined;
-    if (won) return { claimed: true, claim: rowToClaim(won), card };
+      .run(a.agent_turn_id, a.tool_call_id, x.cardId, JSON.stringify(x.context), x.workerId, now + x.leaseMs, now, now).changes === 1;
+    if (won) return { claimed: true, card };
     const existing = this.readClaim(a);
     if (!existing) throw new Error('claim: conflicting row vanished (claims are never deleted)');
     return { claimed: false, existing, card };

@@ -61,7 +61,8 @@ export interface ClaimRecord extends Anchor {
   updated_at: number;
 }
 
-export type ClaimOutcome = { claimed: true; claim: ClaimRecord } | { claimed: false; existing: ClaimRecord };
+/** A won claim returns nothing more: the winner knows what it wrote, and the row is not read back (no row to send or parse per call). */
+export type ClaimOutcome = { claimed: true } | { claimed: false; existing: ClaimRecord };
 
 export interface InboxReport extends Anchor {
   id: number;

@@ -10,6 +10,7 @@ import {
   parseCard,
   parseSubject,
   type AfterExecution,
+  type SubjectRoute,
   type JsonObject,
   type ToolCallback,
   type ToolResultCard,
@@ -88,6 +89,8 @@ export function toolCallCardId(agentTurnId: string, toolCallId: string): string 
   return `card-call-${createHash('sha256').update(`${agentTurnId}\u0000${toolCallId}`).digest('hex').slice(0, 32)}`;
 }
 
+const utf8 = new TextDecoder();
+
 /** One core subscription per (connection, wakeup subject), shared by every call that waits on it. */
 const routers = new WeakMap<NatsConnection, Map<string, { sub: Subscription; waiters: Map<string, Set<Waiter>> }>>();
 
@@ -110,7 +113,7 @@ function router(nc: NatsConnection, subject: string) {
       if (err) return;
       let payload: unknown;
       try {
-        payload = JSON.parse(new TextDecoder().decode(msg.data));
+        payload = JSON.parse(utf8.decode(msg.data));
       } catch {
         return;
       }
@@ -176,8 +179,12 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   };
   const checked = parseCard(callCard);
   if (!checked.ok) return { ok: false, toolCallId, problems: checked.problems };
-  // false on a retry: the card of the first attempt stays (the service reads that one).
-  await o.store.putCard(callCard);
+  // false on a retry: the card of the first attempt stays (the service reads that one). Awaited after
+  // the command is made: its statement is on its way meanwhile.
+  const writing = o.store.putCard(callCard);
+  writing.catch(() => undefined); // awaited below; observed already in case making the command throws first
+  const command = commandMessage(o, { route: route.value, toolCallId, cardId, after });
+  await writing;
 
   const { waiters } = router(o.nats, wake.value);
   const k = `${o.agentTurnId}\u0000${toolCallId}`;
@@ -206,35 +213,10 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
     });
   let woken = nextWakeup();
 
-  const payload = commandPayload({
-    form: 'tool',
-    agent_id: o.agentId,
-    agent_turn_id: o.agentTurnId,
-    turn_epoch: o.turnEpoch,
-    tool_call_id: toolCallId,
-    after_execution: after,
-    tool_call_card_id: cardId,
-    tool_name: o.tool,
-    ...(o.stepId ? { step_id: o.stepId } : {}),
-  });
-  const placement = o.identityIn ?? 'both';
-  if (placement === 'headers') for (const f of ['agent_id', 'agent_turn_id', 'turn_epoch', 'tool_call_id', 'step_id']) delete payload[f];
-  const h = natsHeaders();
-  if (placement !== 'payload') {
-    // The route too, as CommonGround's platforms send it (the service checks it against the subject).
-    h.set('CG-Project-Id', route.value.projectId);
-    h.set('CG-Channel-Id', route.value.channelId);
-    h.set('CG-Agent-Id', o.agentId);
-    h.set('CG-Turn-Id', o.agentTurnId);
-    h.set('CG-Turn-Epoch', String(o.turnEpoch));
-    h.set('CG-Tool-Call-Id', toolCallId);
-    if (o.stepId) h.set('CG-Step-Id', o.stepId);
-  }
-  if (o.traceparent) h.set('traceparent', o.traceparent);
   try {
     // No msgID: JetStream would silently drop a retry of the same call within its duplicate window,
     // and the service would never see it to wake us again. The service's claim dedupes calls.
-    await jetstream(o.nats).publish(subject, JSON.stringify(payload), { headers: h });
+    await jetstream(o.nats).publish(subject, command.data, { headers: command.headers });
   } catch (e) {
     clearTimeout(timer);
     unwait();
@@ -267,6 +249,36 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   }
 }
 
+/** The command of a call as it goes on the wire: payload fields and CG-* headers, as `identityIn` says. */
+function commandMessage(o: CallToolOptions, c: { route: SubjectRoute; toolCallId: string; cardId: string; after: AfterExecution }) {
+  const payload = commandPayload({
+    form: 'tool',
+    agent_id: o.agentId,
+    agent_turn_id: o.agentTurnId,
+    turn_epoch: o.turnEpoch,
+    tool_call_id: c.toolCallId,
+    after_execution: c.after,
+    tool_call_card_id: c.cardId,
+    tool_name: o.tool,
+    ...(o.stepId ? { step_id: o.stepId } : {}),
+  });
+  const placement = o.identityIn ?? 'both';
+  if (placement === 'headers') for (const f of ['agent_id', 'agent_turn_id', 'turn_epoch', 'tool_call_id', 'step_id']) delete payload[f];
+  const h = natsHeaders();
+  if (placement !== 'payload') {
+    // The route too, as CommonGround's platforms send it (the service checks it against the subject).
+    h.set('CG-Project-Id', c.route.projectId);
+    h.set('CG-Channel-Id', c.route.channelId);
+    h.set('CG-Agent-Id', o.agentId);
+    h.set('CG-Turn-Id', o.agentTurnId);
+    h.set('CG-Turn-Epoch', String(o.turnEpoch));
+    h.set('CG-Tool-Call-Id', c.toolCallId);
+    if (o.stepId) h.set('CG-Step-Id', o.stepId);
+  }
+  if (o.traceparent) h.set('traceparent', o.traceparent);
+  return { data: JSON.stringify(payload), headers: h };
+}
+
 /**
  * Checks a wakeup against the UTP callback rules and reads the call's answer: the tool.result card
  * the call's claim names in the store, read in one query by the call's own anchor. A wakeup naming
@@ -275,12 +287,16 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
  */
 export async function readAnswer(store: Store, call: Anchor, payload: unknown, headers: Record<string, string>): Promise<CallToolOutcome> {
   const toolCallId = call.tool_call_id;
+  // The read names the call's own anchor, nothing the wakeup says: it goes out first and the wakeup
+  // is checked while it is on its way (its answer is dropped if the wakeup is refused).
+  const reading = store.getResultCardFor(call);
+  reading.catch(() => undefined); // awaited below, or dropped with a refused wakeup
   const cb = parseCallback(payload, headers);
   if (!cb.ok) return { ok: false, toolCallId, problems: cb.problems };
   if (cb.value.tool_call_id !== toolCallId || cb.value.agent_turn_id !== call.agent_turn_id) {
     return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup is for call ${cb.value.agent_turn_id.slice(0, 100)}/${cb.value.tool_call_id.slice(0, 100)}, not ${call.agent_turn_id}/${toolCallId}`);
   }
-  const raw = await store.getResultCardFor(call);
+  const raw = await reading;
   if (raw === undefined) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the store has no answer of call ${toolCallId} (no answered claim naming a tool.result card): is this client on the worker's store?`);
   if ((raw as { card_id?: unknown }).card_id !== cb.value.tool_result_card_id) {
     return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup names tool.result card ${cb.value.tool_result_card_id.slice(0, 100)}, which is not the answer the call's claim names`);

@@ -124,9 +124,13 @@ const validName = (s: string): boolean => s.length >= 1 && s.length <= MAX_ID_LE
 
 /** Compiled argument validators, by the JSON text of the schema. */
 const compiled = new Map<string, z.ZodType>();
+/** The same, by the parameters object of a registry entry (kept across calls): no JSON text per call. */
+const compiledFor = new WeakMap<object, z.ZodType>();
 
 /** The zod validator of a tool's `parameters` (zod 4's fromJSONSchema), or the reason it cannot be compiled. */
 export function compileParameters(parameters: unknown): { ok: true; schema: z.ZodType } | { ok: false; message: string } {
+  const known = typeof parameters === 'object' && parameters !== null ? compiledFor.get(parameters) : undefined;
+  if (known) return { ok: true, schema: known };
   let key: string;
   try {
     key = JSON.stringify(parameters);
@@ -134,7 +138,10 @@ export function compileParameters(parameters: unknown): { ok: true; schema: z.Zo
     return { ok: false, message: 'parameters is not JSON' };
   }
   const hit = compiled.get(key);
-  if (hit) return { ok: true, schema: hit };
+  if (hit) {
+    if (typeof parameters === 'object' && parameters !== null) compiledFor.set(parameters, hit);
+    return { ok: true, schema: hit };
+  }
   if (typeof parameters !== 'object' || parameters === null || Array.isArray(parameters) || (parameters as { type?: unknown }).type !== 'object') {
     return { ok: false, message: 'parameters must be a JSON Schema object with "type": "object"' };
   }
@@ -142,6 +149,7 @@ export function compileParameters(parameters: unknown): { ok: true; schema: z.Zo
     const schema = z.fromJSONSchema(parameters as Parameters<typeof z.fromJSONSchema>[0]);
     if (compiled.size > 1000) compiled.clear();
     compiled.set(key, schema);
+    compiledFor.set(parameters, schema);
     return { ok: true, schema };
   } catch (e) {
     return { ok: false, message: `parameters is not a JSON Schema Airlock can compile: ${(e as Error).message.slice(0, 300)}` };
