@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { DelayedBatch, GroupCommit, ItemFailed, settleItem } from './batch.js';
+import { HeldClient } from './held-client.js';
 import { rowToApproval, rowToClaim, rowToInbox, rowToTool, type Row } from './rows.js';
 import {
   StoreUnavailableError,
@@ -237,6 +238,9 @@ export class PostgresStore implements Store {
    * and the woken flags, whose loss only means a wakeup published again.
    */
   private relaxedPool: pg.Pool | null = null;
+  /** A connection of each pool held for the hot statements (see HeldClient); none in a pool of one. */
+  private held: HeldClient | null = null;
+  private heldRelaxed: HeldClient | null = null;
   private readonly poolSize: number;
   private readonly queryTimeoutMs: number;
 
@@ -268,13 +272,15 @@ export class PostgresStore implements Store {
    * per connection and fixed, so a statement never runs against another schema).
    */
   private qp(name: string, sql: string, args: unknown[]): Promise<pg.QueryResult<Row>> {
-    return this.p.query<Row>({ name: `airlock_${name}`, text: sql, values: args });
+    const config = { name: `airlock_${name}`, text: sql, values: args };
+    return this.held?.query<Row>(config) ?? this.p.query<Row>(config);
   }
 
   /** qp on the relaxed pool (synchronous_commit = off): only for the writes named at relaxedPool. */
   private qr(name: string, sql: string, args: unknown[]): Promise<pg.QueryResult<Row>> {
     if (!this.relaxedPool) throw new StoreUnavailableError('the PostgreSQL store is not open: call init() first');
-    return this.relaxedPool.query<Row>({ name: `airlock_${name}`, text: sql, values: args });
+    const config = { name: `airlock_${name}`, text: sql, values: args };
+    return this.heldRelaxed?.query<Row>(config) ?? this.relaxedPool.query<Row>(config);
   }
 
   async init(): Promise<void> {
@@ -317,13 +323,23 @@ export class PostgresStore implements Store {
       );
     }
     this.pool = pool;
-    this.relaxedPool = open(Math.max(1, Math.min(4, this.poolSize)), ' -c synchronous_commit=off');
+    const relaxedSize = Math.max(1, Math.min(4, this.poolSize));
+    this.relaxedPool = open(relaxedSize, ' -c synchronous_commit=off');
+    // Held out of a pool of one, a connection would leave the pool none for the other statements.
+    if (this.poolSize > 1) this.held = new HeldClient(pool);
+    if (relaxedSize > 1) this.heldRelaxed = new HeldClient(this.relaxedPool);
+    this.held?.take();
+    this.heldRelaxed?.take();
   }
 
   async close(): Promise<void> {
     await this.woken.settled();
     const p = this.pool;
     const r = this.relaxedPool;
+    this.held?.release();
+    this.heldRelaxed?.release();
+    this.held = null;
+    this.heldRelaxed = null;
     this.pool = null;
     this.relaxedPool = null;
     await Promise.all([p?.end(), r?.end()]);

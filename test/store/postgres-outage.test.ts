@@ -110,6 +110,10 @@ test('PostgreSQL silent on open connections: statements fail after query_timeout
   // the server answers new connections again: a timed-out connection was dropped, not reused
   proxy.blackhole = false;
   proxy.dropAll();
+  // As after a real restart, the connections' ends are seen before the next statement: one sent in
+  // the same tick as the close goes out on the dead connection, held or pooled, and fails (the same
+  // with the pool alone, given an idle connection: checked with 7f0a421).
+  await new Promise((r) => setTimeout(r, 100));
   const a = anchor();
   const again = await store.claim(a, null, 'w', 60_000, {});
   assert.equal(again.claimed, true, 'the store serves again');
@@ -133,4 +137,34 @@ test('PostgreSQL unreachable mid-load: a batch of claims fails together within t
   // the store's connect timeout is 3 s: the lone statements in flight time out, then the batch once
   // (a one-by-one retry of the batch would take ~3 s per call: 30 s here)
   assert.ok(elapsed < 9_000, `failed within ${elapsed} ms`);
+});
+
+test('the server ends every connection of the store (a restart): once the ends are seen, every kind of statement works again on new connections', async () => {
+  const url = new URL(PG_URL);
+  const app = uniqueName('airlock_held');
+  url.searchParams.set('application_name', app);
+  const store = new PostgresStore(url.toString(), { schema });
+  stores.push(store);
+  await store.init();
+  const a = anchor();
+  await store.putCard({ card_id: `card-${a.tool_call_id}`, type: 'tool.call', created_at: '2026-11-27T00:00:00Z', content: {} });
+  assert.equal((await store.claim(a, null, 'w', 60_000, {})).claimed, true);
+  const admin = new PostgresStore(PG_URL, { schema });
+  stores.push(admin);
+  await admin.init();
+  const pids = async (): Promise<number[]> => {
+    const r = await (admin as unknown as { q(sql: string, args: unknown[]): Promise<{ rows: { pid: number }[] }> }).q('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [app]);
+    return r.rows.map((x) => Number(x.pid));
+  };
+  const before = await pids();
+  assert.ok(before.length >= 2, `the store holds connections (${before.length})`);
+  await (admin as unknown as { q(sql: string, args: unknown[]): Promise<unknown> }).q('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+  await new Promise((r) => setTimeout(r, 200));
+  const b = anchor();
+  const card = { card_id: `card-${b.tool_call_id}`, type: 'tool.call', created_at: '2026-11-27T00:00:00Z', content: { n: 1 } };
+  assert.equal(await store.putCard(card), true);
+  assert.deepEqual((await store.claim(b, card.card_id, 'w', 60_000, {}, card.card_id)).card, card);
+  assert.equal((await store.getClaim(a))?.worker_id, 'w');
+  const after = await pids();
+  assert.ok(after.length > 0 && after.every((p) => !before.includes(p)), `only new connections serve (${JSON.stringify({ before, after })})`);
 });
