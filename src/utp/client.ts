@@ -179,8 +179,12 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
   };
   const checked = parseCard(callCard);
   if (!checked.ok) return { ok: false, toolCallId, problems: checked.problems };
-  // false on a retry: the card of the first attempt stays (the service reads that one).
-  await o.store.putCard(callCard);
+  // false on a retry: the card of the first attempt stays (the service reads that one). Awaited after
+  // the command is made, while the insert is on its way (at once on PostgreSQL's held connection).
+  const writing = o.store.putCard(callCard);
+  writing.catch(() => undefined); // awaited below; observed already in case making the command throws first
+  const command = commandMessage(o, { route: route.value, toolCallId, cardId, after });
+  await writing;
 
   const { waiters } = router(o.nats, wake.value);
   const k = `${o.agentTurnId}\u0000${toolCallId}`;
@@ -209,7 +213,6 @@ export async function callTool(o: CallToolOptions): Promise<CallToolOutcome> {
     });
   let woken = nextWakeup();
 
-  const command = commandMessage(o, { route: route.value, toolCallId, cardId, after });
   try {
     // No msgID: JetStream would silently drop a retry of the same call within its duplicate window,
     // and the service would never see it to wake us again. The service's claim dedupes calls.
@@ -284,12 +287,17 @@ function commandMessage(o: CallToolOptions, c: { route: SubjectRoute; toolCallId
  */
 export async function readAnswer(store: Store, call: Anchor, payload: unknown, headers: Record<string, string>): Promise<CallToolOutcome> {
   const toolCallId = call.tool_call_id;
+  // The read names the call's own anchor, nothing the wakeup says: it goes out first (at once on
+  // PostgreSQL's held connection) and the wakeup is checked while it is on its way; a refused wakeup
+  // drops what it reads.
+  const reading = store.getResultCardFor(call);
+  reading.catch(() => undefined); // awaited below, or dropped with a refused wakeup
   const cb = parseCallback(payload, headers);
   if (!cb.ok) return { ok: false, toolCallId, problems: cb.problems };
   if (cb.value.tool_call_id !== toolCallId || cb.value.agent_turn_id !== call.agent_turn_id) {
     return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup is for call ${cb.value.agent_turn_id.slice(0, 100)}/${cb.value.tool_call_id.slice(0, 100)}, not ${call.agent_turn_id}/${toolCallId}`);
   }
-  const raw = await store.getResultCardFor(call);
+  const raw = await reading;
   if (raw === undefined) return bad(toolCallId, 'UTPC_BAD_ANSWER', `the store has no answer of call ${toolCallId} (no answered claim naming a tool.result card): is this client on the worker's store?`);
   if ((raw as { card_id?: unknown }).card_id !== cb.value.tool_result_card_id) {
     return bad(toolCallId, 'UTPC_BAD_ANSWER', `the wakeup names tool.result card ${cb.value.tool_result_card_id.slice(0, 100)}, which is not the answer the call's claim names`);

@@ -589,13 +589,18 @@ export class UtpService {
       ...(childTp ? { traceparent: childTp } : {}),
     };
     const subject = wakeupSubjectFor(ctx);
-    const outcome = await this.o.store.answer({
+    const answering = this.o.store.answer({
       ...anchor,
       worker_id: this.workerId,
       card,
       report: { agent_id: id.agent_id, kind: 'tool.report', payload },
       wakeup: { subject: subject ?? '', payload, headers: hs },
     });
+    // On the store's held connection the statement has gone out by now (PostgreSQL; through the pool it
+    // goes on the next tick, SQLite has committed): the wakeup is made while it is on its way.
+    answering.catch(() => undefined); // awaited below; observed already in case the wakeup's making throws first
+    const wakeup = subject ? wakeupMessage(payload, hs) : undefined;
+    const outcome = await answering;
     if (!outcome.ok) {
       // Someone else answered (our lease expired and a sweeper answered executor_lost): ours is discarded.
       this.log('warn', 'answer-discarded', { ...anchor, reason: outcome.reason, status: content.status });
@@ -604,8 +609,8 @@ export class UtpService {
     this.onStep?.('committed', anchor);
     this.stats.answered++;
     try {
-      if (subject) {
-        this.publishWakeup(anchor, subject, payload, hs, () => {
+      if (subject && wakeup) {
+        this.publishWakeup(anchor, subject, wakeup, () => {
           afterWakeup?.();
           this.onStep?.('woken', anchor); // handed to NATS: the socket write follows in a microtask
         });
@@ -617,10 +622,8 @@ export class UtpService {
     }
   }
 
-  private publishWakeup(anchor: Anchor, subject: string, payload: Record<string, unknown>, hs: Record<string, string>, afterPublish?: () => void): void {
-    const h = natsHeaders();
-    for (const [k, v] of Object.entries(hs)) h.set(k, v);
-    this.o.nats.publish(subject, JSON.stringify(payload), { headers: h });
+  private publishWakeup(anchor: Anchor, subject: string, wakeup: WakeupMessage, afterPublish?: () => void): void {
+    this.o.nats.publish(subject, wakeup.data, { headers: wakeup.headers });
     afterPublish?.(); // queued in the same tick: one socket write for both
     // Not awaited: a lost "woken" flag only means a sweeper publishes the same wakeup again later.
     void this.o.store.markWoken(anchor).catch((e: Error) => this.log('warn', 'mark-woken-failed', { ...anchor, error: e.message }));
@@ -645,7 +648,7 @@ export class UtpService {
     this.log('info', 'duplicate', { ...anchor, state: existing.state, redelivered, result_card_id: existing.result_card_id });
     if (existing.state === 'answered' && existing.wakeup?.subject && this.storedWakeupOk(existing)) {
       this.stats.republished++;
-      this.publishWakeup(anchor, existing.wakeup.subject, existing.wakeup.payload, existing.wakeup.headers);
+      this.publishWakeup(anchor, existing.wakeup.subject, wakeupMessage(existing.wakeup.payload, existing.wakeup.headers));
     }
   }
 
@@ -792,7 +795,7 @@ export class UtpService {
         continue;
       }
       this.stats.republished++;
-      this.publishWakeup({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }, c.wakeup.subject, c.wakeup.payload, c.wakeup.headers);
+      this.publishWakeup({ agent_turn_id: c.agent_turn_id, tool_call_id: c.tool_call_id }, c.wakeup.subject, wakeupMessage(c.wakeup.payload, c.wakeup.headers));
     }
   }
 }
@@ -852,6 +855,18 @@ function decisionFailure(d: 'rejected' | 'expired' | 'canceled' | 'vanished'): E
   if (d === 'rejected') return failure('failed', 'auth_failed', 'a person rejected this call (airlock approvals reject)');
   if (d === 'canceled') return failure('canceled', 'canceled', 'the call was canceled while it waited for approval');
   return failure('timeout', 'tool_timeout', 'no one approved this call in time', [{ code: 'UTPS_APPROVAL_TIMEOUT', message: 'the call waited in `airlock approvals` past its approval.timeout_ms' }]);
+}
+
+/** A wakeup as it goes on the wire: the payload's JSON text and its NATS headers. */
+interface WakeupMessage {
+  data: string;
+  headers: ReturnType<typeof natsHeaders>;
+}
+
+function wakeupMessage(payload: Record<string, unknown>, hs: Record<string, string>): WakeupMessage {
+  const headers = natsHeaders();
+  for (const [k, v] of Object.entries(hs)) headers.set(k, v);
+  return { data: JSON.stringify(payload), headers };
 }
 
 /** Wakeup subjects by command subject and agent: built and checked once, not on every answer. */
