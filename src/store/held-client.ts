@@ -1,18 +1,22 @@
 import type pg from 'pg';
 
+/** pg's Client has ref() and unref() (pg 8; the pool's allowExitOnIdle uses them); @types/pg leaves them out. */
+type Held = pg.PoolClient & { ref(): void; unref(): void };
+
 /**
  * One connection of a pool kept checked out, for statements that find it idle. pg's pool takes an
  * idle client on the next tick and arms a checkout timer for each statement; a call makes four
- * statements in a row, and on a 2-core VM skipping that took 0.1–0.2 ms off a UTP call's p50
- * (bench:utp's timeline, six pairs alternated; docs/benchmarks.md). While it is busy (calls at once),
- * a statement goes through the pool as before.
+ * statements in a row, and on a 2-core VM skipping that took about 0.1 ms off a UTP call's p50 (lower
+ * in 9 of 10 pairs of bench:utp's timeline, alternated; docs/benchmarks.md). It also writes the
+ * statement before query() returns. While it is busy (calls at once), a statement goes through the
+ * pool as before.
  *
  * A connection that failed in any way (a statement's error, a timeout, the server gone) is given back
  * to the pool as broken, which closes it, and another is taken in the background: after a timeout its
  * state is unknown, and the pool does the same with every client whose statement failed.
  */
 export class HeldClient {
-  private client: pg.PoolClient | null = null;
+  private client: Held | null = null;
   private busy = false;
   private taking = false;
   private closed = false;
@@ -33,14 +37,17 @@ export class HeldClient {
       return undefined;
     }
     this.busy = true;
+    c.ref();
     return c.query<R>(config).then(
       (r) => {
         this.busy = false;
+        c.unref();
         if (this.closed && this.client === c) this.release();
         return r;
       },
       (e: unknown) => {
         this.busy = false;
+        c.unref();
         this.drop(c, e);
         throw e;
       },
@@ -53,6 +60,7 @@ export class HeldClient {
     if (this.busy) return;
     const c = this.client;
     this.client = null;
+    c?.ref();
     c?.release();
   }
 
@@ -61,12 +69,16 @@ export class HeldClient {
     if (this.taking || this.closed) return;
     this.taking = true;
     this.pool.connect().then(
-      (c) => {
+      (taken) => {
+        const c = taken as Held;
         this.taking = false;
         if (this.closed) return c.release();
         // Out of the pool, nobody else listens: a connection that breaks while idle here (a server
         // restart) must not crash the process; the next statement goes through the pool.
         c.on('error', (e) => this.drop(c, e));
+        // Idle, it keeps no process alive (the pool's idle connections close after 10 s; this one
+        // would never): referenced only while a statement is on it.
+        c.unref();
         this.client = c;
       },
       () => {
@@ -76,9 +88,10 @@ export class HeldClient {
     );
   }
 
-  private drop(c: pg.PoolClient, e: unknown): void {
+  private drop(c: Held, e: unknown): void {
     if (this.client !== c) return;
     this.client = null;
+    c.ref();
     c.release(e instanceof Error ? e : new Error(String(e)));
   }
 }
