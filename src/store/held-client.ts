@@ -20,8 +20,20 @@ export class HeldClient {
   private busy = false;
   private taking = false;
   private closed = false;
+  /** When the held connection last finished a statement (or was taken): performance.now(). */
+  private usedAt = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
+  /**
+   * The pool closes a connection idle this long (pg-pool's idleTimeoutMillis, 10 s; 0: never): the held
+   * one is not used after as long either. A connection quiet for minutes may be gone without a word (a
+   * NAT or firewall forgot it, a failover moved the server): through the pool, the next statement would
+   * open a new connection; on it, it would wait out query_timeout_ms and fail.
+   */
+  private readonly idleMs: number;
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: pg.Pool) {
+    this.idleMs = pool.options.idleTimeoutMillis || Infinity;
+  }
 
   /** The statement on the held connection, or undefined when there is none idle (use the pool). */
   query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>> | undefined {
@@ -30,6 +42,10 @@ export class HeldClient {
     // own next-tick checkout would have seen it go, so this does not use it either.
     if (c?.connection.stream.destroyed) {
       this.drop(c, new Error('the held PostgreSQL connection was closed'));
+      c = null;
+    }
+    if (c && !this.busy && performance.now() - this.usedAt >= this.idleMs) {
+      this.drop(c, new Error('the held PostgreSQL connection was idle too long'));
       c = null;
     }
     if (!c || this.busy) {
@@ -41,6 +57,7 @@ export class HeldClient {
     return c.query<R>(config).then(
       (r) => {
         this.busy = false;
+        this.usedAt = performance.now();
         c.unref();
         if (this.closed && this.client === c) this.release();
         return r;
@@ -60,6 +77,7 @@ export class HeldClient {
     if (this.busy) return;
     const c = this.client;
     this.client = null;
+    this.stopIdleTimer();
     c?.ref();
     c?.release();
   }
@@ -80,6 +98,8 @@ export class HeldClient {
         // would never): referenced only while a statement is on it.
         c.unref();
         this.client = c;
+        this.usedAt = performance.now();
+        this.armIdleTimer(this.idleMs);
       },
       () => {
         // The server is unreachable: the statements report it through the pool; tried again at the next one.
@@ -88,10 +108,31 @@ export class HeldClient {
     );
   }
 
-  private drop(c: Held, e: unknown): void {
+  /** Closes the held connection once idle for idleMs, as the pool does its own (unref'd: keeps no process alive). */
+  private armIdleTimer(ms: number): void {
+    if (this.idleMs === Infinity) return;
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = null;
+      const c = this.client;
+      if (!c) return;
+      const idle = performance.now() - this.usedAt;
+      if (this.busy || idle < this.idleMs) return this.armIdleTimer(this.busy ? this.idleMs : this.idleMs - idle);
+      this.drop(c, new Error('the held PostgreSQL connection was idle too long'), false);
+    }, ms);
+    this.idleTimer.unref();
+  }
+
+  private stopIdleTimer(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
+  }
+
+  /** ref: false when nothing waits on it (an idle close of a connection that may be gone keeps no process alive). */
+  private drop(c: Held, e: unknown, ref = true): void {
     if (this.client !== c) return;
     this.client = null;
-    c.ref();
+    this.stopIdleTimer();
+    if (ref) c.ref();
     c.release(e instanceof Error ? e : new Error(String(e)));
   }
 }

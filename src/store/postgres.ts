@@ -300,7 +300,10 @@ export class PostgresStore implements Store {
       p.on('error', () => undefined);
       return p;
     };
-    const pool = open(this.poolSize, '');
+    // A pool that holds a connection (HeldClient) has one more, so the statements that go through it
+    // keep poolSize: taken out of poolSize, one statement blocked on a lock left a pool of 2 none for
+    // the next (which failed after the connect timeout while the held connection sat idle).
+    const pool = open(this.poolSize > 1 ? this.poolSize + 1 : this.poolSize, '');
     try {
       const c = await pool.connect();
       try {
@@ -324,7 +327,7 @@ export class PostgresStore implements Store {
     }
     this.pool = pool;
     const relaxedSize = Math.max(1, Math.min(4, this.poolSize));
-    this.relaxedPool = open(relaxedSize, ' -c synchronous_commit=off');
+    this.relaxedPool = open(relaxedSize > 1 ? relaxedSize + 1 : relaxedSize, ' -c synchronous_commit=off');
     // Held out of a pool of one, a connection would leave the pool none for the other statements.
     if (this.poolSize > 1) this.held = new HeldClient(pool);
     if (relaxedSize > 1) this.heldRelaxed = new HeldClient(this.relaxedPool);

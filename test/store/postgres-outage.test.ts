@@ -168,3 +168,47 @@ test('the server ends every connection of the store (a restart): once the ends a
   const after = await pids();
   assert.ok(after.length > 0 && after.every((p) => !before.includes(p)), `only new connections serve (${JSON.stringify({ before, after })})`);
 });
+
+test('a quiet store whose idle connections went silent (a NAT or firewall forgot them): after the pool idle timeout the next statement takes a new connection', { timeout: 40_000 }, async () => {
+  const { proxy, store } = await storeBehindProxy({ query_timeout_ms: '1500' });
+  // Quiet for longer than the pool's idle timeout (10 s): the pool closes its idle connections, so a
+  // connection forgotten by the network in the meantime is never used again.
+  await new Promise((r) => setTimeout(r, 10_500));
+  proxy.silence(); // the open connections stay open but no byte moves; new connections work
+  const a = anchor();
+  const t0 = Date.now();
+  const outcome = await store.claim(a, null, 'w', 60_000, {}).catch((e: Error) => e);
+  assert.ok(!(outcome instanceof Error), `the claim went on a connection idle for ${Date.now() - t0 + 10_500} ms: ${String(outcome)}`);
+  assert.equal(outcome.claimed, true);
+  assert.equal((await store.getClaim(a))?.worker_id, 'w');
+});
+
+test('a small pool keeps all its connections for the statements that go through it: one blocked statement does not starve the next while the held connection idles', { timeout: 20_000 }, async () => {
+  const store = new PostgresStore(PG_URL, { schema, poolSize: 2 });
+  stores.push(store);
+  await store.init();
+  await new Promise((r) => setTimeout(r, 100)); // the held connections are taken meanwhile
+  const a = anchor();
+  await store.claim(a, null, 'w', 60_000, {});
+  const admin = new PostgresStore(PG_URL, { schema, poolSize: 1 });
+  stores.push(admin);
+  await admin.init();
+  const lock = await (admin as unknown as { p: { connect(): Promise<{ query(sql: string, args?: unknown[]): Promise<unknown>; release(): void }> } }).p.connect();
+  try {
+    await lock.query('BEGIN');
+    await lock.query('SELECT 1 FROM claims WHERE agent_turn_id = $1 FOR UPDATE', [a.agent_turn_id]);
+    const cancel = store.requestCancel(a); // waits on the row lock, on one of the pool's two connections
+    await new Promise((r) => setTimeout(r, 50));
+    // with the pool alone (2535118) the second connection serves it at once
+    const listed = await store.listInbox({ limit: 1 }).then(
+      () => 'ok',
+      (e: Error) => e.message,
+    );
+    assert.equal(listed, 'ok', 'a statement beside a blocked one is served');
+    await lock.query('ROLLBACK');
+    assert.equal((await cancel)?.cancel_requested, true);
+  } finally {
+    await lock.query('ROLLBACK').catch(() => undefined);
+    lock.release();
+  }
+});
