@@ -22,12 +22,11 @@ export class HeldClient {
   private closed = false;
   /** When the held connection last finished a statement (or was taken): performance.now(). */
   private usedAt = 0;
-  private idleTimer: NodeJS.Timeout | null = null;
   /**
    * The pool closes a connection idle this long (pg-pool's idleTimeoutMillis, 10 s; 0: never): the held
-   * one is not used after as long either. A connection quiet for minutes may be gone without a word (a
-   * NAT or firewall forgot it, a failover moved the server): through the pool, the next statement would
-   * open a new connection; on it, it would wait out query_timeout_ms and fail.
+   * one is not used after as long either, but closed and replaced. A connection quiet for minutes may be
+   * gone without a word (a NAT or firewall forgot it, a failover moved the server): through the pool,
+   * the next statement would open a new connection; on it, it would wait out query_timeout_ms and fail.
    */
   private readonly idleMs: number;
 
@@ -77,8 +76,7 @@ export class HeldClient {
     if (this.busy) return;
     const c = this.client;
     this.client = null;
-    this.stopIdleTimer();
-    c?.ref();
+    c?.ref(); // back in the pool, as the pool keeps its own
     c?.release();
   }
 
@@ -99,7 +97,6 @@ export class HeldClient {
         c.unref();
         this.client = c;
         this.usedAt = performance.now();
-        this.armIdleTimer(this.idleMs);
       },
       () => {
         // The server is unreachable: the statements report it through the pool; tried again at the next one.
@@ -108,31 +105,10 @@ export class HeldClient {
     );
   }
 
-  /** Closes the held connection once idle for idleMs, as the pool does its own (unref'd: keeps no process alive). */
-  private armIdleTimer(ms: number): void {
-    if (this.idleMs === Infinity) return;
-    this.idleTimer = setTimeout(() => {
-      this.idleTimer = null;
-      const c = this.client;
-      if (!c) return;
-      const idle = performance.now() - this.usedAt;
-      if (this.busy || idle < this.idleMs) return this.armIdleTimer(this.busy ? this.idleMs : this.idleMs - idle);
-      this.drop(c, new Error('the held PostgreSQL connection was idle too long'), false);
-    }, ms);
-    this.idleTimer.unref();
-  }
-
-  private stopIdleTimer(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = null;
-  }
-
-  /** ref: false when nothing waits on it (an idle close of a connection that may be gone keeps no process alive). */
-  private drop(c: Held, e: unknown, ref = true): void {
+  /** Gives it back as broken: the pool closes it (left unreferenced, so closing one that is gone keeps no process alive). */
+  private drop(c: Held, e: unknown): void {
     if (this.client !== c) return;
     this.client = null;
-    this.stopIdleTimer();
-    if (ref) c.ref();
     c.release(e instanceof Error ? e : new Error(String(e)));
   }
 }
