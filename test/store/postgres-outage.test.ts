@@ -212,3 +212,18 @@ test('a small pool keeps all its connections for the statements that go through 
     lock.release();
   }
 });
+
+test('the held connections keep their pools\' durability: claims and answers flush their commit, only the tool.call card and woken flags do not', async () => {
+  const store = new PostgresStore(PG_URL, { schema });
+  stores.push(store);
+  await store.init();
+  await new Promise((r) => setTimeout(r, 100)); // the held connections are taken meanwhile
+  type Private = { qp(n: string, s: string, a: unknown[]): Promise<{ rows: { synchronous_commit: string }[] }>; qr: Private['qp']; held: unknown; heldRelaxed: unknown };
+  const p = store as unknown as Private;
+  assert.ok(p.held && p.heldRelaxed, 'both pools hold a connection');
+  // Twice each: the first may go through the pool while a connection is being taken; the second finds it held.
+  for (let i = 0; i < 2; i++) {
+    assert.equal((await p.qp('sc', 'SHOW synchronous_commit', [])).rows[0]?.synchronous_commit, 'on');
+    assert.equal((await p.qr('sc', 'SHOW synchronous_commit', [])).rows[0]?.synchronous_commit, 'off');
+  }
+});
