@@ -55,9 +55,11 @@ async function openBare(cfg) {
   const { default: pg } = await import('pg');
   // The caller's connection commits the tool.call card without waiting for its own WAL flush, as
   // Airlock's PostgreSQL store does (the worker's flushed claim makes it durable); the worker's
-  // connection (claim, answer) flushes every commit.
-  const client = new pg.Client({ connectionString: cfg.pg, options: `-c search_path=${cfg.schema}${cfg.caller ? ' -c synchronous_commit=off' : ''}` });
-  await client.connect();
+  // connection (claim, answer) flushes every commit. Many calls in flight (`cfg.pool`): a pool of
+  // that many connections, as Airlock's store keeps.
+  const conn = { connectionString: cfg.pg, application_name: `airlock-bench-${cfg.schema}`, options: `-c search_path=${cfg.schema}${cfg.caller ? ' -c synchronous_commit=off' : ''}` };
+  const client = cfg.pool ? new pg.Pool({ ...conn, max: cfg.pool }) : new pg.Client(conn);
+  if (!cfg.pool) await client.connect();
   const q = (name, text, values) => client.query({ name, text, values });
   return {
     putCard: (card) => q('put', 'INSERT INTO cards (card_id, body) VALUES ($1, $2)', [card.card_id, JSON.stringify(card)]),
@@ -74,7 +76,11 @@ async function openBare(cfg) {
   };
 }
 
-/** The worker process: a pull consumer that claims, answers and wakes, with bare statements. */
+/**
+ * The worker process: a pull consumer that claims, answers and wakes, with bare statements. One
+ * message at a time (latency), or with `cfg.concurrent` as many at once as the consumer delivers
+ * (calls/s: the ceiling of an implementation of these hops on this machine).
+ */
 async function worker(cfg) {
   const store = await openBare(cfg);
   const nc = await connect({ servers: cfg.nats });
@@ -89,23 +95,32 @@ async function worker(cfg) {
     if (cfg.timeline) writeFileSync(cfg.timeline, JSON.stringify(marks));
     void nc.close().then(() => store.close()).then(() => process.exit(0));
   });
+  const handle = async (m) => {
+    const cmd = JSON.parse(Buffer.from(m.data).toString());
+    step(cmd.tool_call_id, 'received');
+    const { won, card } = await store.claim(cmd.agent_turn_id, cmd.tool_call_id, cmd.tool_call_card_id);
+    step(cmd.tool_call_id, 'claimed');
+    if (!won || card === undefined) throw new Error('floor: the claim must be new and the card present');
+    const result = { card_id: `card-result-${randomUUID()}`, type: 'tool.result', content: { tool_call_id: cmd.tool_call_id, status: 'success', result: { x: 1 } } };
+    const wakeup = JSON.stringify({ agent_id: cmd.agent_id, agent_turn_id: cmd.agent_turn_id, tool_call_id: cmd.tool_call_id, tool_result_card_id: result.card_id });
+    step(cmd.tool_call_id, 'ran');
+    await store.answer(cmd.agent_turn_id, cmd.tool_call_id, result, wakeup);
+    step(cmd.tool_call_id, 'committed');
+    nc.publish(cfg.wakeup, wakeup);
+    m.ack();
+    step(cmd.tool_call_id, 'woken');
+  };
+  if (cfg.concurrent) {
+    const fail = (e) => {
+      process.stderr.write(`floor worker: ${e}\n`);
+      process.exit(1);
+    };
+    for await (const m of await consumer.consume({ max_messages: cfg.concurrent })) void handle(m).catch(fail);
+    return;
+  }
   while (!stopping && !nc.isClosed()) {
     const batch = await consumer.fetch({ max_messages: 64, expires: 1000 });
-    for await (const m of batch) {
-      const cmd = JSON.parse(Buffer.from(m.data).toString());
-      step(cmd.tool_call_id, 'received');
-      const { won, card } = await store.claim(cmd.agent_turn_id, cmd.tool_call_id, cmd.tool_call_card_id);
-      step(cmd.tool_call_id, 'claimed');
-      if (!won || card === undefined) throw new Error('floor: the claim must be new and the card present');
-      const result = { card_id: `card-result-${randomUUID()}`, type: 'tool.result', content: { tool_call_id: cmd.tool_call_id, status: 'success', result: { x: 1 } } };
-      const wakeup = JSON.stringify({ agent_id: cmd.agent_id, agent_turn_id: cmd.agent_turn_id, tool_call_id: cmd.tool_call_id, tool_result_card_id: result.card_id });
-      step(cmd.tool_call_id, 'ran');
-      await store.answer(cmd.agent_turn_id, cmd.tool_call_id, result, wakeup);
-      step(cmd.tool_call_id, 'committed');
-      nc.publish(cfg.wakeup, wakeup);
-      m.ack();
-      step(cmd.tool_call_id, 'woken');
-    }
+    for await (const m of batch) await handle(m);
   }
 }
 
@@ -119,7 +134,7 @@ export function hostNow() {
  * one bare call and returns its stamps (hostNow(): start, card, puback, client_received, done);
  * `close()` stops the worker and, with `timeline`, adds the worker's stamps to the calls made.
  */
-export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
+export async function openFloor(kind, { nats, pg, sqlite, timeline = false, concurrent = 0 }) {
   const schema = `airlock_floor_${randomBytes(4).toString('hex')}`;
   const stream = `AIRLOCK_FLOOR_${randomBytes(4).toString('hex').toUpperCase()}`;
   const nc = await connect({ servers: nats });
@@ -133,7 +148,10 @@ export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
     await admin.connect();
     await admin.query(PG_SCHEMA(schema));
   }
-  const cfg = { kind, nats, pg, sqlite, schema, stream, wakeup: `${stream}.wakeup`, ...(timeline ? { timeline: `${sqlite}.timeline.json` } : {}) };
+  // Calls in flight: the worker takes up to 64 messages at once and each side has 16 connections,
+  // as the bench's Airlock workers and store do.
+  const many = concurrent ? { concurrent: 64, pool: 16 } : {};
+  const cfg = { kind, nats, pg, sqlite, schema, stream, wakeup: `${stream}.wakeup`, ...many, ...(timeline ? { timeline: `${sqlite}.timeline.json` } : {}) };
   const store = await openBare({ ...cfg, caller: true }); // the caller's connection (creates the SQLite tables first)
   // AIRLOCK_BENCH_PROF=<dir>: the floor's worker writes a CPU profile there too, to compare with Airlock's.
   const prof = process.env.AIRLOCK_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.AIRLOCK_BENCH_PROF] : [];
@@ -149,6 +167,8 @@ export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
   return {
     /** The worker process (its CPU is read from /proc by the timeline). */
     pid: child.pid,
+    /** Its PostgreSQL backends carry `airlock-bench-<schema>` as application_name. */
+    schema,
     async call() {
       const t = `turn-${randomUUID()}`;
       const c = `call-${randomUUID()}`;
@@ -161,7 +181,7 @@ export async function openFloor(kind, { nats, pg, sqlite, timeline = false }) {
       h.set('CG-Agent-Id', 'bench');
       h.set('CG-Turn-Id', t);
       h.set('CG-Tool-Call-Id', c);
-      await js.publish(`${stream}.cmd`, JSON.stringify({ agent_id: 'bench', agent_turn_id: t, turn_epoch: 1, tool_call_id: c, after_execution: 'suspend', tool_call_card_id: card.card_id }), { headers: h, msgID: `${t}:${c}` });
+      await js.publish(`${stream}.cmd`, JSON.stringify({ agent_id: 'bench', agent_turn_id: t, turn_epoch: 1, tool_call_id: c, after_execution: 'suspend', tool_call_card_id: card.card_id }), { headers: h });
       cur.puback = hostNow();
       const m = await woken;
       waiters.delete(c);

@@ -426,9 +426,17 @@ for (const kind of ['sqlite', 'postgres']) {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-bench-floor-'));
   record(`floor: bare statements, ${kind}`, await measureFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor.db'), n: LAT_N }), undefined);
   const tl = await timeline(kind, LAT_N, dir);
-  rmSync(dir, { recursive: true, force: true });
   // Target 5 is judged on the steady state: a service's latency once it has run a while.
   timelines[kind] = { first: printTimeline(kind, tl.first), steady: printTimeline(kind, tl.steady) };
+  if (!timelineOnly) {
+    // The same hops with bare statements (no group commit) and as many calls in flight: the calls/s
+    // of the simplest implementation of this path on this machine, beside Airlock's.
+    const floor = await openFloor(kind, { nats: NATS, pg: PG, sqlite: join(dir, 'floor-many.db'), concurrent: true });
+    const asDeployment = { kind, schema: floor.schema, pids: () => [floor.pid], call: async () => (await floor.call(), { ok: true, status: 'success' }) };
+    await measure(`floor: bare statements, ${kind}, ${IN_FLIGHT} in flight`, asDeployment, 'echo', {}, LAT_N, TPUT_N);
+    await floor.close();
+  }
+  rmSync(dir, { recursive: true, force: true });
   if (timelineOnly) continue;
   // PostgreSQL: 1, 2 and 3 worker processes (scale-out, issue 20 target 6); SQLite: 1 and 3 workers in one process.
   for (const workers of kind === 'postgres' ? [1, 2, 3] : [1, 3]) {
@@ -469,6 +477,9 @@ const targets = {
   sqlite_calls_per_s_best: Math.max(find('echo UTP sqlite 1 worker').calls_per_s, find('echo UTP sqlite 3 workers').calls_per_s),
   postgres_calls_per_s_best: Math.max(find('echo UTP postgres 1 worker').calls_per_s, find('echo UTP postgres 2 workers').calls_per_s, find('echo UTP postgres 3 workers').calls_per_s),
   postgres_calls_per_s_by_workers: [1, 2, 3].map((w) => find(`echo UTP postgres ${w} worker${w > 1 ? 's' : ''}`).calls_per_s),
+  // Airlock's best calls/s over the bare-statement floor's with as many in flight (same run).
+  sqlite_calls_per_s_of_floor: ms(Math.max(find('echo UTP sqlite 1 worker').calls_per_s, find('echo UTP sqlite 3 workers').calls_per_s) / find(`floor: bare statements, sqlite, ${IN_FLIGHT} in flight`).calls_per_s),
+  postgres_calls_per_s_of_floor: ms(Math.max(...[1, 2, 3].map((w) => find(`echo UTP postgres ${w} worker${w > 1 ? 's' : ''}`).calls_per_s)) / find(`floor: bare statements, postgres, ${IN_FLIGHT} in flight`).calls_per_s),
 };
 // Issue 20, target 5: Airlock's added p50 above the floor, from the alternating timeline rounds.
 for (const kind of ['sqlite', 'postgres']) {
