@@ -2,11 +2,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, symlinkSync, linkSync, rmSync, chmodSync, renameSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, symlinkSync, linkSync, rmSync, chmodSync, renameSync, lstatSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createHash } from 'node:crypto';
-import { snapshotTree, diffSnapshots, diffOverlayUpper } from '../../src/sandbox/observe/fs-diff.js';
+import { createHash, randomBytes } from 'node:crypto';
+import { snapshotTree, diffSnapshots, diffOverlayUpper, hashFile } from '../../src/sandbox/observe/fs-diff.js';
 import { ScopeFs } from '../../src/base/scope-fs.js';
 import { lowerTreeOf } from '../../src/sandbox/ns/scopes.js';
 
@@ -50,6 +50,30 @@ test('/out: added files, links, fifos and devices are reported as what they are,
   assert.equal(by['/out/hard']?.nlink, 2);
   assert.equal(by['/out/fifo']?.type, 'fifo');
   if (dev) assert.equal(by['/out/null-dev']?.type, 'char-device');
+});
+
+test('content hashes are exact on both sides of the first 64 KiB (read at once) and the rest (streamed)', async () => {
+  const root = join(base, 'sizes');
+  mkdirSync(root);
+  const sizes = [0, 1, 65535, 65536, 65537, 131072, (1 << 20) + 65536 + 3];
+  const bodies = new Map(sizes.map((n) => [`f${n}`, randomBytes(n)]));
+  for (const [name, b] of bodies) writeFileSync(join(root, name), b);
+  const snap = await snapshotTree(root);
+  for (const [name, b] of bodies) assert.equal(snap.entries.get(name)?.sha256, createHash('sha256').update(b).digest('hex'), name);
+});
+
+test('a hash refuses what is not the regular file lstat saw: a swapped inode, a link, a FIFO (never opened for reading, never waited on)', async () => {
+  const root = join(base, 'refusals');
+  mkdirSync(root);
+  writeFileSync(join(root, 'a'), 'a');
+  writeFileSync(join(root, 'b'), 'b');
+  const seenA = lstatSync(join(root, 'a'));
+  renameSync(join(root, 'b'), join(root, 'a')); // swapped between the lstat and the open
+  await assert.rejects(hashFile(join(root, 'a'), seenA), /file changed while hashing/);
+  symlinkSync(join(root, 'a'), join(root, 'link'));
+  await assert.rejects(hashFile(join(root, 'link')), (e: NodeJS.ErrnoException) => e.code === 'ELOOP');
+  spawnSync('mkfifo', [join(root, 'fifo')]);
+  await assert.rejects(hashFile(join(root, 'fifo')), /not a regular file/);
 });
 
 test('snapshot diff: modified and deleted with hashes before and after', async () => {
