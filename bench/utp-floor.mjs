@@ -79,7 +79,7 @@ async function openBare(cfg) {
 /**
  * The worker process: a pull consumer that claims, answers and wakes, with bare statements. One
  * message at a time (latency), or with `cfg.concurrent` as many at once as the consumer delivers
- * (calls/s: the ceiling of an implementation of these hops on this machine).
+ * (calls/s of the simplest implementation of these hops: no batching).
  */
 async function worker(cfg) {
   const store = await openBare(cfg);

@@ -8,7 +8,8 @@
 //             result card read — with SQLite and with PostgreSQL, 1 and 3 workers
 //   python    python.run of `1+1`; exec: sandbox.exec of /bin/true (the real sandbox)
 //   floor     the same hops as echo with bare statements and no Airlock code (bench/utp-floor.mjs):
-//             what this machine's NATS, JetStream and store cost before Airlock adds anything
+//             what this machine's NATS, JetStream and store cost before Airlock adds anything;
+//             its calls/s too, with as many calls in flight and nothing batched
 //
 // Latency: sequential calls (p50/p99). Throughput: many calls in flight (calls/s).
 // The timeline (issue 20, target 5) prints two windows of alternating floor/Airlock rounds: the
