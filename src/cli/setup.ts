@@ -3,7 +3,10 @@
 // `airlock setup --favor-cgroup-moves` (root): the kernel's favordynmods, so that a sandbox's move into
 // its cgroup never waits for an RCU grace period (src/sandbox/cgroup/favor.ts).
 // `airlock setup --sandbox-user` (root): the system user sandboxes run as (src/sandbox/sandbox-user.ts).
+// `airlock setup --poll-idle-cpus` (root, a KVM guest with haltpoll): idle vCPUs poll before they
+// halt, so a traced syscall's wake-ups stay cheap (src/sandbox/idle-cpus.ts).
 import { favorCgroupMoves } from '../sandbox/cgroup/favor.js';
+import { IDLE_POLL_NS, pollIdleCpus } from '../sandbox/idle-cpus.js';
 import { delegate, lookupUser, undelegate } from '../sandbox/cgroup/setup.js';
 import { createSandboxUser } from '../sandbox/sandbox-user.js';
 
@@ -11,6 +14,7 @@ export interface SetupOptions {
   delegate?: string;
   undelegate?: string;
   favorCgroupMoves?: boolean;
+  pollIdleCpus?: boolean;
   sandboxUser?: boolean;
   json?: boolean;
 }
@@ -22,10 +26,10 @@ export async function setupCommand(opts: SetupOptions): Promise<number> {
   const fail = (p: { code: string; message: string }): number => {
     if (opts.json) process.stdout.write(JSON.stringify({ ok: false, problems: [p] }, null, 2) + '\n');
     else process.stderr.write(`airlock setup: ${p.code}: ${p.message}\n`);
-    return ['SETUP_DELEGATE_FAILED', 'SETUP_FAVOR_FAILED', 'SETUP_SANDBOX_USER_FAILED', 'SETUP_SANDBOX_USER_SHARED'].includes(p.code) ? 3 : 2;
+    return ['SETUP_DELEGATE_FAILED', 'SETUP_FAVOR_FAILED', 'SETUP_POLL_FAILED', 'SETUP_SANDBOX_USER_FAILED', 'SETUP_SANDBOX_USER_SHARED'].includes(p.code) ? 3 : 2;
   };
-  const asked = [opts.delegate, opts.undelegate, opts.favorCgroupMoves, opts.sandboxUser].filter((x) => x !== undefined && x !== false);
-  if (asked.length !== 1) return fail({ code: 'SETUP_USAGE', message: 'give exactly one of --delegate USER, --undelegate USER, --favor-cgroup-moves or --sandbox-user' });
+  const asked = [opts.delegate, opts.undelegate, opts.favorCgroupMoves, opts.pollIdleCpus, opts.sandboxUser].filter((x) => x !== undefined && x !== false);
+  if (asked.length !== 1) return fail({ code: 'SETUP_USAGE', message: 'give exactly one of --delegate USER, --undelegate USER, --favor-cgroup-moves, --poll-idle-cpus or --sandbox-user' });
   if (opts.sandboxUser) {
     const r = createSandboxUser();
     if (isProblem(r)) return fail(r);
@@ -37,6 +41,18 @@ export async function setupCommand(opts: SetupOptions): Promise<number> {
     const r = favorCgroupMoves();
     if (!r.ok) return fail(r.problem);
     out({ ok: true, favordynmods: true, already: r.already, where: r.where }, r.already ? `favordynmods was already on (${r.where}): nothing changed\n` : `favordynmods on (${r.where}): a sandbox's move into its cgroup no longer waits for an RCU grace period; every fork and exit on the host is slightly slower. It lasts until the next reboot, and the kernel cannot turn it off before (see the README to make it permanent).\n`);
+    return 0;
+  }
+  if (opts.pollIdleCpus) {
+    const r = pollIdleCpus();
+    if (!r.ok) return fail(r.problem);
+    const us = (ns: number): string => `${ns / 1000} µs`;
+    out(
+      { ok: true, guestHaltPollNs: r.already ? r.before : IDLE_POLL_NS, already: r.already, before: r.before },
+      r.already
+        ? `idle CPUs already poll ${us(r.before)} before they halt: nothing changed\n`
+        : `idle CPUs now poll ${us(IDLE_POLL_NS)} before they halt (was ${us(r.before)}): a traced syscall's wake-ups no longer exit to the hypervisor each time; the hypervisor spends that polling. It lasts until the next reboot (to undo: echo ${r.before} > /sys/module/haltpoll/parameters/guest_halt_poll_ns).\n`,
+    );
     return 0;
   }
   if (opts.delegate) {
