@@ -8,12 +8,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runNs, sandboxIdle } from '../dist/src/sandbox/ns/runner.js';
-import { IDLE_POLL_NS, probeIdleCpus } from '../dist/src/sandbox/idle-cpus.js';
+import { HALTPOLL_PARAM as POLL, IDLE_POLL_NS, probeIdleCpus } from '../dist/src/sandbox/idle-cpus.js';
 import { fmt, percentile } from './stats.mjs';
 
 const N = Number(process.env.BENCH_OPENS ?? 20_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const POLL = '/sys/module/haltpoll/parameters/guest_halt_poll_ns';
 const code = `made = 0\nfor i in range(${N}):\n  try: open(f"/out/f{i}", "w").close(); made += 1\n  except OSError: pass\nprint(made)`;
 const limits = { wallMs: 120_000, cpuMs: 120_000, memoryBytes: 256 << 20, pids: 64, outBytes: 64 << 20, tmpBytes: 4 << 20, files: N + 100, stdoutBytes: 64 << 10, stderrBytes: 64 << 10 };
 const outs = mkdtempSync(join(tmpdir(), 'airlock-bench-observed-'));

@@ -8,7 +8,7 @@ import type { SandboxHostUser } from '../sandbox/sandbox-user.js';
 import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
 import { nativeBinaryPath } from '../base/native.js';
 import { PAUSE_MS, probeCgroupMoves, type CgroupMoves } from '../sandbox/cgroup/favor.js';
-import { IDLE_POLL_NS, probeIdleCpus, type IdleCpus } from '../sandbox/idle-cpus.js';
+import { HALTPOLL_PARAM, IDLE_POLL_NS, probeIdleCpus, type IdleCpus } from '../sandbox/idle-cpus.js';
 import { newFileCpuUs, workspaceDisk, type NewFileCost, type WorkspaceDisk } from '../workspace/disk.js';
 import { workspaceRoot } from '../workspace/workspace.js';
 
@@ -56,9 +56,9 @@ const SLOW_MOVE_MS = 2;
 /** How an idle CPU wakes here (src/sandbox/idle-cpus.ts), and the fix when each wake-up exits to the hypervisor. */
 function idleLine(i: IdleCpus): string {
   if (i.driver !== 'haltpoll') return `${i.driver ?? 'no cpuidle driver named in /sys'}: not a KVM guest's haltpoll, nothing to set`;
-  if (i.pollNs === null) return 'haltpoll, its polling time unreadable (/sys/module/haltpoll/parameters/guest_halt_poll_ns)';
+  if (i.pollNs === null) return `haltpoll, its polling time unreadable (${HALTPOLL_PARAM})`;
   if (i.pollNs > 0) return `haltpoll: an idle vCPU polls ${i.pollNs / 1000} µs before it halts`;
-  return `HALT AT ONCE: haltpoll with guest_halt_poll_ns=0, so each syscall the tracer observes wakes an idle vCPU through the hypervisor (20,000 traced opens: 3.6-7.0 s on the VM measured, 1.3-1.8 s with polling)
+  return `HALT AT ONCE: haltpoll with guest_halt_poll_ns=0, so each syscall the tracer observes wakes an idle vCPU through the hypervisor (on the VM measured, 198-267 µs per traced open, 99-102 µs with polling: npm run bench:observed-calls)
                  fix (root): airlock setup --poll-idle-cpus (idle vCPUs poll ${IDLE_POLL_NS / 1000} µs before they halt, until the next reboot; the hypervisor spends that polling)`;
 }
 

@@ -6,7 +6,7 @@
 // `airlock setup --poll-idle-cpus` (root, a KVM guest with haltpoll): idle vCPUs poll before they
 // halt, so a traced syscall's wake-ups stay cheap (src/sandbox/idle-cpus.ts).
 import { favorCgroupMoves } from '../sandbox/cgroup/favor.js';
-import { IDLE_POLL_NS, pollIdleCpus } from '../sandbox/idle-cpus.js';
+import { HALTPOLL_PARAM, IDLE_POLL_NS, pollIdleCpus } from '../sandbox/idle-cpus.js';
 import { delegate, lookupUser, undelegate } from '../sandbox/cgroup/setup.js';
 import { createSandboxUser } from '../sandbox/sandbox-user.js';
 
@@ -51,7 +51,7 @@ export async function setupCommand(opts: SetupOptions): Promise<number> {
       { ok: true, guestHaltPollNs: r.already ? r.before : IDLE_POLL_NS, already: r.already, before: r.before },
       r.already
         ? `idle CPUs already poll ${us(r.before)} before they halt: nothing changed\n`
-        : `idle CPUs now poll ${us(IDLE_POLL_NS)} before they halt (was ${us(r.before)}): a traced syscall's wake-ups no longer exit to the hypervisor each time; the hypervisor spends that polling. It lasts until the next reboot (to undo: echo ${r.before} > /sys/module/haltpoll/parameters/guest_halt_poll_ns).\n`,
+        : `idle CPUs now poll ${us(IDLE_POLL_NS)} before they halt (was ${us(r.before)}): a traced syscall's wake-ups no longer exit to the hypervisor each time; the hypervisor spends that polling. It lasts until the next reboot (to undo: echo ${r.before} > ${HALTPOLL_PARAM}).\n`,
     );
     return 0;
   }

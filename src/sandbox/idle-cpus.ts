@@ -5,8 +5,9 @@
 // again when the tracer lets it go on. In a KVM guest whose cpuidle driver is haltpoll with
 // guest_halt_poll_ns = 0, an idle vCPU halts at once, and each of those wake-ups of an idle vCPU
 // exits to the hypervisor. On this project's 2-core Firecracker guest (nested virtualization), a
-// python program making 20,000 traced opens ran for 3.6-7.0 s; with 200 µs of polling, 1.3-1.8 s.
-// A trivial run (/bin/true, a handful of stops) gained nothing (docs/benchmarks.md). Polling makes
+// python program making 20,000 traced opens spent 198-267 µs per open, and 99-102 µs with 200 µs of
+// polling (`npm run bench:observed-calls -- --compare-polling`). A trivial run (/bin/true, a handful
+// of stops) gained nothing (docs/benchmarks.md). Polling makes
 // an idle vCPU spin up to that long before it halts: a host-wide choice, paid with the hypervisor's
 // CPU, so Airlock never makes it on its own. doctor reports; setup sets it when root asks. It lasts
 // until the next reboot (or until the parameter is written back).
@@ -16,6 +17,8 @@ import type { Problem } from '../base/problem.js';
 
 const DRIVER = 'devices/system/cpu/cpuidle/current_driver';
 const POLL_NS = 'module/haltpoll/parameters/guest_halt_poll_ns';
+/** haltpoll's polling time on this host (what setup writes). */
+export const HALTPOLL_PARAM = `/sys/${POLL_NS}`;
 /** What setup sets: long enough to cover a traced syscall's round trip on the guest measured. */
 export const IDLE_POLL_NS = 200_000;
 

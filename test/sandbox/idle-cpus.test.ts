@@ -5,11 +5,10 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
-import { IDLE_POLL_NS, pollIdleCpus, probeIdleCpus } from '../../src/sandbox/idle-cpus.js';
+import { HALTPOLL_PARAM as REAL_POLL, IDLE_POLL_NS, pollIdleCpus, probeIdleCpus } from '../../src/sandbox/idle-cpus.js';
 import { airlock, airlockAsNobody } from '../helpers/cli.js';
 
 const root = process.getuid?.() === 0;
-const REAL_POLL = '/sys/module/haltpoll/parameters/guest_halt_poll_ns';
 
 /** A folder laid out as /sys for the two files read. */
 function fakeSys(driver: string | null, pollNs: string | null): string {
