@@ -11,6 +11,8 @@ import { PAUSE_MS, probeCgroupMoves, type CgroupMoves } from '../sandbox/cgroup/
 import { HALTPOLL_PARAM, IDLE_POLL_NS, probeIdleCpus, type IdleCpus } from '../sandbox/idle-cpus.js';
 import { newFileCpuUs, workspaceDisk, type NewFileCost, type WorkspaceDisk } from '../workspace/disk.js';
 import { workspaceRoot } from '../workspace/workspace.js';
+import { ledgerSummary } from '../sandbox/run-id-rescan.js';
+import type { RunIdPool } from '../sandbox/run-ids.js';
 
 /** A person's name for each limit, and the order doctor lists them in. */
 const LIMIT_LABELS: Record<LimitName, string> = {
@@ -156,7 +158,18 @@ function runIdsLine(r: HostCapabilities['runIds'], idmap: string | null): string
   const writers = idmap === null
     ? 'a run that may write a scope too, seeing the sandbox user\'s files there as its own through an idmapped mount (checked on TMPDIR\'s filesystem; a scope on one without idmapped mounts: the sandbox user\'s uid, its own gid)'
     : `but a run that may write a scope has the SANDBOX USER'S UID (its own gid): idmapped scope mounts fail here (${idmap}), so two such runs share a uid`;
-  return `each sandbox its own uid and gid from ${r.range.first}-${r.range.first + r.range.count - 1}, ${writers}; ${held} held now, in ${r.dir}`;
+  return `each sandbox its own uid and gid from ${r.range.first}-${r.range.first + r.range.count - 1}, ${writers}; ${held} held now, in ${r.dir}\n                 ${ledgerLine(r)}`;
+}
+
+/** How much of the range is handed out (each id once until a rescan: run-id-ledger.ts). */
+function ledgerLine(r: RunIdPool): string {
+  const l = ledgerSummary(r);
+  if ('code' in l) return `UNREADABLE LEDGER: ${l.message}`;
+  const left = l.count - l.given;
+  const kept = l.tainted > 0 ? `; ${l.tainted} kept out by the last rescan (they owned something on the host, or a run held them)` : '';
+  const head = left === 0 ? 'USED UP: no sandbox gets a uid of its own until a rescan' : left < l.count / 10 ? `${left} LEFT` : `${left} left`;
+  const fix = left < l.count / 10 ? '\n                 fix (root): airlock setup --rescan-run-ids (looks for what the range\'s ids own on the host, then hands them out again, skipping those)' : '';
+  return `${head}: ${l.given} of ${l.count} handed out, each to one sandbox, since the last rescan (epoch ${l.epoch}, ${r.ledger})${kept}${fix}`;
 }
 
 /** Whose uid the sandbox runs as: Airlock's own user, or the shared `nobody` (sandbox-user.ts). */

@@ -146,14 +146,15 @@ program
 
 program
   .command('setup')
-  .description('host set-up as root: make the user sandboxes run as; delegate a cgroup subtree so that USER\'s runs have their limits enforced without root; favor cgroup moves; or make idle CPUs poll')
+  .description('host set-up as root: make the user sandboxes run as; delegate a cgroup subtree so that USER\'s runs have their limits enforced without root; favor cgroup moves; make idle CPUs poll; or rescan the sandbox uid range')
   .option('--sandbox-user', 'make the system user airlock-sandbox that root Airlock runs sandboxes as (its own uid and group; without it they run as the host\'s shared nobody)')
   .option('--delegate <user>', 'create the subtree for USER (cgroup v1: memory, pids, cpuacct, freezer; v2: one delegated folder)')
   .option('--undelegate <user>', 'remove USER\'s subtree (their leftover run groups are killed first)')
   .option('--favor-cgroup-moves', 'turn on the kernel\'s favordynmods until the next reboot: a sandbox\'s move into its cgroup never waits for a grace period (host-wide: forks and exits get slightly slower)')
   .option('--poll-idle-cpus', 'in a KVM guest with haltpoll: idle CPUs poll 200 µs before they halt, until the next reboot, so each syscall the tracer observes does not wake a CPU through the hypervisor (host-wide: the hypervisor spends the polling)')
+  .option('--rescan-run-ids', 'look for what the sandbox uid range owns on the host (files, IPC objects, keys, processes) and hand its ids out again, skipping those: each id goes to one sandbox until this runs (airlock doctor\'s "run uids" line says how many are left)')
   .option('--json', 'machine-readable')
-  .addHelpText('after', '\nExamples (as root, once):\n  airlock setup --sandbox-user       # scripts/setup.sh runs it\n  airlock setup --delegate alice     # then, as alice: airlock doctor\n  airlock setup --favor-cgroup-moves # airlock doctor\'s "cgroup moves" line says when it helps\n  airlock setup --poll-idle-cpus     # airlock doctor\'s "idle CPUs" line says when it helps')
+  .addHelpText('after', '\nExamples (as root, once):\n  airlock setup --sandbox-user       # scripts/setup.sh runs it\n  airlock setup --delegate alice     # then, as alice: airlock doctor\n  airlock setup --favor-cgroup-moves # airlock doctor\'s "cgroup moves" line says when it helps\n  airlock setup --poll-idle-cpus     # airlock doctor\'s "idle CPUs" line says when it helps\n  airlock setup --rescan-run-ids     # when doctor\'s "run uids" line says the range is used up')
   .action(async (opts: import('./setup.js').SetupOptions) => {
     const { setupCommand } = await import('./setup.js');
     process.exitCode = await setupCommand(opts);

@@ -21,26 +21,32 @@
 // another run, of any process, holds the uid. A claim is let go only when nothing of the run is left:
 // every process dead and its folders removed. After a crash the orphan sweep (ns/sweep.ts) lets go of
 // a dead owner's claims once no process runs as the uid and the owner left no staging behind.
+// A claim let go does not put the id back in use: ids are handed out in order, each once per epoch
+// of the ledger (run-id-ledger.ts), and a new epoch starts only after a rescan of the host.
 import { linkSync, mkdirSync, lstatSync, readdirSync, readFileSync, readlinkSync, renameSync, symlinkSync, unlinkSync } from 'node:fs';
 import { randomInt } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ownerTag, tagOwner } from '../base/owner.js';
 import type { Problem } from '../base/problem.js';
+import { nextRunId, openLedger, RUN_ID_LEDGER, type RunIdRange } from './run-id-ledger.js';
 
-interface RunIdRange {
-  first: number;
-  count: number;
-}
+export type { RunIdRange } from './run-id-ledger.js';
 
 /**
- * 0x70000000–0x77FFFFFF: 134,217,728 ids, each claim a random one. An id is given back when nothing
- * of its run is left that Airlock can see; a program that escaped its namespaces may have left a file
- * or an IPC object of it elsewhere on the host, and the next run given that id would be reachable
- * through it. A random pick from this many makes that next run unlikely to come (README).
+ * 0x70000000–0x77FFFFFF: 134,217,728 ids, each given to one sandbox until a rescan (run-id-ledger.ts):
+ * a program that escaped its namespaces may leave a file or an IPC object of its id on the host, and
+ * a later sandbox given that id would be reachable through it.
  */
 export const RUN_ID_RANGE: RunIdRange = { first: 0x7000_0000, count: 0x0800_0000 };
 export const RUN_ID_CLAIMS = '/run/airlock/sandbox-ids';
+
+/** Where a host's ids come from: the range, the live claims (/run) and the ledger of ids given out (on disk). */
+export interface RunIdPool {
+  range: RunIdRange;
+  dir: string;
+  ledger: string;
+}
 
 /**
  * Whose host ids a sandbox has: `own` a uid and gid of its own; `own-gid` the sandbox user's uid and
@@ -98,7 +104,7 @@ const readOr = (p: string): string => {
  * This host's run ids: the range when it is free and its claims folder is root's alone, else why
  * not (the sandboxes then share the one sandbox user). Root only; makes the claims folder.
  */
-export function hostRunIds(): { range: RunIdRange; dir: string } | { off: string } {
+export function hostRunIds(): RunIdPool | { off: string } {
   const r = RUN_ID_RANGE;
   const dir = RUN_ID_CLAIMS;
   const conflict = rangeConflict(r, { passwd: readOr('/etc/passwd'), group: readOr('/etc/group'), subuid: readOr('/etc/subuid'), subgid: readOr('/etc/subgid') });
@@ -110,49 +116,50 @@ export function hostRunIds(): { range: RunIdRange; dir: string } | { off: string
   } catch (e) {
     return { off: `cannot make ${dir}: ${(e as Error).message}` };
   }
-  return { range: r, dir };
+  const ledger = openLedger(RUN_ID_LEDGER);
+  if (ledger) return { off: ledger.message };
+  return { range: r, dir, ledger: RUN_ID_LEDGER };
 }
 
 /** Ids shared with other sandboxes or the caller (nothing to give back). */
 const notOwn = (uid: number, gid: number, kind: 'shared' | 'caller'): RunIds => ({ uid, gid, kind, group: null, release: () => undefined });
 
-/** Random picks before a scan of the range from a random start (a range nearly full: tests' small ones). */
-const RANDOM_TRIES = 32;
-
 /**
- * Claims a free id of the range, picked at random: the sandbox's gid, and its uid unless `uid` (the
- * sandbox user's) is given. A problem when every id is taken or the folder cannot be written.
+ * Claims the ledger's next id never given out: the sandbox's gid, and its uid unless `uid` (the
+ * sandbox user's) is given. A problem when the range is used up (until a rescan) or a folder cannot
+ * be written.
  */
-export function claimRunIds(r: RunIdRange, dir: string, group: number | null = null, uid?: { uid: number; why: string }): RunIds | Problem {
-  const start = randomInt(r.count);
-  for (let i = 0; i < RANDOM_TRIES + r.count; i++) {
-    const id = r.first + (i < RANDOM_TRIES ? randomInt(r.count) : (start + i - RANDOM_TRIES) % r.count);
-    const path = join(dir, String(id));
+export function claimRunIds(pool: RunIdPool, group: number | null = null, uid?: { uid: number; why: string }): RunIds | Problem {
+  let path = '';
+  const id = nextRunId(pool.range, pool.ledger, (candidate) => {
+    path = join(pool.dir, String(candidate));
     try {
       symlinkSync(ownerTag(), path);
+      return true;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
-      return { code: 'NS_RUN_IDS', message: `cannot claim a host uid for the sandbox in ${dir}: ${(e as Error).message}; nothing ran` };
+      // Held by a run that began before a rescan started this epoch: the next id.
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      return { code: 'NS_RUN_IDS', message: `cannot claim a host uid for the sandbox in ${pool.dir}: ${(e as Error).message}; nothing ran` };
     }
-    let held = true;
-    return {
-      uid: uid?.uid ?? id,
-      gid: id,
-      kind: uid === undefined ? 'own' : 'own-gid',
-      ...(uid ? { why: uid.why } : {}),
-      group,
-      release() {
-        if (!held) return;
-        held = false;
-        try {
-          unlinkSync(path);
-        } catch {
-          /* swept already: only a dead owner's claims are, so not ours */
-        }
-      },
-    };
-  }
-  return { code: 'NS_RUN_IDS', message: `every one of the ${r.count} sandbox uids from ${r.first} is claimed (${dir}); nothing ran` };
+  }, () => unlinkSync(path));
+  if (typeof id !== 'number') return id;
+  let held = true;
+  return {
+    uid: uid?.uid ?? id,
+    gid: id,
+    kind: uid === undefined ? 'own' : 'own-gid',
+    ...(uid ? { why: uid.why } : {}),
+    group,
+    release() {
+      if (!held) return;
+      held = false;
+      try {
+        unlinkSync(path);
+      } catch {
+        /* swept already: only a dead owner's claims are, so not ours */
+      }
+    },
+  };
 }
 
 /** Uids and gids of the live processes of the host (from /proc/<pid>/status); null when /proc cannot be listed. */
@@ -250,5 +257,5 @@ export function sandboxIds(
   if (opts.shared || 'off' in c.runIds) return notOwn(user.uid, user.gid, 'shared');
   // The sandbox user's group only where a declared scope may need it: it is the primary group of the
   // sandboxes that share that user (the strace fallback), whose folders are root:<that group> 0710.
-  return claimRunIds(c.runIds.range, c.runIds.dir, opts.hasScope ? user.gid : null, opts.sandboxUid !== undefined ? { uid: user.uid, why: opts.sandboxUid } : undefined);
+  return claimRunIds(c.runIds, opts.hasScope ? user.gid : null, opts.sandboxUid !== undefined ? { uid: user.uid, why: opts.sandboxUid } : undefined);
 }

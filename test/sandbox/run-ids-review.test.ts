@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ownerTag } from '../../src/base/owner.js';
@@ -124,19 +124,8 @@ process.stdout.write(JSON.stringify(r));`)) as Record<string, string>;
   assert.deepEqual(r, { readOut: 'EACCES', plantTmp: 'EACCES' }, `the supplementary group (${a.groups}) opens the strace run's folder (root:<sandbox group> 0710)`);
 });
 
-test('an id is not given back while a file it owns is left on the host (a later run with the id would own it)', { todo: 'not fixed: nothing looks for files of the uid outside the run\'s folders before the id is given back' }, async (t) => {
-  if (process.getuid?.() !== 0) return t.skip('root only');
-  const o = run(['/bin/sh', '-c', 'echo L > /out/marker; exec sleep 2'], { limits: { wallMs: 15_000 } });
-  const a = (await liveRuns(['L']))[0]!;
-  // What an escape from the run's namespaces can do: leave a file of its uid where every user may write.
-  const planted = `/dev/shm/airlock-review-${a.uid}`;
-  t.after(() => rmSync(planted, { force: true }));
-  as(a, `const fs = require('node:fs'); fs.copyFileSync('/bin/sh', ${JSON.stringify(planted)}); fs.chmodSync(${JSON.stringify(planted)}, 0o4755);`);
-  assert.equal(statSync(planted).uid, a.uid);
-  assert.equal((await o).status, 'SUCCESS');
-  await sandboxIdle();
-  assert.ok(ours().includes(String(a.gid)), `uid ${a.uid} was given back while ${planted} (setuid, owned by it) is left: the next run with that uid is reachable through it`);
-});
+// An id handed out again while a file of it is left on the host: run-id-ledger.test.ts (each id goes
+// to one sandbox until a rescan, which looks for such files first).
 
 test('the sweep never removes a claim made anew after it judged the id\'s old owner dead (another sweeper freed it meanwhile)', async (t) => {
   const fs = (await import('node:fs')).default;

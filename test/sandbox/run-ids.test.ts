@@ -27,25 +27,24 @@ test('the range is refused when a user, a group or a subordinate range of the ho
   assert.equal(rangeConflict(R, { ...EMPTY, subuid: 'dave:2048065536:65536\n', passwd: 'y:x:2047999999:1::/:/bin/sh\n' }), null, 'ranges next to it do not overlap');
 });
 
-test('claims: each id is held by one claim at a time, given back once, and an exhausted range is a problem', () => {
+test('claims: ids in order, each held by one claim and handed out once (given back, it is not handed out again), then the range is used up', () => {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-run-ids-'));
-  const small = { first: 2_048_000_000, count: 3 };
-  const a = claimRunIds(small, dir) as RunIds;
-  const b = claimRunIds(small, dir) as RunIds;
-  assert.ok(a.kind === 'own' && b.kind === 'own' && a.uid !== b.uid && a.gid === a.uid, JSON.stringify([a, b]));
+  const pool = { range: { first: 2_048_000_000, count: 3 }, dir, ledger: join(dir, 'ledger') };
+  mkdirSync(pool.ledger, { mode: 0o700 });
+  const a = claimRunIds(pool) as RunIds;
+  const b = claimRunIds(pool) as RunIds;
+  assert.ok(a.kind === 'own' && b.kind === 'own' && a.uid === pool.range.first && b.uid === pool.range.first + 1 && a.gid === a.uid, JSON.stringify([a, b]));
   assert.equal(readlinkSync(join(dir, String(a.uid))), ownerTag(), 'the claim names its owner');
   // Another process's claim (a symlink made first) is skipped, not taken.
-  const third = [0, 1, 2].map((k) => small.first + k).find((id) => id !== a.uid && id !== b.uid)!;
+  const third = pool.range.first + 2;
   symlinkSync('zz.zz', join(dir, String(third)));
-  const none = claimRunIds(small, dir);
-  assert.ok('code' in none && none.code === 'NS_RUN_IDS', JSON.stringify(none));
   a.release();
   a.release(); // once only: a second call must not remove a claim someone made meanwhile
-  const c = claimRunIds(small, dir) as RunIds;
-  assert.equal(c.uid, a.uid, 'the id given back is claimed again');
-  const again = claimRunIds(small, dir);
-  assert.ok('code' in again, 'still exhausted');
+  const none = claimRunIds(pool);
+  assert.ok('code' in none && none.code === 'NS_RUN_IDS_USED_UP' && /airlock setup --rescan-run-ids/.test(none.message), `the id given back is not handed out again: ${JSON.stringify(none)}`);
+  assert.deepEqual(readdirSync(dir).sort(), [String(b.uid), String(third), 'ledger'].sort(), 'a\'s claim is gone, b\'s and the other one stay');
   assert.equal(readlinkSync(join(dir, String(third))), 'zz.zz', 'the other claim was never touched');
+  assert.equal(readFileSync(join(pool.ledger, 'state'), 'utf8'), '1 3\n', 'the ledger on disk says all three were handed out in epoch 1');
 });
 
 test('the sweep frees a dead owner\'s claims, never a live owner\'s, one a process runs with, or one whose staging is left', async (t) => {
