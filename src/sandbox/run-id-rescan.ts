@@ -42,7 +42,8 @@ export function mountsToWalk(mountinfo: string): string[] {
     else e.parts.push(point);
     byDev.set(dev, e);
   }
-  return [...byDev.values()].flatMap((e) => (e.whole !== null ? [e.whole] : e.parts));
+  // A folder mounted over twice is walked once (the walk sees the top mount).
+  return [...new Set([...byDev.values()].flatMap((e) => (e.whole !== null ? [e.whole] : e.parts)))];
 }
 
 const unescapeMount = (s: string): string => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));

@@ -12,6 +12,7 @@ import { claimRunIds, hostRunIds, RUN_ID_RANGE, type RunIds, type RunIdPool } fr
 import { keyLeftovers, mountsToWalk, processLeftovers, rescanRunIds, sysvLeftovers } from '../../src/sandbox/run-id-rescan.js';
 import { readLedger, RUN_ID_LEDGER } from '../../src/sandbox/run-id-ledger.js';
 import { run, text } from './helpers-ns.js';
+import { airlock, airlockAsNobody } from '../helpers/cli.js';
 import { as, liveRuns } from './helpers-run-ids.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -121,6 +122,7 @@ test('the places the rescan reads: mounts (one per file system), System V IPC, k
     '23 22 254:0 /srv/x /mnt/x rw - ext4 /dev/vda rw', // part of a file system walked whole
     '24 22 0:21 / /proc rw - proc proc rw',
     '25 22 0:27 / /dev/shm rw - tmpfs tmpfs rw',
+    '27 25 0:28 / /dev/shm rw - tmpfs tmpfs rw', // mounted over: the walk of /dev/shm sees this one
     '26 22 0:40 /sub /mnt/only\\040part rw - ext4 /dev/vdb rw', // only a part is mounted: walked
   ].join('\n');
   assert.deepEqual(mountsToWalk(info), ['/', '/dev/shm', '/mnt/only part']);
@@ -181,4 +183,26 @@ test('attack: an escaped run leaves a set-uid copy of a shell in /dev/shm; no la
   assert.deepEqual(next, [a.uid - 1, a.uid, a.uid + 1].filter((id) => !r.tainted.includes(id)), JSON.stringify(r));
   assert.ok(!next.includes(a.uid));
   chmodSync(planted, 0o644);
+});
+
+test('setup --rescan-run-ids is refused for a user who is not root (SETUP_RESCAN_NOT_ROOT, exit 2)', { skip: !isRoot && 'needs root (runs it as nobody)' }, () => {
+  const r = airlockAsNobody(['setup', '--rescan-run-ids']);
+  assert.equal(r.code, 2, r.stdout + r.stderr);
+  assert.match(r.stderr, /SETUP_RESCAN_NOT_ROOT: the rescan reads every file system of the host/);
+});
+
+test('doctor\'s "run uids" line says how many of the range are handed out, from the ledger on disk', { skip: !isRoot && 'per-run uids are root\'s' }, () => {
+  const host = hostRunIds();
+  assert.ok(!('off' in host));
+  const before = readLedger(host.ledger);
+  assert.ok(!('code' in before));
+  const out = airlock(['doctor']).stdout;
+  const m = /run uids[^\n]*\n\s+(\d+) left: (\d+) of (\d+) handed out, each to one sandbox, since the last rescan \(epoch (\d+), ([^)]+)\)/.exec(out);
+  assert.ok(m, out);
+  const after = readLedger(host.ledger);
+  assert.ok(!('code' in after));
+  // Other test files' runs may reserve ids meanwhile: the line's count lies between the two readings.
+  const given = Number(m[2]);
+  assert.ok(given >= before.next && given <= after.next && Number(m[1]) === RUN_ID_RANGE.count - given && Number(m[3]) === RUN_ID_RANGE.count, m[0]);
+  assert.equal(m[5], RUN_ID_LEDGER);
 });
