@@ -2,11 +2,12 @@
 // handed out again (run-id-ledger.ts). A program that escaped its namespaces runs on the host as its
 // sandbox's uid, with no capability: what it can leave behind is an inode it made (in a folder anyone
 // may write, or below one), a System V IPC object, a key in the kernel's keyrings, or a process. The
-// rescan walks every local file system (not through other mounts, never following links), reads
-// /proc/sysvipc, /proc/key-users and every process's ids, and starts a new epoch in which the ids
-// found, and those live runs hold, are never handed out. A walk that could not read everything
-// starts nothing: what it did not see could hold a planted file.
-import { lstatSync, readdirSync, readFileSync } from 'node:fs';
+// rescan walks every local file system (not through other mounts, never following links, each folder
+// opened from its parent's descriptor), reads /proc/sysvipc, /proc/key-users and every process's
+// ids, and starts a new epoch in which the ids found, and those live runs hold, are never handed
+// out. A walk that could not read everything starts nothing: what it did not see could hold a
+// planted file.
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import type { Problem } from '../base/problem.js';
 import { ledgerText, readLedger, readTainted, withLedgerLock, writeLedgerFile } from './run-id-ledger.js';
@@ -50,42 +51,70 @@ const unescapeMount = (s: string): string => s.replace(/\\([0-7]{3})/g, (_, o: s
 
 const inRange = (n: number, r: RunIdRange): boolean => n >= r.first && n < r.first + r.count;
 
+const OPEN_DIR = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/** A folder's descriptor, opened through its parent's (never by a path a racing process could turn into a link). */
+interface Frame {
+  fd: number;
+  path: string;
+  names: string[];
+  next: number;
+}
+
 /**
  * Inodes under `root` (not below other mounts, links not followed) whose uid or gid is one of the
- * range's. Unreadable folders are errors. `progress` is called every 20,000 inodes.
+ * range's. Each folder is opened from its parent's descriptor (`/proc/self/fd/<parent>/<name>`,
+ * O_NOFOLLOW) and checked to be the inode its entry named, so a process that swaps a folder for a
+ * link meanwhile cannot lead the walk elsewhere: that is an error, like an unreadable folder.
+ * `progress` is called every 20,000 inodes.
  */
 export function walkForIds(r: RunIdRange, root: string, found: Leftover[], errors: string[], progress?: (seen: number) => void): number {
-  let dev: number;
-  try {
-    dev = lstatSync(root).dev;
-  } catch (e) {
-    errors.push(`${root}: ${(e as Error).message}`);
-    return 0;
-  }
-  let seen = 0;
-  const stack = [root];
-  while (stack.length > 0) {
-    const dir = stack.pop()!;
-    let names: string[];
+  const open = (via: string, shown: string, expect?: Stats): Frame | null => {
+    let fd: number;
     try {
-      names = readdirSync(dir);
+      fd = openSync(via, OPEN_DIR);
     } catch (e) {
-      errors.push(`${dir}: ${(e as Error).message}`);
+      errors.push(`${shown}: ${(e as Error).message}`);
+      return null;
+    }
+    try {
+      const st = fstatSync(fd);
+      if (expect && (st.ino !== expect.ino || st.dev !== expect.dev)) throw new Error('it changed while the rescan read it');
+      return { fd, path: shown, names: readdirSync(`/proc/self/fd/${fd}`), next: 0 };
+    } catch (e) {
+      closeSync(fd);
+      errors.push(`${shown}: ${(e as Error).message}`);
+      return null;
+    }
+  };
+  const top = open(root, root);
+  if (!top) return 0;
+  const dev = fstatSync(top.fd).dev;
+  const stack = [top];
+  let seen = 0;
+  while (stack.length > 0) {
+    const f = stack[stack.length - 1]!;
+    const name = f.names[f.next++];
+    if (name === undefined) {
+      closeSync(f.fd);
+      stack.pop();
       continue;
     }
-    for (const name of names) {
-      const p = join(dir, name);
-      let st;
-      try {
-        st = lstatSync(p);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') errors.push(`${p}: ${(e as Error).message}`);
-        continue;
-      }
-      if (++seen % 20_000 === 0) progress?.(seen);
-      if (inRange(st.uid, r)) found.push({ id: st.uid, what: p });
-      else if (inRange(st.gid, r)) found.push({ id: st.gid, what: p });
-      if (st.isDirectory() && st.dev === dev) stack.push(p);
+    const via = `/proc/self/fd/${f.fd}/${name}`;
+    const p = join(f.path, name);
+    let st: Stats;
+    try {
+      st = lstatSync(via);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') errors.push(`${p}: ${(e as Error).message}`);
+      continue;
+    }
+    if (++seen % 20_000 === 0) progress?.(seen);
+    if (inRange(st.uid, r)) found.push({ id: st.uid, what: p });
+    else if (inRange(st.gid, r)) found.push({ id: st.gid, what: p });
+    if (st.isDirectory() && st.dev === dev) {
+      const child = open(via, p, st);
+      if (child) stack.push(child);
     }
   }
   return seen;

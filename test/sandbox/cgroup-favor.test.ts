@@ -47,7 +47,7 @@ test('setup --favor-cgroup-moves is refused for a user who is not root (SETUP_FA
 test('setup refuses two jobs at once (SETUP_USAGE)', () => {
   const r = airlock(['setup', '--favor-cgroup-moves', '--delegate', 'nobody']);
   assert.equal(r.code, 2);
-  assert.match(r.stderr, /SETUP_USAGE: give exactly one of --delegate USER, --undelegate USER, --favor-cgroup-moves, --poll-idle-cpus or --sandbox-user/);
+  assert.match(r.stderr, /SETUP_USAGE: give exactly one of --delegate USER, --undelegate USER, --favor-cgroup-moves, --poll-idle-cpus, --sandbox-user or --rescan-run-ids/);
 });
 
 test('setup --favor-cgroup-moves (root) turns favordynmods on; doctor then says so; a second call changes nothing', { skip: !mayChangeHost ? 'changes a host-wide kernel setting until reboot: runs when CI=true or AIRLOCK_TEST_HOST_SETTINGS=1 (as root)' : false }, () => {

@@ -116,6 +116,41 @@ test('a rescan that cannot read everything starts no new epoch', { skip: !isRoot
   assert.deepEqual(readLedger(pool.ledger), { epoch: 1, next: 1, rescanning: false }, 'the epoch goes on, unmarked');
 });
 
+test('attack: a folder swapped for a link, or for another folder, while the rescan walks stops it (RESCAN_INCOMPLETE) instead of leading it elsewhere', async () => {
+  const fs = (await import('node:fs')).default;
+  const { syncBuiltinESMExports } = await import('node:module');
+  for (const swap of ['link', 'folder'] as const) {
+    const pool = tempPool(2_048_600_000, 3);
+    const host = join(pool.root, 'host');
+    mkdirSync(join(host, 'a'), { recursive: true });
+    mkdirSync(join(pool.root, 'empty'));
+    writeFileSync(join(host, 'a', 'planted'), 'x');
+    const real = fs.lstatSync;
+    const patchable = fs as { lstatSync: unknown };
+    // Between the walk's lstat of host/a and its open: another process puts a link (to an empty folder) or another folder there.
+    patchable.lstatSync = (p: string, ...rest: unknown[]) => {
+      const st = (real as (...a: unknown[]) => unknown)(p, ...rest);
+      if (typeof p === 'string' && p.endsWith('/a') && real(join(host, 'a'), { throwIfNoEntry: false })?.isDirectory()) {
+        fs.renameSync(join(host, 'a'), join(pool.root, 'hidden'));
+        if (swap === 'link') fs.symlinkSync(join(pool.root, 'empty'), join(host, 'a'));
+        else fs.renameSync(join(pool.root, 'empty'), join(host, 'a'));
+      }
+      return st;
+    };
+    syncBuiltinESMExports();
+    let r;
+    try {
+      r = rescanRunIds(pool, { roots: [host] });
+    } finally {
+      patchable.lstatSync = real;
+      syncBuiltinESMExports();
+    }
+    assert.ok('code' in r && r.code === 'RESCAN_INCOMPLETE' && r.message.includes(join(host, 'a')), `${swap}: ${JSON.stringify(r)}`);
+    assert.deepEqual(readLedger(pool.ledger), { epoch: 1, next: 0, rescanning: false }, 'no new epoch');
+    rmSync(pool.root, { recursive: true, force: true });
+  }
+});
+
 test('the places the rescan reads: mounts (one per file system), System V IPC, keyrings, processes', () => {
   const info = [
     '22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw',
