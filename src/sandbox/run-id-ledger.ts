@@ -128,8 +128,12 @@ export function withLedgerLock<T>(ledger: string, f: () => T): T | Problem {
       }
       continue;
     }
-    // A rescan holds the lock for as long as its walk of the host takes: wait up to 10 s, then say so.
-    if (waited >= 10_000) return { code: 'NS_RUN_IDS_LOCKED', message: `the sandbox uid ledger ${ledger} has been locked by process ${tag} for 10 s (airlock setup --rescan-run-ids hands out no id while it walks the host); nothing ran` };
+    // A reservation holds the lock for a flushed write; a rescan for its whole walk of the host, and
+    // waiting for that would stall a service's event loop: a rescan's lock is said at once.
+    const rescan = waited % 16 === 15 && readLedger(ledger);
+    if ((rescan && !('code' in rescan) && rescan.rescanning) || waited >= 2000) {
+      return { code: 'NS_RUN_IDS_LOCKED', message: `the sandbox uid ledger ${ledger} is locked by process ${tag}${rescan && !('code' in rescan) && rescan.rescanning ? ', whose rescan of the host (airlock setup --rescan-run-ids) hands out no id while it walks' : ' for 2 s'}; nothing ran: run it again when that is done` };
+    }
     sleepMs(1);
   }
   try {

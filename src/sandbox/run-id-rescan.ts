@@ -201,8 +201,8 @@ export interface RescanReport {
 /**
  * Looks for what the range's ids own on the host (`roots`: default every local file system) and
  * starts a new epoch of the ledger that skips them. Holds the ledger's lock throughout and marks the
- * ledger first, so no sandbox is handed an id meanwhile (claims wait up to 10 s, then fail). The ids
- * live runs hold when the walk starts and when it ends are skipped too: such a run may leave
+ * ledger first, so no sandbox is handed an id meanwhile (a claim fails at once: NS_RUN_IDS_LOCKED).
+ * The ids live runs hold when the walk starts and when it ends are skipped too: such a run may leave
  * something behind after the walk went by. A problem, and the epoch unchanged, when anything could
  * not be read.
  */

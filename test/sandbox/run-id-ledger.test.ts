@@ -27,10 +27,10 @@ function tempPool(first: number, count: number): RunIdPool & { root: string } {
 const sleepMs = (ms: number): void => void Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 const runIdsModule = new URL('../../src/sandbox/run-ids.js', import.meta.url).href;
 
-/** Another process claims `n` ids from the pool, letting each go at once; resolves with them. */
-function claimInChild(pool: RunIdPool, n: number): Promise<number[]> {
+/** Another process claims `n` ids from the pool, letting each go at once; resolves with them (a refusal: its code, in their place). */
+function claimInChild(pool: RunIdPool, n: number): Promise<(number | string)[]> {
   const script = `const { claimRunIds } = await import(${JSON.stringify(runIdsModule)}); const p = JSON.parse(process.argv[1]); const ids = [];
-    for (let i = 0; i < ${n}; i++) { const r = claimRunIds(p); if (r.code) throw new Error(r.message); ids.push(r.uid); r.release(); }
+    for (let i = 0; i < ${n}; i++) { const r = claimRunIds(p); if (r.code) { ids.push(r.code); continue; } ids.push(r.uid); r.release(); }
     process.stdout.write(JSON.stringify(ids));`;
   return new Promise((resolve, reject) => {
     const c = spawn(process.execPath, ['--input-type=module', '-e', script, JSON.stringify(pool)], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -53,7 +53,7 @@ test('two processes claiming at once from one ledger never get the same id, and 
   const [a, b] = await Promise.all([claimInChild(pool, 300), claimInChild(pool, 300)]);
   const all = [...a!, ...b!];
   assert.equal(new Set(all).size, 600, 'an id was handed out twice');
-  assert.ok(all.every((id) => id >= pool.range.first && id < pool.range.first + 1000));
+  assert.ok(all.every((id) => typeof id === 'number' && id >= pool.range.first && id < pool.range.first + 1000), JSON.stringify(all.filter((id) => typeof id !== 'number')));
   const st = readLedger(pool.ledger);
   assert.ok(!('code' in st) && st.next >= 600 && st.next <= 600 + 2 * 62, `the ledger counts what was reserved: ${JSON.stringify(st)}`);
 });
@@ -68,7 +68,7 @@ test('a lock left by a dead process is taken over; a rescan marked by a dead pro
   rmSync(pool.root, { recursive: true, force: true });
 });
 
-test('while a rescan walks, no id is handed out; afterwards the new epoch skips what it found and what live runs held', { skip: !isRoot && 'chown needs root' }, async (t) => {
+test('while a rescan walks, a claim is refused at once (NS_RUN_IDS_LOCKED); afterwards the new epoch skips what it found and what live runs held', { skip: !isRoot && 'chown needs root' }, async (t) => {
   const pool = tempPool(2_048_300_000, 10);
   t.after(() => rmSync(pool.root, { recursive: true, force: true }));
   const f = pool.range.first;
@@ -83,16 +83,16 @@ test('while a rescan walks, no id is handed out; afterwards the new epoch skips 
   const link = join(scanned, 'link');
   symlinkSync('/etc/passwd', link);
   lchownSync(link, 0, f + 5); // a link's own group counts; the link is not followed
-  // While the walk goes on, another process asks for an id: it waits for the rescan's lock and gets the new epoch's first.
+  // While the walk goes on, another process asks for an id: it is refused at once (a service's event loop never waits on a walk).
   let during: unknown;
-  let claimer: Promise<number[]> | undefined;
+  let claimer: Promise<(number | string)[]> | undefined;
   const r = rescanRunIds(pool, {
     roots: [scanned],
     progress: () => {
       if (claimer) return;
       during = readLedger(pool.ledger);
       claimer = claimInChild(pool, 1);
-      sleepMs(1000); // the child starts and reaches the lock while the walk holds it
+      sleepMs(1000); // the child starts and asks while the walk holds the lock
     },
   });
   assert.ok(!('code' in r), JSON.stringify(r));
@@ -101,9 +101,9 @@ test('while a rescan walks, no id is handed out; afterwards the new epoch skips 
   assert.deepEqual(r.held, [b.uid]);
   assert.deepEqual(r.tainted, [f + 1, f + 4, f + 5]);
   assert.equal(r.epoch, 2);
-  assert.deepEqual(await claimer, [f], 'the claim made during the walk waited, then took the new epoch\'s first id (not the old epoch\'s next, f + 2)');
-  const next = [claim(pool), claim(pool), claim(pool)].map((x) => x.uid);
-  assert.deepEqual(next, [f + 2, f + 3, f + 6], 'the new epoch hands out the clean ids, in order, skipping the found and the held');
+  assert.deepEqual(await claimer, ['NS_RUN_IDS_LOCKED'], 'the claim made during the walk was refused, not handed the old epoch\'s next id (f + 2)');
+  const next = [claim(pool), claim(pool), claim(pool), claim(pool)].map((x) => x.uid);
+  assert.deepEqual(next, [f, f + 2, f + 3, f + 6], 'the new epoch hands out the clean ids, in order, skipping the found and the held');
   b.release();
 });
 
