@@ -11,7 +11,7 @@
 // rescan walks the host), `tainted` (ids never to hand out, one per line, written by the rescan) and,
 // while a process reserves ids or a rescan runs, `lock` (a symlink naming its owner, base/owner.ts).
 // A process reserves 64 ids at a time (one locked, flushed write per block) and reads `state`
-// before and after each claim: a rescan under way stops it handing out ids (it waits for the lock),
+// before and after each claim: a rescan under way stops it handing out ids (a claim fails at once),
 // and a new epoch ends the blocks reserved before it.
 import { closeSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readlinkSync, renameSync, symlinkSync, unlinkSync, writeSync } from 'node:fs';
 import { randomInt } from 'node:crypto';
@@ -130,9 +130,11 @@ export function withLedgerLock<T>(ledger: string, f: () => T): T | Problem {
     }
     // A reservation holds the lock for a flushed write; a rescan for its whole walk of the host, and
     // waiting for that would stall a service's event loop: a rescan's lock is said at once.
-    const rescan = waited % 16 === 15 && readLedger(ledger);
-    if ((rescan && !('code' in rescan) && rescan.rescanning) || waited >= 2000) {
-      return { code: 'NS_RUN_IDS_LOCKED', message: `the sandbox uid ledger ${ledger} is locked by process ${tag}${rescan && !('code' in rescan) && rescan.rescanning ? ', whose rescan of the host (airlock setup --rescan-run-ids) hands out no id while it walks' : ' for 2 s'}; nothing ran: run it again when that is done` };
+    const st = waited % 16 === 15 ? readLedger(ledger) : null;
+    const rescanning = st !== null && !('code' in st) && st.rescanning;
+    if (rescanning || waited >= 2000) {
+      const why = rescanning ? ', whose rescan of the host (airlock setup --rescan-run-ids) hands out no id while it walks' : ' for 2 s';
+      return { code: 'NS_RUN_IDS_LOCKED', message: `the sandbox uid ledger ${ledger} is locked by process ${tag}${why}; nothing ran: run it again when that is done` };
     }
     sleepMs(1);
   }
@@ -152,12 +154,10 @@ interface Block {
 /** This process's reserved ids, per ledger. */
 const blocks = new Map<string, Block>();
 
-const isProblem = (x: unknown): x is Problem => typeof x === 'object' && x !== null && 'code' in x && 'message' in x;
-
 function reserve(r: RunIdRange, ledger: string): Block | Problem {
   return withLedgerLock(ledger, (): Block | Problem => {
     const read = readLedger(ledger);
-    if (isProblem(read)) return read;
+    if ('code' in read) return read;
     // We hold the lock, so a rescan marked here died before it finished: its epoch goes on.
     const st = { ...read, rescanning: false };
     if (st.next >= r.count) {
@@ -181,11 +181,11 @@ function reserve(r: RunIdRange, ledger: string): Block | Problem {
 export function nextRunId(r: RunIdRange, ledger: string, take: (id: number) => boolean | Problem, untake: (id: number) => void): number | Problem {
   for (;;) {
     const st = readLedger(ledger);
-    if (isProblem(st)) return st;
+    if ('code' in st) return st;
     let b = blocks.get(ledger);
     if (!b || st.rescanning || b.epoch !== st.epoch || b.next >= b.end) {
       const got = reserve(r, ledger);
-      if (isProblem(got)) return got;
+      if ('code' in got) return got;
       blocks.set(ledger, (b = got));
     }
     const id = r.first + b.next++;
@@ -194,7 +194,7 @@ export function nextRunId(r: RunIdRange, ledger: string, take: (id: number) => b
     if (took === false) continue;
     if (took !== true) return took;
     const after = readLedger(ledger);
-    if (!isProblem(after) && !after.rescanning && after.epoch === b.epoch) return id;
+    if (!('code' in after) && !after.rescanning && after.epoch === b.epoch) return id;
     untake(id);
   }
 }

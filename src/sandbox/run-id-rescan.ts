@@ -7,12 +7,11 @@
 // ids, and starts a new epoch in which the ids found, and those live runs hold, are never handed
 // out. A walk that could not read everything starts nothing: what it did not see could hold a
 // planted file.
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import type { Problem } from '../base/problem.js';
-import { ledgerText, readLedger, readTainted, withLedgerLock, writeLedgerFile } from './run-id-ledger.js';
-import type { RunIdPool } from './run-ids.js';
-import type { RunIdRange } from './run-id-ledger.js';
+import { ledgerText, readLedger, readTainted, withLedgerLock, writeLedgerFile, type RunIdRange } from './run-id-ledger.js';
+import { processIds, readOr, type RunIdPool } from './run-ids.js';
 
 /** Something of the range's ids on the host: a path, an IPC object, a keyring or a process. */
 export interface Leftover {
@@ -146,23 +145,10 @@ export function keyLeftovers(r: RunIdRange, text: string): Leftover[] {
 
 /** Processes running with one of the range's ids (real, effective, saved or filesystem uid or gid). */
 export function processLeftovers(r: RunIdRange, proc = '/proc'): Leftover[] {
-  const out: Leftover[] = [];
-  for (const pid of readdirSync(proc).filter((n) => /^\d+$/.test(n))) {
-    let status: string;
-    try {
-      status = readFileSync(join(proc, pid, 'status'), 'utf8');
-    } catch {
-      continue; // gone
-    }
-    for (const m of status.matchAll(/^(?:Uid|Gid):\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/gm)) {
-      const id = m.slice(1).map(Number).find((n) => inRange(n, r));
-      if (id !== undefined) {
-        out.push({ id, what: `process ${pid}` });
-        break;
-      }
-    }
-  }
-  return out;
+  return (processIds(proc) ?? []).flatMap(({ pid, ids }) => {
+    const id = ids.find((n) => inRange(n, r));
+    return id === undefined ? [] : [{ id, what: `process ${pid}` }];
+  });
 }
 
 /** Ids live runs hold now (their claims in pool.dir): handed out this epoch, they are not in the next. */
@@ -175,14 +161,6 @@ function heldIds(pool: RunIdPool): number[] {
     return [];
   }
 }
-
-const readOr = (p: string): string => {
-  try {
-    return readFileSync(p, 'utf8');
-  } catch {
-    return '';
-  }
-};
 
 export interface RescanReport {
   /** The epoch started (ids are handed out again from the range's first). */

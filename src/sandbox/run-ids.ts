@@ -92,7 +92,8 @@ export function rangeConflict(r: RunIdRange, db: { passwd: string; group: string
   return null;
 }
 
-const readOr = (p: string): string => {
+/** A file's text, or '' when it cannot be read. */
+export const readOr = (p: string): string => {
   try {
     return readFileSync(p, 'utf8');
   } catch {
@@ -162,20 +163,18 @@ export function claimRunIds(pool: RunIdPool, group: number | null = null, uid?: 
   };
 }
 
-/** Uids and gids of the live processes of the host (from /proc/<pid>/status); null when /proc cannot be listed. */
-function liveIds(): Set<number> | null {
-  const ids = new Set<number>();
+/** Each live process of the host with its uids and gids (from /proc/<pid>/status); null when /proc cannot be listed. */
+export function processIds(proc = '/proc'): { pid: string; ids: number[] }[] | null {
   let pids: string[];
   try {
-    pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
+    pids = readdirSync(proc).filter((n) => /^\d+$/.test(n));
   } catch {
     return null;
   }
-  for (const pid of pids) {
-    const status = readOr(`/proc/${pid}/status`);
-    for (const m of status.matchAll(/^(?:Uid|Gid):\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/gm)) for (const u of m.slice(1)) ids.add(Number(u));
-  }
-  return ids;
+  return pids.map((pid) => ({
+    pid,
+    ids: [...readOr(join(proc, pid, 'status')).matchAll(/^(?:Uid|Gid):\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/gm)].flatMap((m) => m.slice(1).map(Number)),
+  }));
 }
 
 /**
@@ -200,7 +199,8 @@ export function sweepRunIdClaims(dir: string, errors: string[] = []): number[] {
     }
   });
   if (stale.length === 0) return [];
-  const running = liveIds();
+  const procs = processIds();
+  const running = procs && new Set(procs.flatMap((p) => p.ids));
   if (!running) {
     errors.push('run ids: /proc cannot be listed, so no claim is let go (a process may still run as its uid)');
     return [];
