@@ -4,6 +4,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { networkGrant } from '../../src/base/allowlist.js';
 import { NetworkProxy } from '../../src/sandbox/egress/proxy.js';
 import type { NetworkCapName, NetworkCaps } from '../../src/sandbox/egress/records.js';
@@ -34,10 +35,10 @@ before(async () => {
 
 after(() => upstream.close());
 
-async function withProxy(caps: Partial<NetworkCaps>, fn: (pport: number, hits: NetworkCapName[], proxy: NetworkProxy) => Promise<void>): Promise<void> {
+async function withProxy(caps: Partial<NetworkCaps>, fn: (pport: number, hits: NetworkCapName[], proxy: NetworkProxy) => Promise<void>, asked = [`api.airlock.test:${port}`]): Promise<void> {
   got.length = 0;
   upPeak = 0;
-  const { grant } = networkGrant([`api.airlock.test:${port}`], { allow: true, allowlist: [`*.airlock.test:${port}`, `127.0.0.1:${port}`] });
+  const { grant } = networkGrant(asked, { allow: true, allowlist: [`*.airlock.test:${port}`, `127.0.0.1:${port}`] });
   const hits: NetworkCapName[] = [];
   const proxy = new NetworkProxy({ grant, caps: { bytesOut: 1 << 20, bytesIn: 1 << 20, connections: 256, ...caps }, resolve: mapResolver({ 'api.airlock.test': ['127.0.0.1'] }), onCap: (c) => hits.push(c) });
   const pport = await proxy.listenTcp();
@@ -130,4 +131,108 @@ test('pipelined plain-HTTP requests on one connection cannot open more upstream 
   } finally {
     reply = saved;
   }
+});
+
+/**
+ * Opens a CONNECT tunnel to `target` and sends `first` through it once it is established (each
+ * piece in its own write, 50 ms apart); resolves with what came back and whether the proxy closed it.
+ */
+function tunnel(pport: number, target: string, first: (s: Socket) => void, ms = 600): Promise<{ reply: string; closed: boolean }> {
+  return new Promise((resolve) => {
+    const s = connect(pport, '127.0.0.1');
+    let reply = '';
+    let closed = false;
+    let opened = false;
+    s.on('data', (d: Buffer) => {
+      reply += d.toString('latin1');
+      if (!opened && reply.includes('\r\n\r\n')) {
+        opened = true;
+        if (reply.startsWith('HTTP/1.1 200')) first(s);
+      }
+    });
+    s.on('close', () => (closed = true));
+    s.on('error', () => undefined);
+    s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
+    setTimeout(() => {
+      s.destroy();
+      resolve({ reply, closed });
+    }, ms);
+  });
+}
+
+/** A real TLS client (Node's) speaking through the tunnel, asking for `servername`. */
+const tlsFor = (servername: string) => (s: Socket) => tlsConnect({ socket: s, servername, rejectUnauthorized: false }).on('error', () => undefined);
+
+test('a tunnel to a name carries TLS for that name: the ClientHello reaches the destination, its name on the record', async () => {
+  await withProxy({}, async (pport, _hits, proxy) => {
+    await tunnel(pport, `api.airlock.test:${port}`, tlsFor('api.airlock.test'));
+    const r = records(proxy);
+    assert.equal(r.length, 1);
+    assert.equal(r[0]!.allowed, true, JSON.stringify(r));
+    assert.equal(r[0]!.sni, 'api.airlock.test');
+    assert.equal(got.length, 1);
+    assert.equal(got[0]!.charCodeAt(0), 0x16, 'the destination got the ClientHello');
+    assert.equal(r[0]!.bytesOut, got[0]!.length);
+  });
+});
+
+test('domain fronting by SNI: a tunnel allowed for one name that asks TLS for another is cut before a byte leaves', async () => {
+  await withProxy({}, async (pport, _hits, proxy) => {
+    const t = await tunnel(pport, `api.airlock.test:${port}`, tlsFor('evil.example.net'));
+    assert.equal(t.closed, true, 'the proxy closed the tunnel');
+    const r = records(proxy);
+    assert.equal(r[0]!.allowed, false);
+    assert.equal(r[0]!.code, 'NET_SNI_MISMATCH');
+    assert.match(r[0]!.reason, /evil\.example\.net.*closed before a byte reached the destination/);
+    assert.equal(r[0]!.sni, 'evil.example.net');
+    assert.deepEqual(got, [''], 'the destination got nothing');
+    assert.equal(r[0]!.bytesOut, 0);
+  });
+});
+
+test('plain HTTP inside a tunnel to a name (a Host header for another site) is refused; so is a hidden name', async () => {
+  await withProxy({}, async (pport, _hits, proxy) => {
+    await tunnel(pport, `api.airlock.test:${port}`, (s) => s.write('GET / HTTP/1.1\r\nHost: evil.example.net\r\n\r\n'));
+    // An encrypted ClientHello (ECH) whose outer name is the allowed one: the real one is hidden.
+    const inner = Buffer.from('api.airlock.test');
+    const names = Buffer.concat([Buffer.from([0, inner.length + 3, 0, 0, inner.length]), inner]);
+    const exts = Buffer.concat([Buffer.from([0, 0, 0, names.length]), names, Buffer.from([0xfe, 0x0d, 0, 4, 1, 2, 3, 4])]);
+    const body = Buffer.concat([Buffer.from([3, 3]), Buffer.alloc(32), Buffer.from([0, 0, 2, 0x13, 1, 1, 0, 0, exts.length]), exts]);
+    const hello = Buffer.concat([Buffer.from([0x16, 3, 1, 0, body.length + 4, 1, 0, 0, body.length]), body]);
+    await tunnel(pport, `api.airlock.test:${port}`, (s) => s.write(hello));
+    const r = records(proxy);
+    assert.deepEqual(r.map((x) => [x.allowed, x.code]), [[false, 'NET_TUNNEL_NOT_TLS'], [false, 'NET_SNI_HIDDEN']], JSON.stringify(r));
+    assert.deepEqual(got, ['', ''], 'the destination got nothing');
+  });
+});
+
+test('a ClientHello sent a few bytes at a time is waited for, then forwarded whole', async () => {
+  await withProxy({}, async (pport, _hits, proxy) => {
+    let hello = Buffer.alloc(0);
+    // Node's real ClientHello, captured through a first tunnel (which forwards it), then replayed in pieces.
+    await tunnel(pport, `api.airlock.test:${port}`, tlsFor('api.airlock.test'));
+    hello = Buffer.from(got[0]!, 'latin1');
+    await tunnel(
+      pport,
+      `api.airlock.test:${port}`,
+      (s) => {
+        for (let at = 0, i = 0; at < hello.length; at += 100, i++) setTimeout(() => s.write(hello.subarray(at, at + 100)), 20 * i);
+      },
+      1200,
+    );
+    assert.equal(records(proxy)[1]!.allowed, true, JSON.stringify(records(proxy)));
+    assert.equal(got[1], got[0], 'the destination got the same bytes');
+  });
+});
+
+test('a tunnel to a listed IP address stays opaque (any protocol)', async () => {
+  await withProxy(
+    {},
+    async (pport, _hits, proxy) => {
+      await tunnel(pport, `127.0.0.1:${port}`, (s) => s.write('SSH-2.0-test\r\n'));
+      assert.equal(records(proxy)[0]!.allowed, true, JSON.stringify(records(proxy)));
+      assert.deepEqual(got, ['SSH-2.0-test\r\n']);
+    },
+    [`127.0.0.1:${port}`],
+  );
 });

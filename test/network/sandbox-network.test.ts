@@ -5,6 +5,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -26,8 +28,10 @@ import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
 
 let server: Server;
 let other: Server;
+let secure: Server;
 let port = 0;
 let otherPort = 0;
+let tlsPort = 0;
 const seenHosts: string[] = [];
 
 before(async () => {
@@ -47,15 +51,22 @@ before(async () => {
     res.writeHead(404).end();
   });
   other = createServer((_req, res) => res.end('other port\n'));
+  // An HTTPS server for api.airlock.test (a throwaway self-signed certificate; clients use -k).
+  const certs = mkdtempSync(join(tmpdir(), 'airlock-net-cert-'));
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=api.airlock.test', '-days', '2', '-keyout', join(certs, 'key.pem'), '-out', join(certs, 'cert.pem')], { stdio: 'ignore' });
+  secure = createTlsServer({ key: readFileSync(join(certs, 'key.pem')), cert: readFileSync(join(certs, 'cert.pem')) }, (_req, res) => res.end('secure hello\n'));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => secure.listen(0, '127.0.0.1', r));
   port = (server.address() as AddressInfo).port;
   otherPort = (other.address() as AddressInfo).port;
+  tlsPort = (secure.address() as AddressInfo).port;
 });
 
 after(async () => {
   server.close();
   other.close();
+  secure.close();
   await sandboxIdle();
 });
 
@@ -63,7 +74,7 @@ const resolve = () =>
   mapResolver({ 'api.airlock.test': ['127.0.0.1'], 'local.airlock.test': ['127.0.0.1'], 'meta.airlock.test': ['169.254.169.254'], 'evil.example.org': ['127.0.0.1'] });
 
 /** The test's policy: the names, and the loopback address of the test server, named explicitly. */
-const ceiling = (withLoopback = true) => ({ allow: true, allowlist: [`*.airlock.test:${port}`, `*.airlock.test:${otherPort}`, ...(withLoopback ? [`127.0.0.1:${port}`, `127.0.0.1:${otherPort}`] : [])] });
+const ceiling = (withLoopback = true) => ({ allow: true, allowlist: [`*.airlock.test:${port}`, `*.airlock.test:${otherPort}`, `*.airlock.test:${tlsPort}`, ...(withLoopback ? [`127.0.0.1:${port}`, `127.0.0.1:${otherPort}`, `127.0.0.1:${tlsPort}`] : [])] });
 
 function action(argv: string[], allowlist: string[], slug: string): Action {
   return {
@@ -146,15 +157,40 @@ test('an allowed fetch (python urllib, plain HTTP via the proxy variables) works
   assert.deepEqual(seenHosts, [`api.airlock.test:${port}`], 'the server saw the name asked for as Host');
 });
 
-test('an allowed CONNECT tunnel (curl --proxytunnel) works; a redirect inside the list is followed', async () => {
-  const r = await runNet(sh(`curl -sS --max-time 5 --proxytunnel http://api.airlock.test:${port}/hello && curl -sS -L --max-time 5 http://api.airlock.test:${port}/redirect-on`), { slug: 'connect' });
+test('an allowed CONNECT tunnel (curl, HTTPS) works; a redirect inside the list is followed', async () => {
+  const r = await runNet(sh(`curl -sS -k --max-time 5 https://api.airlock.test:${tlsPort}/hello && curl -sS -L --max-time 5 http://api.airlock.test:${port}/redirect-on`), { slug: 'connect', allowlist: [`api.airlock.test:${port}`, `api.airlock.test:${tlsPort}`] });
   assert.equal(r.obs.status, 'SUCCESS', r.dump);
-  assert.equal(r.stdout, 'hello\nhello\n');
+  assert.equal(r.stdout, 'secure hello\nhello\n');
   const c = r.obs.network?.connections ?? [];
-  assert.ok(c.some((x) => x.via === 'connect' && x.allowed && x.connected && x.bytesIn > 0), r.dump);
+  assert.ok(c.some((x) => x.via === 'connect' && x.allowed && x.connected && x.bytesIn > 0 && x.sni === 'api.airlock.test'), r.dump);
   assert.ok(c.some((x) => x.via === 'redirect' && x.allowed), r.dump);
   assert.equal(r.sr.compliance.no_undeclared_network, true, r.judgement.reasons.join('\n'));
-  assert.deepEqual(r.ts.network_destinations, [`api.airlock.test:${port}`]);
+  assert.deepEqual(r.ts.network_destinations, [`api.airlock.test:${tlsPort}`, `api.airlock.test:${port}`]);
+});
+
+test('domain fronting: a tunnel allowed for one name that asks TLS for another, or carries plain HTTP, is cut and reported', async () => {
+  // The hostile program speaks to the proxy itself: CONNECT to the allowed name, then TLS for another.
+  const fronted = py(
+    [
+      'import socket, ssl',
+      `s = socket.create_connection(('127.0.0.1', 3128), timeout=5)`,
+      `s.sendall(b'CONNECT api.airlock.test:${tlsPort} HTTP/1.1\\r\\nHost: api.airlock.test:${tlsPort}\\r\\n\\r\\n')`,
+      'print(s.recv(200).split(b"\\r\\n")[0].decode())',
+      'ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE',
+      'try:',
+      "    t = ctx.wrap_socket(s, server_hostname='evil.example.org'); t.sendall(b'GET /hello HTTP/1.1\\r\\nHost: evil.example.org\\r\\n\\r\\n'); print('GOT', t.recv(200))",
+      'except Exception as e:',
+      "    print('FAILED', type(e).__name__)",
+    ].join('\n'),
+  );
+  const r = await runNet(fronted, { slug: 'front', allowlist: [`api.airlock.test:${tlsPort}`] });
+  assert.match(r.stdout, /^HTTP\/1\.1 200 Connection Established\nFAILED /, r.dump);
+  assertRefused(r, 'NET_SNI_MISMATCH', 'api.airlock.test', tlsPort);
+  assert.equal(r.obs.network?.connections[0]?.sni, 'evil.example.org');
+  assert.equal(r.obs.network?.connections[0]?.bytesOut, 0, 'nothing reached the destination');
+  const plain = await runNet(sh(`curl -sS --max-time 5 --proxytunnel http://api.airlock.test:${port}/hello; echo rc=$?`), { slug: 'plain-tunnel' });
+  assert.ok(!plain.stdout.includes('hello'), plain.dump);
+  assertRefused(plain, 'NET_TUNNEL_NOT_TLS', 'api.airlock.test', port);
 });
 
 /** A refused request: the program fails, the record has the code, both results say so, BLOCK. */

@@ -17,7 +17,10 @@ export type RefusalCode =
   | 'NET_CAP_OPEN_CONNECTIONS'
   | 'NET_CAP_BYTES_OUT'
   | 'NET_CAP_BYTES_IN'
-  | 'NET_UPSTREAM_FAILED';
+  | 'NET_UPSTREAM_FAILED'
+  | 'NET_TUNNEL_NOT_TLS'
+  | 'NET_SNI_MISMATCH'
+  | 'NET_SNI_HIDDEN';
 
 export type Decision =
   | { allowed: true; host: string; port: number; address: string; rule: string; addressRule?: string }

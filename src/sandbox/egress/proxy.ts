@@ -1,5 +1,6 @@
 // The host proxy of one run: the only way out of the sandbox's network namespace. It speaks HTTP
-// CONNECT (any TCP protocol, TLS stays opaque) and plain HTTP (absolute-URI requests), decides every
+// CONNECT (TLS for the name asked for, any TCP protocol to a listed IP; what follows the ClientHello
+// stays opaque) and plain HTTP (absolute-URI requests), decides every
 // request against the run's allowlist (allowlist.ts), connects to the address it checked itself,
 // enforces the run's caps, and records every request, allowed or refused (records.ts).
 // SOCKS is not spoken: a SOCKS client gets a refused connection (recorded as NET_BAD_REQUEST).
@@ -8,9 +9,10 @@
 // carries nothing for `idleMs` is closed: idle connections cannot pile up descriptors here.
 import { chmodSync, chownSync, rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect as netConnect, type Socket } from 'node:net';
+import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { type NetworkGrant } from '../../base/allowlist.js';
+import { helloRefusal, MAX_HELLO_BYTES, readClientHello } from './client-hello.js';
 import { decide, type Decision, type RefusalCode } from './decide.js';
 import { DEFAULT_IDLE_MS, DEFAULT_NETWORK_CAPS, DEFAULT_OPEN_CONNECTIONS, type ConnectionRecord, type NetworkCapName, type NetworkCaps, type NetworkObservation } from './records.js';
 import { systemResolver, type Resolver } from './resolver.js';
@@ -315,17 +317,24 @@ export class NetworkProxy {
       clearTimeout(timer);
       rec.connected = true;
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      if (head.length > 0) {
-        if (!this.take('out', head.length)) {
-          rec.code = 'NET_CAP_BYTES_OUT';
-          client.destroy();
-          up.destroy();
-          return;
+      const open = (first: Buffer): void => {
+        if (first.length > 0) {
+          if (!this.take('out', first.length)) {
+            rec.code = 'NET_CAP_BYTES_OUT';
+            client.destroy();
+            up.destroy();
+            return;
+          }
+          up.write(first);
         }
-        up.write(head);
-      }
-      this.pump(client, up, 'out', rec);
-      this.pump(up, client, 'in', rec);
+        this.pump(client, up, 'out', rec);
+        this.pump(up, client, 'in', rec);
+        client.resume();
+      };
+      // A tunnel to an IP literal goes where the policy's address rule says, whatever name TLS asks
+      // for; a tunnel to a name carries TLS for that name only (client-hello.ts).
+      if (isIP(d.host) !== 0) open(head);
+      else this.awaitHello(client, head, d.host, rec, open, () => up.destroy());
     });
     up.on('error', (e) => {
       clearTimeout(timer);
@@ -343,6 +352,32 @@ export class NetworkProxy {
       this.finish(rec, new Date());
     });
     client.on('close', () => up.destroy());
+  }
+
+  /**
+   * Holds the tunnel's first bytes until they hold a whole ClientHello, then either opens the tunnel
+   * with them or refuses it (nothing reaches the destination, the record says why).
+   */
+  private awaitHello(client: Duplex, head: Buffer, host: string, rec: ConnectionRecord, open: (first: Buffer) => void, cut: () => void): void {
+    let buf = head;
+    const check = (): void => {
+      const read = readClientHello(buf);
+      if (read.kind === 'more' && buf.length <= MAX_HELLO_BYTES + 1024) return;
+      client.off('data', onData);
+      client.pause();
+      const refusal = read.kind === 'more' ? { code: 'NET_TUNNEL_NOT_TLS' as const, reason: `no whole ClientHello in the tunnel's first ${buf.length} bytes` } : helloRefusal(host, read);
+      if (read.kind === 'hello' && read.names.length > 0) rec.sni = read.names.join(', ').slice(0, 253);
+      if (!refusal) return open(buf);
+      this.refuse(rec, refusal.code, `${refusal.reason}; the tunnel was closed before a byte reached the destination`);
+      client.destroy();
+      cut();
+    };
+    const onData = (chunk: Buffer): void => {
+      buf = Buffer.concat([buf, chunk]);
+      check();
+    };
+    client.on('data', onData);
+    check();
   }
 
   // ---- plain HTTP ----

@@ -49,6 +49,8 @@ export interface ConnectionRecord {
   startedAt: string;
   endedAt: string | null;
   durationMs: number | null;
+  /** A tunnel to a name: the server name its TLS ClientHello asked for (checked against `host`). */
+  sni?: string;
   /** Plain HTTP only: the method and the upstream's status. */
   method?: string;
   httpStatus?: number;

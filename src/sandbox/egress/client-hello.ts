@@ -1,0 +1,142 @@
+// The first bytes of a CONNECT tunnel to a name: a TLS ClientHello whose server name (SNI) is that
+// name. Without this check an allowlisted name on a shared front end (a CDN) carries requests for
+// any other name the front end serves ("domain fronting" by SNI). Only the ClientHello is read: it
+// is the one plain-text message that names the server; what follows it is forwarded untouched.
+// RFC 8446 §4.1.2 (ClientHello), RFC 6066 §3 (server_name), draft-ietf-tls-esni (ECH).
+import { normalizeName } from '../../base/allowlist.js';
+
+/** What the buffered bytes are so far. */
+export type HelloRead =
+  | { kind: 'more' }
+  | { kind: 'hello'; names: string[]; hidden: boolean }
+  | { kind: 'not-tls' }
+  | { kind: 'bad'; why: string };
+
+/** A ClientHello longer than this is refused (real ones are 0.2–2 KiB, some tens of KiB with tickets). */
+export const MAX_HELLO_BYTES = 64 * 1024;
+
+const HANDSHAKE = 0x16;
+const CLIENT_HELLO = 0x01;
+const EXT_SERVER_NAME = 0x0000;
+/** encrypted_client_hello (RFC draft, deployed) and the older encrypted_server_name draft. */
+const EXT_HIDDEN_NAME = new Set([0xfe0d, 0xffce]);
+const HOST_NAME = 0x00;
+
+/** A reader over one buffer that fails with a reason instead of reading past the end. */
+class Cursor {
+  constructor(
+    private readonly b: Buffer,
+    public at = 0,
+  ) {}
+  get left(): number {
+    return this.b.length - this.at;
+  }
+  n(bytes: 1 | 2 | 3): number {
+    if (this.left < bytes) throw new Malformed('the ClientHello ends inside a field');
+    const v = this.b.readUIntBE(this.at, bytes);
+    this.at += bytes;
+    return v;
+  }
+  take(len: number): Buffer {
+    if (this.left < len) throw new Malformed('a length in the ClientHello runs past its end');
+    const s = this.b.subarray(this.at, this.at + len);
+    this.at += len;
+    return s;
+  }
+  /** A field with a 1- or 2-byte length prefix. */
+  vec(lenBytes: 1 | 2): Buffer {
+    return this.take(this.n(lenBytes));
+  }
+}
+
+class Malformed extends Error {}
+
+/**
+ * Reads the ClientHello at the start of `buf` (the tunnel's first bytes), which may span several
+ * TLS records. `more` until the whole message has arrived; `not-tls` when the first byte is not a
+ * TLS handshake record.
+ */
+export function readClientHello(buf: Buffer): HelloRead {
+  if (buf.length === 0) return { kind: 'more' };
+  if (buf[0] !== HANDSHAKE) return { kind: 'not-tls' };
+  const message = handshakeMessage(buf);
+  if (message.kind !== 'done') return message;
+  try {
+    return parseHello(message.body);
+  } catch (e) {
+    if (e instanceof Malformed) return { kind: 'bad', why: e.message };
+    throw e;
+  }
+}
+
+/** The first handshake message, joined from the fragments of the records it spans. */
+function handshakeMessage(buf: Buffer): { kind: 'done'; body: Buffer } | { kind: 'more' } | { kind: 'bad'; why: string } {
+  const fragments: Buffer[] = [];
+  let have = 0;
+  let need = -1; // the message's length with its 4-byte header, once known
+  for (let at = 0; ; ) {
+    if (buf.length - at < 5) return { kind: 'more' };
+    if (buf[at] !== HANDSHAKE) return { kind: 'bad', why: `a record of type ${buf[at]} came before the ClientHello was complete` };
+    if (buf[at + 1] !== 3) return { kind: 'bad', why: `the record's protocol version ${buf[at + 1]}.${buf[at + 2]} is not TLS` };
+    const len = buf.readUInt16BE(at + 3);
+    if (len === 0 || len > 16_384 + 2048) return { kind: 'bad', why: `a TLS record of ${len} bytes` };
+    if (buf.length - at - 5 < len) return { kind: 'more' };
+    fragments.push(buf.subarray(at + 5, at + 5 + len));
+    have += len;
+    at += 5 + len;
+    if (need < 0 && have >= 4) {
+      const head = Buffer.concat(fragments).subarray(0, 4);
+      if (head[0] !== CLIENT_HELLO) return { kind: 'bad', why: `the first handshake message is of type ${head[0]}, not a ClientHello` };
+      need = 4 + head.readUIntBE(1, 3);
+      if (need > MAX_HELLO_BYTES) return { kind: 'bad', why: `a ClientHello of ${need} bytes (more than ${MAX_HELLO_BYTES})` };
+    }
+    if (need >= 0 && have >= need) return { kind: 'done', body: Buffer.concat(fragments).subarray(4, need) };
+  }
+}
+
+function parseHello(body: Buffer): HelloRead {
+  const c = new Cursor(body);
+  c.take(2 + 32); // legacy_version, random
+  c.vec(1); // legacy_session_id
+  c.vec(2); // cipher_suites
+  c.vec(1); // legacy_compression_methods
+  const names: string[] = [];
+  let hidden = false;
+  if (c.left === 0) return { kind: 'hello', names, hidden }; // no extensions at all (SSL 3.0 style)
+  const exts = new Cursor(c.vec(2));
+  if (c.left !== 0) throw new Malformed('bytes follow the ClientHello\'s extensions');
+  const seen = new Set<number>();
+  while (exts.left > 0) {
+    const type = exts.n(2);
+    const data = exts.vec(2);
+    if (seen.has(type)) throw new Malformed(`extension ${type} appears twice`);
+    seen.add(type);
+    if (EXT_HIDDEN_NAME.has(type)) hidden = true;
+    if (type === EXT_SERVER_NAME) names.push(...serverNames(data));
+  }
+  return { kind: 'hello', names, hidden };
+}
+
+function serverNames(data: Buffer): string[] {
+  const c = new Cursor(data);
+  const list = new Cursor(c.vec(2));
+  if (c.left !== 0) throw new Malformed('bytes follow the server_name list');
+  const out: string[] = [];
+  while (list.left > 0) {
+    const type = list.n(1);
+    const name = list.vec(2);
+    if (type === HOST_NAME) out.push(name.toString('latin1'));
+  }
+  return out;
+}
+
+/** Why a tunnel to `host` (a normalized name) may not carry this ClientHello, or null when it may. */
+export function helloRefusal(host: string, read: Exclude<HelloRead, { kind: 'more' }>): { code: 'NET_TUNNEL_NOT_TLS' | 'NET_SNI_MISMATCH' | 'NET_SNI_HIDDEN'; reason: string } | null {
+  if (read.kind === 'not-tls') return { code: 'NET_TUNNEL_NOT_TLS', reason: `a tunnel to the name ${host} carries TLS only (its first bytes are not a TLS ClientHello): plain HTTP goes through the proxy as http:// URLs, where the Host header is checked` };
+  if (read.kind === 'bad') return { code: 'NET_TUNNEL_NOT_TLS', reason: `the tunnel's ClientHello cannot be read: ${read.why}` };
+  if (read.hidden) return { code: 'NET_SNI_HIDDEN', reason: `the ClientHello hides the server name it asks for (encrypted ClientHello): the tunnel to ${host} must name it in the clear` };
+  if (read.names.length !== 1) return { code: 'NET_SNI_MISMATCH', reason: read.names.length === 0 ? `the ClientHello names no server (no SNI): a tunnel to ${host} must name ${host}` : `the ClientHello names ${read.names.length} servers: a tunnel names exactly one` };
+  const sni = read.names[0]!;
+  if (normalizeName(sni) !== host) return { code: 'NET_SNI_MISMATCH', reason: `the ClientHello asks for ${JSON.stringify(sni.slice(0, 253))}, the tunnel was allowed for ${host}` };
+  return null;
+}
