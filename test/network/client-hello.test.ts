@@ -80,7 +80,7 @@ test('a ClientHello for another name, for none, or not TLS at all is refused wit
   assert.equal(helloRefusal('api.example.org', decided(hello([sni('api.example.org\u0000.evil.net')])))?.code, 'NET_SNI_MISMATCH');
 });
 
-test('hostile shapes: a hidden name (ECH), two names, a duplicated extension, a ClientHello split over many records', () => {
+test('hostile shapes: a hidden name (ECH), two names, a name of another type, a duplicated extension, a ClientHello split over many records', () => {
   const ech = decided(hello([sni('api.example.org'), ext(0xfe0d, Buffer.alloc(40, 1))]));
   assert.equal(ech.kind === 'hello' && ech.hidden, true);
   assert.equal(helloRefusal('api.example.org', ech)?.code, 'NET_SNI_HIDDEN');
@@ -90,9 +90,17 @@ test('hostile shapes: a hidden name (ECH), two names, a duplicated extension, a 
   const dup = decided(hello([sni('api.example.org'), sni('evil.example.net')]));
   assert.equal(dup.kind, 'bad');
   assert.equal(helloRefusal('api.example.org', dup)?.code, 'NET_TUNNEL_NOT_TLS');
-  const split = hello([sni('api.example.org'), ext(21, Buffer.alloc(3000))], 7);
+  const split = hello([sni('api.example.org'), ext(21, Buffer.alloc(3000))], 60);
   assert.deepEqual(decided(split), { kind: 'hello', names: ['api.example.org'], hidden: false });
-  for (const n of [5, 12, 400, split.length - 1]) assert.equal(readClientHello(split.subarray(0, n)).kind, 'more');
+  for (const n of [5, 12, 400, split.length - 1]) {
+    const r = readClientHello(split.subarray(0, n));
+    assert.ok(r.kind === 'more' && r.need > n && r.need <= split.length, `prefix of ${n}: ${JSON.stringify(r)}`);
+  }
+  // Cut into more records than any real client uses: refused, so a drip of records costs the host little.
+  assert.equal(decided(hello([sni('api.example.org'), ext(21, Buffer.alloc(3000))], 7)).kind, 'bad');
+  // A server name of a type other than host_name (servers differ on what they make of it).
+  const odd = ext(0, vec2(Buffer.concat([Buffer.from([1]), vec2(Buffer.from('evil.example.net')), Buffer.from([0]), vec2(Buffer.from('api.example.org'))])));
+  assert.equal(decided(hello([odd])).kind, 'bad');
   // A record of another type inside the ClientHello, and a first message that is not a ClientHello.
   const cut = hello([sni('api.example.org')], 20);
   const wrongType = Buffer.from(cut);

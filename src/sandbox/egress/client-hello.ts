@@ -5,15 +5,17 @@
 // RFC 8446 §4.1.2 (ClientHello), RFC 6066 §3 (server_name), draft-ietf-tls-esni (ECH).
 import { normalizeName } from '../../base/allowlist.js';
 
-/** What the buffered bytes are so far. */
+/** What the buffered bytes are so far; `more` says how many bytes in all it takes to say more. */
 export type HelloRead =
-  | { kind: 'more' }
+  | { kind: 'more'; need: number }
   | { kind: 'hello'; names: string[]; hidden: boolean }
   | { kind: 'not-tls' }
   | { kind: 'bad'; why: string };
 
 /** A ClientHello longer than this is refused (real ones are 0.2–2 KiB, some tens of KiB with tickets). */
 export const MAX_HELLO_BYTES = 64 * 1024;
+/** Nor one cut into more records than this (real ones come in one): each record is a re-read. */
+export const MAX_HELLO_RECORDS = 64;
 
 const HANDSHAKE = 0x16;
 const CLIENT_HELLO = 0x01;
@@ -57,7 +59,7 @@ class Malformed extends Error {}
  * TLS handshake record.
  */
 export function readClientHello(buf: Buffer): HelloRead {
-  if (buf.length === 0) return { kind: 'more' };
+  if (buf.length === 0) return { kind: 'more', need: 1 };
   if (buf[0] !== HANDSHAKE) return { kind: 'not-tls' };
   const message = handshakeMessage(buf);
   if (message.kind !== 'done') return message;
@@ -70,17 +72,18 @@ export function readClientHello(buf: Buffer): HelloRead {
 }
 
 /** The first handshake message, joined from the fragments of the records it spans. */
-function handshakeMessage(buf: Buffer): { kind: 'done'; body: Buffer } | { kind: 'more' } | { kind: 'bad'; why: string } {
+function handshakeMessage(buf: Buffer): { kind: 'done'; body: Buffer } | { kind: 'more'; need: number } | { kind: 'bad'; why: string } {
   const fragments: Buffer[] = [];
   let have = 0;
   let need = -1; // the message's length with its 4-byte header, once known
   for (let at = 0; ; ) {
-    if (buf.length - at < 5) return { kind: 'more' };
+    if (fragments.length === MAX_HELLO_RECORDS) return { kind: 'bad', why: `the ClientHello is cut into more than ${MAX_HELLO_RECORDS} records` };
+    if (buf.length - at < 5) return { kind: 'more', need: at + 5 };
     if (buf[at] !== HANDSHAKE) return { kind: 'bad', why: `a record of type ${buf[at]} came before the ClientHello was complete` };
     if (buf[at + 1] !== 3) return { kind: 'bad', why: `the record's protocol version ${buf[at + 1]}.${buf[at + 2]} is not TLS` };
     const len = buf.readUInt16BE(at + 3);
     if (len === 0 || len > 16_384 + 2048) return { kind: 'bad', why: `a TLS record of ${len} bytes` };
-    if (buf.length - at - 5 < len) return { kind: 'more' };
+    if (buf.length - at - 5 < len) return { kind: 'more', need: at + 5 + len };
     fragments.push(buf.subarray(at + 5, at + 5 + len));
     have += len;
     at += 5 + len;
@@ -125,7 +128,9 @@ function serverNames(data: Buffer): string[] {
   while (list.left > 0) {
     const type = list.n(1);
     const name = list.vec(2);
-    if (type === HOST_NAME) out.push(name.toString('latin1'));
+    // Only host_name is defined (RFC 6066); servers differ on other types, so none is let through.
+    if (type !== HOST_NAME) throw new Malformed(`a server name of type ${type} (only host_name, 0, is defined)`);
+    out.push(name.toString('latin1'));
   }
   return out;
 }

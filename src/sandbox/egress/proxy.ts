@@ -12,7 +12,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { type NetworkGrant } from '../../base/allowlist.js';
-import { helloRefusal, MAX_HELLO_BYTES, readClientHello } from './client-hello.js';
+import { helloRefusal, readClientHello } from './client-hello.js';
 import { decide, type Decision, type RefusalCode } from './decide.js';
 import { DEFAULT_IDLE_MS, DEFAULT_NETWORK_CAPS, DEFAULT_OPEN_CONNECTIONS, type ConnectionRecord, type NetworkCapName, type NetworkCaps, type NetworkObservation } from './records.js';
 import { systemResolver, type Resolver } from './resolver.js';
@@ -359,13 +359,23 @@ export class NetworkProxy {
    * with them or refuses it (nothing reaches the destination, the record says why).
    */
   private awaitHello(client: Duplex, head: Buffer, host: string, rec: ConnectionRecord, open: (first: Buffer) => void, cut: () => void): void {
-    let buf = head;
+    // Chunks are joined and read again only once they can say more (a record's end): a ClientHello
+    // dripped a byte at a time costs one read per record, not one per byte.
+    const chunks = [head];
+    let have = head.length;
+    let need = 0;
     const check = (): void => {
+      if (have < need) return;
+      const buf = Buffer.concat(chunks);
+      chunks.splice(0, chunks.length, buf);
       const read = readClientHello(buf);
-      if (read.kind === 'more' && buf.length <= MAX_HELLO_BYTES + 1024) return;
+      if (read.kind === 'more') {
+        need = read.need;
+        return;
+      }
       client.off('data', onData);
       client.pause();
-      const refusal = read.kind === 'more' ? { code: 'NET_TUNNEL_NOT_TLS' as const, reason: `no whole ClientHello in the tunnel's first ${buf.length} bytes` } : helloRefusal(host, read);
+      const refusal = helloRefusal(host, read);
       if (read.kind === 'hello' && read.names.length > 0) rec.sni = read.names.join(', ').slice(0, 253);
       if (!refusal) return open(buf);
       this.refuse(rec, refusal.code, `${refusal.reason}; the tunnel was closed before a byte reached the destination`);
@@ -373,7 +383,8 @@ export class NetworkProxy {
       cut();
     };
     const onData = (chunk: Buffer): void => {
-      buf = Buffer.concat([buf, chunk]);
+      chunks.push(chunk);
+      have += chunk.length;
       check();
     };
     client.on('data', onData);
