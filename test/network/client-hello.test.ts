@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import fc from 'fast-check';
-import { helloRefusal, readClientHello, type HelloRead } from '../../src/sandbox/egress/client-hello.js';
+import { helloRefusal, readClientHello, readServerHello, type HelloRead } from '../../src/sandbox/egress/client-hello.js';
+import { ext, hello, record, sni, u16, vec2 } from './helpers-tls.js';
 
 /** The first bytes Node's TLS client sends for `servername` (a real ClientHello, OpenSSL's). */
 async function realHello(servername: string | undefined): Promise<Buffer> {
@@ -34,32 +35,15 @@ async function realHello(servername: string | undefined): Promise<Buffer> {
   }
 }
 
-const u16 = (n: number) => Buffer.from([n >> 8, n & 255]);
-const vec2 = (b: Buffer) => Buffer.concat([u16(b.length), b]);
-const ext = (type: number, data: Buffer) => Buffer.concat([u16(type), vec2(data)]);
-const sni = (...names: string[]) => ext(0, vec2(Buffer.concat(names.map((n) => Buffer.concat([Buffer.from([0]), vec2(Buffer.from(n, 'latin1'))])))));
-
-/** A ClientHello with these extensions, cut into TLS records of at most `recordSize` bytes. */
-function hello(exts: Buffer[], recordSize = 16_384): Buffer {
-  const body = Buffer.concat([Buffer.from([3, 3]), Buffer.alloc(32, 7), Buffer.from([0]), vec2(Buffer.from([0x13, 0x01])), Buffer.from([1, 0]), vec2(Buffer.concat(exts))]);
-  const msg = Buffer.concat([Buffer.from([1, body.length >> 16, (body.length >> 8) & 255, body.length & 255]), body]);
-  const records: Buffer[] = [];
-  for (let at = 0; at < msg.length; at += recordSize) {
-    const frag = msg.subarray(at, at + recordSize);
-    records.push(Buffer.from([0x16, 3, 1]), u16(frag.length), frag);
-  }
-  return Buffer.concat(records);
-}
-
-const decided = (b: Buffer): Exclude<HelloRead, { kind: 'more' }> => {
-  const r = readClientHello(b);
+const decided = (b: Buffer, start = 0, afterRetry = false): Exclude<HelloRead, { kind: 'more' }> => {
+  const r = readClientHello(b, start, afterRetry);
   assert.notEqual(r.kind, 'more', 'a whole ClientHello reads as more');
   return r as Exclude<HelloRead, { kind: 'more' }>;
 };
 
 test('a real ClientHello (Node\'s TLS client) is read: its server name, and every prefix of it asks for more', async () => {
   const b = await realHello('API.Example.org');
-  assert.deepEqual(decided(b), { kind: 'hello', names: ['API.Example.org'], hidden: false });
+  assert.deepEqual(decided(b), { kind: 'hello', names: ['API.Example.org'], hidden: false, end: b.length });
   assert.equal(helloRefusal('api.example.org', decided(b)), null, 'the name matches case-insensitively');
   for (let n = 0; n < b.length; n++) assert.equal(readClientHello(b.subarray(0, n)).kind, 'more', `prefix of ${n} bytes`);
   // What follows the ClientHello (the client's next flight) does not change the reading.
@@ -71,7 +55,7 @@ test('a ClientHello for another name, for none, or not TLS at all is refused wit
   assert.equal(helloRefusal('api.example.org', other)?.code, 'NET_SNI_MISMATCH');
   assert.match(helloRefusal('api.example.org', other)!.reason, /evil\.example\.net/);
   const none = decided(await realHello(undefined));
-  assert.deepEqual(none, { kind: 'hello', names: [], hidden: false });
+  assert.deepEqual({ ...none, end: 0 }, { kind: 'hello', names: [], hidden: false, end: 0 });
   assert.equal(helloRefusal('api.example.org', none)?.code, 'NET_SNI_MISMATCH');
   const plain = decided(Buffer.from('GET / HTTP/1.1\r\nHost: evil.example.net\r\n\r\n'));
   assert.equal(helloRefusal('api.example.org', plain)?.code, 'NET_TUNNEL_NOT_TLS');
@@ -91,7 +75,7 @@ test('hostile shapes: a hidden name (ECH), two names, a name of another type, a 
   assert.equal(dup.kind, 'bad');
   assert.equal(helloRefusal('api.example.org', dup)?.code, 'NET_TUNNEL_NOT_TLS');
   const split = hello([sni('api.example.org'), ext(21, Buffer.alloc(3000))], 60);
-  assert.deepEqual(decided(split), { kind: 'hello', names: ['api.example.org'], hidden: false });
+  assert.deepEqual(decided(split), { kind: 'hello', names: ['api.example.org'], hidden: false, end: split.length });
   for (const n of [5, 12, 400, split.length - 1]) {
     const r = readClientHello(split.subarray(0, n));
     assert.ok(r.kind === 'more' && r.need > n && r.need <= split.length, `prefix of ${n}: ${JSON.stringify(r)}`);
@@ -123,4 +107,33 @@ test('any bytes: the reader never throws, never reads a name past its end, and a
     }),
     { numRuns: 3000 },
   );
+});
+
+test('a ClientHello must end with its record; after a HelloRetryRequest one change_cipher_spec record may come first', () => {
+  const one = hello([sni('api.example.org')]);
+  // Another handshake message inside the ClientHello's last record: a server could read it as a second hello.
+  const packed = Buffer.from(one);
+  packed.writeUInt16BE(packed.readUInt16BE(3) + 4, 3);
+  assert.equal(decided(Buffer.concat([packed, Buffer.from([1, 0, 0, 0])])).kind, 'bad');
+  const ccs = record(0x14, Buffer.from([1]));
+  assert.equal(decided(Buffer.concat([ccs, one])).kind, 'not-tls', 'a change_cipher_spec first is refused for a first ClientHello');
+  const second = decided(Buffer.concat([ccs, one]), 0, true);
+  assert.deepEqual(second, { kind: 'hello', names: ['api.example.org'], hidden: false, end: ccs.length + one.length });
+  assert.equal(decided(Buffer.concat([record(0x14, Buffer.from([2])), one]), 0, true).kind, 'bad');
+});
+
+test('the server\'s first message: a ServerHello, a HelloRetryRequest (its fixed random), an alert, or not TLS', () => {
+  const serverHello = (random: Buffer, trailing = Buffer.alloc(0)) => {
+    const body = Buffer.concat([Buffer.from([3, 3]), random, Buffer.from([0]), u16(0x1301), Buffer.from([0]), vec2(Buffer.alloc(0))]);
+    return record(0x16, Buffer.concat([Buffer.from([2, 0, 0, body.length]), body, trailing]));
+  };
+  const retry = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
+  assert.equal(readServerHello(serverHello(retry)).kind, 'retry');
+  assert.equal(readServerHello(serverHello(Buffer.alloc(32, 9))).kind, 'server-hello');
+  // TLS 1.2 sends its Certificate in the ServerHello's record.
+  assert.equal(readServerHello(serverHello(Buffer.alloc(32, 9), Buffer.from([11, 0, 0, 0]))).kind, 'server-hello');
+  assert.equal(readServerHello(record(0x15, Buffer.from([2, 40]))).kind, 'alert');
+  assert.equal(readServerHello(Buffer.from('220 smtp.example ESMTP\r\n')).kind, 'not-tls');
+  const whole = serverHello(retry);
+  for (let n = 0; n < whole.length; n++) assert.equal(readServerHello(whole.subarray(0, n)).kind, 'more', `prefix of ${n}`);
 });

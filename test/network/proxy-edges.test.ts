@@ -4,7 +4,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
+import { ext, hello, makeCert, record, retryingHello, sni } from './helpers-tls.js';
 import { networkGrant } from '../../src/base/allowlist.js';
 import { NetworkProxy } from '../../src/sandbox/egress/proxy.js';
 import type { NetworkCapName, NetworkCaps } from '../../src/sandbox/egress/records.js';
@@ -17,6 +18,13 @@ const got: string[] = [];
 let reply: string | null = 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok';
 let upOpen = 0;
 let upPeak = 0;
+// TLS destinations for the tunnel tests: TCP connections they got, and the names their clients asked for.
+let secure: TlsServer;
+let retrying: TlsServer;
+let tlsPort = 0;
+let retryPort = 0;
+let tlsConnections = 0;
+const askedNames: string[] = [];
 
 before(async () => {
   upstream = createServer((s: Socket) => {
@@ -31,14 +39,33 @@ before(async () => {
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   port = (upstream.address() as AddressInfo).port;
+  const { key, cert } = makeCert('api.airlock.test');
+  const serve = (ecdhCurve?: string) => {
+    const srv = createTlsServer({ key, cert, ...(ecdhCurve ? { ecdhCurve } : {}), SNICallback: (name, cb) => (askedNames.push(name), cb(null, undefined)) }, (s) => s.end('hello over tls'));
+    srv.on('connection', () => tlsConnections++);
+    srv.on('tlsClientError', () => undefined);
+    return srv;
+  };
+  secure = serve();
+  // Only P-384: Node's client offers an X25519 key share first, so this server asks it to retry.
+  retrying = serve('P-384');
+  await new Promise<void>((r) => secure.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => retrying.listen(0, '127.0.0.1', r));
+  tlsPort = (secure.address() as AddressInfo).port;
+  retryPort = (retrying.address() as AddressInfo).port;
 });
 
-after(() => upstream.close());
+after(() => {
+  upstream.close();
+  secure.close();
+  retrying.close();
+});
 
 async function withProxy(caps: Partial<NetworkCaps>, fn: (pport: number, hits: NetworkCapName[], proxy: NetworkProxy) => Promise<void>, asked = [`api.airlock.test:${port}`]): Promise<void> {
   got.length = 0;
   upPeak = 0;
-  const { grant } = networkGrant(asked, { allow: true, allowlist: [`*.airlock.test:${port}`, `127.0.0.1:${port}`] });
+  const ports = [port, tlsPort, retryPort];
+  const { grant } = networkGrant(asked, { allow: true, allowlist: ports.flatMap((p) => [`*.airlock.test:${p}`, `127.0.0.1:${p}`]) });
   const hits: NetworkCapName[] = [];
   const proxy = new NetworkProxy({ grant, caps: { bytesOut: 1 << 20, bytesIn: 1 << 20, connections: 256, ...caps }, resolve: mapResolver({ 'api.airlock.test': ['127.0.0.1'] }), onCap: (c) => hits.push(c) });
   const pport = await proxy.listenTcp();
@@ -134,22 +161,24 @@ test('pipelined plain-HTTP requests on one connection cannot open more upstream 
 });
 
 /**
- * Opens a CONNECT tunnel to `target` and sends `first` through it once it is established (each
- * piece in its own write, 50 ms apart); resolves with what came back and whether the proxy closed it.
+ * Opens a CONNECT tunnel to `target` and, once it is established, hands the socket to `use`; resolves
+ * with what came back (as latin1) and whether the proxy closed it, after `ms`.
  */
-function tunnel(pport: number, target: string, first: (s: Socket) => void, ms = 600): Promise<{ reply: string; closed: boolean }> {
+function tunnel(pport: number, target: string, use: (s: Socket) => void, ms = 600): Promise<{ reply: string; closed: boolean }> {
   return new Promise((resolve) => {
     const s = connect(pport, '127.0.0.1');
     let reply = '';
     let closed = false;
     let opened = false;
-    s.on('data', (d: Buffer) => {
+    const onData = (d: Buffer) => {
       reply += d.toString('latin1');
       if (!opened && reply.includes('\r\n\r\n')) {
         opened = true;
-        if (reply.startsWith('HTTP/1.1 200')) first(s);
+        s.off('data', onData);
+        if (reply.startsWith('HTTP/1.1 200')) use(s);
       }
-    });
+    };
+    s.on('data', onData);
     s.on('close', () => (closed = true));
     s.on('error', () => undefined);
     s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
@@ -160,80 +189,115 @@ function tunnel(pport: number, target: string, first: (s: Socket) => void, ms = 
   });
 }
 
-/** A real TLS client (Node's) speaking through the tunnel, asking for `servername`. */
-const tlsFor = (servername: string) => (s: Socket) => tlsConnect({ socket: s, servername, rejectUnauthorized: false }).on('error', () => undefined);
+/** Node's TLS client through the tunnel, asking for `servername`; `got` collects what it decrypted. */
+function tlsFor(servername: string, got: string[] = []) {
+  return (s: Socket) => {
+    const t = tlsConnect({ socket: s, servername, rejectUnauthorized: false });
+    t.on('data', (d: Buffer) => got.push(d.toString()));
+    t.on('error', () => undefined);
+  };
+}
 
-test('a tunnel to a name carries TLS for that name: the ClientHello reaches the destination, its name on the record', async () => {
-  await withProxy({}, async (pport, _hits, proxy) => {
-    await tunnel(pport, `api.airlock.test:${port}`, tlsFor('api.airlock.test'));
-    const r = records(proxy);
-    assert.equal(r.length, 1);
-    assert.equal(r[0]!.allowed, true, JSON.stringify(r));
-    assert.equal(r[0]!.sni, 'api.airlock.test');
-    assert.equal(got.length, 1);
-    assert.equal(got[0]!.charCodeAt(0), 0x16, 'the destination got the ClientHello');
-    assert.equal(r[0]!.bytesOut, got[0]!.length);
+const tunnelTest = (name: string, fn: (pport: number, proxy: NetworkProxy) => Promise<void>, asked?: () => string[]) =>
+  test(name, async () => {
+    tlsConnections = 0;
+    askedNames.length = 0;
+    await withProxy({}, (pport, _hits, proxy) => fn(pport, proxy), asked?.() ?? [`api.airlock.test:${tlsPort}`, `api.airlock.test:${retryPort}`, `api.airlock.test:${port}`]);
   });
+
+tunnelTest('a tunnel to a name carries TLS for that name: the handshake completes, the name is on the record', async (pport, proxy) => {
+  const got: string[] = [];
+  await tunnel(pport, `api.airlock.test:${tlsPort}`, tlsFor('api.airlock.test', got));
+  assert.deepEqual(got, ['hello over tls']);
+  const r = records(proxy);
+  assert.deepEqual(r.map((x) => [x.allowed, x.code, x.sni]), [[true, 'NET_ALLOWED', 'api.airlock.test']]);
+  assert.ok(r[0]!.bytesIn > 0 && r[0]!.bytesOut > 0);
 });
 
-test('domain fronting by SNI: a tunnel allowed for one name that asks TLS for another is cut before a byte leaves', async () => {
-  await withProxy({}, async (pport, _hits, proxy) => {
-    const t = await tunnel(pport, `api.airlock.test:${port}`, tlsFor('evil.example.net'));
-    assert.equal(t.closed, true, 'the proxy closed the tunnel');
-    const r = records(proxy);
-    assert.equal(r[0]!.allowed, false);
-    assert.equal(r[0]!.code, 'NET_SNI_MISMATCH');
-    assert.match(r[0]!.reason, /evil\.example\.net.*closed before a byte reached the destination/);
-    assert.equal(r[0]!.sni, 'evil.example.net');
-    assert.deepEqual(got, [''], 'the destination got nothing');
-    assert.equal(r[0]!.bytesOut, 0);
-  });
+tunnelTest('a server that asks the client to retry (HelloRetryRequest): the second ClientHello is checked and let through', async (pport, proxy) => {
+  const got: string[] = [];
+  await tunnel(pport, `api.airlock.test:${retryPort}`, tlsFor('api.airlock.test', got));
+  assert.deepEqual(got, ['hello over tls']);
+  assert.deepEqual(records(proxy).map((x) => [x.allowed, x.sni]), [[true, 'api.airlock.test']]);
 });
 
-test('plain HTTP inside a tunnel to a name (a Host header for another site) is refused; so is a hidden name', async () => {
-  await withProxy({}, async (pport, _hits, proxy) => {
-    await tunnel(pport, `api.airlock.test:${port}`, (s) => s.write('GET / HTTP/1.1\r\nHost: evil.example.net\r\n\r\n'));
-    // An encrypted ClientHello (ECH) whose outer name is the allowed one: the real one is hidden.
-    const inner = Buffer.from('api.airlock.test');
-    const names = Buffer.concat([Buffer.from([0, inner.length + 3, 0, 0, inner.length]), inner]);
-    const exts = Buffer.concat([Buffer.from([0, 0, 0, names.length]), names, Buffer.from([0xfe, 0x0d, 0, 4, 1, 2, 3, 4])]);
-    const body = Buffer.concat([Buffer.from([3, 3]), Buffer.alloc(32), Buffer.from([0, 0, 2, 0x13, 1, 1, 0, 0, exts.length]), exts]);
-    const hello = Buffer.concat([Buffer.from([0x16, 3, 1, 0, body.length + 4, 1, 0, 0, body.length]), body]);
-    await tunnel(pport, `api.airlock.test:${port}`, (s) => s.write(hello));
-    const r = records(proxy);
-    assert.deepEqual(r.map((x) => [x.allowed, x.code]), [[false, 'NET_TUNNEL_NOT_TLS'], [false, 'NET_SNI_HIDDEN']], JSON.stringify(r));
-    assert.deepEqual(got, ['', ''], 'the destination got nothing');
-  });
+tunnelTest('domain fronting by SNI: a tunnel allowed for one name that asks TLS for another never reaches the destination', async (pport, proxy) => {
+  const t = await tunnel(pport, `api.airlock.test:${tlsPort}`, tlsFor('evil.example.net'));
+  assert.equal(t.closed, true, 'the proxy closed the tunnel');
+  const r = records(proxy);
+  assert.deepEqual(r.map((x) => [x.allowed, x.code, x.sni, x.connected, x.bytesOut]), [[false, 'NET_SNI_MISMATCH', 'evil.example.net', false, 0]]);
+  assert.match(r[0]!.reason, /evil\.example\.net.*closed before a byte reached the destination/);
+  assert.equal(tlsConnections, 0, 'the destination was not even connected to');
 });
 
-test('a ClientHello sent a few bytes at a time is waited for, then forwarded whole', async () => {
-  await withProxy({}, async (pport, _hits, proxy) => {
-    let hello = Buffer.alloc(0);
-    // Node's real ClientHello, captured through a first tunnel (which forwards it), then replayed in pieces.
-    await tunnel(pport, `api.airlock.test:${port}`, tlsFor('api.airlock.test'));
-    hello = Buffer.from(got[0]!, 'latin1');
-    await tunnel(
-      pport,
-      `api.airlock.test:${port}`,
-      (s) => {
-        for (let at = 0, i = 0; at < hello.length; at += 100, i++) setTimeout(() => s.write(hello.subarray(at, at + 100)), 20 * i);
-        // (a byte at a time would do too; 100 keeps the test short)
-      },
-      1200,
-    );
-    assert.equal(records(proxy)[1]!.allowed, true, JSON.stringify(records(proxy)));
-    assert.equal(got[1], got[0], 'the destination got the same bytes');
+tunnelTest('domain fronting after a HelloRetryRequest: a second ClientHello that names another server is cut', async (pport, proxy) => {
+  // The first ClientHello names the allowed server and offers no key share, so the server must ask
+  // for another; the second names another server (the destination would take it).
+  let reply = Buffer.alloc(0);
+  await tunnel(pport, `api.airlock.test:${tlsPort}`, (s) => {
+    s.on('data', (d: Buffer) => {
+      reply = Buffer.concat([reply, d]);
+      if (reply[0] === 0x16 && reply.length >= 5 + reply.readUInt16BE(3)) s.write(Buffer.concat([record(0x14, Buffer.from([1])), retryingHello('evil.example.net')]));
+    });
+    s.write(retryingHello('api.airlock.test'));
   });
+  assert.equal(reply.subarray(11, 43).toString('hex'), 'cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'the server asked to retry');
+  const r = records(proxy);
+  assert.deepEqual(r.map((x) => [x.allowed, x.code, x.sni]), [[false, 'NET_SNI_MISMATCH', 'api.airlock.test, evil.example.net']]);
+  assert.match(r[0]!.reason, /^after a HelloRetryRequest, .*evil\.example\.net/);
+  assert.ok(!askedNames.includes('evil.example.net'), `the destination was asked for ${askedNames.join(', ')}`);
 });
 
-test('a tunnel to a listed IP address stays opaque (any protocol)', async () => {
-  await withProxy(
-    {},
-    async (pport, _hits, proxy) => {
-      await tunnel(pport, `127.0.0.1:${port}`, (s) => s.write('SSH-2.0-test\r\n'));
-      assert.equal(records(proxy)[0]!.allowed, true, JSON.stringify(records(proxy)));
-      assert.deepEqual(got, ['SSH-2.0-test\r\n']);
+tunnelTest('plain HTTP inside a tunnel to a name, and a hidden name (ECH), never reach the destination', async (pport, proxy) => {
+  await tunnel(pport, `api.airlock.test:${tlsPort}`, (s) => s.write('GET / HTTP/1.1\r\nHost: evil.example.net\r\n\r\n'));
+  await tunnel(pport, `api.airlock.test:${tlsPort}`, (s) => s.write(hello([sni('api.airlock.test'), ext(0xfe0d, Buffer.from([1, 2, 3, 4]))])));
+  assert.deepEqual(records(proxy).map((x) => [x.allowed, x.code]), [[false, 'NET_TUNNEL_NOT_TLS'], [false, 'NET_SNI_HIDDEN']]);
+  assert.equal(tlsConnections, 0);
+});
+
+tunnelTest('a destination that does not answer with TLS: its answer never reaches the program', async (pport, proxy) => {
+  // The raw upstream answers any bytes with an HTTP response: the ClientHello goes, its answer is cut.
+  const t = await tunnel(pport, `api.airlock.test:${port}`, tlsFor('api.airlock.test'), 800);
+  assert.doesNotMatch(t.reply, /200 OK|Content-Length/, 'the answer reached the program');
+  const r = records(proxy);
+  assert.deepEqual(r.map((x) => [x.allowed, x.code]), [[false, 'NET_TUNNEL_NOT_TLS']]);
+  assert.match(r[0]!.reason, /did not answer the ClientHello with TLS/);
+  assert.equal(got[0]!.charCodeAt(0), 0x16, 'only the ClientHello reached it');
+});
+
+tunnelTest('a ClientHello dripped 50 bytes at a time is waited for; a tunnel whose client ends mid-hello is closed at once', async (pport, proxy) => {
+  const captured: Buffer[] = [];
+  const capture = createServer((s) => s.once('data', (d: Buffer) => (captured.push(d), s.destroy())));
+  await new Promise<void>((r) => capture.listen(0, '127.0.0.1', r));
+  const c = tlsConnect({ host: '127.0.0.1', port: (capture.address() as AddressInfo).port, servername: 'api.airlock.test', rejectUnauthorized: false }).on('error', () => undefined);
+  await new Promise((r) => setTimeout(r, 200));
+  c.destroy();
+  capture.close();
+  const whole = captured[0]!;
+  const got: string[] = [];
+  await tunnel(
+    pport,
+    `api.airlock.test:${tlsPort}`,
+    (s) => {
+      for (let at = 0, i = 0; at < whole.length; at += 50, i++) setTimeout(() => s.write(whole.subarray(at, at + 50)), 10 * i);
+      s.on('data', (d: Buffer) => got.push(d.toString('latin1')));
     },
-    [`127.0.0.1:${port}`],
+    1200,
   );
+  assert.equal(records(proxy)[0]!.allowed, true, JSON.stringify(records(proxy)));
+  assert.equal(got.join('').charCodeAt(0), 0x16, 'the server answered the dripped ClientHello');
+  const t0 = Date.now();
+  const t = await tunnel(pport, `api.airlock.test:${tlsPort}`, (s) => s.end(whole.subarray(0, 100)), 300);
+  assert.equal(t.closed, true, `the half-closed tunnel was still open ${Date.now() - t0} ms later`);
+  assert.match(records(proxy)[1]!.reason, /ended the tunnel before its TLS handshake had started/);
 });
+
+tunnelTest(
+  'a tunnel to a listed IP address stays opaque (any protocol)',
+  async (pport, proxy) => {
+    await tunnel(pport, `127.0.0.1:${port}`, (s) => s.write('SSH-2.0-test\r\n'));
+    assert.equal(records(proxy)[0]!.allowed, true, JSON.stringify(records(proxy)));
+    assert.deepEqual(got, ['SSH-2.0-test\r\n']);
+  },
+  () => [`127.0.0.1:${port}`],
+);

@@ -1,28 +1,38 @@
-// The first bytes of a CONNECT tunnel to a name: a TLS ClientHello whose server name (SNI) is that
-// name. Without this check an allowlisted name on a shared front end (a CDN) carries requests for
-// any other name the front end serves ("domain fronting" by SNI). Only the ClientHello is read: it
-// is the one plain-text message that names the server; what follows it is forwarded untouched.
-// RFC 8446 §4.1.2 (ClientHello), RFC 6066 §3 (server_name), draft-ietf-tls-esni (ECH).
+// The plain-text start of a TLS connection, as a tunnel to a name must begin: a ClientHello whose
+// server name (SNI) is that name, the server's answer, and (after a HelloRetryRequest) the second
+// ClientHello. Without this check an allowlisted name on a shared front end (a CDN) carries requests
+// for any other name the front end serves ("domain fronting" by SNI). Only these messages are read:
+// they are the ones that name the server in the clear; tunnel-gate.ts decides what to forward.
+// RFC 8446 §4.1.2–4.1.4 (ClientHello, ServerHello, HelloRetryRequest), RFC 6066 §3 (server_name),
+// draft-ietf-tls-esni (ECH).
 import { normalizeName } from '../../base/allowlist.js';
 
-/** What the buffered bytes are so far; `more` says how many bytes in all it takes to say more. */
+/** What the bytes are so far; `more` says how many bytes in all it takes to say more. */
 export type HelloRead =
   | { kind: 'more'; need: number }
-  | { kind: 'hello'; names: string[]; hidden: boolean }
+  | { kind: 'hello'; names: string[]; hidden: boolean; end: number }
   | { kind: 'not-tls' }
   | { kind: 'bad'; why: string };
+
+/** The server's first message: a ServerHello, a HelloRetryRequest (a ServerHello with a fixed random), or an alert. */
+export type ServerRead = { kind: 'more'; need: number } | { kind: 'server-hello' | 'retry' | 'alert' } | { kind: 'not-tls' } | { kind: 'bad'; why: string };
 
 /** A ClientHello longer than this is refused (real ones are 0.2–2 KiB, some tens of KiB with tickets). */
 export const MAX_HELLO_BYTES = 64 * 1024;
 /** Nor one cut into more records than this (real ones come in one): each record is a re-read. */
 export const MAX_HELLO_RECORDS = 64;
 
+const CHANGE_CIPHER_SPEC = 0x14;
+const ALERT = 0x15;
 const HANDSHAKE = 0x16;
 const CLIENT_HELLO = 0x01;
+const SERVER_HELLO = 0x02;
 const EXT_SERVER_NAME = 0x0000;
 /** encrypted_client_hello (RFC draft, deployed) and the older encrypted_server_name draft. */
 const EXT_HIDDEN_NAME = new Set([0xfe0d, 0xffce]);
 const HOST_NAME = 0x00;
+/** RFC 8446 §4.1.3: a ServerHello with this random is a HelloRetryRequest. */
+const RETRY_RANDOM = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
 
 /** A reader over one buffer that fails with a reason instead of reading past the end. */
 class Cursor {
@@ -53,33 +63,20 @@ class Cursor {
 
 class Malformed extends Error {}
 
-/**
- * Reads the ClientHello at the start of `buf` (the tunnel's first bytes), which may span several
- * TLS records. `more` until the whole message has arrived; `not-tls` when the first byte is not a
- * TLS handshake record.
- */
-export function readClientHello(buf: Buffer): HelloRead {
-  if (buf.length === 0) return { kind: 'more', need: 1 };
-  if (buf[0] !== HANDSHAKE) return { kind: 'not-tls' };
-  const message = handshakeMessage(buf);
-  if (message.kind !== 'done') return message;
-  try {
-    return parseHello(message.body);
-  } catch (e) {
-    if (e instanceof Malformed) return { kind: 'bad', why: e.message };
-    throw e;
-  }
-}
+type Message = { kind: 'done'; body: Buffer; end: number } | { kind: 'more'; need: number } | { kind: 'bad'; why: string };
 
-/** The first handshake message, joined from the fragments of the records it spans. */
-function handshakeMessage(buf: Buffer): { kind: 'done'; body: Buffer } | { kind: 'more'; need: number } | { kind: 'bad'; why: string } {
+/**
+ * The first handshake message from `start`, joined from the fragments of the records it spans, of
+ * `type`; with `alone`, it must end with its last record (`end`: the offset after that record).
+ */
+function handshakeMessage(buf: Buffer, start: number, type: number, what: string, alone: boolean): Message {
   const fragments: Buffer[] = [];
   let have = 0;
   let need = -1; // the message's length with its 4-byte header, once known
-  for (let at = 0; ; ) {
-    if (fragments.length === MAX_HELLO_RECORDS) return { kind: 'bad', why: `the ClientHello is cut into more than ${MAX_HELLO_RECORDS} records` };
+  for (let at = start; ; ) {
+    if (fragments.length === MAX_HELLO_RECORDS) return { kind: 'bad', why: `the ${what} is cut into more than ${MAX_HELLO_RECORDS} records` };
     if (buf.length - at < 5) return { kind: 'more', need: at + 5 };
-    if (buf[at] !== HANDSHAKE) return { kind: 'bad', why: `a record of type ${buf[at]} came before the ClientHello was complete` };
+    if (buf[at] !== HANDSHAKE) return { kind: 'bad', why: `a record of type ${buf[at]} came before the ${what} was complete` };
     if (buf[at + 1] !== 3) return { kind: 'bad', why: `the record's protocol version ${buf[at + 1]}.${buf[at + 2]} is not TLS` };
     const len = buf.readUInt16BE(at + 3);
     if (len === 0 || len > 16_384 + 2048) return { kind: 'bad', why: `a TLS record of ${len} bytes` };
@@ -89,15 +86,55 @@ function handshakeMessage(buf: Buffer): { kind: 'done'; body: Buffer } | { kind:
     at += 5 + len;
     if (need < 0 && have >= 4) {
       const head = Buffer.concat(fragments).subarray(0, 4);
-      if (head[0] !== CLIENT_HELLO) return { kind: 'bad', why: `the first handshake message is of type ${head[0]}, not a ClientHello` };
+      if (head[0] !== type) return { kind: 'bad', why: `the first handshake message is of type ${head[0]}, not a ${what}` };
       need = 4 + head.readUIntBE(1, 3);
-      if (need > MAX_HELLO_BYTES) return { kind: 'bad', why: `a ClientHello of ${need} bytes (more than ${MAX_HELLO_BYTES})` };
+      if (need > MAX_HELLO_BYTES) return { kind: 'bad', why: `a ${what} of ${need} bytes (more than ${MAX_HELLO_BYTES})` };
     }
-    if (need >= 0 && have >= need) return { kind: 'done', body: Buffer.concat(fragments).subarray(4, need) };
+    if (need >= 0 && have >= need) {
+      // Another message in the same record could be read by the server as a second hello.
+      if (alone && have > need) return { kind: 'bad', why: `bytes follow the ${what} inside its last record` };
+      return { kind: 'done', body: Buffer.concat(fragments).subarray(4, need), end: at };
+    }
   }
 }
 
-function parseHello(body: Buffer): HelloRead {
+/**
+ * Reads the ClientHello at `start` of `buf`, which may span several TLS records. After a
+ * HelloRetryRequest (`afterRetry`) one change_cipher_spec record may come first (RFC 8446 D.4).
+ * `end` is the offset after its last record.
+ */
+export function readClientHello(buf: Buffer, start = 0, afterRetry = false): HelloRead {
+  let at = start;
+  if (afterRetry && buf.length > at && buf[at] === CHANGE_CIPHER_SPEC) {
+    if (buf.length - at < 6) return { kind: 'more', need: at + 6 };
+    if (buf.readUInt16BE(at + 3) !== 1 || buf[at + 5] !== 1) return { kind: 'bad', why: 'a malformed change_cipher_spec record' };
+    at += 6;
+  }
+  if (buf.length === at) return { kind: 'more', need: at + 1 };
+  if (buf[at] !== HANDSHAKE) return { kind: 'not-tls' };
+  const message = handshakeMessage(buf, at, CLIENT_HELLO, 'ClientHello', true);
+  if (message.kind !== 'done') return message;
+  try {
+    return { ...parseHello(message.body), end: message.end };
+  } catch (e) {
+    if (e instanceof Malformed) return { kind: 'bad', why: e.message };
+    throw e;
+  }
+}
+
+/** Reads the server's first message: what decides whether the client's next bytes are a second ClientHello. */
+export function readServerHello(buf: Buffer): ServerRead {
+  if (buf.length === 0) return { kind: 'more', need: 1 };
+  if (buf[0] === ALERT) return { kind: 'alert' };
+  if (buf[0] !== HANDSHAKE) return { kind: 'not-tls' };
+  // A server's later messages may share the ServerHello's record (TLS 1.2's do).
+  const message = handshakeMessage(buf, 0, SERVER_HELLO, 'ServerHello', false);
+  if (message.kind !== 'done') return message;
+  if (message.body.length < 2 + 32) return { kind: 'bad', why: 'a ServerHello too short to hold its random' };
+  return { kind: message.body.subarray(2, 34).equals(RETRY_RANDOM) ? 'retry' : 'server-hello' };
+}
+
+function parseHello(body: Buffer): { kind: 'hello'; names: string[]; hidden: boolean } {
   const c = new Cursor(body);
   c.take(2 + 32); // legacy_version, random
   c.vec(1); // legacy_session_id
@@ -135,8 +172,10 @@ function serverNames(data: Buffer): string[] {
   return out;
 }
 
+export type HelloRefusal = { code: 'NET_TUNNEL_NOT_TLS' | 'NET_SNI_MISMATCH' | 'NET_SNI_HIDDEN'; reason: string };
+
 /** Why a tunnel to `host` (a normalized name) may not carry this ClientHello, or null when it may. */
-export function helloRefusal(host: string, read: Exclude<HelloRead, { kind: 'more' }>): { code: 'NET_TUNNEL_NOT_TLS' | 'NET_SNI_MISMATCH' | 'NET_SNI_HIDDEN'; reason: string } | null {
+export function helloRefusal(host: string, read: Exclude<HelloRead, { kind: 'more' }>): HelloRefusal | null {
   if (read.kind === 'not-tls') return { code: 'NET_TUNNEL_NOT_TLS', reason: `a tunnel to the name ${host} carries TLS only (its first bytes are not a TLS ClientHello): plain HTTP goes through the proxy as http:// URLs, where the Host header is checked` };
   if (read.kind === 'bad') return { code: 'NET_TUNNEL_NOT_TLS', reason: `the tunnel's ClientHello cannot be read: ${read.why}` };
   if (read.hidden) return { code: 'NET_SNI_HIDDEN', reason: `the ClientHello hides the server name it asks for (encrypted ClientHello): the tunnel to ${host} must name it in the clear` };

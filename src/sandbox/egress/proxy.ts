@@ -12,10 +12,15 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { type NetworkGrant } from '../../base/allowlist.js';
-import { helloRefusal, readClientHello } from './client-hello.js';
+import type { HelloRefusal } from './client-hello.js';
 import { decide, type Decision, type RefusalCode } from './decide.js';
 import { DEFAULT_IDLE_MS, DEFAULT_NETWORK_CAPS, DEFAULT_OPEN_CONNECTIONS, type ConnectionRecord, type NetworkCapName, type NetworkCaps, type NetworkObservation } from './records.js';
 import { systemResolver, type Resolver } from './resolver.js';
+import { TunnelGate, type GateOut } from './tunnel-gate.js';
+
+type Allowed = Extract<Decision, { allowed: true }>;
+/** How long a tunnel to a name waits for each whole ClientHello. */
+const HELLO_MS = 10_000;
 
 export interface ProxyOptions {
   grant: NetworkGrant;
@@ -227,7 +232,7 @@ export class NetworkProxy {
     this.finish(rec, new Date());
   }
 
-  private allow(rec: ConnectionRecord, d: Extract<Decision, { allowed: true }>): void {
+  private allow(rec: ConnectionRecord, d: Allowed): void {
     rec.allowed = true;
     rec.code = 'NET_ALLOWED';
     rec.host = d.host;
@@ -310,38 +315,27 @@ export class NetworkProxy {
     }
     this.allow(rec, d);
     if (this.closed || client.destroyed) return this.finish(rec, new Date(), 'the client went away before the connection');
+    // A tunnel to an IP literal goes where the policy's address rule says, whatever name TLS asks
+    // for; a tunnel to a name carries TLS for that name only (tunnel-gate.ts).
+    if (isIP(d.host) !== 0) this.openTunnel(client, head, rec, d, deny);
+    else this.gatedTunnel(client, head, rec, d);
+  }
+
+  /** A connection to the checked address whose failure, close and byte counts go to the record. */
+  private upstream(client: Duplex, rec: ConnectionRecord, d: Allowed, onFail: () => void): Socket {
     const up = netConnect({ host: d.address, port: d.port });
     this.track(up);
     const timer = setTimeout(() => up.destroy(new Error('connect timed out')), this.opts.connectTimeoutMs ?? 10_000);
     up.once('connect', () => {
       clearTimeout(timer);
       rec.connected = true;
-      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      const open = (first: Buffer): void => {
-        if (first.length > 0) {
-          if (!this.take('out', first.length)) {
-            rec.code = 'NET_CAP_BYTES_OUT';
-            client.destroy();
-            up.destroy();
-            return;
-          }
-          up.write(first);
-        }
-        this.pump(client, up, 'out', rec);
-        this.pump(up, client, 'in', rec);
-        client.resume();
-      };
-      // A tunnel to an IP literal goes where the policy's address rule says, whatever name TLS asks
-      // for; a tunnel to a name carries TLS for that name only (client-hello.ts).
-      if (isIP(d.host) !== 0) open(head);
-      else this.awaitHello(client, head, d.host, rec, open, () => up.destroy());
     });
     up.on('error', (e) => {
       clearTimeout(timer);
       if (!rec.connected) {
         if (rec.code === 'NET_ALLOWED') rec.code = 'NET_UPSTREAM_FAILED';
         rec.reason = `${rec.reason}; connection to ${d.address}:${d.port} failed: ${e.message.slice(0, 200)}`;
-        deny('502 Bad Gateway', `airlock: cannot connect to ${d.host}:${d.port}`);
+        onFail();
       }
     });
     up.on('close', () => {
@@ -352,43 +346,90 @@ export class NetworkProxy {
       this.finish(rec, new Date());
     });
     client.on('close', () => up.destroy());
+    return up;
+  }
+
+  /** Copies both ways from now on; `first` (the client's bytes so far) goes out first. */
+  private relay(client: Duplex, up: Socket, first: Buffer, rec: ConnectionRecord): void {
+    if (first.length > 0) {
+      if (!this.take('out', first.length)) {
+        rec.code = 'NET_CAP_BYTES_OUT';
+        client.destroy();
+        up.destroy();
+        return;
+      }
+      up.write(first);
+    }
+    this.pump(client, up, 'out', rec);
+    this.pump(up, client, 'in', rec);
+    client.resume();
+    up.resume();
+  }
+
+  /** An opaque tunnel: connected first (a failure is a 502), then relayed. */
+  private openTunnel(client: Duplex, head: Buffer, rec: ConnectionRecord, d: Allowed, deny: (status: string, why: string) => void): void {
+    const up = this.upstream(client, rec, d, () => deny('502 Bad Gateway', `airlock: cannot connect to ${d.host}:${d.port}`));
+    up.once('connect', () => {
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      this.relay(client, up, head, rec);
+    });
   }
 
   /**
-   * Holds the tunnel's first bytes until they hold a whole ClientHello, then either opens the tunnel
-   * with them or refuses it (nothing reaches the destination, the record says why).
+   * A tunnel to a name: answered at once, connected only once the client's ClientHello has passed
+   * (a refused tunnel never reaches the destination), relayed once the TLS start is through.
    */
-  private awaitHello(client: Duplex, head: Buffer, host: string, rec: ConnectionRecord, open: (first: Buffer) => void, cut: () => void): void {
-    // Chunks are joined and read again only once they can say more (a record's end): a ClientHello
-    // dripped a byte at a time costs one read per record, not one per byte.
-    const chunks = [head];
-    let have = head.length;
-    let need = 0;
-    const check = (): void => {
-      if (have < need) return;
-      const buf = Buffer.concat(chunks);
-      chunks.splice(0, chunks.length, buf);
-      const read = readClientHello(buf);
-      if (read.kind === 'more') {
-        need = read.need;
-        return;
-      }
-      client.off('data', onData);
-      client.pause();
-      const refusal = helloRefusal(host, read);
-      if (read.kind === 'hello' && read.names.length > 0) rec.sni = read.names.join(', ').slice(0, 253);
-      if (!refusal) return open(buf);
-      this.refuse(rec, refusal.code, `${refusal.reason}; the tunnel was closed before a byte reached the destination`);
+  private gatedTunnel(client: Duplex, head: Buffer, rec: ConnectionRecord, d: Allowed): void {
+    client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    const gate = new TunnelGate(d.host);
+    let up: Socket | null = null;
+    let deadline: NodeJS.Timeout | undefined;
+    const noteNames = (): void => {
+      if (gate.names.length > 0) rec.sni = [...new Set(gate.names)].join(', ').slice(0, 253);
+    };
+    const stop = (note: string, refusal?: HelloRefusal): void => {
+      clearTimeout(deadline);
+      noteNames();
+      if (refusal) this.refuse(rec, refusal.code, `${refusal.reason}; ${note}`);
+      else this.finish(rec, new Date(), note);
       client.destroy();
-      cut();
+      up?.destroy();
     };
-    const onData = (chunk: Buffer): void => {
-      chunks.push(chunk);
-      have += chunk.length;
-      check();
+    const deliver = (o: GateOut): void => {
+      if (o.refusal) return stop(up ? 'the tunnel was closed: nothing from the refused message on reached the destination' : 'the tunnel was closed before a byte reached the destination', o.refusal);
+      for (const b of o.toServer) {
+        if (!up) {
+          up = this.upstream(client, rec, d, () => client.destroy());
+          up.on('data', onServer);
+        }
+        if (!this.take('out', b.length)) return stop('cut: the run\'s bytes-out cap was reached');
+        up.write(b);
+      }
+      for (const b of o.toClient) {
+        if (!this.take('in', b.length)) return stop('cut: the run\'s bytes-in cap was reached');
+        client.write(b);
+      }
+      // Each ClientHello has this long to arrive whole (a drip of bytes would otherwise hold it open).
+      clearTimeout(deadline);
+      if (gate.phase === 'client-hello') deadline = setTimeout(() => stop('the tunnel was closed', { code: 'NET_TUNNEL_NOT_TLS', reason: `no whole ClientHello within ${HELLO_MS / 1000} s` }), HELLO_MS);
+      if (o.opened && up) {
+        noteNames();
+        client.pause();
+        up.pause();
+        client.off('data', onClient).off('end', onClientEnd);
+        up.off('data', onServer);
+        this.relay(client, up, Buffer.alloc(0), rec);
+      }
     };
-    client.on('data', onData);
-    check();
+    const onServer = (chunk: Buffer): void => deliver(gate.fromServer(chunk));
+    const onClient = (chunk: Buffer): void => deliver(gate.fromClient(chunk));
+    const onClientEnd = (): void => stop('the client ended the tunnel before its TLS handshake had started; nothing more was forwarded');
+    client.on('data', onClient).on('end', onClientEnd);
+    client.on('close', () => {
+      clearTimeout(deadline);
+      if (!up) this.finish(rec, new Date());
+    });
+    deliver(gate.fromClient(head));
   }
 
   // ---- plain HTTP ----
