@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import fc from 'fast-check';
-import { helloRefusal, readClientHello, readServerHello, type HelloRead } from '../../src/sandbox/egress/client-hello.js';
+import { helloRefusal, MAX_HELLO_BYTES, readClientHello, readServerHello, type HelloRead } from '../../src/sandbox/egress/client-hello.js';
+import { TunnelGate } from '../../src/sandbox/egress/tunnel-gate.js';
 import { ext, hello, record, sni, u16, vec2 } from './helpers-tls.js';
 
 /** The first bytes Node's TLS client sends for `servername` (a real ClientHello, OpenSSL's). */
@@ -136,4 +137,37 @@ test('the server\'s first message: a ServerHello, a HelloRetryRequest (its fixed
   assert.equal(readServerHello(Buffer.from('220 smtp.example ESMTP\r\n')).kind, 'not-tls');
   const whole = serverHello(retry);
   for (let n = 0; n < whole.length; n++) assert.equal(readServerHello(whole.subarray(0, n)).kind, 'more', `prefix of ${n}`);
+});
+
+test('the gate: bytes held each way until the ServerHello, then forwarded in order; one retry only; a bound on what is held', () => {
+  const retryHello = (trailing = Buffer.alloc(0)) => {
+    const random = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
+    const body = Buffer.concat([Buffer.from([3, 3]), random, Buffer.from([0]), u16(0x1301), Buffer.from([0]), vec2(Buffer.alloc(0))]);
+    return record(0x16, Buffer.concat([Buffer.from([2, 0, 0, body.length]), body, trailing]));
+  };
+  const ch = hello([sni('api.example.org')]);
+  const g = new TunnelGate('api.example.org');
+  let o = g.fromClient(Buffer.concat([ch, Buffer.from('early')]));
+  assert.deepEqual(o.toServer, [ch], 'the ClientHello alone goes on');
+  assert.equal(g.phase, 'server-hello');
+  o = g.fromClient(Buffer.from(' more'));
+  assert.deepEqual([o.toServer, o.toClient], [[], []], 'later bytes are held');
+  const serverHello = retryHello();
+  serverHello[15] = serverHello[15]! ^ 1; // not the retry random: a plain ServerHello
+  o = g.fromServer(serverHello);
+  assert.equal(o.opened, true);
+  assert.deepEqual(o.toClient, [serverHello]);
+  assert.deepEqual(Buffer.concat(o.toServer).toString(), 'early more');
+
+  const twice = new TunnelGate('api.example.org');
+  twice.fromClient(ch);
+  assert.deepEqual(twice.fromServer(retryHello()).toClient.length, 1);
+  assert.equal(twice.phase, 'client-hello');
+  assert.deepEqual(twice.fromClient(ch).toServer, [ch]);
+  assert.equal(twice.fromServer(retryHello()).refusal?.code, 'NET_TUNNEL_NOT_TLS', 'a second HelloRetryRequest');
+
+  const flood = new TunnelGate('api.example.org');
+  flood.fromClient(ch);
+  assert.equal(flood.fromClient(Buffer.alloc(MAX_HELLO_BYTES)).refusal, null);
+  assert.equal(flood.fromClient(Buffer.alloc(MAX_HELLO_BYTES + 1)).refusal?.code, 'NET_TUNNEL_NOT_TLS', 'more than the bound held while the server is silent');
 });
