@@ -301,3 +301,18 @@ tunnelTest(
   },
   () => [`127.0.0.1:${port}`],
 );
+
+test('a ClientHello past the bytes-out cap is cut there, on the record, and the run is told', async () => {
+  tlsConnections = 0;
+  await withProxy(
+    { bytesOut: 100 },
+    async (pport, hits, proxy) => {
+      await tunnel(pport, `api.airlock.test:${tlsPort}`, tlsFor('api.airlock.test'));
+      assert.deepEqual(records(proxy).map((x) => [x.allowed, x.code]), [[true, 'NET_CAP_BYTES_OUT']]);
+      assert.deepEqual(hits, ['networkBytesOut']);
+      assert.equal(records(proxy)[0]!.bytesOut, 0, 'nothing went out past the cap');
+      assert.equal(tlsConnections, 0, 'the destination was not connected to');
+    },
+    [`api.airlock.test:${tlsPort}`],
+  );
+});

@@ -6,7 +6,6 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -25,6 +24,7 @@ import { buildSandboxResult } from '../../src/report/sandbox-result.js';
 import { buildToolResult } from '../../src/gates/tool-result-render.js';
 import { runInNsLane, type LaneNetworkContext } from '../../src/sandbox/lanes/ns.js';
 import { sandboxIdle } from '../../src/sandbox/ns/runner.js';
+import { makeCert } from './helpers-tls.js';
 
 let server: Server;
 let other: Server;
@@ -52,9 +52,7 @@ before(async () => {
   });
   other = createServer((_req, res) => res.end('other port\n'));
   // An HTTPS server for api.airlock.test (a throwaway self-signed certificate; clients use -k).
-  const certs = mkdtempSync(join(tmpdir(), 'airlock-net-cert-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=api.airlock.test', '-days', '2', '-keyout', join(certs, 'key.pem'), '-out', join(certs, 'cert.pem')], { stdio: 'ignore' });
-  secure = createTlsServer({ key: readFileSync(join(certs, 'key.pem')), cert: readFileSync(join(certs, 'cert.pem')) }, (_req, res) => res.end('secure hello\n'));
+  secure = createTlsServer(makeCert('api.airlock.test'), (_req, res) => res.end('secure hello\n'));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
   await new Promise<void>((r) => secure.listen(0, '127.0.0.1', r));

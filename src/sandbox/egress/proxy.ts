@@ -395,18 +395,22 @@ export class NetworkProxy {
       client.destroy();
       up?.destroy();
     };
+    const cut = (code: 'NET_CAP_BYTES_OUT' | 'NET_CAP_BYTES_IN'): void => {
+      rec.code = code;
+      stop(`cut: the run's ${code === 'NET_CAP_BYTES_OUT' ? 'bytes-out' : 'bytes-in'} cap was reached`);
+    };
     const deliver = (o: GateOut): void => {
       if (o.refusal) return stop(up ? 'the tunnel was closed: nothing from the refused message on reached the destination' : 'the tunnel was closed before a byte reached the destination', o.refusal);
       for (const b of o.toServer) {
+        if (!this.take('out', b.length)) return cut('NET_CAP_BYTES_OUT');
         if (!up) {
           up = this.upstream(client, rec, d, () => client.destroy());
           up.on('data', onServer);
         }
-        if (!this.take('out', b.length)) return stop('cut: the run\'s bytes-out cap was reached');
         up.write(b);
       }
       for (const b of o.toClient) {
-        if (!this.take('in', b.length)) return stop('cut: the run\'s bytes-in cap was reached');
+        if (!this.take('in', b.length)) return cut('NET_CAP_BYTES_IN');
         client.write(b);
       }
       // Each ClientHello has this long to arrive whole (a drip of bytes would otherwise hold it open).
