@@ -36,8 +36,8 @@ async function realHello(servername: string | undefined): Promise<Buffer> {
   }
 }
 
-const decided = (b: Buffer, start = 0, afterRetry = false): Exclude<HelloRead, { kind: 'more' }> => {
-  const r = readClientHello(b, start, afterRetry);
+const decided = (b: Buffer, afterRetry = false): Exclude<HelloRead, { kind: 'more' }> => {
+  const r = readClientHello(b, afterRetry);
   assert.notEqual(r.kind, 'more', 'a whole ClientHello reads as more');
   return r as Exclude<HelloRead, { kind: 'more' }>;
 };
@@ -118,9 +118,9 @@ test('a ClientHello must end with its record; after a HelloRetryRequest one chan
   assert.equal(decided(Buffer.concat([packed, Buffer.from([1, 0, 0, 0])])).kind, 'bad');
   const ccs = record(0x14, Buffer.from([1]));
   assert.equal(decided(Buffer.concat([ccs, one])).kind, 'not-tls', 'a change_cipher_spec first is refused for a first ClientHello');
-  const second = decided(Buffer.concat([ccs, one]), 0, true);
+  const second = decided(Buffer.concat([ccs, one]), true);
   assert.deepEqual(second, { kind: 'hello', names: ['api.example.org'], hidden: false, end: ccs.length + one.length });
-  assert.equal(decided(Buffer.concat([record(0x14, Buffer.from([2])), one]), 0, true).kind, 'bad');
+  assert.equal(decided(Buffer.concat([record(0x14, Buffer.from([2])), one]), true).kind, 'bad');
 });
 
 test('the server\'s first message: a ServerHello, a HelloRetryRequest (its fixed random), an alert, or not TLS', () => {
@@ -170,4 +170,34 @@ test('the gate: bytes held each way until the ServerHello, then forwarded in ord
   flood.fromClient(ch);
   assert.equal(flood.fromClient(Buffer.alloc(MAX_HELLO_BYTES)).refusal, null);
   assert.equal(flood.fromClient(Buffer.alloc(MAX_HELLO_BYTES + 1)).refusal?.code, 'NET_TUNNEL_NOT_TLS', 'more than the bound held while the server is silent');
+});
+
+test('after a retry: the server\'s change_cipher_spec in a read of its own, the client\'s early data, and warning alerts are passed over', () => {
+  const retryRandom = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
+  const serverHello = (random: Buffer) => {
+    const body = Buffer.concat([Buffer.from([3, 3]), random, Buffer.from([0]), u16(0x1301), Buffer.from([0]), vec2(Buffer.alloc(0))]);
+    return record(0x16, Buffer.concat([Buffer.from([2, 0, 0, body.length]), body]));
+  };
+  const ccs = record(0x14, Buffer.from([1]));
+  const ch = hello([sni('api.example.org')]);
+  const g = new TunnelGate('api.example.org');
+  g.fromClient(ch);
+  assert.equal(g.fromServer(serverHello(retryRandom)).toClient.length, 1);
+  assert.equal(g.fromServer(ccs).refusal, null, 'the server\'s change_cipher_spec, alone, while the second ClientHello is due');
+  // The client's change_cipher_spec and early data (RFC 8446 D.4) come before its second ClientHello.
+  const early = record(0x17, Buffer.alloc(40, 5));
+  let o = g.fromClient(Buffer.concat([ccs, early, ch]));
+  assert.equal(o.refusal, null);
+  assert.equal(Buffer.concat(o.toServer).length, ccs.length + early.length + ch.length);
+  o = g.fromServer(serverHello(Buffer.alloc(32, 3)));
+  assert.equal(o.opened, true, JSON.stringify(o.refusal));
+  assert.deepEqual(Buffer.concat(o.toClient), Buffer.concat([ccs, serverHello(Buffer.alloc(32, 3))]));
+
+  const warning = record(0x15, Buffer.from([1, 0]));
+  assert.equal(readServerHello(Buffer.concat([warning, serverHello(retryRandom)])).kind, 'retry', 'a warning alert does not open the tunnel');
+  assert.equal(readServerHello(record(0x15, Buffer.from([2, 40]))).kind, 'alert');
+  assert.equal(readServerHello(Buffer.concat([ccs, serverHello(retryRandom)])).kind, 'not-tls', 'no change_cipher_spec before the first ServerHello');
+  assert.equal(readServerHello(Buffer.concat([record(0x15, Buffer.from([1])), serverHello(retryRandom)])).kind, 'bad', 'a malformed alert');
+  assert.equal(decided(Buffer.concat([early, ch]), true).kind, 'hello');
+  assert.equal(decided(Buffer.concat([early, ch])).kind, 'not-tls', 'early data only after a retry');
 });

@@ -7,7 +7,7 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 import { connect as tlsConnect, createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import { ext, hello, makeCert, record, retryingHello, sni } from './helpers-tls.js';
 import { networkGrant } from '../../src/base/allowlist.js';
-import { NetworkProxy } from '../../src/sandbox/egress/proxy.js';
+import { NetworkProxy, type ProxyOptions } from '../../src/sandbox/egress/proxy.js';
 import type { NetworkCapName, NetworkCaps } from '../../src/sandbox/egress/records.js';
 import { mapResolver } from '../../src/sandbox/egress/resolver.js';
 
@@ -61,13 +61,13 @@ after(() => {
   retrying.close();
 });
 
-async function withProxy(caps: Partial<NetworkCaps>, fn: (pport: number, hits: NetworkCapName[], proxy: NetworkProxy) => Promise<void>, asked = [`api.airlock.test:${port}`]): Promise<void> {
+async function withProxy(caps: Partial<NetworkCaps>, fn: (pport: number, hits: NetworkCapName[], proxy: NetworkProxy) => Promise<void>, asked = [`api.airlock.test:${port}`], opts: Partial<ProxyOptions> = {}): Promise<void> {
   got.length = 0;
   upPeak = 0;
   const ports = [port, tlsPort, retryPort];
   const { grant } = networkGrant(asked, { allow: true, allowlist: ports.flatMap((p) => [`*.airlock.test:${p}`, `127.0.0.1:${p}`]) });
   const hits: NetworkCapName[] = [];
-  const proxy = new NetworkProxy({ grant, caps: { bytesOut: 1 << 20, bytesIn: 1 << 20, connections: 256, ...caps }, resolve: mapResolver({ 'api.airlock.test': ['127.0.0.1'] }), onCap: (c) => hits.push(c) });
+  const proxy = new NetworkProxy({ grant, caps: { bytesOut: 1 << 20, bytesIn: 1 << 20, connections: 256, ...caps }, resolve: mapResolver({ 'api.airlock.test': ['127.0.0.1'] }), onCap: (c) => hits.push(c), ...opts });
   const pport = await proxy.listenTcp();
   try {
     await fn(pport, hits, proxy);
@@ -314,5 +314,25 @@ test('a ClientHello past the bytes-out cap is cut there, on the record, and the 
       assert.equal(tlsConnections, 0, 'the destination was not connected to');
     },
     [`api.airlock.test:${tlsPort}`],
+  );
+});
+
+test('a ClientHello dripped slower than its time allows is cut when the time is up, not kept open by each byte', async () => {
+  tlsConnections = 0;
+  await withProxy(
+    {},
+    async (pport, _hits, proxy) => {
+      const t = await tunnel(pport, `api.airlock.test:${tlsPort}`, (s) => {
+        const hello = retryingHello('api.airlock.test');
+        let i = 0;
+        const drip = setInterval(() => (i < hello.length && !s.destroyed ? s.write(hello.subarray(i, ++i)) : clearInterval(drip)), 100);
+      }, 1500);
+      assert.equal(t.closed, true, 'the tunnel is still open after three times its ClientHello time');
+      assert.deepEqual(records(proxy).map((x) => [x.allowed, x.code]), [[false, 'NET_TUNNEL_NOT_TLS']]);
+      assert.match(records(proxy)[0]!.reason, /no whole ClientHello within 0\.5 s/);
+      assert.equal(tlsConnections, 0);
+    },
+    [`api.airlock.test:${tlsPort}`],
+    { helloTimeoutMs: 500 },
   );
 });

@@ -25,6 +25,9 @@ export const MAX_HELLO_RECORDS = 64;
 const CHANGE_CIPHER_SPEC = 0x14;
 const ALERT = 0x15;
 const HANDSHAKE = 0x16;
+const APPLICATION_DATA = 0x17;
+const WARNING = 1;
+const FATAL = 2;
 const CLIENT_HELLO = 0x01;
 const SERVER_HELLO = 0x02;
 const EXT_SERVER_NAME = 0x0000;
@@ -99,19 +102,40 @@ function handshakeMessage(buf: Buffer, start: number, type: number, what: string
 }
 
 /**
- * Reads the ClientHello at `start` of `buf`, which may span several TLS records. After a
- * HelloRetryRequest (`afterRetry`) one change_cipher_spec record may come first (RFC 8446 D.4).
- * `end` is the offset after its last record.
+ * Skips the records a side may send before the message that matters: one change_cipher_spec
+ * (after a HelloRetryRequest, RFC 8446 D.4), and the records of `alsoSkip` (the client's early data,
+ * the server's warning alerts). `at`: the offset of the message; `more`/`bad` as for the message.
  */
-export function readClientHello(buf: Buffer, start = 0, afterRetry = false): HelloRead {
-  let at = start;
-  if (afterRetry && buf.length > at && buf[at] === CHANGE_CIPHER_SPEC) {
-    if (buf.length - at < 6) return { kind: 'more', need: at + 6 };
-    if (buf.readUInt16BE(at + 3) !== 1 || buf[at + 5] !== 1) return { kind: 'bad', why: 'a malformed change_cipher_spec record' };
-    at += 6;
+function skipRecords(buf: Buffer, alsoSkip: (type: number, fragment: Buffer) => boolean, ccs: boolean): { at: number } | { kind: 'more'; need: number } | { kind: 'bad'; why: string } {
+  let at = 0;
+  for (let n = 0; ; n++) {
+    if (n === MAX_HELLO_RECORDS) return { kind: 'bad', why: `more than ${MAX_HELLO_RECORDS} records before the hello` };
+    if (buf.length - at < 5) return buf.length > at && buf[at] === HANDSHAKE ? { at } : { kind: 'more', need: at + 5 };
+    const type = buf[at]!;
+    if (type !== CHANGE_CIPHER_SPEC && type !== ALERT && type !== APPLICATION_DATA) return { at };
+    const len = buf.readUInt16BE(at + 3);
+    if (buf.length - at - 5 < len) return { kind: 'more', need: at + 5 + len };
+    const fragment = buf.subarray(at + 5, at + 5 + len);
+    if (type === CHANGE_CIPHER_SPEC && ccs && len === 1 && fragment[0] === 1) ccs = false;
+    else if (!alsoSkip(type, fragment)) return { at };
+    at += 5 + len;
+  }
+}
+
+/**
+ * Reads the ClientHello at the start of `buf`, which may span several TLS records. After a
+ * HelloRetryRequest (`afterRetry`) one change_cipher_spec record and the client's early data
+ * (application_data records, RFC 8446 D.4) may come first. `end` is the offset after its last record.
+ */
+export function readClientHello(buf: Buffer, afterRetry = false): HelloRead {
+  let at = 0;
+  if (afterRetry) {
+    const skipped = skipRecords(buf, (type) => type === APPLICATION_DATA, true);
+    if (!('at' in skipped)) return skipped;
+    at = skipped.at;
   }
   if (buf.length === at) return { kind: 'more', need: at + 1 };
-  if (buf[at] !== HANDSHAKE) return { kind: 'not-tls' };
+  if (buf[at] !== HANDSHAKE) return afterRetry ? { kind: 'bad', why: `a record of type ${buf[at]} where the second ClientHello belongs` } : { kind: 'not-tls' };
   const message = handshakeMessage(buf, at, CLIENT_HELLO, 'ClientHello', true);
   if (message.kind !== 'done') return message;
   try {
@@ -122,13 +146,21 @@ export function readClientHello(buf: Buffer, start = 0, afterRetry = false): Hel
   }
 }
 
-/** Reads the server's first message: what decides whether the client's next bytes are a second ClientHello. */
-export function readServerHello(buf: Buffer): ServerRead {
+/**
+ * Reads the server's first message: what decides whether the client's next bytes are a second
+ * ClientHello. Warning alerts before it are passed over (a fatal one ends the connection: `alert`);
+ * after a HelloRetryRequest, so is one change_cipher_spec record.
+ */
+export function readServerHello(buf: Buffer, afterRetry = false): ServerRead {
   if (buf.length === 0) return { kind: 'more', need: 1 };
-  if (buf[0] === ALERT) return { kind: 'alert' };
-  if (buf[0] !== HANDSHAKE) return { kind: 'not-tls' };
+  if (buf[0] !== HANDSHAKE && buf[0] !== ALERT && !(afterRetry && buf[0] === CHANGE_CIPHER_SPEC)) return { kind: 'not-tls' };
+  const skipped = skipRecords(buf, (type, f) => type === ALERT && f.length === 2 && f[0] === WARNING, afterRetry);
+  if (!('at' in skipped)) return skipped;
+  const at = skipped.at;
+  if (buf[at] === ALERT) return buf.length - at >= 7 && buf.readUInt16BE(at + 3) === 2 && buf[at + 5] === FATAL ? { kind: 'alert' } : { kind: 'bad', why: 'a malformed alert' };
+  if (buf[at] !== HANDSHAKE) return { kind: 'bad', why: `a record of type ${buf[at]} before the ServerHello` };
   // A server's later messages may share the ServerHello's record (TLS 1.2's do).
-  const message = handshakeMessage(buf, 0, SERVER_HELLO, 'ServerHello', false);
+  const message = handshakeMessage(buf, at, SERVER_HELLO, 'ServerHello', false);
   if (message.kind !== 'done') return message;
   if (message.body.length < 2 + 32) return { kind: 'bad', why: 'a ServerHello too short to hold its random' };
   return { kind: message.body.subarray(2, 34).equals(RETRY_RANDOM) ? 'retry' : 'server-hello' };

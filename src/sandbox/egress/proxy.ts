@@ -19,8 +19,6 @@ import { systemResolver, type Resolver } from './resolver.js';
 import { TunnelGate, type GateOut } from './tunnel-gate.js';
 
 type Allowed = Extract<Decision, { allowed: true }>;
-/** How long a tunnel to a name waits for each whole ClientHello. */
-const HELLO_MS = 10_000;
 
 export interface ProxyOptions {
   grant: NetworkGrant;
@@ -29,6 +27,8 @@ export interface ProxyOptions {
   /** Called once per cap when the run goes over it (the runner then ends the run). */
   onCap?: (cap: NetworkCapName, message: string) => void;
   connectTimeoutMs?: number;
+  /** How long a tunnel to a name waits for each whole ClientHello (default 10 s). */
+  helloTimeoutMs?: number;
 }
 
 /** Headers that describe one hop, never forwarded (RFC 9110 §7.6.1), plus the proxy's own. */
@@ -382,6 +382,7 @@ export class NetworkProxy {
   private gatedTunnel(client: Duplex, head: Buffer, rec: ConnectionRecord, d: Allowed): void {
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     const gate = new TunnelGate(d.host);
+    const helloMs = this.opts.helloTimeoutMs ?? 10_000;
     let up: Socket | null = null;
     let deadline: NodeJS.Timeout | undefined;
     const noteNames = (): void => {
@@ -400,7 +401,10 @@ export class NetworkProxy {
       stop(`cut: the run's ${code === 'NET_CAP_BYTES_OUT' ? 'bytes-out' : 'bytes-in'} cap was reached`);
     };
     const deliver = (o: GateOut): void => {
-      if (o.refusal) return stop(up ? 'the tunnel was closed: nothing from the refused message on reached the destination' : 'the tunnel was closed before a byte reached the destination', o.refusal);
+      if (o.refusal) {
+        const note = o.refusal.from === 'server' ? 'the tunnel was closed: that answer did not reach the program' : up ? 'the tunnel was closed: nothing from the refused message on reached the destination' : 'the tunnel was closed before a byte reached the destination';
+        return stop(note, o.refusal);
+      }
       for (const b of o.toServer) {
         if (!this.take('out', b.length)) return cut('NET_CAP_BYTES_OUT');
         if (!up) {
@@ -413,9 +417,12 @@ export class NetworkProxy {
         if (!this.take('in', b.length)) return cut('NET_CAP_BYTES_IN');
         client.write(b);
       }
-      // Each ClientHello has this long to arrive whole (a drip of bytes would otherwise hold it open).
-      clearTimeout(deadline);
-      if (gate.phase === 'client-hello') deadline = setTimeout(() => stop('the tunnel was closed', { code: 'NET_TUNNEL_NOT_TLS', reason: `no whole ClientHello within ${HELLO_MS / 1000} s` }), HELLO_MS);
+      // Each ClientHello has this long to arrive whole from when it is due (a drip of bytes would
+      // otherwise hold the tunnel open): armed on entering that phase, not on each chunk.
+      if (gate.phase !== 'client-hello') {
+        clearTimeout(deadline);
+        deadline = undefined;
+      } else deadline ??= setTimeout(() => stop('the tunnel was closed', { code: 'NET_TUNNEL_NOT_TLS', reason: `no whole ClientHello within ${helloMs / 1000} s` }), helloMs);
       if (o.opened && up) {
         noteNames();
         client.pause();

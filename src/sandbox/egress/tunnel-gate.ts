@@ -7,12 +7,12 @@ import { helloRefusal, MAX_HELLO_BYTES, readClientHello, readServerHello, type H
 
 export type GatePhase = 'client-hello' | 'server-hello' | 'open' | 'refused';
 
-/** What to do after a step: bytes to forward each way, and whether the tunnel is now open or refused. */
+/** What to do after a step: bytes to forward each way, and whether the tunnel is now open or refused (and whose bytes were). */
 export interface GateOut {
   toServer: Buffer[];
   toClient: Buffer[];
   opened: boolean;
-  refusal: HelloRefusal | null;
+  refusal: (HelloRefusal & { from: 'client' | 'server' }) | null;
 }
 
 /** Bytes a side may have held while the other side has not answered (a ClientHello and a few records). */
@@ -67,36 +67,36 @@ export class TunnelGate {
 
   private step(): GateOut {
     const out: GateOut = { toServer: [], toClient: [], opened: false, refusal: null };
-    const refuse = (refusal: HelloRefusal): GateOut => {
+    const refuse = (refusal: HelloRefusal, from: 'client' | 'server'): GateOut => {
       this.phase = 'refused';
-      return { ...out, refusal };
+      return { ...out, refusal: { ...refusal, from } };
     };
     for (;;) {
       if (this.phase === 'client-hello') {
         const buf = this.client.ready();
         if (!buf) break;
-        const read = readClientHello(buf, 0, this.retried);
+        const read = readClientHello(buf, this.retried);
         if (read.kind === 'more') {
           this.client.need = read.need;
           break;
         }
         if (read.kind === 'hello') this.names.push(...read.names);
         const refusal = helloRefusal(this.host, read);
-        if (refusal) return refuse(this.retried ? { ...refusal, reason: `after a HelloRetryRequest, ${refusal.reason}` } : refusal);
+        if (refusal) return refuse(this.retried ? { ...refusal, reason: `after a HelloRetryRequest, ${refusal.reason}` } : refusal, 'client');
         out.toServer.push(this.client.take((read as { end: number }).end));
         this.phase = 'server-hello';
       } else if (this.phase === 'server-hello') {
         const buf = this.server.ready();
         if (!buf) break;
-        const read = readServerHello(buf);
+        const read = readServerHello(buf, this.retried);
         if (read.kind === 'more') {
           this.server.need = read.need;
           break;
         }
-        if (read.kind === 'not-tls' || read.kind === 'bad') return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: `the destination did not answer the ClientHello with TLS${read.kind === 'bad' ? `: ${read.why}` : ''}` });
+        if (read.kind === 'not-tls' || read.kind === 'bad') return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: read.kind === 'bad' ? `the destination's answer to the ClientHello cannot be read: ${read.why}` : 'the destination did not answer the ClientHello with TLS' }, 'server');
         out.toClient.push(this.server.take());
         if (read.kind === 'retry') {
-          if (this.retried) return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: 'a second HelloRetryRequest (TLS allows one)' });
+          if (this.retried) return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: 'the destination sent a second HelloRetryRequest (TLS allows one)' }, 'server');
           this.retried = true;
           this.phase = 'client-hello';
           continue;
@@ -107,7 +107,8 @@ export class TunnelGate {
         return { ...out, opened: true };
       } else break;
     }
-    if (this.client.length > MAX_HELD || this.server.length > MAX_HELD) return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: `more than ${MAX_HELD} bytes held before the TLS handshake's start was complete` });
+    if (this.client.length > MAX_HELD) return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: `the client sent more than ${MAX_HELD} bytes before the TLS handshake's start was complete` }, 'client');
+    if (this.server.length > MAX_HELD) return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: `the destination sent more than ${MAX_HELD} bytes before its ServerHello was complete` }, 'server');
     return out;
   }
 }
