@@ -8,6 +8,7 @@ import { allRules, checkText } from '../../src/contracts/index.js';
 import { parseToolRequest, renderToolRequest, toolRequestContract, type ToolRequest } from '../../src/contracts/tool-request.js';
 import { toolRequestFrontMatterSchema } from '../../src/contracts/tool-request-schema.js';
 import { timestampMs } from '../../src/contracts/tool-request-front-matter.js';
+import { findInstall } from '../../src/contracts/tool-request-content.js';
 import { parseFrontMatterDocument } from '../../src/contracts/markdown.js';
 import { repoPath } from '../helpers/paths.js';
 
@@ -355,7 +356,8 @@ const shQuote = (s: string): string => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s :
 const textArb = (max: number) =>
   fc
     .string({ minLength: 1, maxLength: max, unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,;()!?"\'-_é€'.split('')) })
-    .filter((s) => /[a-z]/i.test(s));
+    // A generated text may spell an installer's name ("uvX" is `uvx`), which a valid request never holds.
+    .filter((s) => /[a-z]/i.test(s) && findInstall(s) === undefined);
 
 const requestArb = fc
   .record({
