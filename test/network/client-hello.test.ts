@@ -7,7 +7,7 @@ import { connect as tlsConnect } from 'node:tls';
 import fc from 'fast-check';
 import { helloRefusal, MAX_HELLO_BYTES, readClientHello, readServerHello, type HelloRead } from '../../src/sandbox/egress/client-hello.js';
 import { TunnelGate } from '../../src/sandbox/egress/tunnel-gate.js';
-import { ext, hello, record, sni, u16, vec2 } from './helpers-tls.js';
+import { ext, hello, record, RETRY_RANDOM, serverHello, sni, u16, vec2 } from './helpers-tls.js';
 
 /** The first bytes Node's TLS client sends for `servername` (a real ClientHello, OpenSSL's). */
 async function realHello(servername: string | undefined): Promise<Buffer> {
@@ -124,27 +124,18 @@ test('a ClientHello must end with its record; after a HelloRetryRequest one chan
 });
 
 test('the server\'s first message: a ServerHello, a HelloRetryRequest (its fixed random), an alert, or not TLS', () => {
-  const serverHello = (random: Buffer, trailing = Buffer.alloc(0)) => {
-    const body = Buffer.concat([Buffer.from([3, 3]), random, Buffer.from([0]), u16(0x1301), Buffer.from([0]), vec2(Buffer.alloc(0))]);
-    return record(0x16, Buffer.concat([Buffer.from([2, 0, 0, body.length]), body, trailing]));
-  };
-  const retry = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
-  assert.equal(readServerHello(serverHello(retry)).kind, 'retry');
+  assert.equal(readServerHello(serverHello(RETRY_RANDOM)).kind, 'retry');
   assert.equal(readServerHello(serverHello(Buffer.alloc(32, 9))).kind, 'server-hello');
   // TLS 1.2 sends its Certificate in the ServerHello's record.
   assert.equal(readServerHello(serverHello(Buffer.alloc(32, 9), Buffer.from([11, 0, 0, 0]))).kind, 'server-hello');
   assert.equal(readServerHello(record(0x15, Buffer.from([2, 40]))).kind, 'alert');
   assert.equal(readServerHello(Buffer.from('220 smtp.example ESMTP\r\n')).kind, 'not-tls');
-  const whole = serverHello(retry);
+  const whole = serverHello(RETRY_RANDOM);
   for (let n = 0; n < whole.length; n++) assert.equal(readServerHello(whole.subarray(0, n)).kind, 'more', `prefix of ${n}`);
 });
 
 test('the gate: bytes held each way until the ServerHello, then forwarded in order; one retry only; a bound on what is held', () => {
-  const retryHello = (trailing = Buffer.alloc(0)) => {
-    const random = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
-    const body = Buffer.concat([Buffer.from([3, 3]), random, Buffer.from([0]), u16(0x1301), Buffer.from([0]), vec2(Buffer.alloc(0))]);
-    return record(0x16, Buffer.concat([Buffer.from([2, 0, 0, body.length]), body, trailing]));
-  };
+  const retryHello = () => serverHello(RETRY_RANDOM);
   const ch = hello([sni('api.example.org')]);
   const g = new TunnelGate('api.example.org');
   let o = g.fromClient(Buffer.concat([ch, Buffer.from('early')]));
@@ -152,11 +143,10 @@ test('the gate: bytes held each way until the ServerHello, then forwarded in ord
   assert.equal(g.phase, 'server-hello');
   o = g.fromClient(Buffer.from(' more'));
   assert.deepEqual([o.toServer, o.toClient], [[], []], 'later bytes are held');
-  const serverHello = retryHello();
-  serverHello[15] = serverHello[15]! ^ 1; // not the retry random: a plain ServerHello
-  o = g.fromServer(serverHello);
+  const plain = serverHello(Buffer.alloc(32, 9));
+  o = g.fromServer(plain);
   assert.equal(o.opened, true);
-  assert.deepEqual(o.toClient, [serverHello]);
+  assert.deepEqual(o.toClient, [plain]);
   assert.deepEqual(Buffer.concat(o.toServer).toString(), 'early more');
 
   const twice = new TunnelGate('api.example.org');
@@ -173,16 +163,11 @@ test('the gate: bytes held each way until the ServerHello, then forwarded in ord
 });
 
 test('after a retry: the server\'s change_cipher_spec in a read of its own, the client\'s early data, and warning alerts are passed over', () => {
-  const retryRandom = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
-  const serverHello = (random: Buffer) => {
-    const body = Buffer.concat([Buffer.from([3, 3]), random, Buffer.from([0]), u16(0x1301), Buffer.from([0]), vec2(Buffer.alloc(0))]);
-    return record(0x16, Buffer.concat([Buffer.from([2, 0, 0, body.length]), body]));
-  };
   const ccs = record(0x14, Buffer.from([1]));
   const ch = hello([sni('api.example.org')]);
   const g = new TunnelGate('api.example.org');
   g.fromClient(ch);
-  assert.equal(g.fromServer(serverHello(retryRandom)).toClient.length, 1);
+  assert.equal(g.fromServer(serverHello(RETRY_RANDOM)).toClient.length, 1);
   assert.equal(g.fromServer(ccs).refusal, null, 'the server\'s change_cipher_spec, alone, while the second ClientHello is due');
   // The client's change_cipher_spec and early data (RFC 8446 D.4) come before its second ClientHello.
   const early = record(0x17, Buffer.alloc(40, 5));
@@ -194,10 +179,10 @@ test('after a retry: the server\'s change_cipher_spec in a read of its own, the 
   assert.deepEqual(Buffer.concat(o.toClient), Buffer.concat([ccs, serverHello(Buffer.alloc(32, 3))]));
 
   const warning = record(0x15, Buffer.from([1, 0]));
-  assert.equal(readServerHello(Buffer.concat([warning, serverHello(retryRandom)])).kind, 'retry', 'a warning alert does not open the tunnel');
+  assert.equal(readServerHello(Buffer.concat([warning, serverHello(RETRY_RANDOM)])).kind, 'retry', 'a warning alert does not open the tunnel');
   assert.equal(readServerHello(record(0x15, Buffer.from([2, 40]))).kind, 'alert');
-  assert.equal(readServerHello(Buffer.concat([ccs, serverHello(retryRandom)])).kind, 'not-tls', 'no change_cipher_spec before the first ServerHello');
-  assert.equal(readServerHello(Buffer.concat([record(0x15, Buffer.from([1])), serverHello(retryRandom)])).kind, 'bad', 'a malformed alert');
+  assert.equal(readServerHello(Buffer.concat([ccs, serverHello(RETRY_RANDOM)])).kind, 'not-tls', 'no change_cipher_spec before the first ServerHello');
+  assert.equal(readServerHello(Buffer.concat([record(0x15, Buffer.from([1])), serverHello(RETRY_RANDOM)])).kind, 'bad', 'a malformed alert');
   assert.equal(decided(Buffer.concat([early, ch]), true).kind, 'hello');
   assert.equal(decided(Buffer.concat([early, ch])).kind, 'not-tls', 'early data only after a retry');
 });

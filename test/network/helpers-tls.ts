@@ -23,6 +23,15 @@ export function hello(exts: Buffer[], recordSize = 16_384): Buffer {
   return Buffer.concat(records);
 }
 
+/** RFC 8446 §4.1.3: the random of a ServerHello that is a HelloRetryRequest. */
+export const RETRY_RANDOM = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
+
+/** A ServerHello with `random` (RETRY_RANDOM: a HelloRetryRequest), and what shares its record. */
+export function serverHello(random: Buffer, trailing = Buffer.alloc(0)): Buffer {
+  const body = Buffer.concat([Buffer.from([3, 3]), random, Buffer.from([0]), u16(0x1301), Buffer.from([0]), vec2(Buffer.alloc(0))]);
+  return record(0x16, Buffer.concat([Buffer.from([2, 0, 0, body.length]), body, trailing]));
+}
+
 /**
  * A TLS 1.3 ClientHello for `name` whose key_share is empty: a TLS 1.3 server must answer it with a
  * HelloRetryRequest (RFC 8446 §4.1.1), after which the client sends its second ClientHello.

@@ -7,20 +7,20 @@
 // draft-ietf-tls-esni (ECH).
 import { normalizeName } from '../../base/allowlist.js';
 
-/** What the bytes are so far; `more` says how many bytes in all it takes to say more. */
-export type HelloRead =
-  | { kind: 'more'; need: number }
-  | { kind: 'hello'; names: string[]; hidden: boolean; end: number }
-  | { kind: 'not-tls' }
-  | { kind: 'bad'; why: string };
+/** Not enough bytes yet: it takes `need` bytes in all to say more. */
+type More = { kind: 'more'; need: number };
+type Bad = { kind: 'bad'; why: string };
+
+/** What the client's bytes are so far. */
+export type HelloRead = More | { kind: 'hello'; names: string[]; hidden: boolean; end: number } | { kind: 'not-tls' } | Bad;
 
 /** The server's first message: a ServerHello, a HelloRetryRequest (a ServerHello with a fixed random), or an alert. */
-export type ServerRead = { kind: 'more'; need: number } | { kind: 'server-hello' | 'retry' | 'alert' } | { kind: 'not-tls' } | { kind: 'bad'; why: string };
+export type ServerRead = More | { kind: 'server-hello' | 'retry' | 'alert' } | { kind: 'not-tls' } | Bad;
 
 /** A ClientHello longer than this is refused (real ones are 0.2–2 KiB, some tens of KiB with tickets). */
 export const MAX_HELLO_BYTES = 64 * 1024;
 /** Nor one cut into more records than this (real ones come in one): each record is a re-read. */
-export const MAX_HELLO_RECORDS = 64;
+const MAX_HELLO_RECORDS = 64;
 
 const CHANGE_CIPHER_SPEC = 0x14;
 const ALERT = 0x15;
@@ -66,7 +66,7 @@ class Cursor {
 
 class Malformed extends Error {}
 
-type Message = { kind: 'done'; body: Buffer; end: number } | { kind: 'more'; need: number } | { kind: 'bad'; why: string };
+type Message = { kind: 'done'; body: Buffer; end: number } | More | Bad;
 
 /**
  * The first handshake message from `start`, joined from the fragments of the records it spans, of
@@ -106,7 +106,7 @@ function handshakeMessage(buf: Buffer, start: number, type: number, what: string
  * (after a HelloRetryRequest, RFC 8446 D.4), and the records of `alsoSkip` (the client's early data,
  * the server's warning alerts). `at`: the offset of the message; `more`/`bad` as for the message.
  */
-function skipRecords(buf: Buffer, alsoSkip: (type: number, fragment: Buffer) => boolean, ccs: boolean): { at: number } | { kind: 'more'; need: number } | { kind: 'bad'; why: string } {
+function skipRecords(buf: Buffer, alsoSkip: (type: number, fragment: Buffer) => boolean, ccs: boolean): { at: number } | More | Bad {
   let at = 0;
   for (let n = 0; ; n++) {
     if (n === MAX_HELLO_RECORDS) return { kind: 'bad', why: `more than ${MAX_HELLO_RECORDS} records before the hello` };

@@ -3,7 +3,7 @@
 // that is a HelloRetryRequest, the client's next ClientHello is checked the same way (else any client
 // could name another server in it at will). Once the server has answered with a ServerHello (or an
 // alert), the tunnel is opaque. Bytes either side sends meanwhile are held, never dropped, up to a bound.
-import { helloRefusal, MAX_HELLO_BYTES, readClientHello, readServerHello, type HelloRefusal } from './client-hello.js';
+import { helloRefusal, MAX_HELLO_BYTES, readClientHello, readServerHello, type HelloRead, type HelloRefusal } from './client-hello.js';
 
 export type GatePhase = 'client-hello' | 'server-hello' | 'open' | 'refused';
 
@@ -27,12 +27,15 @@ class Held {
     this.chunks.push(b);
     this.length += b.length;
   }
-  /** All held bytes as one buffer, or null while fewer than the last reading needed. */
-  ready(): Buffer | null {
+  /** What `reader` makes of all held bytes, or null while they cannot say more than last time. */
+  read<R extends { kind: string }>(reader: (all: Buffer) => R): Exclude<R, { kind: 'more' }> | null {
     if (this.length < this.need) return null;
     const all = Buffer.concat(this.chunks);
     this.chunks = [all];
-    return all;
+    const r = reader(all);
+    if (r.kind !== 'more') return r as Exclude<R, { kind: 'more' }>;
+    this.need = (r as unknown as { need: number }).need;
+    return null;
   }
   /** Takes the first `n` held bytes (all of them by default). */
   take(n = this.length): Buffer {
@@ -73,30 +76,20 @@ export class TunnelGate {
     };
     for (;;) {
       if (this.phase === 'client-hello') {
-        const buf = this.client.ready();
-        if (!buf) break;
-        const read = readClientHello(buf, this.retried);
-        if (read.kind === 'more') {
-          this.client.need = read.need;
-          break;
-        }
+        const read = this.client.read((b) => readClientHello(b, this.retried));
+        if (!read) break;
         if (read.kind === 'hello') this.names.push(...read.names);
         const refusal = helloRefusal(this.host, read);
         if (refusal) return refuse(this.retried ? { ...refusal, reason: `after a HelloRetryRequest, ${refusal.reason}` } : refusal, 'client');
-        out.toServer.push(this.client.take((read as { end: number }).end));
+        out.toServer.push(this.client.take((read as Extract<HelloRead, { kind: 'hello' }>).end)); // helloRefusal refuses all else
         this.phase = 'server-hello';
       } else if (this.phase === 'server-hello') {
-        const buf = this.server.ready();
-        if (!buf) break;
-        const read = readServerHello(buf, this.retried);
-        if (read.kind === 'more') {
-          this.server.need = read.need;
-          break;
-        }
+        const read = this.server.read((b) => readServerHello(b, this.retried));
+        if (!read) break;
         if (read.kind === 'not-tls' || read.kind === 'bad') return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: read.kind === 'bad' ? `the destination's answer to the ClientHello cannot be read: ${read.why}` : 'the destination did not answer the ClientHello with TLS' }, 'server');
+        if (read.kind === 'retry' && this.retried) return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: 'the destination sent a second HelloRetryRequest (TLS allows one)' }, 'server');
         out.toClient.push(this.server.take());
         if (read.kind === 'retry') {
-          if (this.retried) return refuse({ code: 'NET_TUNNEL_NOT_TLS', reason: 'the destination sent a second HelloRetryRequest (TLS allows one)' }, 'server');
           this.retried = true;
           this.phase = 'client-hello';
           continue;
