@@ -36,7 +36,8 @@ function claimInChild(pool: RunIdPool, n: number): Promise<(number | string)[]> 
     const c = spawn(process.execPath, ['--input-type=module', '-e', script, JSON.stringify(pool)], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     c.stdout.on('data', (b: Buffer) => (out += b));
-    c.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`claimer exited ${code}`))));
+    // 'close', not 'exit': the exit can be told before the last of its output is read.
+    c.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`claimer exited ${code}`))));
   });
 }
 

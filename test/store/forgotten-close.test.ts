@@ -18,7 +18,7 @@ test('a program that uses the PostgreSQL store and never closes it still ends (i
   const t0 = Date.now();
   const ended = await new Promise<number | null | 'hung'>((resolve) => {
     const timer = setTimeout(() => resolve('hung'), 30_000);
-    child.on('exit', (code) => {
+    child.on('close', (code) => { // after its output is all read, unlike 'exit'
       clearTimeout(timer);
       resolve(code);
     });
