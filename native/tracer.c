@@ -115,9 +115,10 @@ struct sc_info {
 #define PATH_CAP 4096
 #define IBUF_CAP (1 << 20) // the longest request line
 #define MAX_ARGS 8192
-// A pending event holds up to two lines (D and A) of one path made of a cwd and a relative path
-// (each up to PATH_CAP), hex-encoded: 2 lines x 2 x (2 x PATH_CAP + 2) + framing.
-#define PEND_CAP (8 * PATH_CAP + 512)
+// A pending event holds up to three lines (D as written, D and A where links led) of a path made of
+// a cwd and a relative path (each up to PATH_CAP), each line with at most two such paths,
+// hex-encoded: 3 lines x 2 paths x 2 x (2 x PATH_CAP + 2) + framing.
+#define PEND_CAP (24 * PATH_CAP + 512)
 
 static char obuf[1 << 17];
 static size_t olen;
@@ -203,6 +204,7 @@ static void drop(pid_t pid) {
 
 struct run {
   int id, live, program, in_use;
+  int root1; // 1 + a descriptor of the sandbox's root (/proc/<pid>/root), opened at its first path; 0: none
 };
 #define MAX_RUNS 256
 static struct run runs[MAX_RUNS];
@@ -266,6 +268,8 @@ static ssize_t peek_str(pid_t pid, uint64_t addr, char *buf, size_t cap) {
   return (ssize_t)got;
 }
 
+#include "sandbox-path.h"
+
 // ---- syscall classes ---------------------------------------------------------------------------
 
 enum cls { C_NONE, C_EXEC, C_EXECAT, C_CLONE, C_FORK, C_SIG, C_SOCKET, C_ADDR, C_SENDTO, C_SENDMSG, C_SENDMMSG, C_OPEN, C_OPENAT, C_OPENAT2, C_PATHW };
@@ -326,15 +330,22 @@ static enum cls classify(long nr, const char **name) {
   return C_NONE;
 }
 
-// Which arguments of a C_PATHW call hold the changed path: (dirfd index or -1 for the cwd, path index).
-static void pathw_args(long nr, int *dfd, int *path) {
+// Which arguments of a C_PATHW call hold the changed path: (dirfd index or -1 for the cwd, path
+// index), and whether the call follows a link at its last component (`a`: the call's arguments).
+static void pathw_args(long nr, const uint64_t *a, int *dfd, int *path, int *follow) {
   *dfd = -1;
   *path = 0;
+  *follow = 0;
   switch (nr) {
 #ifdef SYS_mkdir
   case SYS_link: case SYS_symlink: case SYS_rename: *path = 1; break;
+  case SYS_chmod: case SYS_chown: *follow = 1; break;
 #endif
-  case SYS_mkdirat: case SYS_unlinkat: case SYS_fchmodat: case SYS_fchmodat2: case SYS_fchownat: *dfd = 0; *path = 1; break;
+  case SYS_truncate: *follow = 1; break;
+  case SYS_mkdirat: case SYS_unlinkat: *dfd = 0; *path = 1; break;
+  case SYS_fchmodat: *dfd = 0; *path = 1; *follow = 1; break;
+  case SYS_fchmodat2: *dfd = 0; *path = 1; *follow = !(a[3] & AT_SYMLINK_NOFOLLOW); break;
+  case SYS_fchownat: *dfd = 0; *path = 1; *follow = !(a[4] & AT_SYMLINK_NOFOLLOW); break;
   case SYS_renameat: case SYS_renameat2: case SYS_linkat: *dfd = 2; *path = 3; break;
   case SYS_symlinkat: *dfd = 1; *path = 2; break;
   }
@@ -374,15 +385,21 @@ static int secret_path(const char *p) {
   return 0;
 }
 
-// Appends `<sep>X <pid> <name> [<extra> ]<hexpath>` to the pending line; 0 when it does not fit.
-static int pend_path(struct task *t, char kind, const char *name, const char *extra, const char *path) {
-  size_t l = strlen(t->pend), pl = strlen(path);
+// Appends `<sep>X <pid> <name> [<extra> ]<hexpath>[:<hexwritten>]` to the pending line (`written`:
+// the path as the program wrote it, when links made it lead elsewhere); 0 when it does not fit.
+static int pend_path(struct task *t, char kind, const char *name, const char *extra, const char *path, const char *written) {
+  size_t l = strlen(t->pend), pl = strlen(path), wl = written ? strlen(written) : 0;
   int n = snprintf(t->pend + l, PEND_CAP - l, "%s%c %d %s %s%s", l ? "\x1f" : "", kind, t->pid, name, extra, *extra ? " " : "");
-  if (n < 0 || l + (size_t)n + 2 * pl + 1 >= PEND_CAP) {
+  if (n < 0 || l + (size_t)n + 2 * (pl + wl) + 2 >= PEND_CAP) {
     t->pend[l] = 0;
     return 0;
   }
-  hex(t->pend + l + (size_t)n, (const unsigned char *)path, pl);
+  char *at = t->pend + l + (size_t)n;
+  hex(at, (const unsigned char *)path, pl);
+  if (written) {
+    at[2 * pl] = ':';
+    hex(at + 2 * pl + 1, (const unsigned char *)written, wl);
+  }
   return 1;
 }
 
@@ -455,25 +472,51 @@ static int refuse_syscall(pid_t pid) {
 #endif
 }
 
-// The D and A lines of a call's path argument (made absolute), or `U` when it (or, for openat2, its
-// flags) cannot be read. `pathw`: a call that changes the path (its A line has no flags to look at).
-static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, int creates, uint64_t flags, int flags_unreadable, int pathw) {
-  char path[2 * PATH_CAP + 2]; // a cwd and a relative path, each up to PATH_MAX
-  int r = resolve_path(t->pid, dirfd, addr, path, sizeof path);
+// The sandbox's root, as its tasks see it (-1: unreadable). One per run: a program can neither
+// chroot nor change its mount namespace (the seccomp filter refuses both), so every task shares it.
+static int run_root(struct task *t) {
+  struct run *r = run_of(t->run);
+  if (r && r->root1 > 0) return r->root1 - 1;
+  char at[64];
+  snprintf(at, sizeof at, "/proc/%d/root", t->pid);
+  int fd = open(at, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (r && fd >= 0) r->root1 = fd + 1;
+  return fd;
+}
+
+// The D and A lines of a call's path argument (made absolute, links resolved in the sandbox's view),
+// or `U` when it (or, for openat2, its flags) cannot be read or the host cannot tell where it leads.
+// `pathw`: a call that changes the path (its A line has no flags to look at); `follow`: the call
+// follows a link at the path's last component.
+static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, int creates, uint64_t flags, int flags_unreadable, int pathw, int follow) {
+  // a cwd and a relative path, each up to PATH_MAX: as written, normalized, and where it leads
+  char raw[2 * PATH_CAP + 2], path[2 * PATH_CAP + 2], real[2 * PATH_CAP + 2];
+  int r = resolve_path(t->pid, dirfd, addr, raw, sizeof raw);
   if (r < 0 || flags_unreadable) return pend_unreadable(t, name);
   if (r == 0) return;
+  enum walk w = raw[0] == '/' ? sandbox_path(t->pid, run_root(t), raw, follow, real, sizeof real) : WALK_SAME;
+  if (w == WALK_FAILED) return pend_unreadable(t, name);
+  memcpy(path, raw, strlen(raw) + 1);
   normalize_path(path);
+  // Judged by where it leads; the path as written goes along when it differs.
+  const char *judged = w == WALK_RESOLVED ? real : path, *written = judged == real && strcmp(real, path) != 0 ? raw : NULL;
   if (pathw) {
-    if (pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
+    if (pend_path(t, 'A', name, "w", judged, written)) t->awaiting_exit = 1;
     return;
   }
   // Write intent from the flags; creat and mknod create.
   int writes = creates || (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)) != 0;
-  if (strstr(path, "dev") && pend_path(t, 'D', name, "", path)) t->awaiting_exit = 1;
-  if (writes && pend_path(t, 'A', name, "w", path)) t->awaiting_exit = 1;
-  else if (!writes && secret_path(path)) {
-    char h[2 * sizeof path + 1];
-    hex(h, (const unsigned char *)path, strlen(path));
+  if (strstr(path, "dev") && pend_path(t, 'D', name, "", path, NULL)) t->awaiting_exit = 1;
+  if (written && strstr(judged, "dev") && pend_path(t, 'D', name, "", judged, written)) t->awaiting_exit = 1;
+  if (writes && pend_path(t, 'A', name, "w", judged, written)) t->awaiting_exit = 1;
+  else if (!writes && secret_path(judged)) {
+    char h[4 * sizeof path + 2];
+    hex(h, (const unsigned char *)judged, strlen(judged));
+    if (written) {
+      size_t hl = strlen(h);
+      h[hl] = ':';
+      hex(h + hl + 1, (const unsigned char *)written, strlen(written));
+    }
     out("%d A %d %s r %s -\n", t->run, t->pid, name, h);
   }
 }
@@ -546,14 +589,16 @@ static void on_seccomp(struct task *t) {
     int creates = strcmp(name, "creat") == 0 || strcmp(name, "mknod") == 0 || strcmp(name, "mknodat") == 0;
     uint64_t flags = creates ? 0 : c == C_OPEN ? a[1] : c == C_OPENAT ? a[2] : 0;
     int unreadable = c == C_OPENAT2 && peek(t->pid, a[2], &flags, sizeof flags) != (ssize_t)sizeof flags;
-    pend_path_call(t, name, c == C_OPEN ? -100 : (long)a[0], c == C_OPEN ? a[0] : a[1], creates, flags, unreadable, 0);
+    // A last link is followed unless O_NOFOLLOW, O_CREAT | O_EXCL, or mknod says otherwise.
+    int follow = strcmp(name, "creat") == 0 || (!creates && !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
+    pend_path_call(t, name, c == C_OPEN ? -100 : (long)a[0], c == C_OPEN ? a[0] : a[1], creates, flags, unreadable, 0, follow);
     break;
   }
   case C_PATHW: {
     if (!t->sandboxed) break;
-    int dfd, pi;
-    pathw_args((long)si.seccomp.nr, &dfd, &pi);
-    pend_path_call(t, name, dfd < 0 ? -100 : (long)a[dfd], a[pi], 0, 0, 0, 1);
+    int dfd, pi, follow;
+    pathw_args((long)si.seccomp.nr, a, &dfd, &pi, &follow);
+    pend_path_call(t, name, dfd < 0 ? -100 : (long)a[dfd], a[pi], 0, 0, 0, 1, follow);
     break;
   }
   case C_NONE: break;
@@ -728,6 +773,8 @@ static void maybe_finish(struct run *r) {
   close_fd(&l->block_fd);
   close_fd(&l->status_fd);
   close_fd(&l->params_fd);
+  if (r->root1 > 0) close(r->root1 - 1);
+  r->root1 = 0;
   r->in_use = 0;
 }
 

@@ -75,7 +75,7 @@ export function formatShow(run: ShownRun, changes: ShownChange[]): string {
     `resources: wall ${ms(r.wall_time_ms)}, cpu ${ms(r.cpu_user_ms)} user + ${ms(r.cpu_system_ms)} system, peak memory ${bytes(r.peak_memory_bytes)}, disk written ${bytes(r.disk_write_bytes)}, network ${bytes(r.network_bytes_out)} out / ${bytes(r.network_bytes_in)} in`,
     `processes: ${se.processes_spawned ?? 'not measured'}${se.executables?.length ? ` (${se.executables.slice(0, 8).join(', ')}${se.executables.length > 8 ? ', ...' : ''})` : ''}`,
     `network attempts: ${se.network_attempts?.length ? se.network_attempts.map((n) => `${n.protocol} ${n.protocol === 'unix' ? n.address : `${n.address}:${n.port}`}${n.allowed ? '' : ' (refused)'}`).join(', ') : 'none'}`,
-    `file access attempts: ${se.file_access_attempts?.length ? se.file_access_attempts.map((f) => `${f.access} ${f.path}`).join(', ') : 'none'}`,
+    `file access attempts: ${se.file_access_attempts?.length ? se.file_access_attempts.map((f) => `${f.access} ${f.path}${f.as_written ? ` (as ${f.as_written})` : ''}`).join(', ') : 'none'}`,
     `stdout:    ${bytes(sr.outputs.stdout.total_bytes)}${sr.outputs.stdout.truncated ? ' (truncated)' : ''}; stderr: ${bytes(sr.outputs.stderr.total_bytes)}${sr.outputs.stderr.truncated ? ' (truncated)' : ''}`,
   ];
   return forTerminal(lines.join('\n') + '\n') + formatChanges(changes);

@@ -95,7 +95,7 @@ export interface SandboxResult {
     privileged_syscalls: { name: string; count: number; denied: boolean }[] | null;
     device_access: { path: string; denied: boolean }[] | null;
     /** Airlock: writes outside the run's writable areas and reads of host-secret paths it does not expose (absent from results written before it existed). */
-    file_access_attempts?: { path: string; access: 'read' | 'write'; denied: boolean }[] | null;
+    file_access_attempts?: { path: string; access: 'read' | 'write'; denied: boolean; as_written?: string }[] | null;
     /** Airlock: observed calls whose arguments the host could not read (absent from results written before it existed). */
     unreadable_syscalls?: { name: string; count: number }[] | null;
     /** Airlock: calls off the seccomp allowlist, refused (absent from results written before it existed). */
@@ -178,7 +178,7 @@ const SandboxResultSchema = z.strictObject({
       .nullable(),
     privileged_syscalls: z.array(z.strictObject({ name: z.string().regex(/^[a-z0-9_]{1,64}$/), count: count.min(1), denied: z.boolean() })).max(1000).nullable(),
     device_access: z.array(z.strictObject({ path: text(4096), denied: z.boolean() })).max(1000).nullable(),
-    file_access_attempts: z.array(z.strictObject({ path: text(4096), access: z.enum(['read', 'write']), denied: z.boolean() })).max(1000).nullable().optional(),
+    file_access_attempts: z.array(z.strictObject({ path: text(4096), access: z.enum(['read', 'write']), denied: z.boolean(), as_written: text(8192).optional() })).max(1000).nullable().optional(),
     unreadable_syscalls: syscallCounts.optional(),
     refused_syscalls: syscallCounts.optional(),
     anonymous_executables: z.array(text(4096)).max(1000).nullable().optional(),

@@ -236,7 +236,10 @@ export function judge(action: Action, obs: Observation): Judgement {
     // Refused file accesses change nothing, but a program that tries them is not doing only its job:
     // a person should look before anything it produced is used.
     const refused = (access: 'read' | 'write') =>
-      [...new Set(se.fileAccess.filter((a) => a.access === access).map((a) => (a.result && a.result !== 'ok' ? `${a.path} (${a.result})` : a.path)))];
+      [...new Set(se.fileAccess.filter((a) => a.access === access).map((a) => {
+        const how = [a.asWritten !== undefined ? `as ${a.asWritten}` : '', a.result && a.result !== 'ok' ? a.result : ''].filter(Boolean).join(', ');
+        return how ? `${a.path} (${how})` : a.path;
+      }))];
     const listed = (xs: string[]) => xs.slice(0, 20).join(', ') + (xs.length > 20 ? `, and ${xs.length - 20} more` : '');
     const writes = refused('write');
     const reads = refused('read');

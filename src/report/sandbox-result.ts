@@ -119,7 +119,8 @@ export function buildSandboxResult(args: {
       privileged_syscalls: se.privilegedSyscalls.map((p) => ({ name: p.name, count: p.count, denied: p.outcome !== 'succeeded' })),
       device_access: se.deviceAccess.map((d) => ({ path: printablePath(d.path), denied: d.result !== 'ok' })),
       // A read is reported only for a path this run does not expose: it found nothing there.
-      file_access_attempts: se.fileAccess.map((a) => ({ path: printablePath(a.path), access: a.access, denied: a.result !== 'ok' })),
+      // `as_written`: how the program spelled it, when its own links (or /proc's) led elsewhere.
+      file_access_attempts: se.fileAccess.map((a) => ({ path: printablePath(a.path), access: a.access, denied: a.result !== 'ok', ...(a.asWritten !== undefined ? { as_written: printablePath(a.asWritten) } : {}) })),
       unreadable_syscalls: (se.unreadableSyscalls ?? []).map((u) => ({ name: u.syscall, count: u.count })),
       refused_syscalls: (se.refusedSyscalls ?? []).map((r) => ({ name: r.name, count: r.count })),
       anonymous_executables: se.processesSpawned.executables.filter((e) => e.anonymous).map((e) => printablePath(e.path)),

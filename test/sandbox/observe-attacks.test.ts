@@ -182,3 +182,50 @@ test('contained: fifo, socket, whiteout char device, a newline name, a sparse fi
   assert.deepEqual([by.get('/out/fifo'), by.get('/out/sock'), by.get('/out/new\nline'), by.get('/out/hl')], ['fifo', 'socket', 'file', 'hardlink'], JSON.stringify(o2.fs));
   if (o2.stdout.bytes.toString().includes('WHITEOUT')) assert.equal(by.get('/out/wh'), 'char-device');
 });
+
+test('attack: links the program makes (and /proc\'s own) lead its opens to /root and /etc: each is reported by where it leads, with the path as written, and judged', async () => {
+  // Each line: a spelling of a host-secret place (or of a write outside the writable areas) that looks
+  // harmless as written. None can succeed (the root is read-only and holds no secrets): what is tested
+  // is that the report says what was tried.
+  const code = [
+    'import os',
+    'os.symlink("/root", "/tmp/e"); os.symlink("/etc", "/tmp/w"); os.symlink("e", "/tmp/rel"); os.symlink("/tmp/loop", "/tmp/loop")',
+    'os.symlink("/etc/profile.d/evil.sh", "/tmp/dangling"); os.symlink("/etc/cron.d/x", "/out/nofollow"); os.symlink("/dev/kmsg", "/tmp/k")',
+    'def tryit(p, flags=os.O_RDONLY):',
+    '  try: os.close(os.open(p, flags, 0o600)); print("OPENED", p)',
+    '  except OSError as e: print(p, e.errno)',
+    'tryit("/tmp/e/.ssh/id_rsa")', // a link to a folder
+    'tryit("/tmp/rel/.aws/credentials")', // a relative link to a link
+    'tryit("/proc/self/root/root/.bashrc")', // the magic link to the sandbox's own root
+    'os.chdir("/tmp"); tryit("/proc/self/cwd/../home/u/.netrc")', // the cwd's magic link, then ..
+    'tryit("e/.gnupg/x")', // relative to the cwd, through the link
+    'tryit("/tmp/e/../var/lib/x")', // .. after a link goes up from where the link led
+    'tryit("/tmp/w/cron.d/job", os.O_WRONLY | os.O_CREAT)', // a write through a folder link
+    'tryit("/tmp/dangling", os.O_WRONLY | os.O_CREAT)', // O_CREAT follows a dangling link: the target would be made
+    'tryit("/out/nofollow", os.O_WRONLY | os.O_CREAT | os.O_EXCL)', // O_EXCL never follows: a write in /out, nothing to report
+    'tryit("/tmp/loop")', // more links than the kernel follows (ELOOP): nothing reached
+    'tryit("/tmp/k", os.O_RDONLY)', // a device, through a link
+    'open("/out/done", "w").write("ran")',
+  ].join('\n');
+  const o = await py(code);
+  assert.equal(o.host.syscallTracer, 'airlock-tracer', `links are resolved by the host tracer (root, a C compiler at set-up): ${o.host.syscallTracer}`);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.doesNotMatch(o.stdout.bytes.toString(), /OPENED/, text(o));
+  const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.access, a.path, a.asWritten ?? null]);
+  assert.deepEqual(got, [
+    ['read', '/root/.ssh/id_rsa', '/tmp/e/.ssh/id_rsa'],
+    ['read', '/root/.aws/credentials', '/tmp/rel/.aws/credentials'],
+    ['read', '/root/.bashrc', '/proc/self/root/root/.bashrc'],
+    ['read', '/home/u/.netrc', '/proc/self/cwd/../home/u/.netrc'],
+    ['read', '/root/.gnupg/x', '/tmp/e/.gnupg/x'],
+    ['read', '/var/lib/x', '/tmp/e/../var/lib/x'],
+    ['write', '/etc/cron.d/job', '/tmp/w/cron.d/job'],
+    ['write', '/etc/profile.d/evil.sh', '/tmp/dangling'],
+  ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
+  assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], [], 'every path was resolved (a link loop is the kernel\'s ELOOP, not a finding)');
+  assert.ok(o.sideEffects?.deviceAccess.some((d) => d.path === '/dev/kmsg'), JSON.stringify(o.sideEffects?.deviceAccess));
+  const j = judge(deepAction(), o);
+  assert.equal(j.verdict, 'BLOCK', j.reasons.join('\n'));
+  assert.ok(j.unexpected.some((u) => u.includes('/root/.ssh/id_rsa (as /tmp/e/.ssh/id_rsa)')), j.unexpected.join('\n'));
+  assert.ok(j.unexpected.some((u) => u.includes('/etc/cron.d/job (as /tmp/w/cron.d/job, ENOENT)')), j.unexpected.join('\n'));
+});

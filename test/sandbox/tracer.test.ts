@@ -280,6 +280,8 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
     `D 12 openat ${Buffer.from('/tmp/../dev/./sda').toString('hex')} e2`,
     `D 12 openat ${Buffer.from('/dev/null').toString('hex')} ok`,
     `A 12 openat r ${Buffer.from('/etc/shadow').toString('hex')} -`,
+    `A 12 openat r ${Buffer.from('/root/.netrc').toString('hex')}:${Buffer.from('/tmp/e/.netrc').toString('hex')} -`,
+    `A 12 openat r ${Buffer.from('/root/x').toString('hex')}:${Buffer.from('/tmp/x').toString('hex')}:00 -`,
     `A 12 mkdirat w ${Buffer.from('/etc/x\n').toString('hex')} e30`,
     `A 12 openat q ${Buffer.from('/x').toString('hex')} ok`,
     `T 12 ${0x40000000 | 165} ${0xc000003e}`,
@@ -307,11 +309,12 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
   assert.deepEqual(se.deviceAccess, [{ path: '/dev/sda', syscall: 'openat', result: 'ENOENT' }]);
   assert.deepEqual(se.fileAccess, [
     { path: '/etc/shadow', syscall: 'openat', access: 'read', result: null },
+    { path: '/root/.netrc', asWritten: '/tmp/e/.netrc', syscall: 'openat', access: 'read', result: null },
     { path: '/etc/x\n', syscall: 'mkdirat', access: 'write', result: 'EROFS' },
   ]);
   assert.deepEqual(se.privilegedSyscalls.map((p) => p.name), ['x32:mount', 'i386:syscall_21', 'ptrace']);
   assert.deepEqual(programEnd, { code: null, signal: 'SIGSYS' });
-  assert.equal(se.unparsedLines, 3);
+  assert.equal(se.unparsedLines, 4);
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('20010db8000000000000000000000001', 'hex')]).toString('hex'))?.address, '2001:db8::1');
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('00000000000000000000ffff7f000001', 'hex')]).toString('hex'))?.address, '::ffff:127.0.0.1');
   fc.assert(

@@ -92,6 +92,16 @@ const bump = (m: Map<string, number>, k: string): void => void m.set(k, (m.get(k
 const int = (s: string | undefined): number | null => (s !== undefined && /^-?\d{1,10}$/.test(s) ? Number(s) : null);
 const hexText = (s: string | undefined): string | null => (s !== undefined && /^(?:[0-9a-f]{2})*$/.test(s) ? Buffer.from(s, 'hex').toString('utf8') : null);
 
+/** `<hex path>[:<hex as written>]`: where a path led (links resolved in the sandbox) and, when links made that differ, how the program wrote it. */
+function pathField(s: string | undefined): { path: string; asWritten?: string } | null {
+  const [led, written, more] = (s ?? '').split(':');
+  const path = hexText(led);
+  if (path === null || more !== undefined) return null;
+  if (written === undefined) return { path };
+  const asWritten = hexText(written);
+  return asWritten === null ? null : { path, asWritten };
+}
+
 export interface TraceOutcome {
   sideEffects: ObservedSideEffects;
   /** How the program's first process ended, when the tracer saw it. */
@@ -246,7 +256,7 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
         break;
       }
       case 'D': {
-        const path = hexText(f[3]);
+        const path = pathField(f[3])?.path ?? null;
         if (path === null || !f[2] || !f[4]) {
           unparsed++;
           break;
@@ -256,12 +266,12 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
         break;
       }
       case 'A': {
-        const path = hexText(f[4]);
-        if (path === null || !f[2] || (f[3] !== 'r' && f[3] !== 'w') || !f[5]) {
+        const at = pathField(f[4]);
+        if (at === null || !f[2] || (f[3] !== 'r' && f[3] !== 'w') || !f[5]) {
           unparsed++;
           break;
         }
-        fileAccess.push({ path, syscall: f[2], access: f[3] === 'w' ? 'write' : 'read', result: f[5] === '-' ? null : resultOf(f[5]) });
+        fileAccess.push({ ...at, syscall: f[2], access: f[3] === 'w' ? 'write' : 'read', result: f[5] === '-' ? null : resultOf(f[5]) });
         break;
       }
       case 'E': {

@@ -63,7 +63,10 @@ export interface DeviceAccess {
 }
 
 export interface FileAccess {
+  /** Where the call led: links resolved in the sandbox's view (host tracer; strace: as written). */
   path: string;
+  /** The path as the program wrote it, when links made it lead elsewhere. */
+  asWritten?: string;
   syscall: string;
   access: 'read' | 'write';
   /** 'ok' or the errno name; null for a read, reported when attempted (the host knows what its root holds). */
