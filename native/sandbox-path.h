@@ -24,6 +24,9 @@
 #define PROC_SUPER_MAGIC 0x9fa0
 #endif
 #define LINK_HOPS 40 // the kernel's MAXSYMLINKS
+// Components a walk may open. One tracer serves every run: a program must not make it spend
+// long on one call (deep folders named again by each of 40 links). Past it: a finding, not a guess.
+#define WALK_BUDGET 1024
 
 enum walk { WALK_SAME, WALK_RESOLVED, WALK_FAILED };
 
@@ -85,12 +88,12 @@ static int put_name(char *dst, size_t cap, size_t *len, const char *name, size_t
 // Walks `path` (absolute) one component at a time from `root`. WALK_RESOLVED: dst holds where it
 // leads (normalized; what does not exist is appended as written, `..` popping lexically);
 // WALK_SAME: a /proc link to what is no path, or more links than the kernel follows (dst is
-// untouched); WALK_FAILED: too long, a link that could not be read or a folder that could not be
-// reopened.
+// untouched); WALK_FAILED: too long, over its budget, a link that could not be read or a folder that
+// could not be reopened.
 static enum walk walk_links(pid_t pid, int root, const char *path, int follow_last, char *dst, size_t cap) {
   char todo[2 * PATH_CAP + 2], target[PATH_CAP];
   if (snprintf(todo, sizeof todo, "%s", path) >= (int)sizeof todo) return WALK_FAILED;
-  size_t len = 0, hops = 0;
+  size_t len = 0, hops = 0, opened = 0;
   int cur = root, missing = 0; // missing: a component did not open; the rest is lexical
   enum walk r = WALK_RESOLVED;
   dst[0] = 0;
@@ -108,21 +111,25 @@ static enum walk walk_links(pid_t pid, int root, const char *path, int follow_la
       if (missing) continue;
       if (cur != root) close(cur);
       cur = root;
-      if (len > 0) {
-        // Back up by reopening the folder above from the root: it met no link on the way down.
-        struct open_how how = {.flags = O_PATH | O_CLOEXEC | O_DIRECTORY, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS};
-        cur = (int)syscall(SYS_openat2, root, dst, &how, sizeof how);
-        if (cur < 0) {
-          cur = root;
-          r = WALK_FAILED; // it changed under the walk
-          break;
-        }
+      if (len == 0) continue;
+      // Back up by reopening the folder above from the root: it met no link on the way down.
+      struct open_how how = {.flags = O_PATH | O_CLOEXEC | O_DIRECTORY, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS};
+      int up = ++opened > WALK_BUDGET ? -1 : (int)syscall(SYS_openat2, root, dst, &how, sizeof how);
+      if (up < 0) {
+        r = WALK_FAILED; // over budget, or it changed under the walk
+        break;
       }
+      cur = up;
       continue;
+    }
+    int opens = !missing && !(last && !follow_last);
+    if (opens && ++opened > WALK_BUDGET) {
+      r = WALK_FAILED;
+      break;
     }
     char saved = *p;
     *p = 0;
-    int fd = missing || (last && !follow_last) ? -1 : openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    int fd = opens ? openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
       int t = link_text(pid, fd, dst[0] ? dst : "/", name, target, sizeof target);

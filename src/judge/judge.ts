@@ -15,8 +15,8 @@ export type Verdict = 'PROMOTE' | 'REQUIRE_CONFIRMATION' | 'BLOCK' | 'FORCE_ROLL
 export const JUDGE_REASON_CODES = {
   JG_UNREADABLE_ARGUMENT: {
     verdict: 'BLOCK',
-    meaning: 'the program made observed system calls whose arguments (path, socket address) the host could not read: what they named is unknown, so the run was not fully observed',
-    fix: 'keep paths and addresses in ordinary memory; a program that hides them from the host is not run',
+    meaning: 'the program made observed system calls whose arguments (path, socket address) the host could not read, or a path whose links the host could not follow to their end (longer than 8 KiB resolved, more than 1,024 folders to open): what they named is unknown, so the run was not fully observed',
+    fix: 'keep paths and addresses in ordinary memory, and links few and short; a program that hides them from the host is not run',
   },
   JG_SYSCALL_REFUSED: {
     verdict: 'REQUIRE_CONFIRMATION',
@@ -212,7 +212,7 @@ export function judge(action: Action, obs: Observation): Judgement {
     if (unreadable.length > 0) {
       observedFully = false;
       const list = unreadable.map((u) => `${u.syscall} x${u.count}`).join(', ');
-      hard.push(coded('JG_UNREADABLE_ARGUMENT', `system calls whose arguments the host could not read: ${list}`));
+      hard.push(coded('JG_UNREADABLE_ARGUMENT', `system calls whose arguments the host could not read or follow: ${list}`));
       unexpected.push(`hid the arguments of system calls from the host: ${list}`);
     }
     const refusedCalls = se.refusedSyscalls ?? [];

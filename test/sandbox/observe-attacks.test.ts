@@ -229,3 +229,24 @@ test('attack: links the program makes (and /proc\'s own) lead its opens to /root
   assert.ok(j.unexpected.some((u) => u.includes('/root/.ssh/id_rsa (as /tmp/e/.ssh/id_rsa)')), j.unexpected.join('\n'));
   assert.ok(j.unexpected.some((u) => u.includes('/etc/cron.d/job (as /tmp/w/cron.d/job, ENOENT)')), j.unexpected.join('\n'));
 });
+
+test('attack: a path whose links make the host walk deep folders again and again: the walk stops at its budget and the call is unobserved (JG_UNREADABLE_ARGUMENT), BLOCK', async () => {
+  // One tracer serves every run: each of these four links names a 300-folder path again, so
+  // following them costs 1,200+ opens, past the walk's 1,024. The last leads to /root.
+  const code = [
+    'import os',
+    'deep = "/tmp" + "/d" * 300',
+    'os.makedirs(deep)',
+    'for i in range(1, 4): os.symlink(f"{deep}/n{i + 1}", f"{deep}/n{i}")',
+    'os.symlink("/root/.ssh/id_rsa", f"{deep}/n4")',
+    'try: open(f"{deep}/n1").read()',
+    'except OSError as e: print("open", e.errno)',
+  ].join('\n');
+  const o = await py(code);
+  assert.equal(o.host.syscallTracer, 'airlock-tracer', String(o.host.syscallTracer));
+  assert.equal(o.stdout.bytes.toString(), 'open 2\n', text(o));
+  assert.deepEqual(o.sideEffects?.unreadableSyscalls, [{ syscall: 'openat', count: 1 }], JSON.stringify(o.sideEffects?.fileAccess));
+  const j = judge(deepAction(), o);
+  assert.equal(j.verdict, 'BLOCK', j.reasons.join('\n'));
+  assert.ok(j.reasons.some((r) => r.startsWith('JG_UNREADABLE_ARGUMENT: ') && r.includes('openat x1')), j.reasons.join('\n'));
+});
