@@ -5,15 +5,21 @@
 // (`/tmp/e -> /root`), `/tmp/e/.ssh/id_rsa` is an attempt on /root; through `/proc/self/root`, every
 // host-secret place can be spelled under /proc. Lexically both look harmless.
 //
-// How, at the call's seccomp stop, from the sandbox's root (`/proc/<pid>/root`, opened once a run):
-// - one openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS) tells whether the path meets a link at all
-//   (most do not: then the lexical path is the kernel's);
-// - if it does, a walk one component at a time: each opened O_PATH | O_NOFOLLOW from the folder
-//   before it, so nothing is followed but what the walk reads and splices itself, and `..` never goes
-//   above the sandbox's root. A link's text is read from its own descriptor.
-// /proc/self and /proc/thread-self name the reader: they are read as the program's own pid in its pid
-// namespace. Links of /proc to what is no path (`pipe:[7]`, `anon_inode:[eventfd]`) end the walk:
-// the path as written is kept, and the call acts on that descriptor, not on a path.
+// How, at the call's seccomp stop, from descriptors, never from a folder's text: the walk starts at
+// the sandbox's root (`/proc/<pid>/root`, opened once a run) for an absolute path, else at the
+// program's own cwd or dirfd (`/proc/<pid>/cwd`, `/proc/<pid>/fd/N`, opened through the kernel's
+// link: right even when that folder was deleted or its name is longer than a path can be).
+// - One openat2(RESOLVE_NO_SYMLINKS) from there tells whether a path without `..` meets a link at
+//   all (most do not: then the lexical path is the kernel's). Anything else is walked.
+// - The walk opens one component at a time, O_PATH | O_NOFOLLOW from the folder before it, so nothing
+//   is followed but what the walk reads and splices itself; `..` is an openat of `..` from the folder
+//   it is in, and stays at the top (the sandbox's root; the dirfd for RESOLVE_IN_ROOT/BENEATH).
+// - A link of /proc that names a descriptor (cwd, root, fd/N) is followed by the kernel itself
+//   (an O_PATH open of it): to a folder the walk goes on from there; to anything else the call acts
+//   on a descriptor the program holds, and the path as written is kept. /proc/self and
+//   /proc/thread-self name their reader, so they are read as the program's own pid.
+// - Where it ended is the kernel's name of the last folder reached (/proc/self/fd/N), in the
+//   sandbox's view, plus what did not exist after it, as written.
 // The program can change a link between this stop and the kernel's own walk; the report is the
 // host's best reading, not the containment (the read-only root, the namespaces and the diff are).
 #include <sys/statfs.h>
@@ -24,22 +30,27 @@
 #define PROC_SUPER_MAGIC 0x9fa0
 #endif
 #define LINK_HOPS 40 // the kernel's MAXSYMLINKS
-// Components a walk may open. One tracer serves every run: a program must not make it spend
-// long on one call (deep folders named again by each of 40 links). Past it: a finding, not a guess.
-#define WALK_BUDGET 1024
+// Components a walk may open. One tracer serves every run: a program must not make it spend long on
+// one call (deep folders named again by each of 40 links). Past it: a finding, not a guess.
+#define WALK_BUDGET 256
 
 enum walk { WALK_SAME, WALK_RESOLVED, WALK_FAILED };
 
-// 1: `path` (absolute) meets a link on its way in the sandbox whose root is `root` (or openat2 is
-// missing, so the walk must look); 0: it does not, as far as the kernel's own lookup got.
-static int meets_link(int root, const char *path, int follow_last) {
-  struct open_how how = {.flags = O_PATH | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW), .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS};
-  int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof how);
-  if (fd >= 0) {
-    close(fd);
-    return 0;
-  }
-  return errno == ELOOP || errno == ENOSYS || errno == EINVAL || errno == E2BIG;
+static int has_dotdot(const char *p) {
+  for (const char *s = p; (s = strstr(s, "..")); s += 2)
+    if ((s == p || s[-1] == '/') && (s[2] == 0 || s[2] == '/')) return 1;
+  return 0;
+}
+
+// 0: `path` (from `start`; an absolute one from the root `start` is) meets no link on its way, as far
+// as the kernel's own lookup got; 1: it does, or that cannot be told this way.
+static int meets_link(int start, const char *path, int follow_last) {
+  while (*path == '/') path++;
+  if (!*path) return 0;
+  struct open_how how = {.flags = O_PATH | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW), .resolve = RESOLVE_NO_SYMLINKS};
+  int fd = (int)syscall(SYS_openat2, start, path, &how, sizeof how);
+  if (fd >= 0) close(fd);
+  return fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG;
 }
 
 // The text /proc/self (or /proc/thread-self) has for the task `pid`, in its own pid namespace.
@@ -62,41 +73,67 @@ static int proc_self_text(pid_t pid, int thread, char *dst, size_t cap) {
   return n > 0 && (size_t)n < cap;
 }
 
-// The text of the link `fd` (named `name`, in the folder `at`): 1 a path to go on with; 0 a /proc
-// link to what is no path; -1 unreadable.
-static int link_text(pid_t pid, int fd, const char *at, const char *name, char *dst, size_t cap) {
-  ssize_t n = readlinkat(fd, "", dst, cap - 1);
-  if (n < 0 && errno == ENOENT && strcmp(at, "/proc") == 0 && (strcmp(name, "self") == 0 || strcmp(name, "thread-self") == 0))
-    return proc_self_text(pid, name[0] == 't', dst, cap) ? 1 : -1;
-  if (n <= 0 || (size_t)n >= cap - 1) return -1;
-  dst[n] = 0;
+// The kernel's name of what `fd` refers to (in the sandbox's view for the sandbox's files).
+static ssize_t fd_name(int fd, char *dst, size_t cap) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, dst, cap - 1);
+  if (n >= 0) dst[n] = 0;
+  return n;
+}
+
+enum link_kind { LINK_TEXT, LINK_DESCRIPTOR, LINK_UNREADABLE };
+
+// The link `fd` (named `name`, in folder `dir`): LINK_TEXT with its text in dst, or LINK_DESCRIPTOR
+// for a /proc link that names a descriptor (the kernel follows it, not its text).
+static enum link_kind link_of(pid_t pid, int fd, int dir, const char *name, char *dst, size_t cap) {
   struct statfs fs;
-  if (dst[0] != '/' && strchr(dst, ':') && fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC) return 0;
-  return 1;
+  int in_proc = fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+  ssize_t n = readlinkat(fd, "", dst, cap - 1);
+  if (n < 0 && errno == ENOENT && in_proc && (strcmp(name, "self") == 0 || strcmp(name, "thread-self") == 0)) {
+    struct stat top;
+    // Only /proc's own self: its folder is /proc's root (inode 1).
+    if (fstat(dir, &top) != 0 || top.st_ino != 1) return LINK_UNREADABLE;
+    return proc_self_text(pid, name[0] == 't', dst, cap) ? LINK_TEXT : LINK_UNREADABLE;
+  }
+  if (n <= 0 || (size_t)n >= cap - 1) return in_proc ? LINK_DESCRIPTOR : LINK_UNREADABLE;
+  dst[n] = 0;
+  // /proc's plain links are relative (self/mounts, 12/task/12); a descriptor's is a name or `pipe:[7]`.
+  return in_proc && (dst[0] == '/' || strchr(dst, ':')) ? LINK_DESCRIPTOR : LINK_TEXT;
 }
 
-// Appends `/name` to the resolved path (`len` bytes so far); 0 when it does not fit.
-static int put_name(char *dst, size_t cap, size_t *len, const char *name, size_t n) {
+// Appends `/name` (n bytes) to `s` (`*len` bytes so far); 0 when it does not fit.
+static int put_name(char *s, size_t cap, size_t *len, const char *name, size_t n) {
   if (*len + 1 + n + 1 > cap) return 0;
-  dst[(*len)++] = '/';
-  memcpy(dst + *len, name, n);
+  s[(*len)++] = '/';
+  memcpy(s + *len, name, n);
   *len += n;
-  dst[*len] = 0;
+  s[*len] = 0;
   return 1;
 }
 
-// Walks `path` (absolute) one component at a time from `root`. WALK_RESOLVED: dst holds where it
-// leads (normalized; what does not exist is appended as written, `..` popping lexically);
-// WALK_SAME: a /proc link to what is no path, or more links than the kernel follows (dst is
-// untouched); WALK_FAILED: too long, over its budget, a link that could not be read or a folder that
-// could not be reopened.
-static enum walk walk_links(pid_t pid, int root, const char *path, int follow_last, char *dst, size_t cap) {
-  char todo[2 * PATH_CAP + 2], target[PATH_CAP];
+static int same_file(int a, int b) {
+  struct stat x, y;
+  return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+static void set_fd(int *cur, int fd) {
+  close(*cur);
+  *cur = fd;
+}
+
+// Walks `path` one component at a time from `start` (an absolute path, and an absolute link, from
+// `top`). WALK_RESOLVED: dst holds where it leads; WALK_SAME: a /proc link to a descriptor that is no
+// folder, or more links than the kernel follows (dst untouched); WALK_FAILED: over its budget, too
+// long, a link or a folder's name that could not be read.
+static enum walk walk_links(pid_t pid, int top, int start, const char *path, int follow_last, char *dst, size_t cap) {
+  char todo[2 * PATH_CAP + 2], target[PATH_CAP], missing[2 * PATH_CAP + 2];
   if (snprintf(todo, sizeof todo, "%s", path) >= (int)sizeof todo) return WALK_FAILED;
-  size_t len = 0, hops = 0, opened = 0;
-  int cur = root, missing = 0; // missing: a component did not open; the rest is lexical
+  size_t ml = 0, hops = 0, opened = 0; // missing: what did not open, from there on as written
+  int cur = fcntl(path[0] == '/' ? top : start, F_DUPFD_CLOEXEC, 0);
+  if (cur < 0) return WALK_FAILED;
   enum walk r = WALK_RESOLVED;
-  dst[0] = 0;
+  missing[0] = 0;
   for (char *p = todo;;) {
     while (*p == '/') p++;
     if (!*p) break;
@@ -105,79 +142,103 @@ static enum walk walk_links(pid_t pid, int root, const char *path, int follow_la
     size_t n = (size_t)(p - name);
     int last = *p == 0; // `name/` (a trailing slash) follows a link like any folder on the way
     if (n == 1 && name[0] == '.') continue;
-    if (n == 2 && name[0] == '.' && name[1] == '.') {
-      while (len > 0 && dst[--len] != '/') {}
-      dst[len] = 0;
-      if (missing) continue;
-      if (cur != root) close(cur);
-      cur = root;
-      if (len == 0) continue;
-      // Back up by reopening the folder above from the root: it met no link on the way down.
-      struct open_how how = {.flags = O_PATH | O_CLOEXEC | O_DIRECTORY, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS};
-      int up = ++opened > WALK_BUDGET ? -1 : (int)syscall(SYS_openat2, root, dst, &how, sizeof how);
-      if (up < 0) {
-        r = WALK_FAILED; // over budget, or it changed under the walk
+    if (ml > 0 || (last && !follow_last && !(n == 2 && name[0] == '.' && name[1] == '.'))) {
+      if (n == 2 && name[0] == '.' && name[1] == '.') {
+        while (ml > 0 && missing[--ml] != '/') {}
+        missing[ml] = 0;
+      } else if (!put_name(missing, sizeof missing, &ml, name, n)) {
+        r = WALK_FAILED;
         break;
       }
-      cur = up;
       continue;
     }
-    int opens = !missing && !(last && !follow_last);
-    if (opens && ++opened > WALK_BUDGET) {
+    if (++opened > WALK_BUDGET) {
       r = WALK_FAILED;
       break;
     }
     char saved = *p;
     *p = 0;
-    int fd = opens ? openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
-    struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
-      int t = link_text(pid, fd, dst[0] ? dst : "/", name, target, sizeof target);
-      close(fd);
+    if (n == 2 && name[0] == '.' && name[1] == '.') {
       *p = saved;
-      // More links than the kernel follows: it fails the call (ELOOP) and nothing is reached.
-      if (t <= 0 || ++hops > LINK_HOPS) {
-        r = t < 0 ? WALK_FAILED : WALK_SAME;
-        break;
-      }
-      // Go on with the link's text and what was left after it; an absolute one starts at the root.
-      char rest[2 * PATH_CAP + 2];
-      if (snprintf(rest, sizeof rest, "%s/%s", target, p) >= (int)sizeof rest) {
+      if (same_file(cur, top)) continue; // `..` stays at the top
+      int up = openat(cur, "..", O_PATH | O_CLOEXEC | O_DIRECTORY);
+      if (up < 0) {
         r = WALK_FAILED;
         break;
       }
-      memcpy(todo, rest, strlen(rest) + 1);
-      p = todo;
-      if (target[0] == '/') {
-        len = 0;
-        dst[0] = 0;
-        if (cur != root) close(cur);
-        cur = root;
+      set_fd(&cur, up);
+      continue;
+    }
+    int fd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISLNK(st.st_mode)) {
+      *p = saved;
+      if (fd >= 0) set_fd(&cur, fd);
+      else if (!put_name(missing, sizeof missing, &ml, name, n)) {
+        r = WALK_FAILED;
+        break;
       }
       continue;
     }
+    enum link_kind k = link_of(pid, fd, cur, name, target, sizeof target);
+    if (k == LINK_DESCRIPTOR) {
+      // The kernel's own jump: where the program's descriptor (or cwd, or root) is.
+      int to = openat(cur, name, O_PATH | O_CLOEXEC);
+      *p = saved;
+      close(fd);
+      if (++hops > LINK_HOPS || to < 0 || fstat(to, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        if (to >= 0) close(to);
+        r = WALK_SAME; // the call acts on a descriptor the program holds, or fails
+        break;
+      }
+      set_fd(&cur, to);
+      continue;
+    }
+    close(fd);
     *p = saved;
-    if (!put_name(dst, cap, &len, name, n)) {
-      if (fd >= 0) close(fd);
+    // More links than the kernel follows: it fails the call (ELOOP) and nothing is reached.
+    if (k == LINK_UNREADABLE || ++hops > LINK_HOPS) {
+      r = k == LINK_UNREADABLE ? WALK_FAILED : WALK_SAME;
+      break;
+    }
+    // Go on with the link's text and what was left after it; an absolute one starts at the top.
+    char rest[2 * PATH_CAP + 2];
+    if (snprintf(rest, sizeof rest, "%s/%s", target, p) >= (int)sizeof rest) {
       r = WALK_FAILED;
       break;
     }
-    if (fd < 0) {
-      missing = 1;
-      continue;
+    memcpy(todo, rest, strlen(rest) + 1);
+    p = todo;
+    if (target[0] == '/') {
+      int t = fcntl(top, F_DUPFD_CLOEXEC, 0);
+      if (t < 0) {
+        r = WALK_FAILED;
+        break;
+      }
+      set_fd(&cur, t);
     }
-    if (cur != root) close(cur);
-    cur = fd;
   }
-  if (cur != root) close(cur);
-  if (r == WALK_RESOLVED && len == 0) snprintf(dst, cap, "/");
+  if (r == WALK_RESOLVED) {
+    ssize_t n = fd_name(cur, dst, cap);
+    size_t len = n > 0 ? (size_t)n : 0;
+    if (n <= 0 || dst[0] != '/' || len + ml + 1 > cap) r = WALK_FAILED;
+    else {
+      if (len == 1) len = 0; // the root: "/" + "/x" would be "//x"
+      memcpy(dst + len, missing, ml + 1);
+      if (dst[0] == 0) snprintf(dst, cap, "/");
+    }
+  }
+  close(cur);
   return r;
 }
 
-// Where `path` (absolute, as the program wrote it) leads inside the sandbox of task `pid`, whose root
-// is `root`. WALK_SAME: no link on the way, or none that leads to a path (dst untouched: judge the
-// path as written); WALK_RESOLVED: dst holds it; WALK_FAILED: the host could not tell (a finding).
-static enum walk sandbox_path(pid_t pid, int root, const char *path, int follow_last, char *dst, size_t cap) {
-  if (root < 0) return WALK_FAILED;
-  return meets_link(root, path, follow_last) ? walk_links(pid, root, path, follow_last, dst, cap) : WALK_SAME;
+// Where `path` (as the program wrote it) leads inside the sandbox: from `start` (its cwd or dirfd)
+// when relative, from `top` when absolute (the sandbox's root, or the dirfd of an openat2 with
+// RESOLVE_IN_ROOT or RESOLVE_BENEATH: `in_root`). WALK_SAME: it meets no link, or none that leads
+// to a path (dst untouched: judge the path as written); WALK_RESOLVED: dst holds it; WALK_FAILED:
+// the host could not tell (a finding).
+static enum walk sandbox_path(pid_t pid, int top, int start, int in_root, const char *path, int follow_last, char *dst, size_t cap) {
+  if (top < 0 || start < 0) return WALK_FAILED;
+  if (!in_root && !has_dotdot(path) && !meets_link(path[0] == '/' ? top : start, path, follow_last)) return WALK_SAME;
+  return walk_links(pid, top, start, path, follow_last, dst, cap);
 }

@@ -428,27 +428,6 @@ static int pend_sockaddr(struct task *t, const char *name, long fd, uint64_t add
   return 1;
 }
 
-// The path an open-like call names, made absolute against its dirfd (or cwd) as the host sees it.
-// 1: dst holds it; 0: NULL (the kernel fails the call); -1: unreadable.
-static int resolve_path(pid_t pid, long dirfd, uint64_t addr, char *dst, size_t cap) {
-  char rel[PATH_CAP];
-  ssize_t got = peek_str(pid, addr, rel, sizeof rel);
-  if (got < 0) return got == -1 ? 0 : -1;
-  if (rel[0] == '/') {
-    snprintf(dst, cap, "%s", rel);
-    return 1;
-  }
-  char link[64], base[PATH_CAP];
-  if (cap < 2 * PATH_CAP + 2) return -1;
-  if ((int)dirfd == -100) snprintf(link, sizeof link, "/proc/%d/cwd", pid);
-  else snprintf(link, sizeof link, "/proc/%d/fd/%d", pid, (int)dirfd);
-  ssize_t n = readlink(link, base, sizeof base - 1);
-  if (n < 0) n = 0;
-  base[n] = 0;
-  snprintf(dst, cap, "%s/%s", base, rel);
-  return 1;
-}
-
 static void resume(struct task *t, int sig) {
   ptrace(t->awaiting_exit ? PTRACE_SYSCALL : PTRACE_CONT, t->pid, 0, (void *)(uintptr_t)sig);
 }
@@ -484,20 +463,41 @@ static int run_root(struct task *t) {
   return fd;
 }
 
-// The D and A lines of a call's path argument (made absolute, links resolved in the sandbox's view),
-// or `U` when it (or, for openat2, its flags) cannot be read or the host cannot tell where it leads.
-// `pathw`: a call that changes the path (its A line has no flags to look at); `follow`: the call
-// follows a link at the path's last component.
-static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, int creates, uint64_t flags, int flags_unreadable, int pathw, int follow) {
-  // a cwd and a relative path, each up to PATH_MAX: as written, normalized, and where it leads
-  char raw[2 * PATH_CAP + 2], path[2 * PATH_CAP + 2], real[2 * PATH_CAP + 2];
-  int r = resolve_path(t->pid, dirfd, addr, raw, sizeof raw);
-  if (r < 0 || flags_unreadable) return pend_unreadable(t, name);
-  if (r == 0) return;
-  enum walk w = raw[0] == '/' ? sandbox_path(t->pid, run_root(t), raw, follow, real, sizeof real) : WALK_SAME;
-  if (w == WALK_FAILED) return pend_unreadable(t, name);
+// Where a relative path starts: the program's cwd or dirfd, as a descriptor (the kernel's own jump
+// through /proc/<pid>/cwd or fd/N) and as a name (its text there; empty when it has none a path can
+// hold). -1: no such folder (the kernel fails the call with it).
+static int start_of(pid_t pid, long dirfd, char *name, size_t cap) {
+  char link[64];
+  if ((int)dirfd == AT_FDCWD) snprintf(link, sizeof link, "/proc/%d/cwd", pid);
+  else snprintf(link, sizeof link, "/proc/%d/fd/%d", pid, (int)dirfd);
+  ssize_t n = readlink(link, name, cap - 1);
+  name[n > 0 ? n : 0] = 0;
+  return open(link, O_PATH | O_CLOEXEC);
+}
+
+// The D and A lines of a call's path argument, judged by where it leads in the sandbox (links
+// resolved: sandbox-path.h), or `U` when it (or, for openat2, its open_how) cannot be read or the
+// host cannot tell where it leads. `pathw`: a call that changes the path (its A line has no flags to
+// look at); `follow`: the call follows a link at the path's last component; `in_root`: openat2's
+// RESOLVE_IN_ROOT or RESOLVE_BENEATH (the dirfd is the top).
+static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, int creates, uint64_t flags, int unreadable, int pathw, int follow, int in_root) {
+  // as written, made absolute (a cwd and a relative path, each up to PATH_MAX), normalized, and where it leads
+  char rel[PATH_CAP], base[PATH_CAP], raw[2 * PATH_CAP + 2], path[2 * PATH_CAP + 2], real[2 * PATH_CAP + 2];
+  ssize_t got = peek_str(t->pid, addr, rel, sizeof rel);
+  if (got == -1) return; // NULL: the kernel fails the call
+  if (got < 0 || unreadable) return pend_unreadable(t, name);
+  int top = run_root(t), start = top;
+  base[0] = 0;
+  if (rel[0] != '/' || in_root) start = start_of(t->pid, dirfd, base, sizeof base);
+  enum walk w = sandbox_path(t->pid, in_root ? start : top, start, in_root, rel, follow, real, sizeof real);
+  if (start != top && start >= 0) close(start);
+  // The path as written, made absolute against its folder's name (`/` after it for RESOLVE_IN_ROOT).
+  int named = rel[0] == '/' && !in_root ? snprintf(raw, sizeof raw, "%s", rel) : base[0] == '/' ? snprintf(raw, sizeof raw, "%s/%s", base, rel) : -1;
+  // Where it leads must be known: from the walk, or from a folder's name when it meets no link.
+  if (w == WALK_FAILED || (w == WALK_SAME && named < 0)) return pend_unreadable(t, name);
+  if (named < 0) snprintf(raw, sizeof raw, "%s", rel); // relative, and where it leads is known
   memcpy(path, raw, strlen(raw) + 1);
-  normalize_path(path);
+  if (named >= 0) normalize_path(path);
   // Judged by where it leads; the path as written goes along when it differs.
   const char *judged = w == WALK_RESOLVED ? real : path, *written = judged == real && strcmp(real, path) != 0 ? raw : NULL;
   if (pathw) {
@@ -585,20 +585,22 @@ static void on_seccomp(struct task *t) {
   case C_OPENAT:
   case C_OPENAT2: {
     if (!t->sandboxed) break;
-    // openat2's flags are the first field of struct open_how, in the program's memory.
+    // openat2's flags and resolve are fields of struct open_how (flags, mode, resolve), in the program's memory.
     int creates = strcmp(name, "creat") == 0 || strcmp(name, "mknod") == 0 || strcmp(name, "mknodat") == 0;
-    uint64_t flags = creates ? 0 : c == C_OPEN ? a[1] : c == C_OPENAT ? a[2] : 0;
-    int unreadable = c == C_OPENAT2 && peek(t->pid, a[2], &flags, sizeof flags) != (ssize_t)sizeof flags;
+    uint64_t flags = creates ? 0 : c == C_OPEN ? a[1] : c == C_OPENAT ? a[2] : 0, how[3] = {0, 0, 0};
+    int unreadable = c == C_OPENAT2 && peek(t->pid, a[2], how, sizeof how) != (ssize_t)sizeof how;
+    if (c == C_OPENAT2) flags = how[0];
     // A last link is followed unless O_NOFOLLOW, O_CREAT | O_EXCL, or mknod says otherwise.
     int follow = strcmp(name, "creat") == 0 || (!creates && !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
-    pend_path_call(t, name, c == C_OPEN ? -100 : (long)a[0], c == C_OPEN ? a[0] : a[1], creates, flags, unreadable, 0, follow);
+    int in_root = (how[2] & (RESOLVE_IN_ROOT | RESOLVE_BENEATH)) != 0;
+    pend_path_call(t, name, c == C_OPEN ? AT_FDCWD : (long)a[0], c == C_OPEN ? a[0] : a[1], creates, flags, unreadable, 0, follow, in_root);
     break;
   }
   case C_PATHW: {
     if (!t->sandboxed) break;
     int dfd, pi, follow;
     pathw_args((long)si.seccomp.nr, a, &dfd, &pi, &follow);
-    pend_path_call(t, name, dfd < 0 ? -100 : (long)a[dfd], a[pi], 0, 0, 0, 1, follow);
+    pend_path_call(t, name, dfd < 0 ? AT_FDCWD : (long)a[dfd], a[pi], 0, 0, 0, 1, follow, 0);
     break;
   }
   case C_NONE: break;

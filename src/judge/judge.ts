@@ -15,7 +15,7 @@ export type Verdict = 'PROMOTE' | 'REQUIRE_CONFIRMATION' | 'BLOCK' | 'FORCE_ROLL
 export const JUDGE_REASON_CODES = {
   JG_UNREADABLE_ARGUMENT: {
     verdict: 'BLOCK',
-    meaning: 'the program made observed system calls whose arguments (path, socket address) the host could not read, or a path whose links the host could not follow to their end (longer than 8 KiB resolved, more than 1,024 folders to open): what they named is unknown, so the run was not fully observed',
+    meaning: 'the program made observed system calls whose arguments (path, socket address) the host could not read, or a path the host could not follow to where it leads (longer than 8 KiB once its links are resolved, more than 256 folders to open, or relative to a folder whose name is longer than a path can be): what they named is unknown, so the run was not fully observed',
     fix: 'keep paths and addresses in ordinary memory, and links few and short; a program that hides them from the host is not run',
   },
   JG_SYSCALL_REFUSED: {

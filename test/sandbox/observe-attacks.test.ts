@@ -230,12 +230,51 @@ test('attack: links the program makes (and /proc\'s own) lead its opens to /root
   assert.ok(j.unexpected.some((u) => u.includes('/etc/cron.d/job (as /tmp/w/cron.d/job, ENOENT)')), j.unexpected.join('\n'));
 });
 
+test('attack (a review\'s findings): a deleted cwd or dirfd, a cwd and path longer than PATH_MAX together, openat2 RESOLVE_IN_ROOT from /etc: each reported where the kernel went; a memfd reopened through /proc/self/fd is no finding', async () => {
+  const code = [
+    'import ctypes, os, struct',
+    'os.symlink("/root", "/tmp/e"); os.symlink("/etc", "/tmp/w")',
+    'def tryit(p, flags=os.O_RDONLY, **kw):',
+    '  try: os.close(os.open(p, flags, 0o600, **kw)); print("OPENED", p[:40])',
+    '  except OSError as e: print(p[:40], e.errno)',
+    // Deleted: the host's text of the cwd is "/tmp/d (deleted)", yet the kernel goes up from it.
+    'os.mkdir("/tmp/d"); os.chdir("/tmp/d"); os.rmdir("/tmp/d")',
+    'tryit("../e/.ssh/id_rsa")',
+    'os.mkdir("/tmp/f"); fd = os.open("/tmp/f", os.O_PATH | os.O_DIRECTORY); os.rmdir("/tmp/f")',
+    'tryit("../w/cron.d/job", os.O_WRONLY | os.O_CREAT, dir_fd=fd)',
+    // Long: a 3,000-byte cwd and a 1,200-byte relative path, 4,200 bytes as one text.
+    'os.chdir("/tmp")',
+    'for i in range(12): os.mkdir("x" * 250); os.chdir("x" * 250)',
+    'tryit("../" * 12 + "e/" + "./" * 600 + ".aws/credentials")',
+    // openat2 with RESOLVE_IN_ROOT: "/shadow" from a dirfd of /etc is /etc/shadow.
+    'libc = ctypes.CDLL(None, use_errno=True)',
+    'etc = os.open("/etc", os.O_PATH | os.O_DIRECTORY)',
+    'how = struct.pack("QQQ", os.O_RDONLY, 0, 0x10)',
+    'print("openat2", libc.syscall(437, etc, b"/shadow", how, len(how)), ctypes.get_errno())',
+    // Ordinary: a memfd reopened by its /proc name is a descriptor the program holds, not a path.
+    'm = os.memfd_create("buf")',
+    'with open(f"/proc/self/fd/{m}", "r+b") as f: f.write(b"x")',
+    'print("done")',
+  ].join('\n');
+  const o = await py(code);
+  assert.equal(o.host.syscallTracer, 'airlock-tracer', String(o.host.syscallTracer));
+  assert.match(o.stdout.bytes.toString(), /openat2 -1 2\ndone\n$/, text(o));
+  const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.access, a.path, a.result]);
+  assert.deepEqual(got, [
+    ['read', '/root/.ssh/id_rsa', null],
+    ['write', '/etc/cron.d/job', 'ENOENT'],
+    ['read', '/root/.aws/credentials', null],
+    ['read', '/etc/shadow', null],
+  ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
+  assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], [], text(o));
+});
+
 test('attack: a path whose links make the host walk deep folders again and again: the walk stops at its budget and the call is unobserved (JG_UNREADABLE_ARGUMENT), BLOCK', async () => {
-  // One tracer serves every run: each of these four links names a 300-folder path again, so
-  // following them costs 1,200+ opens, past the walk's 1,024. The last leads to /root.
+  // One tracer serves every run: each of these links names a 100-folder path again, so following
+  // them costs 300+ opens, past the walk's 256. The last leads to /root.
   const code = [
     'import os',
-    'deep = "/tmp" + "/d" * 300',
+    'deep = "/tmp" + "/d" * 100',
     'os.makedirs(deep)',
     'for i in range(1, 4): os.symlink(f"{deep}/n{i + 1}", f"{deep}/n{i}")',
     'os.symlink("/root/.ssh/id_rsa", f"{deep}/n4")',
