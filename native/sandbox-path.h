@@ -18,6 +18,7 @@
 //   (an O_PATH open of it): to a folder the walk goes on from there; to anything else the call acts
 //   on a descriptor the program holds, and the path as written is kept. /proc/self and
 //   /proc/thread-self name their reader, so they are read as the program's own pid.
+//   /proc/<pid>/map_files is never looked in (LOCKED_NAME).
 // - Where it ended is the kernel's name of the last folder reached (/proc/self/fd/N), in the
 //   sandbox's view, plus what did not exist after it, as written.
 // The program can change a link between this stop and the kernel's own walk; the report is the
@@ -36,6 +37,11 @@
 
 enum walk { WALK_SAME, WALK_RESOLVED, WALK_FAILED };
 
+// /proc/<pid>/map_files: a lookup in it waits on that process's memory map lock, which a program
+// holds for tens of ms with a fork of a big map. The tracer (root) would wait where the program
+// (no CAP_SYS_ADMIN) is refused at once: the walk stops there, keeping the path as written.
+#define LOCKED_NAME "map_files"
+
 static int has_dotdot(const char *p) {
   for (const char *s = p; (s = strstr(s, "..")); s += 2)
     if ((s == p || s[-1] == '/') && (s[2] == 0 || s[2] == '/')) return 1;
@@ -47,6 +53,7 @@ static int has_dotdot(const char *p) {
 static int meets_link(int start, const char *path, int follow_last) {
   while (*path == '/') path++;
   if (!*path) return 0;
+  if (strstr(path, "map_files")) return 1; // the walk looks at it (see LOCKED_NAME)
   struct open_how how = {.flags = O_PATH | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW), .resolve = RESOLVE_NO_SYMLINKS};
   int fd = (int)syscall(SYS_openat2, start, path, &how, sizeof how);
   if (fd >= 0) close(fd);
@@ -85,21 +92,22 @@ static ssize_t fd_name(int fd, char *dst, size_t cap) {
 enum link_kind { LINK_TEXT, LINK_DESCRIPTOR, LINK_UNREADABLE };
 
 // The link `fd` (named `name`, in folder `dir`): LINK_TEXT with its text in dst, or LINK_DESCRIPTOR
-// for a /proc link that names a descriptor (the kernel follows it, not its text).
+// for a /proc link that names a descriptor (the kernel follows it, not its text). /proc's plain
+// links are in its root only (self, thread-self, mounts, net); every other is a descriptor's (cwd,
+// root, exe, fd/N, ns/...), whose text is never read: its name can be as deep as the program's
+// folders go, and building it costs the shared tracer.
 static enum link_kind link_of(pid_t pid, int fd, int dir, const char *name, char *dst, size_t cap) {
   struct statfs fs;
-  int in_proc = fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
-  ssize_t n = readlinkat(fd, "", dst, cap - 1);
-  if (n < 0 && errno == ENOENT && in_proc && (strcmp(name, "self") == 0 || strcmp(name, "thread-self") == 0)) {
-    struct stat top;
-    // Only /proc's own self: its folder is /proc's root (inode 1).
-    if (fstat(dir, &top) != 0 || top.st_ino != 1) return LINK_UNREADABLE;
-    return proc_self_text(pid, name[0] == 't', dst, cap) ? LINK_TEXT : LINK_UNREADABLE;
+  struct stat at;
+  if (fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC) {
+    if (fstat(dir, &at) != 0 || at.st_ino != 1) return LINK_DESCRIPTOR; // not /proc's root (inode 1)
+    if (strcmp(name, "self") == 0 || strcmp(name, "thread-self") == 0)
+      return proc_self_text(pid, name[0] == 't', dst, cap) ? LINK_TEXT : LINK_UNREADABLE;
   }
-  if (n <= 0 || (size_t)n >= cap - 1) return in_proc ? LINK_DESCRIPTOR : LINK_UNREADABLE;
+  ssize_t n = readlinkat(fd, "", dst, cap - 1);
+  if (n <= 0 || (size_t)n >= cap - 1) return LINK_UNREADABLE;
   dst[n] = 0;
-  // /proc's plain links are relative (self/mounts, 12/task/12); a descriptor's is a name or `pipe:[7]`.
-  return in_proc && (dst[0] == '/' || strchr(dst, ':')) ? LINK_DESCRIPTOR : LINK_TEXT;
+  return LINK_TEXT;
 }
 
 // Appends `/name` (n bytes) to `s` (`*len` bytes so far); 0 when it does not fit.
@@ -169,8 +177,14 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
       set_fd(&cur, up);
       continue;
     }
-    int fd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
+    struct statfs fs;
+    if (strcmp(name, LOCKED_NAME) == 0 && fstatfs(cur, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC) {
+      *p = saved;
+      r = WALK_SAME;
+      break;
+    }
+    int fd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISLNK(st.st_mode)) {
       *p = saved;
       if (fd >= 0) set_fd(&cur, fd);

@@ -455,11 +455,12 @@ static int refuse_syscall(pid_t pid) {
 // chroot nor change its mount namespace (the seccomp filter refuses both), so every task shares it.
 static int run_root(struct task *t) {
   struct run *r = run_of(t->run);
-  if (r && r->root1 > 0) return r->root1 - 1;
+  if (!r) return -1;
+  if (r->root1 > 0) return r->root1 - 1;
   char at[64];
   snprintf(at, sizeof at, "/proc/%d/root", t->pid);
   int fd = open(at, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (r && fd >= 0) r->root1 = fd + 1;
+  if (fd >= 0) r->root1 = fd + 1;
   return fd;
 }
 
@@ -488,7 +489,16 @@ static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_
   if (got < 0 || unreadable) return pend_unreadable(t, name);
   int top = run_root(t), start = top;
   base[0] = 0;
-  if (rel[0] != '/' || in_root) start = start_of(t->pid, dirfd, base, sizeof base);
+  if (rel[0] != '/' || in_root) {
+    start = start_of(t->pid, dirfd, base, sizeof base);
+    // A dirfd that is no folder: with an empty path (AT_EMPTY_PATH) the call acts on the descriptor
+    // itself (stdout's is a host FIFO, whose name is the host's), otherwise it fails (ENOTDIR).
+    struct stat st;
+    if (start >= 0 && fstat(start, &st) == 0 && !S_ISDIR(st.st_mode)) {
+      close(start);
+      return;
+    }
+  }
   enum walk w = sandbox_path(t->pid, in_root ? start : top, start, in_root, rel, follow, real, sizeof real);
   if (start != top && start >= 0) close(start);
   // The path as written, made absolute against its folder's name (`/` after it for RESOLVE_IN_ROOT).
