@@ -48,12 +48,12 @@ static int has_dotdot(const char *p) {
   return 0;
 }
 
-// 0: `path` (from `start`; an absolute one from the root `start` is) meets no link on its way, as far
+// 0: `path`, looked up from `start` (the root, for an absolute path), meets no link on its way as far
 // as the kernel's own lookup got; 1: it does, or that cannot be told this way.
 static int meets_link(int start, const char *path, int follow_last) {
   while (*path == '/') path++;
   if (!*path) return 0;
-  if (strstr(path, "map_files")) return 1; // the walk looks at it (see LOCKED_NAME)
+  if (strstr(path, LOCKED_NAME)) return 1; // the walk stops there
   struct open_how how = {.flags = O_PATH | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW), .resolve = RESOLVE_NO_SYMLINKS};
   int fd = (int)syscall(SYS_openat2, start, path, &how, sizeof how);
   if (fd >= 0) close(fd);
