@@ -183,6 +183,13 @@ test('contained: fifo, socket, whiteout char device, a newline name, a sparse fi
   if (o2.stdout.bytes.toString().includes('WHITEOUT')) assert.equal(by.get('/out/wh'), 'char-device');
 });
 
+/** A python program run under the host tracer, which is what resolves links (root, a C compiler at set-up). */
+async function traced(code: string): Promise<Awaited<ReturnType<typeof py>>> {
+  const o = await py(code);
+  assert.equal(o.host.syscallTracer, 'airlock-tracer', `links are resolved by the host tracer: ${o.host.syscallTracer}`);
+  return o;
+}
+
 test('attack: links the program makes (and /proc\'s own) lead its opens to /root and /etc: each is reported by where it leads, with the path as written, and judged', async () => {
   // Each line: a spelling of a host-secret place (or of a write outside the writable areas) that looks
   // harmless as written. None can succeed (the root is read-only and holds no secrets): what is tested
@@ -207,8 +214,7 @@ test('attack: links the program makes (and /proc\'s own) lead its opens to /root
     'tryit("/tmp/k", os.O_RDONLY)', // a device, through a link
     'open("/out/done", "w").write("ran")',
   ].join('\n');
-  const o = await py(code);
-  assert.equal(o.host.syscallTracer, 'airlock-tracer', `links are resolved by the host tracer (root, a C compiler at set-up): ${o.host.syscallTracer}`);
+  const o = await traced(code);
   assert.equal(o.status, 'SUCCESS', text(o));
   assert.doesNotMatch(o.stdout.bytes.toString(), /OPENED/, text(o));
   const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.access, a.path, a.asWritten ?? null]);
@@ -256,8 +262,7 @@ test('attack (a review\'s findings): a deleted cwd or dirfd, a cwd and path long
     'with open(f"/proc/self/fd/{m}", "r+b") as f: f.write(b"x")',
     'print("done")',
   ].join('\n');
-  const o = await py(code);
-  assert.equal(o.host.syscallTracer, 'airlock-tracer', String(o.host.syscallTracer));
+  const o = await traced(code);
   assert.match(o.stdout.bytes.toString(), /openat2 -1 2\ndone\n$/, text(o));
   const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.access, a.path, a.result]);
   assert.deepEqual(got, [
@@ -281,8 +286,7 @@ test('attack: a path whose links make the host walk deep folders again and again
     'try: open(f"{deep}/n1").read()',
     'except OSError as e: print("open", e.errno)',
   ].join('\n');
-  const o = await py(code);
-  assert.equal(o.host.syscallTracer, 'airlock-tracer', String(o.host.syscallTracer));
+  const o = await traced(code);
   assert.equal(o.stdout.bytes.toString(), 'open 2\n', text(o));
   assert.deepEqual(o.sideEffects?.unreadableSyscalls, [{ syscall: 'openat', count: 1 }], JSON.stringify(o.sideEffects?.fileAccess));
   const j = judge(deepAction(), o);
