@@ -41,9 +41,10 @@
 //   D <pid> <name> <hexpath> <res>                 open/mknod of a path that contains "dev" (superset;
 //                                                  the host decides what a device path is)
 //   A <pid> <name> w <hexpath> <res>               a write: an open for writing or creating, or a
-//                                                  call that creates, removes, renames, links or
-//                                                  chmods/chowns a path (the path it creates or
-//                                                  changes; a rename's or link's new name)
+//                                                  call that creates, removes, renames, links a
+//                                                  path or changes its mode, owner, times or
+//                                                  xattrs (the path it creates or changes; a
+//                                                  rename's or link's new name)
 //   A <pid> <name> r <hexpath> -                   an open for reading of a path under a host-secret
 //                                                  prefix (superset; the host decides), sent at entry:
 //                                                  no exit stop for reads, whose result the host infers
@@ -91,6 +92,10 @@
 #endif
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2 452 // Linux 6.6; the same number on x86_64 and aarch64
+#endif
+#ifndef SYS_setxattrat
+#define SYS_setxattrat 463 // Linux 6.13; the same numbers on x86_64 and aarch64
+#define SYS_removexattrat 466
 #endif
 #define SC_OP_EXIT 2
 #define SC_OP_SECCOMP 3
@@ -314,6 +319,9 @@ static enum cls classify(long nr, const char **name) {
     K(SYS_chmod, C_PATHW)
     K(SYS_chown, C_PATHW)
     K(SYS_lchown, C_PATHW)
+    K(SYS_utime, C_PATHW)
+    K(SYS_utimes, C_PATHW)
+    K(SYS_futimesat, C_PATHW)
 #endif
     K(SYS_truncate, C_PATHW)
     K(SYS_mkdirat, C_PATHW)
@@ -325,6 +333,13 @@ static enum cls classify(long nr, const char **name) {
     K(SYS_fchmodat, C_PATHW)
     K(SYS_fchmodat2, C_PATHW)
     K(SYS_fchownat, C_PATHW)
+    K(SYS_utimensat, C_PATHW)
+    K(SYS_setxattr, C_PATHW)
+    K(SYS_lsetxattr, C_PATHW)
+    K(SYS_removexattr, C_PATHW)
+    K(SYS_lremovexattr, C_PATHW)
+    K(SYS_setxattrat, C_PATHW)
+    K(SYS_removexattrat, C_PATHW)
 #undef K
   }
   return C_NONE;
@@ -339,9 +354,13 @@ static void pathw_args(long nr, const uint64_t *a, int *dfd, int *path, int *fol
   switch (nr) {
 #ifdef SYS_mkdir
   case SYS_link: case SYS_symlink: case SYS_rename: *path = 1; break;
-  case SYS_chmod: case SYS_chown: *follow = 1; break;
+  case SYS_chmod: case SYS_chown: case SYS_utime: case SYS_utimes: *follow = 1; break;
+  case SYS_futimesat: *dfd = 0; *path = 1; *follow = 1; break;
 #endif
-  case SYS_truncate: *follow = 1; break;
+  case SYS_truncate: case SYS_setxattr: case SYS_removexattr: *follow = 1; break;
+  // A NULL path (futimens) acts on the dirfd, a descriptor: pend_path_call reports nothing for it.
+  case SYS_utimensat: *dfd = 0; *path = 1; *follow = !(a[3] & AT_SYMLINK_NOFOLLOW); break;
+  case SYS_setxattrat: case SYS_removexattrat: *dfd = 0; *path = 1; *follow = !(a[2] & AT_SYMLINK_NOFOLLOW); break;
   case SYS_mkdirat: case SYS_unlinkat: *dfd = 0; *path = 1; break;
   case SYS_fchmodat: *dfd = 0; *path = 1; *follow = 1; break;
   case SYS_fchmodat2: *dfd = 0; *path = 1; *follow = !(a[3] & AT_SYMLINK_NOFOLLOW); break;

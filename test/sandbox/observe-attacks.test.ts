@@ -293,3 +293,59 @@ test('attack: a path whose links make the host walk deep folders again and again
   assert.equal(j.verdict, 'BLOCK', j.reasons.join('\n'));
   assert.ok(j.reasons.some((r) => r.startsWith('JG_UNREADABLE_ARGUMENT: ') && r.includes('openat x1')), j.reasons.join('\n'));
 });
+
+test('attack: times and xattrs changed through links and by raw syscalls (utime, utimes, futimesat, setxattrat, removexattrat): each attempt outside the writable areas is reported by where it leads; on a descriptor or a link in /tmp nothing is', async () => {
+  // x86_64 numbers (utime, utimes and futimesat do not exist on aarch64: the test skips them there).
+  const code = [
+    'import ctypes, os, platform',
+    'libc = ctypes.CDLL(None, use_errno=True)',
+    'libc.syscall.restype = ctypes.c_long',
+    'os.symlink("/etc", "/tmp/w"); os.symlink("/etc/passwd", "/tmp/pw")',
+    'def raw(name, nr, *args):',
+    '  r = libc.syscall(ctypes.c_long(nr), *args)',
+    '  print(name, r, ctypes.get_errno() if r < 0 else 0)',
+    'def tryit(f):',
+    '  try: f(); print("CHANGED")',
+    '  except OSError as e: print(e.errno)',
+    'tryit(lambda: os.utime("/tmp/pw"))', // utimensat, following the link to /etc/passwd
+    'os.utime("/tmp/pw", follow_symlinks=False)', // the link itself, in /tmp: allowed, nothing to report
+    'tryit(lambda: os.setxattr("/tmp/w/hosts", "user.x", b"1"))',
+    'tryit(lambda: os.removexattr("/tmp/w/group", "user.x"))',
+    'try: os.setxattr("/tmp/pw", "user.x", b"1", follow_symlinks=False)', // lsetxattr on the link in /tmp: nothing
+    'except OSError: pass',
+    'fd = os.open("/out/t", os.O_CREAT | os.O_WRONLY); os.utime(fd)', // futimens: a descriptor, no path
+    'AT_FDCWD = ctypes.c_long(-100)',
+    'if platform.machine() == "x86_64":',
+    '  raw("utime", 132, b"/tmp/w/fstab", None)',
+    '  raw("utimes", 235, b"/tmp/w/hostname", None)',
+    '  raw("futimesat", 261, AT_FDCWD, b"/tmp/w/resolv.conf", None)',
+    '  libc.syscall(ctypes.c_long(261), ctypes.c_long(fd), None, None)', // NULL: acts on the descriptor, nothing
+    'args = (ctypes.c_uint64 * 2)(ctypes.cast(ctypes.c_char_p(b"1"), ctypes.c_void_p).value, 1)', // struct xattr_args
+    'raw("setxattrat", 463, AT_FDCWD, b"/tmp/w/nsswitch.conf", 0, b"user.x", args, ctypes.c_long(16))',
+    'raw("removexattrat", 466, AT_FDCWD, b"/tmp/w/ld.so.cache", 0, b"user.x")',
+    'open("/out/done", "w").write("ran")',
+  ].join('\n');
+  const o = await traced(code);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  assert.doesNotMatch(o.stdout.bytes.toString(), /CHANGED| 0 0$/m, `nothing outside the writable areas changed: ${text(o)}`);
+  const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.syscall, a.path, a.asWritten ?? null]);
+  assert.deepEqual(got, [
+    ['utimensat', '/etc/passwd', '/tmp/pw'],
+    ['setxattr', '/etc/hosts', '/tmp/w/hosts'],
+    ['removexattr', '/etc/group', '/tmp/w/group'],
+    ...(process.arch === 'x64'
+      ? [
+          ['utime', '/etc/fstab', '/tmp/w/fstab'],
+          ['utimes', '/etc/hostname', '/tmp/w/hostname'],
+          ['futimesat', '/etc/resolv.conf', '/tmp/w/resolv.conf'],
+        ]
+      : []),
+    ['setxattrat', '/etc/nsswitch.conf', '/tmp/w/nsswitch.conf'],
+    ['removexattrat', '/etc/ld.so.cache', '/tmp/w/ld.so.cache'],
+  ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
+  assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);
+  // A refused write (no secret read) is a person's call, as for an open for writing.
+  const j = judge(deepAction(), o);
+  assert.equal(j.verdict, 'REQUIRE_CONFIRMATION', j.reasons.join('\n'));
+  assert.ok(j.unexpected.some((u) => u.includes('/etc/hosts (as /tmp/w/hosts, EROFS)')), j.unexpected.join('\n'));
+});

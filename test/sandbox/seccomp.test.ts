@@ -193,3 +193,24 @@ test('DENIED_SYSCALLS lists every numbered rule', () => {
   const obsolete = new Set(['uselib', 'create_module', 'get_kernel_syms', 'query_module', 'nfsservctl', '_sysctl']);
   for (const name of Object.keys(deniedSyscallNumbers('x64'))) if (!obsolete.has(name)) assert.ok(listed.has(name), name);
 });
+
+test('the table\'s numbers for the *xattrat calls (Linux 6.13) are the running kernel\'s: listxattrat lists, removexattrat removes', { skip: process.arch !== 'x64' && process.arch !== 'arm64' }, () => {
+  const file = join(dir, 'xattrat');
+  writeFileSync(file, '');
+  const nr = process.arch === 'x64' ? X86_64_SYSCALLS : AARCH64_SYSCALLS;
+  const code = [
+    'import ctypes, os, sys',
+    'libc = ctypes.CDLL(None, use_errno=True); libc.syscall.restype = ctypes.c_long',
+    'p = sys.argv[1].encode(); os.setxattr(p, "user.a", b"1")',
+    'buf = ctypes.create_string_buffer(64)',
+    'n = libc.syscall(ctypes.c_long(int(sys.argv[2])), ctypes.c_long(-100), p, 0, buf, ctypes.c_long(64))',
+    'if n < 0 and ctypes.get_errno() == 38: print("ENOSYS"); sys.exit()',
+    'print(buf.raw[:n])',
+    'libc.syscall(ctypes.c_long(int(sys.argv[3])), ctypes.c_long(-100), p, 0, b"user.a")',
+    'print(os.listxattr(p))',
+  ].join('\n');
+  const r = spawnSync('python3', ['-c', code, file, String(nr.listxattrat), String(nr.removexattrat)], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  if (r.stdout === 'ENOSYS\n') return; // a kernel before 6.13: nothing to compare with
+  assert.equal(r.stdout, "b'user.a\\x00'\n[]\n");
+});

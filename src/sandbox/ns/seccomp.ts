@@ -171,9 +171,10 @@ const OBSOLETE_DENIED = ['uselib', 'create_module', 'get_kernel_syms', 'query_mo
 export const ERRNO_SYSCALLS = { clone3: 'ENOSYS' } as const;
 /**
  * Refused with ENOSYS in the filter without `observe` only: strace (the observer then) cannot trace
- * them by name, and libc falls back to a call it can (fchmodat2 -> fchmodat).
+ * them by name, and libc falls back to a call it can (fchmodat2 -> fchmodat; the *xattrat calls of
+ * Linux 6.13 have the older setxattr family beside them).
  */
-const UNTRACEABLE_BY_STRACE = ['fchmodat2'];
+const UNTRACEABLE_BY_STRACE = ['fchmodat2', 'setxattrat', 'removexattrat'];
 
 /**
  * The syscalls the host's tracer observes (native/tracer.c classifies the same set), without clone
@@ -183,7 +184,14 @@ const OBSERVED = ['execve', 'execveat', 'fork', 'vfork', 'kill', 'tkill', 'tgkil
   'open', 'creat', 'mknod', 'openat', 'openat2', 'mknodat',
   // calls that change a path (reported when they write outside /out, /tmp and the scopes)
   'mkdir', 'rmdir', 'link', 'unlink', 'symlink', 'rename', 'chmod', 'chown', 'lchown', 'truncate',
-  'mkdirat', 'unlinkat', 'linkat', 'symlinkat', 'renameat', 'renameat2', 'fchmodat', 'fchmodat2', 'fchownat'];
+  'mkdirat', 'unlinkat', 'linkat', 'symlinkat', 'renameat', 'renameat2', 'fchmodat', 'fchmodat2', 'fchownat',
+  'utime', 'utimes', 'setxattr', 'lsetxattr', 'removexattr', 'lremovexattr', 'setxattrat', 'removexattrat'];
+/**
+ * Observed only when the named argument (a pointer) is set: sendto without an address has nothing to
+ * record, and utimensat/futimesat without a path act on a descriptor (futimens), as `touch`, `cp -p`
+ * and tar do for every file.
+ */
+const OBSERVED_WITH_ARG: Readonly<Record<string, number>> = { sendto: 4, utimensat: 1, futimesat: 1 };
 
 type Arch = 'x86_64' | 'aarch64';
 const ARCHES: Record<Arch, { audit: number; x32Check: boolean; nr: Readonly<Record<string, number>> }> = {
@@ -383,8 +391,13 @@ export function buildSeccompFilter(arch: string = process.arch, opts: { observe?
   // ioctl(fd, cmd): cmd is an unsigned int, so comparing the low word matches what the kernel sees.
   prog.push(...when(nr('ioctl'), [ld(offArgLo(1)), jeq(TIOCSTI, 'trap2'), jeq(TIOCLINUX, 'trap2'), ret(SECCOMP_RET_ALLOW), label('trap2'), ret(SECCOMP_RET_TRAP)]));
   if (!worker) prog.push(...when(nr('personality'), [ld(offArgLo(0)), ...PERSONALITY_ALLOWED.map((k) => jeq(k, 'allow3')), ret(SECCOMP_RET_TRAP), label('allow3'), ret(SECCOMP_RET_ALLOW)]));
-  // sendto(fd, buf, len, flags, dest_addr, addrlen): without an address there is nothing to record.
-  if (observe) prog.push(...when(nr('sendto'), [ld(offArgLo(4)), jeq(0, null, 'trace4'), ld(offArgHi(4)), jeq(0, null, 'trace4'), ret(SECCOMP_RET_ALLOW), label('trace4'), ret(SECCOMP_RET_TRACE)]));
+  if (observe) {
+    for (const [name, arg] of Object.entries(OBSERVED_WITH_ARG)) {
+      if (t.nr[name] === undefined) continue;
+      const traced = id();
+      prog.push(...when(nr(name), [ld(offArgLo(arg)), jeq(0, null, traced), ld(offArgHi(arg)), jeq(0, null, traced), ret(SECCOMP_RET_ALLOW), label(traced), ret(SECCOMP_RET_TRACE)]));
+    }
+  }
   prog.push(
     ...membership([...numbers(a, allowed).values()], 'allow', id),
     // Off the list: a privileged family is trapped; anything else is refused and reported.

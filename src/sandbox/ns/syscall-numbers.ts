@@ -64,7 +64,7 @@ export const X86_64_SYSCALLS: Readonly<Record<string, number>> = {
   process_mrelease: 448, futex_waitv: 449, set_mempolicy_home_node: 450, cachestat: 451, fchmodat2: 452,
   map_shadow_stack: 453, futex_wake: 454, futex_wait: 455, futex_requeue: 456, statmount: 457,
   listmount: 458, lsm_get_self_attr: 459, lsm_set_self_attr: 460, lsm_list_modules: 461, mseal: 462,
-  setxattrat: 463, getxattrat: 464, removexattrat: 465, listxattrat: 466, open_tree_attr: 467,
+  setxattrat: 463, getxattrat: 464, listxattrat: 465, removexattrat: 466, open_tree_attr: 467,
   file_getattr: 468, file_setattr: 469,
 };
 
@@ -121,5 +121,5 @@ export const AARCH64_SYSCALLS: Readonly<Record<string, number>> = {
   set_mempolicy_home_node: 450, cachestat: 451, fchmodat2: 452, map_shadow_stack: 453, futex_wake: 454,
   futex_wait: 455, futex_requeue: 456, statmount: 457, listmount: 458, lsm_get_self_attr: 459,
   lsm_set_self_attr: 460, lsm_list_modules: 461, mseal: 462, setxattrat: 463, getxattrat: 464,
-  removexattrat: 465, listxattrat: 466, open_tree_attr: 467, file_getattr: 468, file_setattr: 469,
+  listxattrat: 465, removexattrat: 466, open_tree_attr: 467, file_getattr: 468, file_setattr: 469,
 };

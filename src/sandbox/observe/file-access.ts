@@ -15,6 +15,9 @@ export const PATH_WRITE_ARGS: Readonly<Record<string, readonly [number, number]>
   link: [-1, 1], symlink: [-1, 1], rename: [-1, 1],
   mkdirat: [0, 1], unlinkat: [0, 1], fchmodat: [0, 1], fchownat: [0, 1],
   renameat: [2, 3], renameat2: [2, 3], linkat: [2, 3], symlinkat: [1, 2],
+  // times and xattrs (a NULL path acts on the dirfd, a descriptor: nothing to judge)
+  utime: [-1, 0], utimes: [-1, 0], futimesat: [0, 1], utimensat: [0, 1],
+  setxattr: [-1, 0], lsetxattr: [-1, 0], removexattr: [-1, 0], lremovexattr: [-1, 0],
 };
 
 /** Open flags that mean the call writes or creates. */
