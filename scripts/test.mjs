@@ -45,9 +45,12 @@ if (files.length === 0) {
 }
 const tmp = mkdtempSync(join(tmpdir(), 'airlock-test-run-'));
 chmodSync(tmp, 0o755); // the sandbox's host uid (nobody) must reach the staging dirs below it
+// The real trees tests act on as scopes (test/helpers/workspace.ts), outside /tmp: the sandbox has its own.
+const scopes = mkdtempSync('/var/tmp/airlock-test-scopes-');
+chmodSync(scopes, 0o755);
 const folders = new Set(files.map((f) => f.slice(root.length).split('/')[0]));
 console.log(`test: ${full ? '[3/3] ' : ''}${files.length} test file${files.length === 1 ? '' : 's'} in ${folders.size} folder${folders.size === 1 ? '' : 's'} (${[...folders].join(', ')})`);
-const r = spawnSync(process.execPath, ['--enable-source-maps', '--test', '--test-reporter=spec', ...files], { stdio: 'inherit', env: { ...process.env, TMPDIR: tmp } });
+const r = spawnSync(process.execPath, ['--enable-source-maps', '--test', '--test-reporter=spec', ...files], { stdio: 'inherit', env: { ...process.env, TMPDIR: tmp, AIRLOCK_TEST_SCOPE_ROOT: scopes } });
 
 // The test processes are gone: sweep what their sandboxes left mounted (staging tmpfs, overlays,
 // cgroups), then remove the directory, unless something is still mounted below it (then say so).
@@ -55,11 +58,13 @@ process.env.TMPDIR = tmp;
 try {
   const { mountsBelow, sweepOrphans } = await import('../dist/src/sandbox/ns/sweep.js');
   for (const e of sweepOrphans().errors) console.error(`test cleanup: ${e}`);
-  const mounted = mountsBelow(tmp);
-  if (mounted.length) console.error(`test cleanup: still mounted, ${tmp} kept: ${mounted.join(', ')}`);
-  else rmSync(tmp, { recursive: true, force: true });
+  for (const dir of [tmp, scopes]) {
+    const mounted = mountsBelow(dir);
+    if (mounted.length) console.error(`test cleanup: still mounted, ${dir} kept: ${mounted.join(', ')}`);
+    else rmSync(dir, { recursive: true, force: true });
+  }
 } catch (e) {
-  console.error(`test cleanup failed, ${tmp} kept: ${e.message}`); // the tests' own verdict stands
+  console.error(`test cleanup failed, ${tmp} and ${scopes} kept: ${e.message}`); // the tests' own verdict stands
 }
 console.log(`test: ${r.status === 0 ? 'passed' : 'FAILED'} in ${secs(t0)}${full ? ' (build, lint and tests)' : ''}`);
 process.exit(r.status ?? 1);

@@ -2,7 +2,7 @@
 // stayed wedged, or a change that could never be rolled back was promoted).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promote } from '../../src/commit/promote.js';
@@ -175,6 +175,7 @@ test('A5: strace of promote + rollback: every write in the scope is made by a pr
   const r = await run(ws, cmd(t, `echo n > ${t}/sub/new.txt; echo mm > ${t}/mod.txt; mkdir ${t}/d; rm ${t}/sub/keep.txt`, { create: [`${t}/sub/*`, `${t}/d`], modify: [`${t}/mod.txt`], delete: [`${t}/sub/keep.txt`] }));
   assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('|'));
   const out = mkdtempSync('/var/tmp/strace-');
+  tc.after(() => rmSync(out, { recursive: true, force: true }));
   for (const verb of ['promote', 'rollback']) {
     const log = join(out, verb);
     const s = spawnSync('strace', ['-f', '-qq', '-o', log, '-e', 'trace=setresuid,openat,renameat2,unlinkat,mkdirat,fchmod,fchown,chmod,chown,fchmodat,fchownat,linkat,utimensat', 'bin/airlock', verb, r.sandboxId, '--workspace', ws.root], { encoding: 'utf8' });

@@ -18,8 +18,8 @@ export function workspace(): Workspace {
 
 /** A real tree outside /tmp (the sandbox has its own /tmp). */
 export function tree(files: Record<string, { text: string; mode?: number }>): string {
-  mkdirSync('/var/tmp/airlock-test', { recursive: true });
-  const root = mkdtempSync('/var/tmp/airlock-test/commit-');
+  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+  const root = mkdtempSync(join(TEST_SCOPE_ROOT, 'commit-'));
   chmodSync(root, 0o777); // the sandbox acts as host nobody: it must be able to change the tree
   for (const [rel, f] of Object.entries(files)) {
     const p = join(root, rel);

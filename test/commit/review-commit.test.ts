@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { recover } from '../../src/commit/recover.js';
-import { scopedWorkspace } from '../helpers/workspace.js';
+import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
 import { cli, descriptor, OWNER_UID, ownedTree, run } from './helpers.js';
 
 const root = process.getuid?.() === 0;
@@ -94,11 +94,11 @@ test('T3: rollback refuses a sandbox id that is not one (../): a journal planted
   const ws = scopedWorkspace();
   // A root-owned folder with a root file, and a folder of the attacker's holding a journal that says
   // a promotion added that file.
-  const victimDir = mkdtempSync(join('/var/tmp/airlock-test', 'rootdir-'));
+  const victimDir = mkdtempSync(join(TEST_SCOPE_ROOT, 'rootdir-'));
   const victim = join(victimDir, 'important.conf');
   writeFileSync(victim, 'root config\n');
   const st = statSync(victimDir);
-  const evil = mkdtempSync(join('/var/tmp/airlock-test', 'evil-'));
+  const evil = mkdtempSync(join(TEST_SCOPE_ROOT, 'evil-'));
   chownSync(evil, U, U);
   const id = relative(join(ws.root, 'promotions'), evil);
   const journal = {

@@ -3,8 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openWorkspace, type Workspace } from '../../src/workspace/workspace.js';
 
-/** Where tests put real trees that actions act on (outside /tmp: the sandbox has its own /tmp). */
-export const TEST_SCOPE_ROOT = '/var/tmp/airlock-test';
+/**
+ * Where tests put real trees that actions act on (outside /tmp: the sandbox has its own /tmp).
+ * scripts/test.mjs makes one per test run and removes it after, so runs neither share nor leave it.
+ */
+export const TEST_SCOPE_ROOT = process.env.AIRLOCK_TEST_SCOPE_ROOT ?? '/var/tmp/airlock-test';
 
 /** Lists `roots` as the policy's scope_roots (the default policy allows no scope at all). */
 export function allowScopes(policyFile: string, roots: string[] = [TEST_SCOPE_ROOT]): void {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -388,15 +388,17 @@ test('a request cannot widen the ceiling; no ceiling means nothing runs', async 
   assert.ok(!off.ok && off.problems[0]?.code === 'LANE_NETWORK_EMPTY', JSON.stringify(off));
 });
 
-test('an Action Descriptor that declares network use reaches what the policy allows, and only that', async () => {
-  const d = descriptor('/var/tmp/airlock-net-scope', {
+test('an Action Descriptor that declares network use reaches what the policy allows, and only that', async (t) => {
+  const scope = mkdtempSync('/var/tmp/airlock-net-scope-');
+  chmodSync(scope, 0o755);
+  t.after(() => rmSync(scope, { recursive: true, force: true }));
+  const d = descriptor(scope, {
     action_type: 'COMMAND_EXECUTION',
-    scope: { filesystem: { paths: ['/var/tmp/airlock-net-scope'], recursive: false }, network: { required: true }, ui: { required: false } },
+    scope: { filesystem: { paths: [scope], recursive: false }, network: { required: true }, ui: { required: false } },
     effects: { filesystem: { create: [], modify: [], delete: [] }, network: true, system_state_change: false },
     sandbox: { required: true, sandbox_type: 'namespace', allow_network: true, max_runs: 1 },
     command: ['python3', '-c', `import urllib.request\nfor u in ['http://api.airlock.test:${port}/hello', 'http://evil.example.org:${port}/hello']:\n  try: print(urllib.request.urlopen(u, timeout=5).read().decode(), end='')\n  except Exception as e: print('refused', type(e).__name__)`],
   });
-  mkdirSync('/var/tmp/airlock-net-scope', { recursive: true });
   const parsed = actionDescriptorContract.parse(JSON.stringify(d), { fileName: 'net.json' });
   assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.problems));
   const a = actionFromDescriptor(parsed.value);

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { connectNats } from '../../src/utp/connect.js';
 import { repoPath } from '../helpers/paths.js';
 import { NATS_URL, PG_URL } from '../store/services.js';
+import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
 
 /**
  * The README's examples, run as a new user runs them: every ```sh block marked
@@ -70,7 +71,7 @@ async function freePort(): Promise<number> {
 
 const tag = `readme${randomBytes(4).toString('hex')}`;
 const stream = `AIRLOCK_${tag.toUpperCase()}`;
-const base = '/var/tmp/airlock-test';
+const base = TEST_SCOPE_ROOT;
 mkdirSync(base, { recursive: true, mode: 0o755 });
 // Not under /tmp: the examples' scopes live in HOME, and the sandbox refuses scopes under /tmp.
 const home = mkdtempSync(join(base, 'readme-home-'));

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { doctor } from '../../src/sandbox/doctor.js';
@@ -193,6 +193,7 @@ test('a declared scope is seen through a copy-on-write overlay: the real files n
   const caps = await doctor();
   if (!caps.bwrap?.supports.overlay && !(caps.isRoot && caps.overlayfs)) return t.skip('doctor: no overlay possible on this host (not root or no overlayfs, bwrap < 0.9)');
   const scope = mkdtempSync(join('/var/tmp', 'airlock-ns-scope-'));
+  t.after(() => rmSync(scope, { recursive: true, force: true }));
   // The sandbox writes as its host user: it gets exactly the permissions others have on the scope.
   chmodSync(scope, 0o777);
   writeFileSync(join(scope, 'keep.txt'), 'original', { mode: 0o666 });

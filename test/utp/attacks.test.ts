@@ -16,17 +16,18 @@ import { execFile } from 'node:child_process';
 import { repoPath } from '../helpers/paths.js';
 import { addOperator } from '../helpers/operator.js';
 import { eventually, sleep, startHarness, token, type Harness, toolRow } from './harness.js';
+import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
 
 /**
  * Attacks on the UTP door (a security review, 2026-11-27): each test states what an attacker does
  * and asserts what must happen. Real NATS, the harness's store (ATTACK_DB=postgres: PostgreSQL).
  */
 
-mkdirSync('/var/tmp/airlock-test', { recursive: true });
-const scope = mkdtempSync('/var/tmp/airlock-test/utp-attack-scope-');
+mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+const scope = mkdtempSync(join(TEST_SCOPE_ROOT, 'utp-attack-scope-'));
 chmodSync(scope, 0o777);
 writeFileSync(join(scope, 'data.txt'), 'payroll: alice 100\n', { mode: 0o666 });
-const POLICY = DEFAULT_POLICY_YAML.replace('scope_roots: []', 'scope_roots: [/var/tmp/airlock-test]');
+const POLICY = DEFAULT_POLICY_YAML.replace('scope_roots: []', `scope_roots: [${TEST_SCOPE_ROOT}]`);
 
 const projectB = token('pb');
 /** The CLI and the raw edits below use the workspace's SQLite store. */

@@ -7,16 +7,17 @@ import { DEFAULT_POLICY_YAML } from '../../src/policy/policy.js';
 import { callTool } from '../../src/utp/client.js';
 import { checkToolRecord } from '../../src/utp/tools.js';
 import { startHarness, type Harness, toolRow } from './harness.js';
+import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
 
 // The host policy (the workspace's policy.yaml, as the gate uses it) bounds every UTP call, and a
 // tool's options choose its lane, its own code and its declared effects. Real sandbox, real NATS.
 
-mkdirSync('/var/tmp/airlock-test', { recursive: true });
-const scope = mkdtempSync('/var/tmp/airlock-test/utp-scope-');
+mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+const scope = mkdtempSync(join(TEST_SCOPE_ROOT, 'utp-scope-'));
 chmodSync(scope, 0o777);
 writeFileSync(join(scope, 'keep.txt'), 'keep\n', { mode: 0o666 });
 // The default policy lets no action act on real files: this one allows the test's scope root.
-const POLICY = DEFAULT_POLICY_YAML.replace('scope_roots: []', 'scope_roots: [/var/tmp/airlock-test]');
+const POLICY = DEFAULT_POLICY_YAML.replace('scope_roots: []', `scope_roots: [${TEST_SCOPE_ROOT}]`);
 
 const tool = toolRow;
 
