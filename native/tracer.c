@@ -346,11 +346,14 @@ static enum cls classify(long nr, const char **name) {
 }
 
 // Which arguments of a C_PATHW call hold the changed path: (dirfd index or -1 for the cwd, path
-// index), and whether the call follows a link at its last component (`a`: the call's arguments).
-static void pathw_args(long nr, const uint64_t *a, int *dfd, int *path, int *follow) {
+// index), whether the call follows a link at its last component, and whether a NULL path means the
+// dirfd itself, as "" does (`a`: the call's arguments). The last: AT_EMPTY_PATH on a call that takes
+// it; Linux 6.18's setxattrat acts on the cwd for (AT_FDCWD, NULL), the others fail, and may not later.
+static void pathw_args(long nr, const uint64_t *a, int *dfd, int *path, int *follow, int *null_empty) {
   *dfd = -1;
   *path = 0;
   *follow = 0;
+  *null_empty = 0;
   switch (nr) {
 #ifdef SYS_mkdir
   case SYS_link: case SYS_symlink: case SYS_rename: *path = 1; break;
@@ -360,11 +363,11 @@ static void pathw_args(long nr, const uint64_t *a, int *dfd, int *path, int *fol
   case SYS_truncate: case SYS_setxattr: case SYS_removexattr: *follow = 1; break;
   // A NULL path (futimens) acts on the dirfd, a descriptor: pend_path_call reports nothing for it.
   case SYS_utimensat: *dfd = 0; *path = 1; *follow = !(a[3] & AT_SYMLINK_NOFOLLOW); break;
-  case SYS_setxattrat: case SYS_removexattrat: *dfd = 0; *path = 1; *follow = !(a[2] & AT_SYMLINK_NOFOLLOW); break;
+  case SYS_setxattrat: case SYS_removexattrat: *dfd = 0; *path = 1; *follow = !(a[2] & AT_SYMLINK_NOFOLLOW); *null_empty = (a[2] & AT_EMPTY_PATH) != 0; break;
   case SYS_mkdirat: case SYS_unlinkat: *dfd = 0; *path = 1; break;
   case SYS_fchmodat: *dfd = 0; *path = 1; *follow = 1; break;
-  case SYS_fchmodat2: *dfd = 0; *path = 1; *follow = !(a[3] & AT_SYMLINK_NOFOLLOW); break;
-  case SYS_fchownat: *dfd = 0; *path = 1; *follow = !(a[4] & AT_SYMLINK_NOFOLLOW); break;
+  case SYS_fchmodat2: *dfd = 0; *path = 1; *follow = !(a[3] & AT_SYMLINK_NOFOLLOW); *null_empty = (a[3] & AT_EMPTY_PATH) != 0; break;
+  case SYS_fchownat: *dfd = 0; *path = 1; *follow = !(a[4] & AT_SYMLINK_NOFOLLOW); *null_empty = (a[4] & AT_EMPTY_PATH) != 0; break;
   case SYS_renameat: case SYS_renameat2: case SYS_linkat: *dfd = 2; *path = 3; break;
   case SYS_symlinkat: *dfd = 1; *path = 2; break;
   }
@@ -500,11 +503,12 @@ static int start_of(pid_t pid, long dirfd, char *name, size_t cap) {
 // host cannot tell where it leads. `pathw`: a call that changes the path (its A line has no flags to
 // look at); `follow`: the call follows a link at the path's last component; `in_root`: openat2's
 // RESOLVE_IN_ROOT or RESOLVE_BENEATH (the dirfd is the top).
-static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, int creates, uint64_t flags, int unreadable, int pathw, int follow, int in_root) {
+static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, int creates, uint64_t flags, int unreadable, int pathw, int follow, int in_root, int null_empty) {
   // as written, made absolute (a cwd and a relative path, each up to PATH_MAX), normalized, and where it leads
   char rel[PATH_CAP], base[PATH_CAP], raw[2 * PATH_CAP + 2], path[2 * PATH_CAP + 2], real[2 * PATH_CAP + 2];
   ssize_t got = peek_str(t->pid, addr, rel, sizeof rel);
-  if (got == -1) return; // NULL: the kernel fails the call
+  if (got == -1 && null_empty) got = (ssize_t)(rel[0] = 0); // the dirfd itself, as ""
+  if (got == -1) return; // NULL: the kernel fails the call, or acts on the dirfd, a descriptor
   if (got < 0 || unreadable) return pend_unreadable(t, name);
   int top = run_root(t), start = top;
   base[0] = 0;
@@ -622,14 +626,14 @@ static void on_seccomp(struct task *t) {
     // A last link is followed unless O_NOFOLLOW, O_CREAT | O_EXCL, or mknod says otherwise.
     int follow = strcmp(name, "creat") == 0 || (!creates && !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
     int in_root = (how[2] & (RESOLVE_IN_ROOT | RESOLVE_BENEATH)) != 0;
-    pend_path_call(t, name, c == C_OPEN ? AT_FDCWD : (long)a[0], c == C_OPEN ? a[0] : a[1], creates, flags, unreadable, 0, follow, in_root);
+    pend_path_call(t, name, c == C_OPEN ? AT_FDCWD : (long)a[0], c == C_OPEN ? a[0] : a[1], creates, flags, unreadable, 0, follow, in_root, 0);
     break;
   }
   case C_PATHW: {
     if (!t->sandboxed) break;
-    int dfd, pi, follow;
-    pathw_args((long)si.seccomp.nr, a, &dfd, &pi, &follow);
-    pend_path_call(t, name, dfd < 0 ? AT_FDCWD : (long)a[dfd], a[pi], 0, 0, 0, 1, follow, 0);
+    int dfd, pi, follow, null_empty;
+    pathw_args((long)si.seccomp.nr, a, &dfd, &pi, &follow, &null_empty);
+    pend_path_call(t, name, dfd < 0 ? AT_FDCWD : (long)a[dfd], a[pi], 0, 0, 0, 1, follow, 0, null_empty);
     break;
   }
   case C_NONE: break;

@@ -323,11 +323,18 @@ test('attack: times and xattrs changed through links and by raw syscalls (utime,
     'args = (ctypes.c_uint64 * 2)(ctypes.cast(ctypes.c_char_p(b"1"), ctypes.c_void_p).value, 1)', // struct xattr_args
     'raw("setxattrat", 463, AT_FDCWD, b"/tmp/w/nsswitch.conf", 0, b"user.x", args, ctypes.c_long(16))',
     'raw("removexattrat", 466, AT_FDCWD, b"/tmp/w/ld.so.cache", 0, b"user.x")',
+    // The host's own device node: its times are every sandbox's (a review's finding)
+    'os.utime("/dev/null")',
+    'try: os.utime("/dev/stdout")', // a descriptor the program holds (a host FIFO): no file to judge
+    'except OSError: pass',
+    // A NULL path with AT_EMPTY_PATH: Linux 6.18's setxattrat acts on the cwd (a review's finding)
+    'os.chdir("/etc"); raw("setxattrat-null", 463, AT_FDCWD, None, 0x1000, b"user.x", args, ctypes.c_long(16))',
     'open("/out/done", "w").write("ran")',
   ].join('\n');
   const o = await traced(code);
   assert.equal(o.status, 'SUCCESS', text(o));
   assert.doesNotMatch(o.stdout.bytes.toString(), /CHANGED| 0 0$/m, `nothing outside the writable areas changed: ${text(o)}`);
+  assert.match(o.stdout.bytes.toString(), /^setxattrat-null -1 30$/m, 'the kernel reached /etc (EROFS)');
   const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.syscall, a.path, a.asWritten ?? null]);
   assert.deepEqual(got, [
     ['utimensat', '/etc/passwd', '/tmp/pw'],
@@ -342,6 +349,8 @@ test('attack: times and xattrs changed through links and by raw syscalls (utime,
       : []),
     ['setxattrat', '/etc/nsswitch.conf', '/tmp/w/nsswitch.conf'],
     ['removexattrat', '/etc/ld.so.cache', '/tmp/w/ld.so.cache'],
+    ['utimensat', '/dev/null', null],
+    ['setxattrat', '/etc', null],
   ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
   assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);
   // A refused write (no secret read) is a person's call, as for an open for writing.

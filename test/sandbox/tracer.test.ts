@@ -222,7 +222,8 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     // times and xattrs: by path outside the writable areas (reported), in /out or by descriptor (not)
     "for f in (lambda: os.utime('/etc/passwd'), lambda: os.setxattr('/etc/hosts', 'user.x', b'1'), lambda: os.removexattr('/etc/group', 'user.x'),",
     "          lambda: os.utime('/etc/shells', follow_symlinks=False), lambda: os.setxattr('/etc/issue', 'user.x', b'1', follow_symlinks=False),",
-    "          lambda: os.utime(os.open('/out/t', os.O_CREAT | os.O_WRONLY)), lambda: os.utime('/out/t'), lambda: os.setxattr('/out/t', 'user.x', b'1')):",
+    "          lambda: os.utime(os.open('/out/t', os.O_CREAT | os.O_WRONLY)), lambda: os.utime('/out/t'), lambda: os.setxattr('/out/t', 'user.x', b'1'),",
+    "          lambda: os.utime('/dev/null'), lambda: os.mkdir('/dev/shm/ok')):",
     '  try: f()',
     '  except OSError: pass',
     's = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)',
@@ -271,9 +272,10 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     'write /etc/group',
     'write /etc/shells',
     'write /etc/issue',
+    'write /dev/null',
   ]);
   // (the sandbox's /etc has no shells or issue: the attempt is reported all the same)
-  assert.deepEqual(summary(ours).files?.slice(-5).map(([, , syscall, result]) => `${syscall} ${result}`), ['utimensat EROFS', 'setxattr EROFS', 'removexattr EROFS', 'utimensat ENOENT', 'lsetxattr ENOENT']);
+  assert.deepEqual(summary(ours).files?.slice(-6).map(([, , syscall, result]) => `${syscall} ${result}`), ['utimensat EROFS', 'setxattr EROFS', 'removexattr EROFS', 'utimensat ENOENT', 'lsetxattr ENOENT', 'utimensat ok']);
 });
 
 test('event lines: decoded exactly; the program\'s own strings and numbers cannot break the reading', () => {

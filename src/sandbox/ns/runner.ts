@@ -649,7 +649,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
       const scopePaths = scopes.map((sc) => sc.hostPath);
       sideEffects = {
         ...sideEffects,
-        fileAccess: refusedFileAccess(sideEffects.fileAccess, { writable: ['/out', '/tmp', ...scopePaths], exposed: [...plan.prefixes.map((x) => x.path), ...scopePaths] }),
+        fileAccess: refusedFileAccess(sideEffects.fileAccess, { writable: ['/out', '/tmp', '/dev/shm', ...scopePaths], exposed: [...plan.prefixes.map((x) => x.path), ...scopePaths] }),
         // glibc's and runtimes' own probes (nscd on a host without it, a loopback bind to port 0) reach nothing.
         networkAttempts: withoutProbes(sideEffects.networkAttempts),
       };

@@ -23,22 +23,30 @@ export const PATH_WRITE_ARGS: Readonly<Record<string, readonly [number, number]>
 /** Open flags that mean the call writes or creates. */
 export const WRITE_FLAGS = /\bO_(?:WRONLY|RDWR|CREAT|TRUNC|APPEND)\b/;
 
-/** /proc/<pid>/fd/N and the like name a descriptor the program already holds (its stdout...), not a file. */
-const DESCRIPTOR_ALIAS = /^\/proc\/(?:self|thread-self|\d+)(?:\/task\/\d+)?\/fd\/\d+$/;
+/**
+ * /proc/<pid>/fd/N and the like (/dev/stdout, /dev/fd/N lead there) name a descriptor the program
+ * already holds (its stdout...), not a file: the tracer keeps such a path as written.
+ */
+const DESCRIPTOR_ALIAS = /^\/proc\/(?:self|thread-self|\d+)(?:\/task\/\d+)?\/fd\/\d+$|^\/dev\/(?:std(?:in|out|err)|fd\/\d+)$/;
 
 const under = (p: string, area: string): boolean => area === '/' || p === area || p.startsWith(`${area}/`);
 
+/** Calls that open or make a file: on a /dev path they are device access (deviceAccess), not writes. */
+const OPENS: ReadonlySet<string> = new Set(['open', 'openat', 'openat2', 'creat', 'mknod', 'mknodat']);
+
 /**
- * The attempts worth reporting from an observer's raw list: writes outside `writable` (not /dev
- * paths: those are device access) and secret-path reads outside `exposed` (an interpreter's prefix, a
- * scope). One entry per (access, path), the first result kept; at most 1,000.
+ * The attempts worth reporting from an observer's raw list: writes outside `writable` and secret-path
+ * reads outside `exposed` (an interpreter's prefix, a scope). An open of a /dev path is device access,
+ * reported there; any other change of one is a write: /dev/null and the other devices are the host's
+ * own nodes, whose times (`touch /dev/null`) every sandbox shares. One entry per (access, path), the
+ * first result kept; at most 1,000.
  */
 export function refusedFileAccess(raw: readonly FileAccess[], view: { writable: readonly string[]; exposed: readonly string[] }): FileAccess[] {
   const seen = new Set<string>();
   const out: FileAccess[] = [];
   for (const a of raw) {
     const p = posix.normalize(a.path).replace(/(.)\/+$/, '$1');
-    if (!p.startsWith('/') || p === '/dev' || p.startsWith('/dev/') || DESCRIPTOR_ALIAS.test(p)) continue;
+    if (!p.startsWith('/') || DESCRIPTOR_ALIAS.test(p) || ((p === '/dev' || p.startsWith('/dev/')) && OPENS.has(a.syscall))) continue;
     // `mkdir -p` asks for every ancestor: an existing one changes nothing.
     if (a.result === 'EEXIST' && (a.syscall === 'mkdir' || a.syscall === 'mkdirat')) continue;
     if (a.access === 'write' ? view.writable.some((w) => under(p, w)) : !isSecretPath(p) || view.exposed.some((e) => under(p, e))) continue;
