@@ -182,7 +182,7 @@ const UNTRACEABLE_BY_STRACE = ['fchmodat2', 'setxattrat', 'removexattrat'];
  */
 const OBSERVED = ['execve', 'execveat', 'fork', 'vfork', 'kill', 'tkill', 'tgkill', 'rt_sigqueueinfo', 'rt_tgsigqueueinfo', 'pidfd_send_signal', 'socket', 'connect', 'bind', 'sendmsg', 'sendmmsg',
   'open', 'creat', 'mknod', 'openat', 'openat2', 'mknodat',
-  // calls that change a path (reported when they write outside /out, /tmp and the scopes)
+  // calls that change a path (reported when they write outside /out, /tmp, /dev/shm and the scopes)
   'mkdir', 'rmdir', 'link', 'unlink', 'symlink', 'rename', 'chmod', 'chown', 'lchown', 'truncate',
   'mkdirat', 'unlinkat', 'linkat', 'symlinkat', 'renameat', 'renameat2', 'fchmodat', 'fchmodat2', 'fchownat',
   'utime', 'utimes', 'setxattr', 'lsetxattr', 'removexattr', 'lremovexattr', 'setxattrat', 'removexattrat'];
