@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { fuseMountOver, fuseMounts, fuseOnTheWay } from '../../src/base/mountinfo.js';
 import { AGENT_IDLE_MS, ScopeFs } from '../../src/base/scope-fs.js';
 import { airlock } from '../helpers/cli.js';
-import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { scopedWorkspace, TEST_SCOPE_ROOT, testScopeDir } from '../helpers/workspace.js';
 
 // Mounts a FUSE file system on argv[1], answers INIT, then reads every request and answers none.
 // It ends itself after 45 s (its end aborts the waits on it), so a regression fails this file
@@ -33,8 +33,7 @@ const skip = canMount ? false : 'needs root, /dev/fuse and mount(8) to serve a F
 
 /** A stalled FUSE mount under the test scope root, and how to take it down. */
 async function stalledMount(): Promise<{ at: string; server: ChildProcess; down: () => void }> {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const at = mkdtempSync(join(TEST_SCOPE_ROOT, 'fuse-'));
+  const at = testScopeDir('fuse-');
   const server = spawn('python3', ['-c', STALL, at], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   server.stderr!.on('data', (d: Buffer) => (stderr += d));
@@ -153,8 +152,7 @@ test('exec --in a file on a FUSE mount, or through a link onto one, is refused a
 });
 
 test('fuseOnTheWay follows links as the kernel does, from the mount table: `..` after a link is its target\'s parent', () => {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const root = mkdtempSync(join(TEST_SCOPE_ROOT, 'way-'));
+  const root = testScopeDir('way-');
   mkdirSync(join(root, 'deep', 'er'), { recursive: true });
   symlinkSync(join(root, 'deep', 'er'), join(root, 'l'));
   const mounts = fuseMounts(`40 22 0:50 / ${join(root, 'deep', 'x')} rw - fuse.sshfs alice@host:/ rw`);

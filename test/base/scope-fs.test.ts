@@ -2,12 +2,12 @@
 // next scope is opened by it, a dead one is never used, and every session ends reaped.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ScopeFs, scopeFsBinaryPath } from '../../src/base/scope-fs.js';
-import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { testScopeDir } from '../helpers/workspace.js';
 
 const built = scopeFsBinaryPath() !== null;
 
@@ -41,8 +41,7 @@ const until = async (what: string, ok: () => boolean): Promise<void> => {
 
 /** Runs `f` on a fresh scope folder that holds a.txt, removed afterwards. */
 async function inScope(f: (t: string) => Promise<void>): Promise<void> {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'spare-'));
+  const t = testScopeDir('spare-');
   writeFileSync(join(t, 'a.txt'), 'a\n');
   try {
     await f(t);

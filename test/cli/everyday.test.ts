@@ -4,7 +4,7 @@
 // And the hostile cases next to them stay blocked and reported.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -12,7 +12,7 @@ import { execArgv, exitStatus, type ExecOptions } from '../../src/cli/exec.js';
 import type { SandboxResult } from '../../src/contracts/sandbox-result.js';
 import type { Workspace } from '../../src/workspace/workspace.js';
 import { repoPath } from '../helpers/paths.js';
-import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { scopedWorkspace, testScopeDir } from '../helpers/workspace.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const root = process.getuid?.() === 0;
@@ -65,8 +65,7 @@ const git = (dir: string, ...args: string[]): void => {
 
 /** A small project: data files, a C program with a Makefile, a git history with an uncommitted change, a tarball. */
 function project(): string {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const dir = mkdtempSync(join(TEST_SCOPE_ROOT, 'everyday-'));
+  const dir = testScopeDir('everyday-');
   chmodSync(dir, 0o755);
   writeFileSync(join(dir, 'data.txt'), 'banana 3\napple 1\ncherry 2\napple 1\n');
   writeFileSync(join(dir, 'data.json'), '{"a": [1, 2], "b": "x"}\n');
@@ -208,8 +207,7 @@ async function services(dir: string): Promise<{ sock: string; port: number; clos
 
 test('the hostile cases beside them stay blocked and reported: a unix socket of a host service, a TCP connect, a bind to a fixed port, a connect to a path that exists on the host', { skip: !root, timeout: 300_000 }, async () => {
   const ws = scopedWorkspace();
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const hostDir = mkdtempSync(join(TEST_SCOPE_ROOT, 'host-svc-'));
+  const hostDir = testScopeDir('host-svc-');
   const svc = await services(hostDir);
   try {
     const py = (code: string): Outcome => execCli(ws.root, ['--', 'python3', '-c', code], '/');

@@ -2,14 +2,14 @@
 import assert from 'node:assert/strict';
 import { openAuditLog } from '../../src/audit/index.js';
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { unifiedDiff } from '../../src/report/text-diff.js';
 import { airlock } from '../helpers/cli.js';
 import { repoPath } from '../helpers/paths.js';
-import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { scopedWorkspace, testScopeDir } from '../helpers/workspace.js';
 import { dedicatedSandboxUser } from '../helpers/sandbox-user.js';
 
 const root = process.getuid?.() === 0;
@@ -17,8 +17,7 @@ const root = process.getuid?.() === 0;
 /** A folder the sandbox user owns (the program acts as it, README "Ad-hoc runs"). */
 function folder(files: Record<string, string>): string {
   const sandboxUser = dedicatedSandboxUser();
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const dir = mkdtempSync(join(TEST_SCOPE_ROOT, 'show-'));
+  const dir = testScopeDir('show-');
   for (const [name, text] of Object.entries(files)) {
     writeFileSync(join(dir, name), text);
     chownSync(join(dir, name), sandboxUser.uid, sandboxUser.gid);

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { promote } from '../../src/commit/promote.js';
 import { recover } from '../../src/commit/recover.js';
 import { rollback } from '../../src/commit/rollback.js';
-import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { TEST_SCOPE_ROOT, testScopeDir } from '../helpers/workspace.js';
 import { ScopeFs, ScopeFsError } from '../../src/base/scope-fs.js';
 import { readJournal, setInflight, writeJournal } from '../../src/commit/store.js';
 import type { Workspace } from '../../src/workspace/workspace.js';
@@ -204,8 +204,7 @@ test('A5: strace of promote + rollback: every write in the scope is made by a pr
 test('A6: hard links to a file outside the scope (root-owned scope): delete refused by plan; rollback --force over a link leaves the outside file untouched', { skip: !root, timeout: 120_000 }, async (tc) => {
   const { linkSync, readFileSync, unlinkSync } = await import('node:fs');
   const ws = workspace();
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'acroot-'));
+  const t = testScopeDir('acroot-');
   chmodSync(t, 0o777); // root's scope, writable by the sandbox's user
   const outside = mkdtempSync(join(TEST_SCOPE_ROOT, 'outside-'));
   const shadow = join(outside, 'shadow');

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { RunOutcome } from '../../src/pipeline/run.js';
 import { runFile } from '../../src/cli/run-file.js';
 import type { Workspace } from '../../src/workspace/workspace.js';
-import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { scopedWorkspace, testScopeDir } from '../helpers/workspace.js';
 
 export const sha = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
 
@@ -18,8 +18,7 @@ export function workspace(): Workspace {
 
 /** A real tree outside /tmp (the sandbox has its own /tmp). */
 export function tree(files: Record<string, { text: string; mode?: number }>): string {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const root = mkdtempSync(join(TEST_SCOPE_ROOT, 'commit-'));
+  const root = testScopeDir('commit-');
   chmodSync(root, 0o777); // the sandbox acts as host nobody: it must be able to change the tree
   for (const [rel, f] of Object.entries(files)) {
     const p = join(root, rel);
@@ -89,8 +88,7 @@ export const OWNER_UID = 4242;
 
 /** A tree owned by OWNER_UID, writable by the sandbox's host user (as a scope must be for it to act). */
 export function ownedTree(files: Record<string, string> = {}, prefix = 'atk-'): string {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const t = mkdtempSync(join(TEST_SCOPE_ROOT, prefix));
+  const t = testScopeDir(prefix);
   chmodSync(t, 0o777);
   for (const [rel, text] of Object.entries(files)) {
     mkdirSync(join(t, rel, '..'), { recursive: true });

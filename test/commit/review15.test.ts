@@ -12,7 +12,7 @@ import { doctor } from '../../src/sandbox/doctor.js';
 import { runNs } from '../../src/sandbox/ns/runner.js';
 import { mountScopeOverlay } from '../../src/sandbox/ns/scopes.js';
 import { mounter } from '../../src/sandbox/ns/staging.js';
-import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { TEST_SCOPE_ROOT, testScopeDir } from '../helpers/workspace.js';
 import { auditTypes, cli, cliAsync, descriptor, run, workspace } from './helpers.js';
 
 const root = process.getuid?.() === 0;
@@ -21,8 +21,7 @@ const G = 4343; // a group U is not in
 
 /** A folder owned by U (group `gid`), writable by the sandbox's host user. */
 function ownedDir(gid = U): string {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'rv15-'));
+  const t = testScopeDir('rv15-');
   chmodSync(t, 0o777);
   chownSync(t, U, gid);
   return t;
@@ -95,8 +94,7 @@ test('an agent killed by its owner before the overlay is mounted keeps its pid (
 test('an owner who SIGSTOPs its scope agent makes a promotion fail after a bounded wait, not hang holding the commit lock', { skip: !root, timeout: 300_000 }, async () => {
   const V = 4244; // its own uid: the stopper must not touch other tests' agents (4242)
   const ws = workspace();
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'rv15-stop-'));
+  const t = testScopeDir('rv15-stop-');
   chmodSync(t, 0o777);
   chownSync(t, V, V);
   const r = await run(ws, descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', `i=0; while [ $i -lt 300 ]; do echo $i > ${t}/f$i; i=$((i+1)); done`], effects: { filesystem: { create: [`${t}/*`], modify: [], delete: [] }, network: false, system_state_change: false } }));
@@ -242,8 +240,7 @@ while time.time() - t0 < 60:
 
 test("a one-file scope on another user's private file in a root-owned folder is not read for the sandbox (the agent reads there as root)", { skip: !root }, async () => {
   const ws = workspace();
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true }); // root's, 0755: the scope's root is this folder
-  const dir = mkdtempSync(join(TEST_SCOPE_ROOT, 'rv15-rootdir-'));
+  const dir = testScopeDir('rv15-rootdir-'); // root's, 0755: the scope's root is this folder
   chmodSync(dir, 0o755);
   const f = join(dir, 'bob.txt');
   writeFileSync(f, 'bob private\n', { mode: 0o600 });
@@ -434,8 +431,7 @@ test('a scope agent has sent its pid before it takes the owner\'s uid (a session
   // is what a promotion waited on forever (once in CI) when the owner stopped the session right there.
   const bin = scopeFsBinaryPath();
   assert.ok(bin, 'dist/native/airlock-scopefs is built');
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const t = mkdtempSync(join(TEST_SCOPE_ROOT, 'rv15-pid-'));
+  const t = testScopeDir('rv15-pid-');
   chownSync(t, U, U);
   const dir = mkdtempSync(join(tmpdir(), 'airlock-rv15-sock-'));
   const sock = join(dir, 's');

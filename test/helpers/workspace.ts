@@ -9,6 +9,12 @@ import { openWorkspace, type Workspace } from '../../src/workspace/workspace.js'
  */
 export const TEST_SCOPE_ROOT = process.env.AIRLOCK_TEST_SCOPE_ROOT ?? '/var/tmp/airlock-test';
 
+/** A new folder under TEST_SCOPE_ROOT (made if missing: a test file may run without scripts/test.mjs). */
+export function testScopeDir(prefix: string): string {
+  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
+  return mkdtempSync(join(TEST_SCOPE_ROOT, prefix));
+}
+
 /** Lists `roots` as the policy's scope_roots (the default policy allows no scope at all). */
 export function allowScopes(policyFile: string, roots: string[] = [TEST_SCOPE_ROOT]): void {
   const text = readFileSync(policyFile, 'utf8');

@@ -4,7 +4,7 @@
 // a deleted policy.yaml makes every door refuse. Real CLI processes, real NATS, real sandbox.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -13,7 +13,7 @@ import { callTool } from '../../src/utp/client.js';
 import { airlock } from '../helpers/cli.js';
 import { descriptor } from '../helpers/descriptors.js';
 import { writeRequest } from '../helpers/requests.js';
-import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { scopedWorkspace, testScopeDir } from '../helpers/workspace.js';
 import { startHarness, type Harness } from '../utp/harness.js';
 
 interface Rec {
@@ -63,8 +63,7 @@ test('airlock run of a Tool Request: one executed record (door cli, the person a
 
 test('airlock run of an Action Descriptor: one executed record (door cli) and a run record promotion works from', () => {
   const ws = scopedWorkspace().root;
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const root = mkdtempSync(join(TEST_SCOPE_ROOT, 'doors-'));
+  const root = testScopeDir('doors-');
   const d = descriptor(root, { action_type: 'COMMAND_EXECUTION', command: ['/bin/true'], effects: { filesystem: { create: [], modify: [], delete: [] }, network: false, system_state_change: false } });
   const file = join(root, '..', `${root.split('/').pop()}.json`);
   writeFileSync(file, JSON.stringify(d));

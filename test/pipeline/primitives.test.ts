@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { scopedWorkspace, TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { scopedWorkspace, testScopeDir } from '../helpers/workspace.js';
 import { sandboxResultContract, type SandboxResult } from '../../src/contracts/sandbox-result.js';
 import { airlock } from '../helpers/cli.js';
 import { descriptor } from '../helpers/descriptors.js';
@@ -16,8 +16,7 @@ const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex')
 
 /** A real tree outside /tmp (the sandbox has its own /tmp); files writable by the sandbox's host user. */
 function tree(): string {
-  mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-  const root = mkdtempSync(join(TEST_SCOPE_ROOT, 'prim-'));
+  const root = testScopeDir('prim-');
   chmodSync(root, 0o777);
   writeFileSync(join(root, 'notes.txt'), 'first line\n', { mode: 0o666 });
   mkdirSync(join(root, 'old'), { mode: 0o777 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
@@ -16,15 +16,13 @@ import { execFile } from 'node:child_process';
 import { repoPath } from '../helpers/paths.js';
 import { addOperator } from '../helpers/operator.js';
 import { eventually, sleep, startHarness, token, type Harness, toolRow } from './harness.js';
-import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { TEST_SCOPE_ROOT, testScopeDir } from '../helpers/workspace.js';
 
 /**
  * Attacks on the UTP door (a security review, 2026-11-27): each test states what an attacker does
  * and asserts what must happen. Real NATS, the harness's store (ATTACK_DB=postgres: PostgreSQL).
  */
-
-mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-const scope = mkdtempSync(join(TEST_SCOPE_ROOT, 'utp-attack-scope-'));
+const scope = testScopeDir('utp-attack-scope-');
 chmodSync(scope, 0o777);
 writeFileSync(join(scope, 'data.txt'), 'payroll: alice 100\n', { mode: 0o666 });
 const POLICY = DEFAULT_POLICY_YAML.replace('scope_roots: []', `scope_roots: [${TEST_SCOPE_ROOT}]`);

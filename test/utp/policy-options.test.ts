@@ -1,19 +1,17 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { DEFAULT_POLICY_YAML } from '../../src/policy/policy.js';
 import { callTool } from '../../src/utp/client.js';
 import { checkToolRecord } from '../../src/utp/tools.js';
 import { startHarness, type Harness, toolRow } from './harness.js';
-import { TEST_SCOPE_ROOT } from '../helpers/workspace.js';
+import { TEST_SCOPE_ROOT, testScopeDir } from '../helpers/workspace.js';
 
 // The host policy (the workspace's policy.yaml, as the gate uses it) bounds every UTP call, and a
 // tool's options choose its lane, its own code and its declared effects. Real sandbox, real NATS.
-
-mkdirSync(TEST_SCOPE_ROOT, { recursive: true });
-const scope = mkdtempSync(join(TEST_SCOPE_ROOT, 'utp-scope-'));
+const scope = testScopeDir('utp-scope-');
 chmodSync(scope, 0o777);
 writeFileSync(join(scope, 'keep.txt'), 'keep\n', { mode: 0o666 });
 // The default policy lets no action act on real files: this one allows the test's scope root.
