@@ -13,7 +13,7 @@
 // nothing, the program just stops working. PTRACE_O_EXITKILL kills every tracee if this process dies.
 //
 // Protocol. stdin, one request per line:
-//   `R <run> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid[:group]> <stdout fifo> <stderr fifo> <seccomp file>
+//   `R <run> <hold> <cpuSoft> <cpuHard> <fsize|-1> <as|-1> <nproc|-1> <uid> <gid[:group]> <stdout fifo> <stderr fifo> <seccomp file>
 //    <cgroup.procs files|-|h<slot>x<files>> <argv>...`: start bwrap for a run (details at parse_request
 //    and "launches"); with `h<slot>`, from the launcher held in that slot, or, when it is gone, from one
 //    forked into the files' cgroups.
@@ -28,7 +28,8 @@
 //                                        Z follow; a held launcher's fifo, request or params: it is
 //                                        killed, W and Z follow). A held launcher's lines carry its
 //                                        slot until an `R` takes it.
-//   B <pid> | B err ptrace <errno> <pid> bwrap's init is traced | could not be (it is still blocked)
+//   B <pid> | B err <step> <errno> <pid> bwrap's init is traced | could not be (step ptrace or rlimit;
+//                                        the init is still blocked)
 //   W <code|-> <signal|->                bwrap itself ended
 //   P <pid>                              the program's first process (first successful exec of the run)
 //   X <pid> <hexpath> <anon>             successful exec (path as the program passed it; anon: `-`, or
@@ -771,15 +772,18 @@ static void on_wait(pid_t pid, int status) {
 // ---- launches -----------------------------------------------------------------------------------
 
 // A launch is one bwrap started by us for a run (the `R` request). Its parts, in order:
-//   1. FIFOs <stdout> and <stderr> (mode 0600, in node's root-owned staging dir). The child's open for
+//   1. FIFOs <stdout> and <stderr> (mode 0600, in node's staging dir, root-owned as root). The child's open for
 //      writing blocks until node has opened its reader (node does on `R ok`): so node's reader always
 //      predates the writer and sees its end, and nothing is written before anyone reads.
 //   2. fork; the child joins the run's cgroups, sets its rlimits (bwrap and everything below inherit
 //      them), wires fds 0..5 (stdin /dev/null, the FIFOs, --info-fd 3, --block-fd 4, --seccomp 5),
 //      closes every other fd, drops to uid:gid with no groups but `group` and execs bwrap. A failed step is written
 //      to a close-on-exec status pipe: EOF there means the exec happened.
-//   3. bwrap reports its init's pid on fd 3; we PTRACE_SEIZE the init while it is blocked on fd 4, then
+//   3. bwrap reports its init's pid on fd 3; we set the init's RLIMIT_NPROC when asked and
+//      PTRACE_SEIZE it while it is blocked on fd 4, then
 //      let it go (or, for a held launch, wait for `G`: node starts the network bridge first).
+// Run by an ordinary user (no root), the tracer traces that user's own sandboxes: bwrap starts as the
+// user, and nothing else changes (the init is its descendant, so yama's ptrace_scope 1 allows it).
 // Node pays neither its own fork (~2-3 ms for a large process) nor a round trip per step.
 struct launch {
   pid_t pid;          // bwrap (not traced: only its init and what the init starts are)
@@ -788,6 +792,7 @@ struct launch {
   int params_fd; // a held launcher: where its launch request goes (-1 once sent)
   int held;      // a launcher waiting for its run (`H`), not yet taken by an `R`
   int hold, traced;
+  long nproc; // set on the init before it is traced (see launch_req)
   char info[512];
   size_t info_len;
 };
@@ -843,6 +848,8 @@ struct launch_req {
   int id, hold;
   long cpu_soft, cpu_hard;
   long long fsize;
+  long long as_bytes; // RLIMIT_AS (-1: none), the memory backstop where no cgroup counts memory
+  long nproc;         // RLIMIT_NPROC on bwrap's init (-1: none), the processes backstop where no cgroup counts them
   unsigned uid, gid;
   unsigned group;                     // one supplementary group (the sandbox user's: what a scope's owner shares), 0: none
   char *fifo[2], *seccomp, *cgroups; // cgroups: cgroup.procs paths, newline-separated ("" for none)
@@ -900,8 +907,11 @@ static void child_exec(const struct launch_req *q, int info_w, int block_r, int 
   const int mine[3] = {info_w, block_r, status_w};
   close_all_but(mine, 3);
   join_cgroups(q->cgroups, status_w);
-  struct rlimit cpu = {(rlim_t)q->cpu_soft, (rlim_t)q->cpu_hard}, core = {0, 0}, fs = {(rlim_t)q->fsize, (rlim_t)q->fsize};
-  if (setrlimit(RLIMIT_CPU, &cpu) != 0 || setrlimit(RLIMIT_CORE, &core) != 0 || (q->fsize >= 0 && setrlimit(RLIMIT_FSIZE, &fs) != 0)) child_fail(status_w, "rlimit");
+  struct rlimit cpu = {(rlim_t)q->cpu_soft, (rlim_t)q->cpu_hard}, core = {0, 0}, fs = {(rlim_t)q->fsize, (rlim_t)q->fsize},
+                as = {(rlim_t)q->as_bytes, (rlim_t)q->as_bytes};
+  if (setrlimit(RLIMIT_CPU, &cpu) != 0 || setrlimit(RLIMIT_CORE, &core) != 0 || (q->fsize >= 0 && setrlimit(RLIMIT_FSIZE, &fs) != 0) ||
+      (q->as_bytes >= 0 && setrlimit(RLIMIT_AS, &as) != 0))
+    child_fail(status_w, "rlimit");
   int src[7];
   src[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
   src[1] = open(q->fifo[0], O_WRONLY | O_CLOEXEC);
@@ -922,10 +932,18 @@ static void child_exec(const struct launch_req *q, int info_w, int block_r, int 
   status_w = 6;
   // Nothing else of ours (node's pipes, other runs' fds) may reach the sandbox.
   close_from(7, ~0U);
-  gid_t group = q->group, seen[2];
-  if (setgroups(q->group ? 1 : 0, &group) != 0 || setresgid(q->gid, q->gid, q->gid) != 0 || setresuid(q->uid, q->uid, q->uid) != 0) child_fail(status_w, "ids");
-  int ng = getgroups(2, seen);
-  if (getuid() != q->uid || geteuid() != q->uid || getgid() != q->gid || ng != (q->group ? 1 : 0) || (ng == 1 && seen[0] != group)) child_fail(status_w, "ids");
+  if (geteuid() != 0) {
+    // An ordinary user's tracer starts bwrap as that user, with their groups: it can be no one else.
+    if (getuid() != q->uid || getgid() != q->gid || getegid() != q->gid || q->group != 0) {
+      errno = EPERM;
+      child_fail(status_w, "ids");
+    }
+  } else {
+    gid_t group = q->group, seen[2];
+    if (setgroups(q->group ? 1 : 0, &group) != 0 || setresgid(q->gid, q->gid, q->gid) != 0 || setresuid(q->uid, q->uid, q->uid) != 0) child_fail(status_w, "ids");
+    int ng = getgroups(2, seen);
+    if (getuid() != q->uid || geteuid() != q->uid || getgid() != q->gid || ng != (q->group ? 1 : 0) || (ng == 1 && seen[0] != group)) child_fail(status_w, "ids");
+  }
   char *envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
   execve(q->argv[0], q->argv, envp);
   child_fail(status_w, "exec");
@@ -1007,6 +1025,7 @@ static void launch(struct launch_req *q, int fifos_made) {
     return;
   }
   launches[r - runs].hold = q->hold;
+  launches[r - runs].nproc = q->nproc;
   out("%d R ok %d\n", q->id, launches[r - runs].pid);
 }
 
@@ -1020,7 +1039,7 @@ static void launch(struct launch_req *q, int fifos_made) {
 // that pipe and gives the slot the run's id; the launcher goes on as a forked launcher does, from the
 // rlimits on. EOF before any request: node let it go, it exits.
 
-// The request a held launcher gets: a 4-byte length, then `<hold> <cpuSoft> <cpuHard> <fsize> <uid>
+// The request a held launcher gets: a 4-byte length, then `<hold> <cpuSoft> <cpuHard> <fsize> <as> <uid>
 // <gid>:<group> <argc>`, NUL, and the FIFOs, the seccomp file and argv, each NUL-terminated: decoded by the
 // tracer already (outside the run's cgroup), read by length (never until EOF: a launcher forked
 // meanwhile may still hold a copy of the pipe's write end until its own close_all_but).
@@ -1040,7 +1059,7 @@ static int unpack_request(char *b, size_t len, struct launch_req *q) {
   memset(q, 0, sizeof *q);
   char *end = b + len, *p = memchr(b, 0, len);
   int argc;
-  if (!p || sscanf(b, "%d %ld %ld %lld %u %u:%u %d", &q->hold, &q->cpu_soft, &q->cpu_hard, &q->fsize, &q->uid, &q->gid, &q->group, &argc) != 8) return -1;
+  if (!p || sscanf(b, "%d %ld %ld %lld %lld %u %u:%u %d", &q->hold, &q->cpu_soft, &q->cpu_hard, &q->fsize, &q->as_bytes, &q->uid, &q->gid, &q->group, &argc) != 9) return -1;
   if (argc <= 0 || argc > MAX_ARGS || q->uid == 0 || q->gid == 0) return -1;
   char *f[3];
   for (int i = 0; i < 3 + argc; i++) {
@@ -1075,7 +1094,7 @@ static void held_child(void *cgroups, int info_w, int block_r, int status_w, int
 static size_t pack_request(const struct launch_req *q, char *b, size_t cap) {
   int argc = 0;
   while (q->argv[argc]) argc++;
-  int n = snprintf(b + 4, cap - 4, "%d %ld %ld %lld %u %u:%u %d", q->hold, q->cpu_soft, q->cpu_hard, q->fsize, q->uid, q->gid, q->group, argc);
+  int n = snprintf(b + 4, cap - 4, "%d %ld %ld %lld %lld %u %u:%u %d", q->hold, q->cpu_soft, q->cpu_hard, q->fsize, q->as_bytes, q->uid, q->gid, q->group, argc);
   size_t len = (size_t)n + 1;
   const char *fields[3] = {q->fifo[0], q->fifo[1], q->seccomp};
   for (int i = 0; i < 3 + argc; i++) {
@@ -1147,6 +1166,7 @@ static void launch_held(struct launch_req *q) {
   l->held = 0;
   if (gone) return launch(q, 1);
   l->hold = q->hold;
+  l->nproc = q->nproc;
   r->id = q->id;
   if (step) {
     // The launcher cannot have the whole request: it ends now; W and Z follow.
@@ -1177,6 +1197,13 @@ static void on_info(struct run *r, struct launch *l) {
   long init = colon ? strtol(colon + 1, NULL, 10) : 0;
   close_fd(&l->info_fd);
   if (init <= 0) return; // bwrap ended (or wrote nonsense) first: its exit tells node
+  // On the init, inside its user namespace: set on bwrap before it made that namespace, the limit
+  // would count every process of the user on the host.
+  struct rlimit np = {(rlim_t)l->nproc, (rlim_t)l->nproc};
+  if (l->nproc >= 0 && prlimit((pid_t)init, RLIMIT_NPROC, &np, NULL) != 0) {
+    out("%d B err rlimit %d %ld\n", r->id, errno, init);
+    return;
+  }
   long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE |
               PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
   if (find((pid_t)init) || ptrace(PTRACE_SEIZE, (pid_t)init, 0, (void *)opts) != 0) {
@@ -1225,7 +1252,7 @@ static char ibuf[IBUF_CAP];
 static size_t ilen;
 static int overlong;
 
-// `R <id> <hold> <cpuSoft> <cpuHard> <fsize|-1> <uid> <gid[:group]> <hex stdout fifo> <hex stderr fifo>
+// `R <id> <hold> <cpuSoft> <cpuHard> <fsize|-1> <as|-1> <nproc|-1> <uid> <gid[:group]> <hex stdout fifo> <hex stderr fifo>
 //  <hex seccomp file> <hex cgroup.procs paths, newline-separated, or -, or h<held slot>> <hex argv>...`;
 //  every hex field is `x` followed by the hex digits. Decoded in place into `q`: 0, or -1 (q->id set
 //  when it could be read).
@@ -1233,19 +1260,20 @@ static int parse_request(char *line, struct launch_req *q) {
   static char *argv[MAX_ARGS + 1];
   memset(q, 0, sizeof *q);
   q->id = INT_MIN;
-  char *save = NULL, *tok[11];
+  char *save = NULL, *tok[13];
   int nt = 0;
-  for (char *t = strtok_r(line, " ", &save); t && nt < 11; t = nt < 11 ? strtok_r(NULL, " ", &save) : NULL) tok[nt++] = t;
-  if (nt < 11 || sscanf(tok[1], "%d", &q->id) != 1) return -1;
+  for (char *t = strtok_r(line, " ", &save); t && nt < 13; t = nt < 13 ? strtok_r(NULL, " ", &save) : NULL) tok[nt++] = t;
+  if (nt < 13 || sscanf(tok[1], "%d", &q->id) != 1) return -1;
   if (sscanf(tok[2], "%d", &q->hold) != 1 || sscanf(tok[3], "%ld", &q->cpu_soft) != 1 || sscanf(tok[4], "%ld", &q->cpu_hard) != 1 ||
-      sscanf(tok[5], "%lld", &q->fsize) != 1 || sscanf(tok[6], "%u", &q->uid) != 1 || sscanf(tok[7], "%u", &q->gid) != 1 ||
-      q->cpu_soft <= 0 || q->cpu_hard < q->cpu_soft || q->uid == 0 || q->gid == 0)
+      sscanf(tok[5], "%lld", &q->fsize) != 1 || sscanf(tok[6], "%lld", &q->as_bytes) != 1 || sscanf(tok[7], "%ld", &q->nproc) != 1 ||
+      sscanf(tok[8], "%u", &q->uid) != 1 || sscanf(tok[9], "%u", &q->gid) != 1 ||
+      q->cpu_soft <= 0 || q->cpu_hard < q->cpu_soft || q->as_bytes < -1 || q->nproc < -1 || q->uid == 0 || q->gid == 0)
     return -1;
   // `:<group>`: one supplementary group, never root's.
-  char *colon = strchr(tok[7], ':');
+  char *colon = strchr(tok[9], ':');
   if (colon && (sscanf(colon + 1, "%u", &q->group) != 1 || q->group == 0)) return -1;
   // Decoded in place: hex is twice as long as what it encodes.
-  char *fields[3] = {tok[8], tok[9], tok[10]};
+  char *fields[3] = {tok[10], tok[11], tok[12]};
   for (int i = 0; i < 3; i++)
     if (unhex(fields[i]) < 0) return -1;
   q->fifo[0] = fields[0];

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { untraversable } from '../sandbox/ns/staging.js';
 import { probeScopeIdmap } from '../sandbox/ns/idmap-probe.js';
 import type { SandboxHostUser } from '../sandbox/sandbox-user.js';
-import { tracerBinaryPath } from '../sandbox/observe/tracer.js';
+import { ptraceRefusedBecause, tracerBinaryPath } from '../sandbox/observe/tracer.js';
 import { nativeBinaryPath } from '../base/native.js';
 import { PAUSE_MS, probeCgroupMoves, type CgroupMoves } from '../sandbox/cgroup/favor.js';
 import { HALTPOLL_PARAM, IDLE_POLL_NS, probeIdleCpus, type IdleCpus } from '../sandbox/idle-cpus.js';
@@ -44,6 +44,14 @@ function poolLine(isRoot: boolean, tracer: string | null): string {
 }
 
 /** Whether a service holds launchers ahead of need here (src/sandbox/ns/held.ts), and why not. */
+/** How a declared scope is seen (runner.ts: the host's overlay as root, else bwrap's), or why it cannot be. */
+function overlayLine(c: HostCapabilities): string {
+  if (c.isRoot && c.overlayfs && c.mountBinary) return 'yes (declared scopes are seen through a copy-on-write overlay)';
+  if (c.bwrap?.supports.overlay) return 'yes, through bwrap --overlay (declared scopes are seen through a copy-on-write overlay)';
+  const why = !c.overlayfs ? 'no overlay filesystem in this kernel' : c.isRoot ? 'no mount binary' : `not root, and bwrap ${c.bwrap?.version ?? ''} has no --overlay (0.9 and later have it)`;
+  return `NO for declared scopes (${why}): a run that declares a scope is refused (NS_OVERLAY_UNAVAILABLE); runs without one are not affected`;
+}
+
 function heldLine(isRoot: boolean, tracer: string | null, cgroupUsable: boolean): string {
   if (!isRoot || !tracer || process.env.AIRLOCK_SYSCALL_TRACER === 'strace') return 'NO: they need root and the host syscall tracer: each run started on request forks its launcher';
   if (!cgroupUsable) return 'NO: no usable cgroup (nothing to move into ahead of need)';
@@ -107,11 +115,12 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
   const runUser = 'range' in c.runIds ? { uid: c.runIds.range.first, gid: c.runIds.range.first } : c.sandboxHostUser;
   const staging = c.isRoot && runUser ? untraversable(tmpdir(), runUser) : null;
   const tracer = tracerBinaryPath();
+  const ptraceRefused = ptraceRefusedBecause(c.isRoot);
   const tracerLine =
     process.env.AIRLOCK_SYSCALL_TRACER === 'strace' ? 'off (AIRLOCK_SYSCALL_TRACER=strace): strace observes'
     : !tracer ? 'NOT BUILT (no C compiler when Airlock was built: apt-get install gcc libc6-dev, then npm run build): strace observes'
-    : !c.isRoot ? `${tracer} present but unused (needs root): strace observes`
-    : `${tracer} (ptrace, attached per run; side effects observed)`;
+    : ptraceRefused ? `${tracer} present but unused (${ptraceRefused}): strace observes`
+    : `${tracer} (ptrace, attached per run${c.isRoot ? '' : ', as this user'}; side effects observed)`;
   const lines = [
     `platform         ${c.platform} (kernel ${c.kernel}), running as ${c.isRoot ? 'root' : 'non-root'}`,
     `user namespaces  ${yes(c.userNamespaces.available)} (${c.userNamespaces.detail})`,
@@ -121,7 +130,7 @@ export async function doctorCommand(opts: { json?: boolean; workspace?: string }
     `cgroups          ${c.cgroup.usable ? `v${c.cgroup.version}${c.cgroup.delegation?.kind === 'delegated' ? ', delegated to this user' : ''}; controllers: ${c.cgroup.controllers.join(', ') || 'none'}` : 'NOT USABLE'} (${c.cgroup.detail})${c.cgroup.fix ? `\n                 fix: ${c.cgroup.fix}` : ''}`,
     ...(moves ? [`cgroup moves     ${movesLine(moves)}`] : []),
     `seccomp          ${yes(c.seccomp.available)} (${c.seccomp.detail})`,
-    `overlayfs        ${yes(c.overlayfs)} (declared scopes are seen through a copy-on-write overlay)`,
+    `overlayfs        ${overlayLine(c)}`,
     `syscall tracer   ${tracerLine}`,
     `idle CPUs        ${idleLine(idle)}`,
     `warm sandboxes   ${poolLine(c.isRoot, tracer)}`,

@@ -6,7 +6,7 @@ import { accessSync, constants, existsSync, readFileSync, realpathSync, statSync
 import { dirname, join } from 'node:path';
 import { detectCgroups, type CgroupInfo } from './cgroup/index.js';
 import type { LimitName } from './types.js';
-import { tracerBinaryPath } from './observe/tracer.js';
+import { ptraceRefusedBecause, tracerBinaryPath } from './observe/tracer.js';
 import { hostSandboxUser, SANDBOX_USER_NAME, type SandboxHostUser } from './sandbox-user.js';
 import { hostRunIds } from './run-ids.js';
 
@@ -287,7 +287,7 @@ export function runOutlook(c: Pick<HostCapabilities, 'cgroup' | 'limits' | 'isRo
     ...(!cg.usable || !cg.controllers.includes('memory') ? ['peak memory'] : []),
   ];
   if (unmeasured.length) why.push(`not measurable without a cgroup: ${unmeasured.join(', ')}`);
-  if (!(c.isRoot && tracerBuilt) && c.strace === null) why.push('side effects cannot be observed (no syscall tracer usable and no strace: apt-get install strace)');
+  if (!(tracerBuilt && ptraceRefusedBecause(c.isRoot) === null) && c.strace === null) why.push('side effects cannot be observed (no syscall tracer usable and no strace: apt-get install strace)');
   const fix = cg.fix && (notEnforced.length || unmeasured.length) ? cg.fix : undefined;
   return { blockedBecause: why, ...(fix ? { fix } : {}) };
 }

@@ -155,7 +155,7 @@ int main(void) {
       stderrFifo: join(dir, 'e'),
       seccompFile: filter,
       cgroupProcs: [],
-      limits: { cpuSoftS: 5, cpuHardS: 6, fsizeBytes: null, uid: 65534, gid: 65534 },
+      limits: { cpuSoftS: 5, cpuHardS: 6, fsizeBytes: null, asBytes: null, nproc: null, uid: 65534, gid: 65534 },
       hold: false,
     });
     l.stdout.resume();

@@ -145,7 +145,7 @@ test('a held run does not wait for a launcher forked meanwhile that is slow to s
   const a = createRunCgroup(info, `ns-test-a-${process.pid}`, { memoryBytes: 64 << 20, pids: 4 }, { prime: false });
   const b = createRunCgroup(info, `ns-test-b-${process.pid}`, { memoryBytes: 64 << 20, pids: 4 }, { prime: false });
   const procs = (g: typeof a): string[] => g.dirs.map((d) => join(d, 'cgroup.procs'));
-  const spec = (name: string, g: typeof a) => ({ argv: ['/bin/true'], stdoutFifo: join(dir, `${name}.out`), stderrFifo: join(dir, `${name}.err`), seccompFile: '/dev/null', cgroupProcs: procs(g), limits: { cpuSoftS: 2, cpuHardS: 3, fsizeBytes: null, uid: 65534, gid: 65534 }, hold: false });
+  const spec = (name: string, g: typeof a) => ({ argv: ['/bin/true'], stdoutFifo: join(dir, `${name}.out`), stderrFifo: join(dir, `${name}.err`), seccompFile: '/dev/null', cgroupProcs: procs(g), limits: { cpuSoftS: 2, cpuHardS: 3, fsizeBytes: null, asBytes: null, nproc: null, uid: 65534, gid: 65534 }, hold: false });
   const readers: number[] = [];
   const openReaders = (sp: { stdoutFifo: string; stderrFifo: string }): void => {
     for (const f of [sp.stdoutFifo, sp.stderrFifo]) readers.push(openSync(f, constants.O_RDONLY | constants.O_NONBLOCK));

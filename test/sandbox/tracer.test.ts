@@ -112,7 +112,7 @@ function rawLaunch(cmd: string[], id: number, bwrapArgs: string[]) {
   const t = spawn(cmd[0]!, cmd.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
   const out = { text: '' };
   t.stdout.on('data', (d: Buffer) => (out.text += d.toString()));
-  t.stdin.write(`R ${id} 0 1 2 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
+  t.stdin.write(`R ${id} 0 1 2 -1 -1 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
   const readers: number[] = [];
   return {
     out,
@@ -175,7 +175,7 @@ test('a launch whose child fails before bwrap\'s exec (here: joining a cgroup) e
         stderrFifo: join(dir, `e${i}`),
         seccompFile: filter,
         cgroupProcs: [join(dir, 'no-such-group', 'cgroup.procs')],
-        limits: { cpuSoftS: 1, cpuHardS: 2, fsizeBytes: null, uid: 65534, gid: 65534 },
+        limits: { cpuSoftS: 1, cpuHardS: 2, fsizeBytes: null, asBytes: null, nproc: null, uid: 65534, gid: 65534 },
         hold: false,
       });
       l.stdout.resume();

@@ -303,7 +303,17 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       stderrFifo: join(folders.dir, 'stderr'),
       seccompFile: observeFilterIn(base),
       cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
-      limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes, uid: ids.uid, gid: ids.gid, group: ids.group },
+      limits: {
+        cpuSoftS: cpuS,
+        cpuHardS: cpuS + 1,
+        fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes,
+        // The backstops a run started on request has where no cgroup counts (runner.ts).
+        asBytes: cg?.enforces.memory ? null : limits.memoryBytes,
+        nproc: cg?.enforces.pids ? null : limits.pids,
+        uid: ids.uid,
+        gid: ids.gid,
+        group: ids.group,
+      },
       hold: false,
     });
     launch.park(true);

@@ -7,7 +7,9 @@
 //     --block-fd holds B before it forks the program; the tracer attaches to B and lets it go (for a
 //     run with the network, once we have bridged B's network namespace). Every process of the program
 //     is forked from B afterwards: in the group, under the rlimits, traced from birth.
-//   * Fallbacks, when the tracer is not built or we are not root: node spawns bwrap (behind
+//   * Run by an ordinary user, the same chain as that user (no uid of its own for the sandbox); where no
+//     cgroup counts memory or processes, the tracer sets RLIMIT_AS on bwrap and RLIMIT_NPROC on B.
+//   * Fallbacks, when the tracer is not built or the host refuses its attach: node spawns bwrap (behind
 //     `strace -f -u <sandbox user>` when strace is there; its log is root-owned, out of the sandbox's reach),
 //     moves B into the cgroup and sets its rlimits with the perl host helper (hostops.ts) or, without
 //     perl, by `prlimit` exec'd first in the chain.
@@ -289,9 +291,10 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
   const bwrap = caps.bwrap!;
   const limits: Limits = spec.limits;
   const asRoot = caps.isRoot && caps.sandboxHostUser !== null;
-  // Syscall observation: the persistent host tracer (root, built binary), else strace, else none.
+  // Syscall observation: the persistent host tracer (built binary; as root, with a sandbox user to run
+  // bwrap as), else strace, else none.
   const wantTrace = spec.traceSyscalls ?? true;
-  const tracer = wantTrace && asRoot ? syscallTracer() : null;
+  const tracer = wantTrace && (asRoot || !caps.isRoot) ? syscallTracer() : null;
   const useStrace = wantTrace && tracer === null && caps.strace !== null;
   const observedBy: HostFacts['syscallTracer'] = tracer ? 'airlock-tracer' : useStrace ? 'strace' : null;
   const scopes = spec.scopes ?? [];
@@ -333,7 +336,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
   // own (idmapped lower dirs), unless this host or a scope's filesystem cannot: then the sandbox user's.
   const bwrapOverlayOnly = useBwrapOverlay ? 'the host\'s overlayfs cannot be used here, and bwrap\'s overlay takes no idmapped lower dir' : undefined;
   const keepSandboxUid = writesScope ? (sandboxUidBecause ?? bwrapOverlayOnly ?? idmapRefused(scopes.map((sc) => sc.hostPath))) : undefined;
-  const shape = tracer && (scopes.length === 0 || hostOverlay) && keepSandboxUid === undefined ? poolShape(spec) : null;
+  const shape = tracer && asRoot && (scopes.length === 0 || hostOverlay) && keepSandboxUid === undefined ? poolShape(spec) : null;
   const scopesAreDirs = async (): Promise<boolean> => {
     const o = await openingScopes;
     return o.ok && o.scopes.every((sc) => sc.kind === 'dir');
@@ -355,7 +358,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
         throw e;
       });
   // Started on request by a service: the launcher held ahead of need, already in its cgroup (held.ts).
-  const held = pooled || !tracer ? null : takeHeldLauncher(tracer, caps.cgroup, { memoryBytes: limits.memoryBytes, pids: limits.pids + 1 });
+  const held = pooled || !tracer || !asRoot ? null : takeHeldLauncher(tracer, caps.cgroup, { memoryBytes: limits.memoryBytes, pids: limits.pids + 1 });
   const folders = pooled?.folders ?? runFolders(base!, held?.name ?? runId, caps);
   const { dir, inStage, outStage, sharedDisk, scratch, mounted } = folders;
   const logFile = join(dir, 'strace.log');
@@ -465,10 +468,10 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
     const fsize = caps.tmpfsSizeCaps.hostOut ? null : limits.outBytes;
     // No cgroup for memory or processes (a user nothing was delegated to): rlimits as a backstop, so
     // that a hog cannot take the host down; weaker than a cgroup, they do not count as enforcement.
-    // RLIMIT_NPROC only through the helper, on bwrap's init inside its user namespace: set before bwrap
-    // made it (prlimit exec'd first), it would count every process of the user on the host.
-    const backstop = { asBytes: cg?.enforces.memory ? null : limits.memoryBytes, nproc: cg?.enforces.pids || !ops ? null : limits.pids };
-    const backstops = [...(backstop.asBytes !== null && !tracer && (ops || caps.prlimitBinary) ? (['memoryBytes'] as const) : []), ...(backstop.nproc !== null && !tracer ? (['pids'] as const) : [])];
+    // RLIMIT_NPROC only on bwrap's init inside its user namespace (by the tracer, or the helper): set
+    // before bwrap made it (prlimit exec'd first), it would count every process of the user on the host.
+    const backstop = { asBytes: cg?.enforces.memory ? null : limits.memoryBytes, nproc: cg?.enforces.pids || !(tracer || ops) ? null : limits.pids };
+    const backstops = [...(backstop.asBytes !== null && (tracer || ops || caps.prlimitBinary) ? (['memoryBytes'] as const) : []), ...(backstop.nproc !== null ? (['pids'] as const) : [])];
     const started = new Date();
     const t0 = performance.now();
     let launch: SandboxLaunch;
@@ -481,7 +484,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
         stderrFifo: join(dir, 'stderr'),
         seccompFile: observeFilterIn(base!),
         cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
-        limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, uid, gid, group: ids.group },
+        limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: fsize, asBytes: backstop.asBytes, nproc: backstop.nproc, uid, gid, group: ids.group },
         hold: spec.network !== undefined,
         ...(held ? { held: held.launcher } : {}),
       });

@@ -1,10 +1,14 @@
 // The host's syscall tracer (native/tracer.c, built by `npm run build` when a C compiler is present):
-// one long-lived root process that starts each ns run's bwrap (so this large node process is not
-// forked per run), attaches to the sandbox's init while bwrap holds it on --block-fd, and reports the
-// program's observed syscalls as lines on its stdout. The program cannot
-// reach this process or its pipe: nothing it does can forge or erase a line. Without the binary (no
-// compiler) or without root, the runner falls back to strace (slower, same observations).
+// one long-lived process that starts each ns run's bwrap (so this large node process is not forked
+// per run), attaches to the sandbox's init while bwrap holds it on --block-fd, and reports the
+// program's observed syscalls as lines on its stdout. The program cannot reach this process or its
+// pipe from its namespaces: nothing it does can forge or erase a line (run by an ordinary user, the
+// tracer is that user, as node is: a program that escaped the namespaces could reach both). Without the binary (no
+// compiler) or where the host refuses the attach, the runner falls back to strace (slower; it cannot
+// resolve links or refuse a call off the list). Root's tracer starts each sandbox as its host user; an
+// ordinary user's, as that user.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { nativeBinaryPath } from '../../base/native.js';
 
@@ -29,8 +33,12 @@ export interface LaunchSpec {
   seccompFile: string;
   /** cgroup.procs files bwrap joins before it starts (everything of the run is born inside). */
   cgroupProcs: string[];
-  /** RLIMIT_CPU soft/hard (seconds), RLIMIT_FSIZE (bytes, or null), RLIMIT_CORE 0; the ids bwrap runs as. */
-  limits: { cpuSoftS: number; cpuHardS: number; fsizeBytes: number | null; uid: number; gid: number; group?: number | null };
+  /**
+   * RLIMIT_CPU soft/hard (seconds), RLIMIT_FSIZE (bytes, or null), RLIMIT_CORE 0; the backstops where no
+   * cgroup counts memory or processes: RLIMIT_AS on bwrap, RLIMIT_NPROC on its init (inside its user
+   * namespace); the ids bwrap runs as (an ordinary user's tracer: that user's own, and no group).
+   */
+  limits: { cpuSoftS: number; cpuHardS: number; fsizeBytes: number | null; asBytes: number | null; nproc: number | null; uid: number; gid: number; group?: number | null };
   /** Hold bwrap's init (blocked) after it is traced until release(): the network bridge starts first. */
   hold: boolean;
   /**
@@ -97,11 +105,13 @@ interface RunState extends TraceRun {
   spawnError: string | null;
 }
 
-/** `B err ptrace <errno> <init pid>` -> a failure. */
-function attachError(errno: string | undefined, initPid: string | undefined): AttachFailure {
+/** `B err <ptrace|rlimit> <errno> <init pid>` -> a failure. */
+function attachError(step: string | undefined, errno: string | undefined, initPid: string | undefined): AttachFailure {
+  const pid = initPid ? Number(initPid) : null;
+  if (step !== 'ptrace') return { error: `cannot set RLIMIT_NPROC on the sandbox's init (errno ${errno ?? '?'})`, initPid: pid, hostRefusesPtrace: false };
   const hostRefusesPtrace = errno === '1' || errno === '13'; // EPERM, EACCES
   if (hostRefusesPtrace) refused = `this host refuses ptrace attach (errno ${errno}): syscalls are observed with strace instead`;
-  return { error: `ptrace attach failed (CAP_SYS_PTRACE or yama ptrace_scope?) (errno ${errno ?? '?'})`, initPid: initPid ? Number(initPid) : null, hostRefusesPtrace };
+  return { error: `ptrace attach failed (CAP_SYS_PTRACE or yama ptrace_scope?) (errno ${errno ?? '?'})`, initPid: pid, hostRefusesPtrace };
 }
 
 /** A promise and its resolver; later calls of the resolver are ignored. */
@@ -179,7 +189,7 @@ export class SyscallTracer {
           this.runs.delete(id);
           this.lose(r, r.spawnError);
         }
-      } else if (f[0] === 'B' && f[1] === 'err') r.onInit(attachError(f[3], f[4]));
+      } else if (f[0] === 'B' && f[1] === 'err') r.onInit(attachError(f[2], f[3], f[4]));
       else if (f[0] === 'B') r.onInit({ pid: Number(f[1]) });
       else if (f[0] === 'W') r.onExit({ code: f[1] === '-' ? null : Number(f[1]), signal: f[2] === '-' ? null : signalName(Number(f[2])), spawnError: r.spawnError });
       else if (r.chars <= MAX_TRACE_CHARS) {
@@ -256,7 +266,7 @@ export class SyscallTracer {
     this.idle();
     const l = spec.limits;
     const request = [
-      'R', id, spec.hold ? 1 : 0, l.cpuSoftS, l.cpuHardS, l.fsizeBytes ?? -1, l.uid, l.group ? `${l.gid}:${l.group}` : l.gid,
+      'R', id, spec.hold ? 1 : 0, l.cpuSoftS, l.cpuHardS, l.fsizeBytes ?? -1, l.asBytes ?? -1, l.nproc ?? -1, l.uid, l.group ? `${l.gid}:${l.group}` : l.gid,
       hexField(spec.stdoutFifo), hexField(spec.stderrFifo), hexField(spec.seccompFile),
       // The held launcher, or (gone meanwhile) one the tracer forks into the same cgroups.
       spec.held ? `h${spec.held.slot}${hexField(spec.cgroupProcs.join('\n'))}` : spec.cgroupProcs.length ? hexField(spec.cgroupProcs.join('\n')) : '-',
@@ -283,13 +293,35 @@ let tracer: SyscallTracer | null | undefined;
 let refused: string | null = null;
 
 /**
- * The process-wide tracer, or null when it cannot work here (no binary, not root, unsupported arch)
- * or the operator chose strace (AIRLOCK_SYSCALL_TRACER=strace, e.g. where ptrace attach is forbidden).
+ * Why this host refuses this process's tracer an attach to its sandboxes' inits (yama, from
+ * /proc/sys/kernel/yama/ptrace_scope), or null. Scope 1 allows a descendant, which the init is; 2
+ * allows only CAP_SYS_PTRACE (root); 3 allows no one.
+ */
+export function ptraceRefusedBecause(isRoot: boolean, scope: string | null = readYamaScope()): string | null {
+  const n = scope === null ? 0 : Number(scope.trim());
+  if (n >= 3) return `yama ptrace_scope is ${n}: no process may attach`;
+  if (n === 2 && !isRoot) return 'yama ptrace_scope is 2: only root may attach';
+  return null;
+}
+
+function readYamaScope(): string | null {
+  try {
+    return readFileSync('/proc/sys/kernel/yama/ptrace_scope', 'utf8');
+  } catch {
+    return null; // no yama: ptrace's own rules (same user) apply
+  }
+}
+
+/**
+ * The process-wide tracer, or null when it cannot work here (no binary, an unsupported arch, a yama
+ * setting that refuses the attach) or the operator chose strace (AIRLOCK_SYSCALL_TRACER=strace).
+ * As root it starts each sandbox as its host user; as an ordinary user, as that user.
  */
 export function syscallTracer(): SyscallTracer | null {
   if (process.env.AIRLOCK_SYSCALL_TRACER === 'strace' || refused) return null;
   if (tracer !== undefined) return tracer;
-  const bin = process.getuid?.() === 0 && (process.arch === 'x64' || process.arch === 'arm64') ? tracerBinaryPath() : null;
+  const usable = (process.arch === 'x64' || process.arch === 'arm64') && ptraceRefusedBecause(process.getuid?.() === 0) === null;
+  const bin = usable ? tracerBinaryPath() : null;
   tracer = bin ? new SyscallTracer(bin) : null;
   return tracer;
 }

@@ -1,0 +1,60 @@
+// An ordinary user's runs are observed by the host tracer (native/tracer.c), as root's are, not by the
+// strace fallback: a path is judged where its links lead, and a syscall off the allowlist is refused
+// with ENOSYS (strace can do neither: it names the path as written, and the filter has to kill the
+// program with SIGSYS). Where no cgroup counts memory and processes, the tracer sets the backstops
+// (RLIMIT_AS on bwrap, RLIMIT_NPROC on its init) that the node launch path set before.
+// Each run is the real CLI as the host's `nobody`, which has nothing delegated on this machine.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { tracerBinaryPath } from '../../src/sandbox/observe/tracer.js';
+import { airlockAsNobody } from '../helpers/cli.js';
+
+const skip = process.getuid?.() !== 0 ? 'needs root (runs airlock as nobody)' : tracerBinaryPath() === null ? 'the host tracer is not built' : false;
+
+interface Result {
+  outputs: { stdout: { text: string }; stderr: { text: string } };
+  execution: { exit_code: number | null; signal: string | null };
+  side_effects: { file_access_attempts: unknown[]; refused_syscalls: unknown[] };
+  verdict: { recommended_action: string; reasons: string[] };
+}
+
+const HOSTILE = `
+import os, ctypes
+os.symlink('/etc', '/tmp/e')
+try:
+    open('/tmp/e/passwd', 'a')
+except OSError as e:
+    print('open', e.errno)
+libc = ctypes.CDLL(None, use_errno=True)
+print('syscall600', libc.syscall(600), ctypes.get_errno())
+print('alive')
+`;
+
+test('an ordinary user\'s run is traced by the host tracer: a write through a link is named where it leads, and a call off the allowlist is refused with ENOSYS while the program goes on', { skip, timeout: 120_000 }, () => {
+  const doc = airlockAsNobody(['doctor']);
+  assert.match(doc.stdout, /\nsyscall tracer +\S+airlock-tracer \(ptrace, attached per run, as this user; side effects observed\)/, doc.stdout);
+
+  const r = airlockAsNobody(['exec', '--json', '--', 'python3', '-c', HOSTILE]);
+  assert.equal(r.code, 126, r.stderr); // BLOCK: nothing is delegated to nobody, and the attempts are findings
+  const sr = JSON.parse(r.stdout) as Result;
+  // EROFS, then ENOSYS: the program was not killed.
+  assert.equal(sr.outputs.stdout.text, 'open 30\nsyscall600 -1 38\nalive\n', sr.outputs.stderr.text);
+  assert.equal(sr.execution.exit_code, 0);
+  assert.deepEqual(sr.side_effects.file_access_attempts, [{ path: '/etc/passwd', access: 'write', denied: true, as_written: '/tmp/e/passwd' }]);
+  assert.deepEqual(sr.side_effects.refused_syscalls, [{ name: 'syscall_600', count: 1 }]);
+  const reasons = sr.verdict.reasons.join('\n');
+  assert.match(reasons, /writes outside \/out, \/tmp and the declared scope were attempted: \/etc\/passwd \(as \/tmp\/e\/passwd, EROFS\)/);
+  assert.match(reasons, /JG_SYSCALL_REFUSED: system calls outside the sandbox's allowlist were refused: syscall_600 x1/);
+});
+
+test('an ordinary user\'s backstops hold through the tracer: a fork spree stops at --pids (RLIMIT_NPROC on the init), a memory hog at --memory (RLIMIT_AS)', { skip, timeout: 120_000 }, () => {
+  const forks = airlockAsNobody(['exec', '--json', '--pids', '8', '--timeout', '30', '--', 'sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 3 & done; wait']);
+  assert.equal(forks.code, 126, forks.stderr);
+  assert.match((JSON.parse(forks.stdout) as Result).outputs.stderr.text, /Cannot fork/);
+
+  const hog = airlockAsNobody(['exec', '--json', '--memory', '64', '--timeout', '30', '--', 'python3', '-c', 'b = []\nwhile True: b.append(bytearray(16 << 20))']);
+  assert.equal(hog.code, 126, hog.stderr);
+  const sr = JSON.parse(hog.stdout) as Result;
+  assert.match(sr.outputs.stderr.text, /MemoryError/);
+  assert.equal(sr.execution.exit_code, 1);
+});
