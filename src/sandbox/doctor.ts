@@ -276,7 +276,7 @@ export function planLimits(c: Pick<HostCapabilities, 'cgroup' | 'tmpfsSizeCaps' 
  * only reported, a resource figure unmeasured (CPU and peak memory come from the cgroup), or side
  * effects unobserved BLOCK a run whatever the program does.
  */
-export function runOutlook(c: Pick<HostCapabilities, 'cgroup' | 'limits' | 'isRoot' | 'strace' | 'blockers'>, tracerBuilt: boolean): RunOutlook {
+export function runOutlook(c: Pick<HostCapabilities, 'cgroup' | 'limits' | 'strace' | 'blockers'>, tracerUsable: boolean): RunOutlook {
   if (c.blockers.length > 0) return { blockedBecause: [...c.blockers] };
   const why: string[] = [];
   const notEnforced = c.limits.filter((l) => !l.enforced).map((l) => l.limit);
@@ -287,7 +287,7 @@ export function runOutlook(c: Pick<HostCapabilities, 'cgroup' | 'limits' | 'isRo
     ...(!cg.usable || !cg.controllers.includes('memory') ? ['peak memory'] : []),
   ];
   if (unmeasured.length) why.push(`not measurable without a cgroup: ${unmeasured.join(', ')}`);
-  if (!(tracerBuilt && ptraceRefusedBecause(c.isRoot) === null) && c.strace === null) why.push('side effects cannot be observed (no syscall tracer usable and no strace: apt-get install strace)');
+  if (!tracerUsable && c.strace === null) why.push('side effects cannot be observed (no syscall tracer usable and no strace: apt-get install strace)');
   const fix = cg.fix && (notEnforced.length || unmeasured.length) ? cg.fix : undefined;
   return { blockedBecause: why, ...(fix ? { fix } : {}) };
 }
@@ -351,7 +351,7 @@ async function probe(): Promise<HostCapabilities> {
     outlook: { blockedBecause: [] },
   };
   caps.limits = planLimits(caps);
-  caps.outlook = runOutlook(caps, tracerBinaryPath() !== null && process.env.AIRLOCK_SYSCALL_TRACER !== 'strace');
+  caps.outlook = runOutlook(caps, tracerBinaryPath() !== null && process.env.AIRLOCK_SYSCALL_TRACER !== 'strace' && ptraceRefusedBecause(isRoot) === null);
   return caps;
 }
 

@@ -6,7 +6,7 @@
 // Each run is the real CLI as the host's `nobody`, which has nothing delegated on this machine.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { tracerBinaryPath } from '../../src/sandbox/observe/tracer.js';
+import { ptraceRefusedBecause, tracerBinaryPath } from '../../src/sandbox/observe/tracer.js';
 import { airlockAsNobody } from '../helpers/cli.js';
 
 const skip = process.getuid?.() !== 0 ? 'needs root (runs airlock as nobody)' : tracerBinaryPath() === null ? 'the host tracer is not built' : false;
@@ -57,4 +57,14 @@ test('an ordinary user\'s backstops hold through the tracer: a fork spree stops 
   const sr = JSON.parse(hog.stdout) as Result;
   assert.match(sr.outputs.stderr.text, /MemoryError/);
   assert.equal(sr.execution.exit_code, 1);
+});
+
+test('yama decides whether the tracer can attach: no yama, 0 or 1 allow it (the init is its descendant); 2 allows only root; 3 no one', () => {
+  for (const scope of [null, '0\n', '1\n']) {
+    assert.equal(ptraceRefusedBecause(false, scope), null);
+    assert.equal(ptraceRefusedBecause(true, scope), null);
+  }
+  assert.equal(ptraceRefusedBecause(false, '2\n'), 'yama ptrace_scope is 2: only root may attach');
+  assert.equal(ptraceRefusedBecause(true, '2\n'), null);
+  for (const root of [false, true]) assert.equal(ptraceRefusedBecause(root, '3\n'), 'yama ptrace_scope is 3: no process may attach');
 });
