@@ -185,6 +185,13 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
       break;
     }
     int fd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    // In /proc, what the tracer may not look up the program may (its own fd folder once it made itself
+    // non-dumpable: root's, 0500, and an ordinary user's tracer is not root): the rest cannot be told.
+    if (fd < 0 && errno != ENOENT && errno != ENOTDIR && fstatfs(cur, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC) {
+      *p = saved;
+      r = WALK_FAILED;
+      break;
+    }
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISLNK(st.st_mode)) {
       *p = saved;
       if (fd >= 0) set_fd(&cur, fd);

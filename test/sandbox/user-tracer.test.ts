@@ -14,7 +14,7 @@ const skip = process.getuid?.() !== 0 ? 'needs root (runs airlock as nobody)' : 
 interface Result {
   outputs: { stdout: { text: string }; stderr: { text: string } };
   execution: { exit_code: number | null; signal: string | null };
-  side_effects: { file_access_attempts: unknown[]; refused_syscalls: unknown[] };
+  side_effects: { file_access_attempts: unknown[]; refused_syscalls: unknown[]; unreadable_syscalls: unknown[] };
   verdict: { recommended_action: string; reasons: string[] };
 }
 
@@ -45,6 +45,31 @@ test('an ordinary user\'s run is traced by the host tracer: a write through a li
   const reasons = sr.verdict.reasons.join('\n');
   assert.match(reasons, /writes outside \/out, \/tmp and the declared scope were attempted: \/etc\/passwd \(as \/tmp\/e\/passwd, EROFS\)/);
   assert.match(reasons, /JG_SYSCALL_REFUSED: system calls outside the sandbox's allowlist were refused: syscall_600 x1/);
+});
+
+// A program that made itself non-dumpable: its /proc/<pid>/fd is root's (0500), which it may look in
+// and an ordinary user's tracer may not. What the tracer cannot follow is reported, never dropped.
+const NON_DUMPABLE = `
+import os, ctypes
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+d = os.open('/etc', os.O_PATH | os.O_DIRECTORY)
+os.symlink('/etc', '/tmp/e')
+for p in (f'/proc/self/fd/{d}/passwd', f'/dev/fd/{d}/../etc/shadow', '/tmp/e/group'):
+    try:
+        open(p, 'a')
+    except OSError as e:
+        print(e.errno)
+`;
+
+test('hostile: a non-dumpable program writing through its own /proc/self/fd/N (which the user\'s tracer may not look in) is reported as not followed, not dropped', { skip, timeout: 120_000 }, () => {
+  const r = airlockAsNobody(['exec', '--json', '--', 'python3', '-c', NON_DUMPABLE]);
+  assert.equal(r.code, 126, r.stderr);
+  const sr = JSON.parse(r.stdout) as Result;
+  assert.equal(sr.outputs.stdout.text, '30\n30\n30\n', sr.outputs.stderr.text);
+  assert.deepEqual(sr.side_effects.unreadable_syscalls, [{ name: 'openat', count: 2 }]);
+  // Links elsewhere are still followed: the tracer may read the program's root and cwd.
+  assert.deepEqual(sr.side_effects.file_access_attempts, [{ path: '/etc/group', access: 'write', denied: true, as_written: '/tmp/e/group' }]);
+  assert.match(sr.verdict.reasons.join('\n'), /JG_UNREADABLE_ARGUMENT: system calls whose arguments the host could not read or follow: openat x2/);
 });
 
 test('an ordinary user\'s backstops hold through the tracer: a fork spree stops at --pids (RLIMIT_NPROC on the init), a memory hog at --memory (RLIMIT_AS)', { skip, timeout: 120_000 }, () => {
