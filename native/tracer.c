@@ -792,7 +792,8 @@ struct launch {
   int params_fd; // a held launcher: where its launch request goes (-1 once sent)
   int held;      // a launcher waiting for its run (`H`), not yet taken by an `R`
   int hold, traced;
-  long nproc; // set on the init before it is traced (see launch_req)
+  long nproc;         // set on the init before it is traced (see launch_req)
+  unsigned uid, gid;  // the ids bwrap runs as (set_nproc)
   char info[512];
   size_t info_len;
 };
@@ -1026,6 +1027,8 @@ static void launch(struct launch_req *q, int fifos_made) {
   }
   launches[r - runs].hold = q->hold;
   launches[r - runs].nproc = q->nproc;
+  launches[r - runs].uid = q->uid;
+  launches[r - runs].gid = q->gid;
   out("%d R ok %d\n", q->id, launches[r - runs].pid);
 }
 
@@ -1167,6 +1170,8 @@ static void launch_held(struct launch_req *q) {
   if (gone) return launch(q, 1);
   l->hold = q->hold;
   l->nproc = q->nproc;
+  l->uid = q->uid;
+  l->gid = q->gid;
   r->id = q->id;
   if (step) {
     // The launcher cannot have the whole request: it ends now; W and Z follow.
@@ -1184,6 +1189,29 @@ static void release(struct launch *l) {
   close_fd(&l->block_fd);
 }
 
+// RLIMIT_NPROC on bwrap's init, inside its user namespace: set on bwrap before it made that
+// namespace, the limit would count every process of the user on the host. prlimit() on another
+// process needs our real ids to be its ids, or CAP_SYS_RESOURCE, which some hosts drop from root (a
+// container's default set): as root, the real ids are the init's for the call (the effective ones
+// stay root's, so they can be taken back), as the perl helper does on the node path. Meanwhile the
+// init's uid could signal us, but nothing of that uid can name this process (the sandbox's pid
+// namespace hides it). 0, or -1 with errno.
+static int set_nproc(pid_t init, const struct launch *l) {
+  struct rlimit np = {(rlim_t)l->nproc, (rlim_t)l->nproc};
+  if (geteuid() != 0) return prlimit(init, RLIMIT_NPROC, &np, NULL);
+  if (setresgid(l->gid, (gid_t)-1, (gid_t)-1) != 0) return -1;
+  if (setresuid(l->uid, (uid_t)-1, (uid_t)-1) != 0) {
+    int e = errno;
+    if (setresgid(0, (gid_t)-1, (gid_t)-1) != 0) _exit(70);
+    errno = e;
+    return -1;
+  }
+  int r = prlimit(init, RLIMIT_NPROC, &np, NULL), e = errno;
+  if (setresuid(0, (uid_t)-1, (uid_t)-1) != 0 || setresgid(0, (gid_t)-1, (gid_t)-1) != 0 || getuid() != 0 || getgid() != 0) _exit(70); // never go on with the wrong ids
+  errno = e;
+  return r;
+}
+
 // bwrap's --info-fd JSON names its init ("child-pid"); trace it, then let it go unless held.
 static void on_info(struct run *r, struct launch *l) {
   ssize_t n = read(l->info_fd, l->info + l->info_len, sizeof l->info - 1 - l->info_len);
@@ -1197,10 +1225,7 @@ static void on_info(struct run *r, struct launch *l) {
   long init = colon ? strtol(colon + 1, NULL, 10) : 0;
   close_fd(&l->info_fd);
   if (init <= 0) return; // bwrap ended (or wrote nonsense) first: its exit tells node
-  // On the init, inside its user namespace: set on bwrap before it made that namespace, the limit
-  // would count every process of the user on the host.
-  struct rlimit np = {(rlim_t)l->nproc, (rlim_t)l->nproc};
-  if (l->nproc >= 0 && prlimit((pid_t)init, RLIMIT_NPROC, &np, NULL) != 0) {
+  if (l->nproc >= 0 && set_nproc((pid_t)init, l) != 0) {
     out("%d B err rlimit %d %ld\n", r->id, errno, init);
     return;
   }

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { closeSync, constants, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, closeSync, constants, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -14,9 +14,11 @@ import { buildSeccompFilter } from '../../src/sandbox/ns/seccomp.js';
 import { py, run, text } from './helpers-ns.js';
 
 const tracer = syscallTracer();
-const skip = tracer === null ? 'no host tracer here (not root or native/tracer.c not built)' : false;
+const skip = tracer === null ? 'no host tracer here (native/tracer.c not built, or yama refuses its attach)' : false;
+const root = process.getuid?.() === 0;
+const hasSetpriv = spawnSync('setpriv', ['--help']).status === 0;
 
-test('runs are observed by the host tracer when it is built and we are root; bwrap starts under the rlimits', { skip }, async () => {
+test('runs are observed by the host tracer when it is built; bwrap starts under the rlimits', { skip }, async () => {
   const o = await run(['/bin/true']);
   assert.equal(o.host.syscallTracer, 'airlock-tracer');
   assert.equal(o.exit.source, 'tracer');
@@ -102,9 +104,13 @@ test('losing the tracer mid-run kills the sandbox and the run has no side effect
   assert.ok(again.sideEffects);
 });
 
-/** The tracer's raw protocol: a staging dir with the observing filter, one `R` request, its answers. */
-function rawLaunch(cmd: string[], id: number, bwrapArgs: string[]) {
+/**
+ * The tracer's raw protocol: a staging dir with the observing filter, one `R` request (held until
+ * `send('G <id>')` with `hold`; `nproc`: RLIMIT_NPROC for the init; `ids`: bwrap's uid and gid), its answers.
+ */
+function rawLaunch(cmd: string[], id: number, bwrapArgs: string[], opts: { hold?: boolean; nproc?: number; ids?: [number, number] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-tracer-test-'));
+  if (root) chownSync(dir, 65534, 65534); // a tracer run as nobody makes its FIFOs here
   const filter = join(dir, 'filter.bpf');
   writeFileSync(filter, buildSeccompFilter(process.arch, { observe: true }));
   const x = (s: string) => `x${Buffer.from(s).toString('hex')}`;
@@ -112,7 +118,8 @@ function rawLaunch(cmd: string[], id: number, bwrapArgs: string[]) {
   const t = spawn(cmd[0]!, cmd.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
   const out = { text: '' };
   t.stdout.on('data', (d: Buffer) => (out.text += d.toString()));
-  t.stdin.write(`R ${id} 0 1 2 -1 -1 -1 65534 65534 ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
+  const [uid, gid] = opts.ids ?? [65534, 65534];
+  t.stdin.write(`R ${id} ${opts.hold ? 1 : 0} 1 2 -1 -1 ${opts.nproc ?? -1} ${uid} ${gid} ${x(join(dir, 'o'))} ${x(join(dir, 'e'))} ${x(filter)} - ${argv.map(x).join(' ')}\n`);
   const readers: number[] = [];
   return {
     out,
@@ -125,6 +132,7 @@ function rawLaunch(cmd: string[], id: number, bwrapArgs: string[]) {
     /** Open the host's readers of bwrap's stdout and stderr (bwrap's own open waits for them). */
     openReaders: () => readers.push(...['o', 'e'].map((f) => openSync(join(dir, f), constants.O_RDONLY | constants.O_NONBLOCK))),
     readers,
+    send: (line: string) => t.stdin.write(`${line}\n`),
     close: () => {
       t.stdin.end();
       for (const fd of readers) closeSync(fd);
@@ -133,7 +141,7 @@ function rawLaunch(cmd: string[], id: number, bwrapArgs: string[]) {
   };
 }
 
-test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with the step and errno the runner falls back on', { skip: skip || (spawnSync('setpriv', ['--help']).status !== 0 && 'no setpriv') }, async () => {
+test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with the step and errno the runner falls back on', { skip: skip || (!hasSetpriv && 'no setpriv') }, async () => {
   const r = rawLaunch(['setpriv', '--inh-caps=-sys_ptrace', '--bounding-set=-sys_ptrace', tracerBinaryPath()!], 7, ['--unshare-user', '--ro-bind', '/', '/']);
   try {
     await r.until(/^7 R ok \d+$/m);
@@ -142,6 +150,50 @@ test('a host that refuses ptrace (no CAP_SYS_PTRACE): the tracer answers with th
     assert.match(r.out.text, /^7 B err ptrace (1|13) \d+$/m, r.out.text);
   } finally {
     r.close();
+  }
+});
+
+test('RLIMIT_NPROC is set on bwrap\'s init before it goes on, by a root tracer without CAP_SYS_RESOURCE (a container\'s default set) too', { skip: skip || (!root && 'needs root') || (!hasSetpriv && 'no setpriv') }, async () => {
+  const noResource = ['setpriv', '--inh-caps=-sys_resource', '--bounding-set=-sys_resource'];
+  for (const [k, cmd] of [[tracerBinaryPath()!], [...noResource, tracerBinaryPath()!]].entries()) {
+    const r = rawLaunch(cmd, 11 + k, ['--unshare-user', '--unshare-pid', '--ro-bind', '/', '/'], { hold: true, nproc: 5 });
+    try {
+      await r.until(new RegExp(`^${11 + k} R ok \\d+$`, 'm'));
+      r.openReaders();
+      await r.until(new RegExp(`^${11 + k} B `, 'm'));
+      const init = new RegExp(`^${11 + k} B (\\d+)$`, 'm').exec(r.out.text);
+      assert.ok(init, r.out.text);
+      assert.match(readFileSync(`/proc/${init[1]}/limits`, 'utf8'), /Max processes\s+5\s+5\s/);
+      r.send(`G ${11 + k}`);
+      await r.until(new RegExp(`^${11 + k} Z$`, 'm'));
+      assert.match(r.out.text, new RegExp(`^${11 + k} W 0 -$`, 'm'));
+    } finally {
+      r.close();
+    }
+  }
+});
+
+test('hostile: a tracer run by an ordinary user starts bwrap only as that user (a request for other ids fails at step ids)', { skip: skip || (!root && 'needs root (runs the tracer as nobody)') || (!hasSetpriv && 'no setpriv') }, async () => {
+  const asNobody = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups', tracerBinaryPath()!];
+  const bad = rawLaunch(asNobody, 21, ['--unshare-user', '--ro-bind', '/', '/'], { ids: [4242, 4242] });
+  try {
+    await bad.until(/^21 R /m);
+    bad.openReaders();
+    await bad.until(/^21 Z$/m);
+    assert.match(bad.out.text, /^21 R err ids 1$/m, bad.out.text);
+    assert.doesNotMatch(bad.out.text, /^21 B /m);
+  } finally {
+    bad.close();
+  }
+  const good = rawLaunch(asNobody, 22, ['--unshare-user', '--unshare-pid', '--ro-bind', '/', '/'], { nproc: 5 });
+  try {
+    await good.until(/^22 R ok \d+$/m);
+    good.openReaders();
+    await good.until(/^22 Z$/m);
+    assert.match(good.out.text, /^22 B \d+$/m, good.out.text);
+    assert.match(good.out.text, /^22 W 0 -$/m);
+  } finally {
+    good.close();
   }
 });
 
