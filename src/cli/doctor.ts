@@ -43,7 +43,6 @@ function poolLine(isRoot: boolean, tracer: string | null): string {
   return `yes: services keep ${Number(process.env.AIRLOCK_SANDBOX_POOL ?? 2)} per shape of limits for runs without a scope or the network (AIRLOCK_SANDBOX_POOL)`;
 }
 
-/** Whether a service holds launchers ahead of need here (src/sandbox/ns/held.ts), and why not. */
 /** How a declared scope is seen (runner.ts: the host's overlay as root, else bwrap's), or why it cannot be. */
 function overlayLine(c: HostCapabilities): string {
   if (c.isRoot && c.overlayfs && c.mountBinary) return 'yes (declared scopes are seen through a copy-on-write overlay)';
@@ -52,6 +51,7 @@ function overlayLine(c: HostCapabilities): string {
   return `NO for declared scopes (${why}): a run that declares a scope is refused (NS_OVERLAY_UNAVAILABLE); runs without one are not affected`;
 }
 
+/** Whether a service holds launchers ahead of need here (src/sandbox/ns/held.ts), and why not. */
 function heldLine(isRoot: boolean, tracer: string | null, cgroupUsable: boolean): string {
   if (!isRoot || !tracer || process.env.AIRLOCK_SYSCALL_TRACER === 'strace') return 'NO: they need root and the host syscall tracer: each run started on request forks its launcher';
   if (!cgroupUsable) return 'NO: no usable cgroup (nothing to move into ahead of need)';

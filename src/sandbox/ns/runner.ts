@@ -13,7 +13,7 @@
 //     `strace -f -u <sandbox user>` when strace is there; its log is root-owned, out of the sandbox's reach),
 //     moves B into the cgroup and sets its rlimits with the perl host helper (hostops.ts) or, without
 //     perl, by `prlimit` exec'd first in the chain.
-//   * our seccomp filter travels on fd 5 (--seccomp): a root-owned file for the tracer, a pipe for node.
+//   * our seccomp filter travels on fd 5 (--seccomp): a file in the staging base for the tracer (root-owned as root), a pipe for node.
 //   * The result is returned as soon as every sandbox process is dead and /out is copied; removing the
 //     cgroup, unmounting and deleting the staging dir run after it, tracked: `sandboxIdle()` waits.
 import { randomBytes } from 'node:crypto';

@@ -3,10 +3,10 @@
 // per run), attaches to the sandbox's init while bwrap holds it on --block-fd, and reports the
 // program's observed syscalls as lines on its stdout. The program cannot reach this process or its
 // pipe from its namespaces: nothing it does can forge or erase a line (run by an ordinary user, the
-// tracer is that user, as node is: a program that escaped the namespaces could reach both). Without the binary (no
-// compiler) or where the host refuses the attach, the runner falls back to strace (slower; it cannot
-// resolve links or refuse a call off the list). Root's tracer starts each sandbox as its host user; an
-// ordinary user's, as that user.
+// tracer is that user, as node is: a program that escaped the namespaces could reach both). Root's
+// tracer starts each sandbox as its host user; an ordinary user's, as that user. Without the binary
+// (no compiler) or where the host refuses the attach, the runner falls back to strace (slower; it
+// cannot resolve links or refuse a call off the list).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
