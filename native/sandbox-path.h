@@ -18,7 +18,9 @@
 //   (an O_PATH open of it): to a folder the walk goes on from there; to anything else the call acts
 //   on a descriptor the program holds, and the path as written is kept. /proc/self and
 //   /proc/thread-self name their reader, so they are read as the program's own pid.
-//   /proc/<pid>/map_files is never looked in (LOCKED_NAME).
+//   /proc/<pid>/map_files is never looked in (LOCKED_NAME). A non-dumpable program's own fd folder,
+//   which only root and the program may search, is passed through pidfd_getfd (own_fd).
+//   Any other lookup /proc refuses the tracer is a failed walk: a finding, never a missing name.
 // - Where it ended is the kernel's name of the last folder reached (/proc/self/fd/N), in the
 //   sandbox's view, plus what did not exist after it, as written.
 // The program can change a link between this stop and the kernel's own walk; the report is the
@@ -120,6 +122,48 @@ static int put_name(char *s, size_t cap, size_t *len, const char *name, size_t n
   return 1;
 }
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+// `pid`'s own descriptor `name` (digits), when `dir` is its own fd folder in the sandbox's /proc
+// (/proc/<its tgid>/fd, or /proc/<tgid>/task/<its tid>/fd): a copy through pidfd_getfd, which the
+// tracer may take where it may not search that folder (a non-dumpable program's is root's, 0500, and
+// an ordinary user's tracer is not root: it may ptrace the program, so it may take its descriptors).
+// -1 when it is another process's folder, not a number, or not to be had (a kernel before 5.6).
+static int own_fd(pid_t pid, int dir, const char *name) {
+  char at[PATH_CAP], self[64], want[96], line[256];
+  char *end;
+  long n = strtol(name, &end, 10);
+  if (name[0] < '0' || name[0] > '9' || *end || n > INT_MAX || fd_name(dir, at, sizeof at) <= 0) return -1;
+  int thread = strstr(at, "/task/") != NULL;
+  if (!proc_self_text(pid, thread, self, sizeof self)) return -1;
+  snprintf(want, sizeof want, "/proc/%s/fd", self);
+  if (strcmp(at, want) != 0) return -1;
+  // The host's id of the process (its tgid), or of the thread itself for its task folder.
+  long host = pid;
+  if (!thread) {
+    snprintf(at, sizeof at, "/proc/%d/status", pid);
+    FILE *f = fopen(at, "re");
+    host = -1;
+    while (f && fgets(line, sizeof line, f))
+      if (strncmp(line, "Tgid:", 5) == 0) host = strtol(line + 5, NULL, 10);
+    if (f) fclose(f);
+    if (host <= 0) return -1;
+  }
+  int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)host, thread ? PIDFD_THREAD : 0);
+  if (pidfd < 0) return -1;
+  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)n, 0);
+  close(pidfd);
+  return fd;
+}
+
 static int same_file(int a, int b) {
   struct stat x, y;
   return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
@@ -186,11 +230,22 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
     }
     int fd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     // In /proc, what the tracer may not look up the program may (its own fd folder once it made itself
-    // non-dumpable: root's, 0500, and an ordinary user's tracer is not root): the rest cannot be told.
+    // non-dumpable: root's, 0500, and an ordinary user's tracer is not root). Its own descriptor is
+    // taken as the kernel's jump would reach it; anything else cannot be told.
     if (fd < 0 && errno != ENOENT && errno != ENOTDIR && fstatfs(cur, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC) {
+      int to = own_fd(pid, cur, name);
       *p = saved;
-      r = WALK_FAILED;
-      break;
+      if (to < 0) {
+        r = WALK_FAILED;
+        break;
+      }
+      if (++hops > LINK_HOPS || fstat(to, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        close(to);
+        r = WALK_SAME; // the call acts on a descriptor the program holds, or fails
+        break;
+      }
+      set_fd(&cur, to);
+      continue;
     }
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISLNK(st.st_mode)) {
       *p = saved;

@@ -48,28 +48,46 @@ test('an ordinary user\'s run is traced by the host tracer: a write through a li
 });
 
 // A program that made itself non-dumpable: its /proc/<pid>/fd is root's (0500), which it may look in
-// and an ordinary user's tracer may not. What the tracer cannot follow is reported, never dropped.
+// and an ordinary user's tracer may not. The tracer takes the program's own descriptor instead
+// (pidfd_getfd); another process's folder it cannot follow is reported as such, never dropped.
 const NON_DUMPABLE = `
-import os, ctypes
+import os, ctypes, threading
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
 d = os.open('/etc', os.O_PATH | os.O_DIRECTORY)
+print(d, flush=True)
 os.symlink('/etc', '/tmp/e')
-for p in (f'/proc/self/fd/{d}/passwd', f'/dev/fd/{d}/../etc/shadow', '/tmp/e/group'):
+def tryopen(p):
     try:
         open(p, 'a')
     except OSError as e:
-        print(e.errno)
+        print(e.errno, flush=True)
+for p in (f'/proc/self/fd/{d}/passwd', f'/dev/fd/{d}/../etc/shadow', '/tmp/e/group'):
+    tryopen(p)
+t = threading.Thread(target=tryopen, args=(f'/proc/thread-self/fd/{d}/hosts',))
+t.start()
+t.join()
+if os.fork() == 0:
+    tryopen(f'/proc/{os.getppid()}/fd/{d}/hostname')  # the parent's folder: refused to the child too
+    os._exit(0)
+os.wait()
 `;
 
-test('hostile: a non-dumpable program writing through its own /proc/self/fd/N (which the user\'s tracer may not look in) is reported as not followed, not dropped', { skip, timeout: 120_000 }, () => {
+test('hostile: a non-dumpable program writing through its own /proc/self/fd/N (a folder the user\'s tracer may not search) is named where it leads; what cannot be followed is reported, not dropped', { skip, timeout: 120_000 }, () => {
   const r = airlockAsNobody(['exec', '--json', '--', 'python3', '-c', NON_DUMPABLE]);
   assert.equal(r.code, 126, r.stderr);
   const sr = JSON.parse(r.stdout) as Result;
-  assert.equal(sr.outputs.stdout.text, '30\n30\n30\n', sr.outputs.stderr.text);
-  assert.deepEqual(sr.side_effects.unreadable_syscalls, [{ name: 'openat', count: 2 }]);
-  // Links elsewhere are still followed: the tracer may read the program's root and cwd.
-  assert.deepEqual(sr.side_effects.file_access_attempts, [{ path: '/etc/group', access: 'write', denied: true, as_written: '/tmp/e/group' }]);
-  assert.match(sr.verdict.reasons.join('\n'), /JG_UNREADABLE_ARGUMENT: system calls whose arguments the host could not read or follow: openat x2/);
+  const [d, ...errnos] = sr.outputs.stdout.text.trim().split('\n');
+  assert.deepEqual(errnos, ['30', '30', '30', '30', '13'], sr.outputs.stderr.text);
+  const write = (path: string, asWritten: string) => ({ path, access: 'write', denied: true, as_written: asWritten });
+  assert.deepEqual(sr.side_effects.file_access_attempts, [
+    write('/etc/passwd', `/proc/self/fd/${d}/passwd`),
+    write('/etc/shadow', `/dev/fd/${d}/../etc/shadow`),
+    write('/etc/group', '/tmp/e/group'),
+    write('/etc/hosts', `/proc/thread-self/fd/${d}/hosts`),
+  ]);
+  // The child's look in its parent's folder, which the kernel refused it (EACCES) too.
+  assert.deepEqual(sr.side_effects.unreadable_syscalls, [{ name: 'openat', count: 1 }]);
+  assert.match(sr.verdict.reasons.join('\n'), /JG_UNREADABLE_ARGUMENT: system calls whose arguments the host could not read or follow: openat x1/);
 });
 
 test('an ordinary user\'s backstops hold through the tracer: a fork spree stops at --pids (RLIMIT_NPROC on the init), a memory hog at --memory (RLIMIT_AS)', { skip, timeout: 120_000 }, () => {
