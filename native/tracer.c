@@ -239,10 +239,27 @@ static int take_early(pid_t pid) {
 
 // ---- tracee memory -----------------------------------------------------------------------------
 
+// Word by word with PTRACE_PEEKDATA (the task is in a ptrace stop): what the program's memory holds
+// from `addr`, as far as it can be read.
+static size_t peek_words(pid_t pid, uint64_t addr, unsigned char *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    uint64_t at = addr + got, word_at = at & ~(uint64_t)(sizeof(long) - 1);
+    errno = 0;
+    long w = ptrace(PTRACE_PEEKDATA, pid, (void *)(uintptr_t)word_at, NULL);
+    if (w == -1 && errno) break;
+    size_t off = (size_t)(at - word_at), k = sizeof(long) - off < n - got ? sizeof(long) - off : n - got;
+    memcpy(buf + got, (unsigned char *)&w + off, k);
+    got += k;
+  }
+  return got;
+}
+
 // process_vm_readv first (one call); it refuses pages the program mapped without PROT_READ (which the
 // kernel itself still reads on x86: a write-only page would hide a path from us), so a failure is
-// retried through /proc/<pid>/mem, which reads them as ptrace does. Still unreadable: memory no
-// other process can read (memfd_secret) and addresses with nothing mapped.
+// retried through /proc/<pid>/mem, which reads them as ptrace does. A non-dumpable program's
+// /proc/<pid>/mem is root's (0600): an ordinary user's tracer reads the rest with PTRACE_PEEKDATA.
+// Still unreadable: memory no other process can read (memfd_secret) and addresses with nothing mapped.
 static ssize_t peek(pid_t pid, uint64_t addr, void *buf, size_t n) {
   struct iovec local = {buf, n}, remote = {(void *)(uintptr_t)addr, n};
   ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
@@ -250,10 +267,13 @@ static ssize_t peek(pid_t pid, uint64_t addr, void *buf, size_t n) {
   char mem[64];
   snprintf(mem, sizeof mem, "/proc/%d/mem", pid);
   int fd = open(mem, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return got;
-  ssize_t r = pread(fd, buf, n, (off_t)addr);
-  close(fd);
-  return r > got ? r : got;
+  if (fd >= 0) {
+    ssize_t r = pread(fd, buf, n, (off_t)addr);
+    close(fd);
+    return r > got ? r : got;
+  }
+  size_t from = got > 0 ? (size_t)got : 0, more = peek_words(pid, addr + from, (unsigned char *)buf + from, n - from);
+  return more > 0 ? (ssize_t)(from + more) : got;
 }
 
 // A NUL-terminated string from the tracee, read page by page (a string may end before an unmapped
