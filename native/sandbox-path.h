@@ -25,6 +25,7 @@
 //   sandbox's view, plus what did not exist after it, as written.
 // The program can change a link between this stop and the kernel's own walk; the report is the
 // host's best reading, not the containment (the read-only root, the namespaces and the diff are).
+#include <pthread.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <linux/openat2.h>
@@ -132,20 +133,54 @@ static int put_name(char *s, size_t cap, size_t *len, const char *name, size_t n
 #define PIDFD_THREAD O_EXCL
 #endif
 
-// `pid`'s own descriptor `name` (digits), when `dir` is its own fd folder in the sandbox's /proc
+// Closes a descriptor copied from a program (own_fd) off the tracer's loop, on a thread of its own:
+// when the program closed its own meanwhile, this copy is the file's last reference, and its release
+// can wait (a socket lingering on close, as long as the program asked) where the loop must not. With
+// that thread stuck and its pipe full, the copy stays open: what it costs is one descriptor.
+static void *closer(void *arg) {
+  int r = (int)(intptr_t)arg, fd;
+  while (read(r, &fd, sizeof fd) == (ssize_t)sizeof fd) close(fd);
+  return NULL;
+}
+static void close_copy(int fd) {
+  static int w = -1;
+  if (w < 0) {
+    int p[2];
+    pthread_t t;
+    if (pipe2(p, O_CLOEXEC) != 0) return;
+    if (pthread_create(&t, NULL, closer, (void *)(intptr_t)p[0]) != 0) {
+      close(p[0]);
+      close(p[1]);
+      return;
+    }
+    pthread_detach(t);
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    w = p[1];
+  }
+  if (write(w, &fd, sizeof fd) != (ssize_t)sizeof fd) {
+  }
+}
+
+enum { OWN_FD_UNKNOWN = -1, OWN_FD_NONE = -2 };
+
+// `pid`'s own descriptor `name`, when `dir` is its own fd folder in the sandbox's /proc
 // (/proc/<its tgid>/fd, or /proc/<tgid>/task/<its tid>/fd): a copy through pidfd_getfd, which the
 // tracer may take where it may not search that folder (a non-dumpable program's is root's, 0500, and
 // an ordinary user's tracer is not root: it may ptrace the program, so it may take its descriptors).
-// -1 when it is another process's folder, not a number, or not to be had (a kernel before 5.6).
+// A copy that is no folder goes to close_copy. OWN_FD_NONE: no such name there (the kernel's lookup
+// fails with ENOENT); OWN_FD_UNKNOWN: another folder, or not to be had (a kernel before 5.6).
 static int own_fd(pid_t pid, int dir, const char *name) {
   char at[PATH_CAP], self[64], want[96], line[256];
-  char *end;
-  long n = strtol(name, &end, 10);
-  if (name[0] < '0' || name[0] > '9' || *end || n > INT_MAX || fd_name(dir, at, sizeof at) <= 0) return -1;
+  if (fd_name(dir, at, sizeof at) <= 0) return OWN_FD_UNKNOWN;
   int thread = strstr(at, "/task/") != NULL;
-  if (!proc_self_text(pid, thread, self, sizeof self)) return -1;
+  if (!proc_self_text(pid, thread, self, sizeof self)) return OWN_FD_UNKNOWN;
   snprintf(want, sizeof want, "/proc/%s/fd", self);
-  if (strcmp(at, want) != 0) return -1;
+  if (strcmp(at, want) != 0) return OWN_FD_UNKNOWN;
+  // Its names are descriptors' numbers in decimal, without a leading zero ("040" is no name there).
+  char *end;
+  errno = 0;
+  long n = strtol(name, &end, 10);
+  if (name[0] < '0' || name[0] > '9' || (name[0] == '0' && name[1]) || *end || errno || n > INT_MAX) return OWN_FD_NONE;
   // The host's id of the process (its tgid), or of the thread itself for its task folder.
   long host = pid;
   if (!thread) {
@@ -155,13 +190,13 @@ static int own_fd(pid_t pid, int dir, const char *name) {
     while (f && fgets(line, sizeof line, f))
       if (strncmp(line, "Tgid:", 5) == 0) host = strtol(line + 5, NULL, 10);
     if (f) fclose(f);
-    if (host <= 0) return -1;
+    if (host <= 0) return OWN_FD_UNKNOWN;
   }
   int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)host, thread ? PIDFD_THREAD : 0);
-  if (pidfd < 0) return -1;
-  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)n, 0);
+  if (pidfd < 0) return OWN_FD_UNKNOWN;
+  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)n, 0), e = errno;
   close(pidfd);
-  return fd;
+  return fd >= 0 ? fd : e == EBADF ? OWN_FD_NONE : OWN_FD_UNKNOWN;
 }
 
 static int same_file(int a, int b) {
@@ -235,12 +270,17 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
     if (fd < 0 && errno != ENOENT && errno != ENOTDIR && fstatfs(cur, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC) {
       int to = own_fd(pid, cur, name);
       *p = saved;
+      if (to == OWN_FD_NONE) {
+        if (put_name(missing, sizeof missing, &ml, name, n)) continue;
+        r = WALK_FAILED;
+        break;
+      }
       if (to < 0) {
         r = WALK_FAILED;
         break;
       }
       if (++hops > LINK_HOPS || fstat(to, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        close(to);
+        close_copy(to);
         r = WALK_SAME; // the call acts on a descriptor the program holds, or fails
         break;
       }
