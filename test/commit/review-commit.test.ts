@@ -112,9 +112,16 @@ test('T3: rollback refuses a sandbox id that is not one (../): a journal planted
   chownSync(join(evil, 'journal.json'), U, U);
   // Where the in-flight marker of that id lands (one level less up: under /tmp, which anyone may fill).
   const marker = dirname(join(ws.root, 'promotions', 'inflight', id));
+  // The first folder of it that mkdir -p makes (outside the run's TMPDIR: removed after).
+  let made: string | null = null;
+  for (let d = marker; !existsSync(d); d = dirname(d)) made = d;
   assert.equal(spawnSync('mkdir', ['-p', marker], { uid: U, gid: U }).status, 0, marker);
-  const out = await rollback(ws, id);
-  assert.ok(existsSync(victim), `a planted journal made rollback remove ${victim}: ${JSON.stringify(out).slice(0, 300)}`);
-  assert.equal(out.ok, false);
-  assert.deepEqual(out.ok ? [] : out.problems.map((p) => p.code), ['COMMIT_BAD_ID']);
+  try {
+    const out = await rollback(ws, id);
+    assert.ok(existsSync(victim), `a planted journal made rollback remove ${victim}: ${JSON.stringify(out).slice(0, 300)}`);
+    assert.equal(out.ok, false);
+    assert.deepEqual(out.ok ? [] : out.problems.map((p) => p.code), ['COMMIT_BAD_ID']);
+  } finally {
+    if (made) rmSync(made, { recursive: true, force: true });
+  }
 });
