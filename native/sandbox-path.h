@@ -136,7 +136,7 @@ static int put_name(char *s, size_t cap, size_t *len, const char *name, size_t n
 // Closes a descriptor copied from a program (own_fd) off the tracer's loop, on a thread of its own:
 // when the program closed its own meanwhile, this copy is the file's last reference, and its release
 // can wait (a socket lingering on close, as long as the program asked) where the loop must not. With
-// that thread stuck and its pipe full, the copy stays open: what it costs is one descriptor.
+// that thread stuck and its pipe full (or not started), the copy stays open: one descriptor.
 static void *closer(void *arg) {
   int r = (int)(intptr_t)arg, fd;
   while (read(r, &fd, sizeof fd) == (ssize_t)sizeof fd) close(fd);

@@ -1215,19 +1215,24 @@ static void release(struct launch *l) {
 // container's default set): as root, the real ids are the init's for the call (the effective ones
 // stay root's, so they can be taken back), as the perl helper does on the node path. Meanwhile the
 // init's uid could signal us, but nothing of that uid can name this process (the sandbox's pid
-// namespace hides it). 0, or -1 with errno.
+// namespace hides it). The raw syscalls change this thread's ids only: glibc's wrappers would make
+// every thread change them, waiting on each (close_copy's thread may be inside a long close). 0, or
+// -1 with errno.
+static int set_ids(long nr, unsigned id) {
+  return (int)syscall(nr, (long)id, -1L, -1L);
+}
 static int set_nproc(pid_t init, const struct launch *l) {
   struct rlimit np = {(rlim_t)l->nproc, (rlim_t)l->nproc};
   if (geteuid() != 0) return prlimit(init, RLIMIT_NPROC, &np, NULL);
-  if (setresgid(l->gid, (gid_t)-1, (gid_t)-1) != 0) return -1;
-  if (setresuid(l->uid, (uid_t)-1, (uid_t)-1) != 0) {
+  if (set_ids(SYS_setresgid, l->gid) != 0) return -1;
+  if (set_ids(SYS_setresuid, l->uid) != 0) {
     int e = errno;
-    if (setresgid(0, (gid_t)-1, (gid_t)-1) != 0) _exit(70);
+    if (set_ids(SYS_setresgid, 0) != 0) _exit(70);
     errno = e;
     return -1;
   }
   int r = prlimit(init, RLIMIT_NPROC, &np, NULL), e = errno;
-  if (setresuid(0, (uid_t)-1, (uid_t)-1) != 0 || setresgid(0, (gid_t)-1, (gid_t)-1) != 0 || getuid() != 0 || getgid() != 0) _exit(70); // never go on with the wrong ids
+  if (set_ids(SYS_setresuid, 0) != 0 || set_ids(SYS_setresgid, 0) != 0 || getuid() != 0 || getgid() != 0) _exit(70); // never go on with the wrong ids
   errno = e;
   return r;
 }
