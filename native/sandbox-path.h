@@ -15,8 +15,11 @@
 //   is followed but what the walk reads and splices itself; `..` is an openat of `..` from the folder
 //   it is in, and stays at the top (the sandbox's root; the dirfd for RESOLVE_IN_ROOT/BENEATH).
 // - A link of /proc that names a descriptor (cwd, root, fd/N) is followed by the kernel itself
-//   (an O_PATH open of it): to a folder the walk goes on from there; to anything else the call acts
-//   on a descriptor the program holds, and the path as written is kept. /proc/self and
+//   (an O_PATH open of it): to a folder the walk goes on from there; at the path's end, to a
+//   regular file that still has a name, the call reaches that file (an O_PATH descriptor of
+//   /etc/hosts reopened for writing writes /etc/hosts) and is judged by its name; to anything else
+//   (a pipe, a socket, a memfd) the call acts on a descriptor the program holds, and the path as
+//   written is kept. /proc/self and
 //   /proc/thread-self name their reader, so they are read as the program's own pid.
 //   /proc/<pid>/map_files is never looked in (LOCKED_NAME). A non-dumpable program's own fd folder,
 //   which only root and the program may search, is passed through pidfd_getfd (own_fd).
@@ -199,6 +202,27 @@ static int own_fd(pid_t pid, int dir, const char *name) {
   return fd >= 0 ? fd : e == EBADF ? OWN_FD_NONE : OWN_FD_UNKNOWN;
 }
 
+// Where a descriptor link (/proc/<pid>/fd/N, cwd, root) leads: a folder the walk goes on from; at the
+// path's end, a regular file the file system still names (not a memfd, a deleted or an O_TMPFILE
+// file: no link left), which the call reaches as if by that name (an O_PATH descriptor reopened for
+// writing through /proc/self/fd/N writes that file); or anything else, a descriptor the program
+// holds (a pipe, a socket, a memfd), kept as written.
+enum jump { JUMP_NONE, JUMP_DIR, JUMP_FILE };
+static enum jump jump_kind(int fd, int last) {
+  struct stat st;
+  char name[PATH_CAP];
+  if (fstat(fd, &st) != 0) return JUMP_NONE;
+  if (S_ISDIR(st.st_mode)) return JUMP_DIR;
+  return last && S_ISREG(st.st_mode) && st.st_nlink > 0 && fd_name(fd, name, sizeof name) > 0 && name[0] == '/' ? JUMP_FILE : JUMP_NONE;
+}
+
+// An O_PATH descriptor of what `fd` is, of our own (through our /proc/self/fd), or -1.
+static int reopen_path(int fd) {
+  char at[64];
+  snprintf(at, sizeof at, "/proc/self/fd/%d", fd);
+  return open(at, O_PATH | O_CLOEXEC);
+}
+
 static int same_file(int a, int b) {
   struct stat x, y;
   return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
@@ -279,9 +303,16 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
         r = WALK_FAILED;
         break;
       }
-      if (++hops > LINK_HOPS || fstat(to, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      enum jump j = ++hops > LINK_HOPS ? JUMP_NONE : jump_kind(to, last);
+      if (j != JUMP_DIR) {
+        // A file's own descriptor, not the copy (close_copy), names it.
+        int named = j == JUMP_FILE ? reopen_path(to) : -1;
         close_copy(to);
-        r = WALK_SAME; // the call acts on a descriptor the program holds, or fails
+        if (named < 0) {
+          r = WALK_SAME; // the call acts on a descriptor the program holds, or fails
+          break;
+        }
+        set_fd(&cur, named);
         break;
       }
       set_fd(&cur, to);
@@ -302,12 +333,14 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
       int to = openat(cur, name, O_PATH | O_CLOEXEC);
       *p = saved;
       close(fd);
-      if (++hops > LINK_HOPS || to < 0 || fstat(to, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      enum jump j = ++hops > LINK_HOPS || to < 0 ? JUMP_NONE : jump_kind(to, last);
+      if (j == JUMP_NONE) {
         if (to >= 0) close(to);
         r = WALK_SAME; // the call acts on a descriptor the program holds, or fails
         break;
       }
       set_fd(&cur, to);
+      if (j == JUMP_FILE) break;
       continue;
     }
     close(fd);

@@ -358,3 +358,37 @@ test('attack: times and xattrs changed through links and by raw syscalls (utime,
   assert.equal(j.verdict, 'REQUIRE_CONFIRMATION', j.reasons.join('\n'));
   assert.ok(j.unexpected.some((u) => u.includes('/etc/hosts (as /tmp/w/hosts, EROFS)')), j.unexpected.join('\n'));
 });
+
+test('attack: an O_PATH descriptor of a host file reopened for writing through /proc/self/fd/N or /dev/fd/N is a write on that file; the program\'s own files, a memfd, an O_TMPFILE and stdout reopened the same way are not findings', async () => {
+  const code = [
+    'import os',
+    'def tryit(p, flags=os.O_WRONLY):',
+    '  try: os.close(os.open(p, flags)); print("ok", p)',
+    '  except OSError as e: print(e.errno, p)',
+    'pf = os.open("/etc/hosts", os.O_PATH)',
+    'tryit(f"/proc/self/fd/{pf}")',
+    'sf = os.open("/etc/passwd", os.O_PATH)',
+    'tryit(f"/dev/fd/{sf}", os.O_RDWR)',
+    'tryit(f"/proc/thread-self/fd/{pf}", os.O_RDONLY)', // a read of a file that is no secret: nothing
+    'mine = os.open("/tmp/mine", os.O_RDONLY | os.O_CREAT, 0o644)',
+    'tryit(f"/proc/self/fd/{mine}")',
+    'out = os.open("/out/kept", os.O_RDONLY | os.O_CREAT, 0o644)',
+    'tryit(f"/proc/self/fd/{out}")',
+    'm = os.memfd_create("buf")',
+    'tryit(f"/proc/self/fd/{m}", os.O_RDWR)',
+    't = os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)',
+    'tryit(f"/proc/self/fd/{t}", os.O_RDWR)',
+    'tryit("/dev/stdout")',
+  ].join('\n');
+  const o = await traced(code);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  // Refused (EROFS, or EACCES where the sandbox's /etc is a generated tmpfs of root's files).
+  assert.match(o.stdout.bytes.toString(), /^(30|13) \/proc\/self\/fd\/\d+\n(30|13) \/dev\/fd\/\d+\nok /, text(o));
+  const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.syscall, a.access, a.path, a.asWritten ?? null]);
+  assert.deepEqual(got, [
+    ['openat', 'write', '/etc/hosts', '/proc/self/fd/3'],
+    ['openat', 'write', '/etc/passwd', '/dev/fd/4'],
+  ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
+  assert.ok((o.sideEffects?.fileAccess ?? []).every((a) => a.result === 'EROFS' || a.result === 'EACCES'));
+  assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);
+});

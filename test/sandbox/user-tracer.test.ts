@@ -67,6 +67,8 @@ for p in (f'/proc/self/fd/{d}/passwd', f'/dev/fd/{d}/../etc/shadow', '/tmp/e/gro
 t = threading.Thread(target=tryopen, args=(f'/proc/thread-self/fd/{d}/hosts',))
 t.start()
 t.join()
+# An O_PATH descriptor of a file, reopened for writing: a write on that file.
+tryopen(f"/proc/self/fd/{os.open('/etc/nsswitch.conf', os.O_PATH)}")
 if os.uname().machine == 'x86_64':
     # A path in a write-only page, which process_vm_readv refuses and the kernel reads, given by openat(2).
     libc = ctypes.CDLL(None, use_errno=True)
@@ -90,7 +92,7 @@ test('hostile: a non-dumpable program writing through its own /proc/self/fd/N (a
   const [first, ...errnos] = sr.outputs.stdout.text.trim().split('\n');
   const [d, pid] = first!.split(' ');
   const x64 = process.arch === 'x64';
-  assert.deepEqual(errnos, ['30', '30', '30', '2', '2', '30', ...(x64 ? ['30'] : []), '13'], sr.outputs.stderr.text);
+  assert.deepEqual(errnos, ['30', '30', '30', '2', '2', '30', '30', ...(x64 ? ['30'] : []), '13'], sr.outputs.stderr.text);
   const write = (path: string, asWritten?: string) => ({ path, access: 'write', denied: true, ...(asWritten ? { as_written: asWritten } : {}) });
   assert.deepEqual(sr.side_effects.file_access_attempts, [
     write('/etc/passwd', `/proc/self/fd/${d}/passwd`),
@@ -100,6 +102,7 @@ test('hostile: a non-dumpable program writing through its own /proc/self/fd/N (a
     write(`/proc/${pid}/fd/0${d}/x`, `/proc/self/fd/0${d}/x`),
     write(`/proc/${pid}/fd/99/x`, '/proc/self/fd/99/x'),
     write('/etc/hosts', `/proc/thread-self/fd/${d}/hosts`),
+    write('/etc/nsswitch.conf', `/proc/self/fd/${Number(d) + 1}`),
     // Its /proc/<pid>/mem is root's then: read with PTRACE_PEEKDATA.
     ...(x64 ? [write('/etc/motd')] : []),
   ]);
