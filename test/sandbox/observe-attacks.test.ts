@@ -359,7 +359,7 @@ test('attack: times and xattrs changed through links and by raw syscalls (utime,
   assert.ok(j.unexpected.some((u) => u.includes('/etc/hosts (as /tmp/w/hosts, EROFS)')), j.unexpected.join('\n'));
 });
 
-test('attack: an O_PATH descriptor of a host file reopened for writing through /proc/self/fd/N or /dev/fd/N is a write on that file; the program\'s own files, a memfd, an O_TMPFILE and stdout reopened the same way are not findings', async () => {
+test('attack: an O_PATH descriptor of a host file reopened for writing through /proc/self/fd/N or /dev/fd/N, or changed by that path (chmod, truncate, utime), is a write on that file; the program\'s own files, a memfd, an O_TMPFILE and stdout reopened the same way are not findings', async () => {
   const code = [
     'import os',
     'def tryit(p, flags=os.O_WRONLY):',
@@ -379,15 +379,27 @@ test('attack: an O_PATH descriptor of a host file reopened for writing through /
     't = os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)',
     'tryit(f"/proc/self/fd/{t}", os.O_RDWR)',
     'tryit("/dev/stdout")',
+    // Other calls by such a path reach the file too.
+    'def change(what, f, target):',
+    '  try: f(f"/proc/self/fd/{os.open(target, os.O_PATH)}"); print("ok", what)',
+    '  except OSError as e: print(e.errno, what)',
+    'change("chmod", lambda p: os.chmod(p, 0o777), "/etc/group")',
+    'change("truncate", lambda p: os.truncate(p, 0), "/etc/nsswitch.conf")',
+    'change("utime", lambda p: os.utime(p), "/etc/ld.so.conf")',
   ].join('\n');
   const o = await traced(code);
   assert.equal(o.status, 'SUCCESS', text(o));
   // Refused (EROFS, or EACCES where the sandbox's /etc is a generated tmpfs of root's files).
   assert.match(o.stdout.bytes.toString(), /^(30|13) \/proc\/self\/fd\/\d+\n(30|13) \/dev\/fd\/\d+\nok /, text(o));
   const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.syscall, a.access, a.path, a.asWritten ?? null]);
-  assert.deepEqual(got, [
-    ['openat', 'write', '/etc/hosts', '/proc/self/fd/3'],
+  assert.doesNotMatch(o.stdout.bytes.toString(), /^ok (chmod|truncate|utime)$/m, text(o));
+  const fd = (path: string) => /^\/proc\/self\/fd\/\d+$/.test(path);
+  assert.deepEqual(got.map(([c, a, p, w]) => [c, a, p, w === null ? null : fd(w as string) || w]), [
+    ['openat', 'write', '/etc/hosts', true],
     ['openat', 'write', '/etc/passwd', '/dev/fd/4'],
+    ['chmod', 'write', '/etc/group', true],
+    ['truncate', 'write', '/etc/nsswitch.conf', true],
+    ['utimensat', 'write', '/etc/ld.so.conf', true],
   ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
   assert.ok((o.sideEffects?.fileAccess ?? []).every((a) => a.result === 'EROFS' || a.result === 'EACCES'));
   assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);
