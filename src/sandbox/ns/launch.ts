@@ -12,7 +12,20 @@ import { closeSync, constants, openSync, readdirSync, readFileSync } from 'node:
 import { Socket } from 'node:net';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Launch, LaunchSpec, SyscallTracer, TraceRun } from '../observe/tracer.js';
+import type { RunCgroup } from '../cgroup/index.js';
+import type { Limits } from '../types.js';
 import { findSystemBinary } from '../doctor.js';
+
+/**
+ * The rlimits that stand in where no cgroup counts memory or processes (a user nothing was delegated
+ * to), so that a hog cannot take the host down; weaker than a cgroup, they do not count as
+ * enforcement. RLIMIT_AS goes on bwrap; RLIMIT_NPROC only on bwrap's init, inside its user namespace
+ * (by the tracer, or the host helper): set on bwrap before it made that namespace, it would count
+ * every process of the user on the host.
+ */
+export function rlimitBackstops(cg: RunCgroup | null, limits: Limits): { asBytes: number | null; nproc: number | null } {
+  return { asBytes: cg?.enforces.memory ? null : limits.memoryBytes, nproc: cg?.enforces.pids ? null : limits.pids };
+}
 
 export type LaunchReady = { initPid: number } | { error: string; initPid: number | null; tracerRefused: boolean };
 

@@ -31,7 +31,7 @@ import { rootPlan, type RootPlan } from '../rootfs.js';
 import type { Limits, NsRunSpec } from '../types.js';
 import { namespaceArgs, observeFilterIn, READ_ONLY_ROOT } from './bwrap-args.js';
 import { hostOps } from './hostops.js';
-import { launchWithTracer, type SandboxLaunch } from './launch.js';
+import { launchWithTracer, rlimitBackstops, type SandboxLaunch } from './launch.js';
 import { folderArgs, makeRunFolders, removeRunFolders, runFolders, type RunFolders } from './run-folders.js';
 import { mkdirModeSync, mounter, stagingBase, type Mounter } from './staging.js';
 import { sandboxIds, type RunIds } from '../run-ids.js';
@@ -303,17 +303,7 @@ async function startSandbox(c: HostCapabilities, shape: ShapeSpec): Promise<Pool
       stderrFifo: join(folders.dir, 'stderr'),
       seccompFile: observeFilterIn(base),
       cgroupProcs: cg ? cg.dirs.map((d) => join(d, 'cgroup.procs')) : [],
-      limits: {
-        cpuSoftS: cpuS,
-        cpuHardS: cpuS + 1,
-        fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes,
-        // The backstops a run started on request has where no cgroup counts (runner.ts).
-        asBytes: cg?.enforces.memory ? null : limits.memoryBytes,
-        nproc: cg?.enforces.pids ? null : limits.pids,
-        uid: ids.uid,
-        gid: ids.gid,
-        group: ids.group,
-      },
+      limits: { cpuSoftS: cpuS, cpuHardS: cpuS + 1, fsizeBytes: c.tmpfsSizeCaps.hostOut ? null : limits.outBytes, ...rlimitBackstops(cg, limits), uid: ids.uid, gid: ids.gid, group: ids.group },
       hold: false,
     });
     launch.park(true);

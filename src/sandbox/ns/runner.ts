@@ -34,7 +34,7 @@ import { StreamCapture } from './capture.js';
 import { baseEnv, checkSpecEnv } from './env.js';
 import { endUnused, refillHeldLaunchers, takeHeldLauncher } from './held.js';
 import { hostOps } from './hostops.js';
-import { launchWithNode, launchWithTracer, type SandboxLaunch } from './launch.js';
+import { launchWithNode, launchWithTracer, rlimitBackstops, type SandboxLaunch } from './launch.js';
 import { namespaceArgs, observeFilterIn, plainSeccompFilter, READ_ONLY_ROOT } from './bwrap-args.js';
 import { dropPoolShapes, LAUNCHER_IN_SANDBOX, poolHas, poolShape, refillPool, takePooled } from './pool.js';
 import { folderArgs, makeRunFolders, removeRunFolders, runFolders } from './run-folders.js';
@@ -466,11 +466,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
     // strace), so its exec stays out of the strace log.
     const cpuS = Math.ceil(limits.cpuMs / 1000);
     const fsize = caps.tmpfsSizeCaps.hostOut ? null : limits.outBytes;
-    // No cgroup for memory or processes (a user nothing was delegated to): rlimits as a backstop, so
-    // that a hog cannot take the host down; weaker than a cgroup, they do not count as enforcement.
-    // RLIMIT_NPROC only on bwrap's init inside its user namespace (by the tracer, or the helper): set
-    // before bwrap made it (prlimit exec'd first), it would count every process of the user on the host.
-    const backstop = { asBytes: cg?.enforces.memory ? null : limits.memoryBytes, nproc: cg?.enforces.pids || !(tracer || ops) ? null : limits.pids };
+    // The backstops where no cgroup counts (RLIMIT_NPROC needs the tracer or the helper to reach bwrap's init).
+    const rl = rlimitBackstops(cg, limits);
+    const backstop = { asBytes: rl.asBytes, nproc: tracer || ops ? rl.nproc : null };
     const backstops = [...(backstop.asBytes !== null && (tracer || ops || caps.prlimitBinary) ? (['memoryBytes'] as const) : []), ...(backstop.nproc !== null ? (['pids'] as const) : [])];
     const started = new Date();
     const t0 = performance.now();
