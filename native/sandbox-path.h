@@ -164,7 +164,25 @@ static void close_copy(int fd) {
   }
 }
 
+// An O_PATH descriptor of what `fd` is, of our own (through our /proc/self/fd), or -1.
+static int reopen_path(int fd) {
+  char at[64];
+  snprintf(at, sizeof at, "/proc/self/fd/%d", fd);
+  return open(at, O_PATH | O_CLOEXEC);
+}
+
 enum { OWN_FD_UNKNOWN = -1, OWN_FD_NONE = -2 };
+
+// A copy of descriptor `n` of process `pid` (of thread `pid` when `thread`), or OWN_FD_NONE (it has
+// none) or OWN_FD_UNKNOWN (a kernel before 5.6, or before 6.9 for a thread). A copy that is no
+// folder goes to close_copy.
+static int copy_fd(pid_t pid, int thread, long n) {
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, thread ? PIDFD_THREAD : 0);
+  if (pidfd < 0) return OWN_FD_UNKNOWN;
+  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)n, 0), e = errno;
+  close(pidfd);
+  return fd >= 0 ? fd : e == EBADF ? OWN_FD_NONE : OWN_FD_UNKNOWN;
+}
 
 // `pid`'s own descriptor `name`, when `dir` is its own fd folder in the sandbox's /proc
 // (/proc/<its tgid>/fd, or /proc/<tgid>/task/<its tid>/fd): a copy through pidfd_getfd, which the
@@ -195,11 +213,25 @@ static int own_fd(pid_t pid, int dir, const char *name) {
     if (f) fclose(f);
     if (host <= 0) return OWN_FD_UNKNOWN;
   }
-  int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)host, thread ? PIDFD_THREAD : 0);
-  if (pidfd < 0) return OWN_FD_UNKNOWN;
-  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)n, 0), e = errno;
-  close(pidfd);
-  return fd >= 0 ? fd : e == EBADF ? OWN_FD_NONE : OWN_FD_UNKNOWN;
+  return copy_fd((pid_t)host, thread, n);
+}
+
+// What the program's descriptor `fd` (AT_FDCWD: its cwd) refers to, as an O_PATH descriptor of ours:
+// through /proc/<tid>/fd/N, or, where the tracer may not search that folder (see own_fd), from a copy.
+// OWN_FD_NONE: the task has no such descriptor (the kernel fails the call with EBADF).
+static int task_fd(pid_t tid, long fd) {
+  char at[64];
+  if ((int)fd == AT_FDCWD) snprintf(at, sizeof at, "/proc/%d/cwd", tid);
+  else snprintf(at, sizeof at, "/proc/%d/fd/%d", tid, (int)fd);
+  int f = open(at, O_PATH | O_CLOEXEC);
+  if (f >= 0) return f;
+  if ((int)fd == AT_FDCWD || (errno != ENOENT && errno != EACCES)) return OWN_FD_UNKNOWN;
+  if (errno == ENOENT) return OWN_FD_NONE;
+  int copy = copy_fd(tid, 1, fd);
+  if (copy < 0) return copy;
+  f = reopen_path(copy);
+  close_copy(copy);
+  return f >= 0 ? f : OWN_FD_UNKNOWN;
 }
 
 // Where a descriptor link (/proc/<pid>/fd/N, cwd, root) leads: a folder the walk goes on from; at the
@@ -214,13 +246,6 @@ static enum jump jump_kind(int fd, int last) {
   if (fstat(fd, &st) != 0) return JUMP_NONE;
   if (S_ISDIR(st.st_mode)) return JUMP_DIR;
   return last && S_ISREG(st.st_mode) && st.st_nlink > 0 && fd_name(fd, name, sizeof name) > 0 && name[0] == '/' ? JUMP_FILE : JUMP_NONE;
-}
-
-// An O_PATH descriptor of what `fd` is, of our own (through our /proc/self/fd), or -1.
-static int reopen_path(int fd) {
-  char at[64];
-  snprintf(at, sizeof at, "/proc/self/fd/%d", fd);
-  return open(at, O_PATH | O_CLOEXEC);
 }
 
 static int same_file(int a, int b) {

@@ -174,7 +174,6 @@ struct task {
   uint64_t clone_flags;
   char *exec_path;  // hex of the path of the last execve entry
   char pend[PEND_CAP]; // event line without its result
-  int pend_kind;    // 0 none, 1 append result
   struct task *next;
 };
 
@@ -298,7 +297,7 @@ static ssize_t peek_str(pid_t pid, uint64_t addr, char *buf, size_t cap) {
 
 // ---- syscall classes ---------------------------------------------------------------------------
 
-enum cls { C_NONE, C_EXEC, C_EXECAT, C_CLONE, C_FORK, C_SIG, C_SOCKET, C_ADDR, C_SENDTO, C_SENDMSG, C_SENDMMSG, C_OPEN, C_OPENAT, C_OPENAT2, C_PATHW };
+enum cls { C_NONE, C_EXEC, C_EXECAT, C_CLONE, C_FORK, C_SIG, C_SOCKET, C_ADDR, C_SENDTO, C_SENDMSG, C_SENDMMSG, C_OPEN, C_OPENAT, C_OPENAT2, C_PATHW, C_FDW };
 
 static enum cls classify(long nr, const char **name) {
   switch (nr) {
@@ -361,37 +360,56 @@ static enum cls classify(long nr, const char **name) {
     K(SYS_lremovexattr, C_PATHW)
     K(SYS_setxattrat, C_PATHW)
     K(SYS_removexattrat, C_PATHW)
+    K(SYS_fchmod, C_FDW)
+    K(SYS_fchown, C_FDW)
+    K(SYS_fsetxattr, C_FDW)
+    K(SYS_fremovexattr, C_FDW)
 #undef K
   }
   return C_NONE;
 }
 
+// How pend_path_call takes a path argument (bits).
+enum {
+  P_PATHW = 1,       // the call changes the path (its A line has no open flags to look at)
+  P_FOLLOW = 2,      // it follows a link at the path's last component
+  P_IN_ROOT = 4,     // openat2's RESOLVE_IN_ROOT or RESOLVE_BENEATH: the dirfd is the top
+  P_CREATES = 8,     // creat, mknod
+  P_UNREADABLE = 16, // another argument of the call (openat2's open_how) could not be read
+  P_EMPTY_FD = 32,   // "" names the dirfd itself (AT_EMPTY_PATH)
+  P_NULL_FD = 64,    // so does NULL
+};
+
+// P_FOLLOW and AT_EMPTY_PATH's bits from an *at call's flags. With AT_EMPTY_PATH, a NULL path is ""
+// for the calls that take it (Linux 6.18's setxattrat acts on the cwd for (AT_FDCWD, NULL); the
+// others fail, and may not later).
+static unsigned at_flags(uint64_t f) {
+  return (f & AT_SYMLINK_NOFOLLOW ? 0 : P_FOLLOW) | (f & AT_EMPTY_PATH ? P_EMPTY_FD | P_NULL_FD : 0);
+}
+
 // Which arguments of a C_PATHW call hold the changed path: (dirfd index or -1 for the cwd, path
-// index), whether the call follows a link at its last component, and whether a NULL path means the
-// dirfd itself, as "" does (`a`: the call's arguments). The last: AT_EMPTY_PATH on a call that takes
-// it; Linux 6.18's setxattrat acts on the cwd for (AT_FDCWD, NULL), the others fail, and may not later.
-static void pathw_args(long nr, const uint64_t *a, int *dfd, int *path, int *follow, int *null_empty) {
+// index), and how the path is taken (`a`: the call's arguments).
+static unsigned pathw_args(long nr, const uint64_t *a, int *dfd, int *path) {
   *dfd = -1;
   *path = 0;
-  *follow = 0;
-  *null_empty = 0;
   switch (nr) {
 #ifdef SYS_mkdir
-  case SYS_link: case SYS_symlink: case SYS_rename: *path = 1; break;
-  case SYS_chmod: case SYS_chown: case SYS_utime: case SYS_utimes: *follow = 1; break;
-  case SYS_futimesat: *dfd = 0; *path = 1; *follow = 1; break;
+  case SYS_link: case SYS_symlink: case SYS_rename: *path = 1; return P_PATHW;
+  case SYS_chmod: case SYS_chown: case SYS_utime: case SYS_utimes: return P_PATHW | P_FOLLOW;
+  // A NULL path (futimesat's, utimensat's: futimens) acts on the dirfd, a descriptor.
+  case SYS_futimesat: *dfd = 0; *path = 1; return P_PATHW | P_FOLLOW | P_NULL_FD;
 #endif
-  case SYS_truncate: case SYS_setxattr: case SYS_removexattr: *follow = 1; break;
-  // A NULL path (futimens) acts on the dirfd, a descriptor: pend_path_call reports nothing for it.
-  case SYS_utimensat: *dfd = 0; *path = 1; *follow = !(a[3] & AT_SYMLINK_NOFOLLOW); break;
-  case SYS_setxattrat: case SYS_removexattrat: *dfd = 0; *path = 1; *follow = !(a[2] & AT_SYMLINK_NOFOLLOW); *null_empty = (a[2] & AT_EMPTY_PATH) != 0; break;
-  case SYS_mkdirat: case SYS_unlinkat: *dfd = 0; *path = 1; break;
-  case SYS_fchmodat: *dfd = 0; *path = 1; *follow = 1; break;
-  case SYS_fchmodat2: *dfd = 0; *path = 1; *follow = !(a[3] & AT_SYMLINK_NOFOLLOW); *null_empty = (a[3] & AT_EMPTY_PATH) != 0; break;
-  case SYS_fchownat: *dfd = 0; *path = 1; *follow = !(a[4] & AT_SYMLINK_NOFOLLOW); *null_empty = (a[4] & AT_EMPTY_PATH) != 0; break;
-  case SYS_renameat: case SYS_renameat2: case SYS_linkat: *dfd = 2; *path = 3; break;
-  case SYS_symlinkat: *dfd = 1; *path = 2; break;
+  case SYS_truncate: case SYS_setxattr: case SYS_removexattr: return P_PATHW | P_FOLLOW;
+  case SYS_utimensat: *dfd = 0; *path = 1; return P_PATHW | P_NULL_FD | at_flags(a[3]);
+  case SYS_setxattrat: case SYS_removexattrat: *dfd = 0; *path = 1; return P_PATHW | at_flags(a[2]);
+  case SYS_mkdirat: case SYS_unlinkat: *dfd = 0; *path = 1; return P_PATHW;
+  case SYS_fchmodat: *dfd = 0; *path = 1; return P_PATHW | P_FOLLOW;
+  case SYS_fchmodat2: *dfd = 0; *path = 1; return P_PATHW | at_flags(a[3]);
+  case SYS_fchownat: *dfd = 0; *path = 1; return P_PATHW | at_flags(a[4]);
+  case SYS_renameat: case SYS_renameat2: case SYS_linkat: *dfd = 2; *path = 3; return P_PATHW;
+  case SYS_symlinkat: *dfd = 1; *path = 2; return P_PATHW;
   }
+  return P_PATHW; // mkdir, rmdir, unlink, lchown, lsetxattr, lremovexattr
 }
 
 // Lexical normalisation in place: `//` and `/./` collapse, `..` removes a segment (as node's
@@ -446,12 +464,14 @@ static int pend_path(struct task *t, char kind, const char *name, const char *ex
   return 1;
 }
 
-// Appends `<sep>U <pid> <name>` to the pending line: the attempt, whose argument could not be read.
-static void pend_unreadable(struct task *t, const char *name) {
+// Appends `<sep><kind> <pid> <name>` to the pending line. `U`: the attempt, whose argument could not be
+// read; `u`: the same unless the kernel fails the call with EBADF (on_syscall_exit).
+static void pend_mark(struct task *t, char kind, const char *name) {
   size_t l = strlen(t->pend);
-  snprintf(t->pend + l, PEND_CAP - l, "%sU %d %s", l ? "\x1f" : "", t->pid, name);
+  snprintf(t->pend + l, PEND_CAP - l, "%s%c %d %s", l ? "\x1f" : "", kind, t->pid, name);
   t->awaiting_exit = 1;
 }
+static void pend_unreadable(struct task *t, const char *name) { pend_mark(t, 'U', name); }
 
 // Appends `<sep>N <pid> <name> <fd> <hex sockaddr>` for the len bytes at addr. 0: nothing to report
 // (no address: NULL or length 0); -1: the address could not be read.
@@ -519,31 +539,52 @@ static int start_of(pid_t pid, long dirfd, char *name, size_t cap) {
   return open(link, O_PATH | O_CLOEXEC);
 }
 
+// A call on a descriptor (fchmod, fsetxattr, futimens, "" with AT_EMPTY_PATH) changes what it refers
+// to: an A line with the name the file system still gives that (a file, a folder, a link, a device: a
+// path reaches it too). A pipe, a socket, a FIFO (stdout's is the host's), a memfd, a deleted or an
+// O_TMPFILE file, or what has no name in a file system ("anon_inode:[eventfd]") no path of the
+// sandbox reaches: nothing to judge. A descriptor the tracer cannot see, or whose name it cannot read,
+// is `U`; one the task lacks too, unless the kernel fails the call (EBADF): another thread may open
+// one under that number before the kernel looks.
+static void pend_fd_call(struct task *t, const char *name, long fd) {
+  char at[PATH_CAP];
+  struct stat st;
+  int f = task_fd(t->pid, fd);
+  if (f < 0) return pend_mark(t, f == OWN_FD_NONE ? 'u' : 'U', name);
+  int ok = fstat(f, &st) == 0;
+  ssize_t n = ok && st.st_nlink > 0 && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode) ? fd_name(f, at, sizeof at) : 0;
+  close(f);
+  if (!ok || n < 0 || n >= (ssize_t)sizeof at - 1) return pend_unreadable(t, name);
+  if (n > 0 && at[0] == '/' && pend_path(t, 'A', name, "w", at, NULL)) t->awaiting_exit = 1;
+}
+
 // The D and A lines of a call's path argument, judged by where it leads in the sandbox (links
 // resolved: sandbox-path.h), or `U` when it (or, for openat2, its open_how) cannot be read or the
-// host cannot tell where it leads. `pathw`: a call that changes the path (its A line has no flags to
-// look at); `follow`: the call follows a link at the path's last component; `in_root`: openat2's
-// RESOLVE_IN_ROOT or RESOLVE_BENEATH (the dirfd is the top).
-static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, int creates, uint64_t flags, int unreadable, int pathw, int follow, int in_root, int null_empty) {
+// host cannot tell where it leads. `how`: P_* bits; `flags`: an open's flags.
+static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_t addr, uint64_t flags, unsigned how) {
   // as written, made absolute (a cwd and a relative path, each up to PATH_MAX), normalized, and where it leads
   char rel[PATH_CAP], base[PATH_CAP], raw[2 * PATH_CAP + 2], path[2 * PATH_CAP + 2], real[2 * PATH_CAP + 2];
   ssize_t got = peek_str(t->pid, addr, rel, sizeof rel);
-  if (got == -1 && null_empty) got = (ssize_t)(rel[0] = 0); // the dirfd itself, as ""
-  if (got == -1) return; // NULL: the kernel fails the call, or acts on the dirfd, a descriptor
-  if (got < 0 || unreadable) return pend_unreadable(t, name);
-  int top = run_root(t), start = top;
+  if (got == -1 && (how & P_NULL_FD)) got = (ssize_t)(rel[0] = 0), how |= P_EMPTY_FD;
+  if (got == -1) return; // NULL: the kernel fails the call
+  if (got < 0 || (how & P_UNREADABLE)) return pend_unreadable(t, name);
+  // "": the call acts on the dirfd itself (AT_EMPTY_PATH), or fails (ENOENT).
+  if (got == 0) {
+    if (how & P_EMPTY_FD) pend_fd_call(t, name, dirfd);
+    return;
+  }
+  int in_root = (how & P_IN_ROOT) != 0, top = run_root(t), start = top;
   base[0] = 0;
   if (rel[0] != '/' || in_root) {
     start = start_of(t->pid, dirfd, base, sizeof base);
-    // A dirfd that is no folder: with an empty path (AT_EMPTY_PATH) the call acts on the descriptor
-    // itself (stdout's is a host FIFO, whose name is the host's), otherwise it fails (ENOTDIR).
+    // A dirfd that is no folder: the kernel fails the call (ENOTDIR).
     struct stat st;
     if (start >= 0 && fstat(start, &st) == 0 && !S_ISDIR(st.st_mode)) {
       close(start);
       return;
     }
   }
-  enum walk w = sandbox_path(t->pid, in_root ? start : top, start, in_root, rel, follow, real, sizeof real);
+  enum walk w = sandbox_path(t->pid, in_root ? start : top, start, in_root, rel, (how & P_FOLLOW) != 0, real, sizeof real);
   if (start != top && start >= 0) close(start);
   // The path as written, made absolute against its folder's name (`/` after it for RESOLVE_IN_ROOT).
   int named = rel[0] == '/' && !in_root ? snprintf(raw, sizeof raw, "%s", rel) : base[0] == '/' ? snprintf(raw, sizeof raw, "%s/%s", base, rel) : -1;
@@ -554,12 +595,12 @@ static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_
   if (named >= 0) normalize_path(path);
   // Judged by where it leads; the path as written goes along when it differs.
   const char *judged = w == WALK_RESOLVED ? real : path, *written = judged == real && strcmp(real, path) != 0 ? raw : NULL;
-  if (pathw) {
+  if (how & P_PATHW) {
     if (pend_path(t, 'A', name, "w", judged, written)) t->awaiting_exit = 1;
     return;
   }
   // Write intent from the flags; creat and mknod create.
-  int writes = creates || (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)) != 0;
+  int writes = (how & P_CREATES) || (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)) != 0;
   if (strstr(path, "dev") && pend_path(t, 'D', name, "", path, NULL)) t->awaiting_exit = 1;
   if (written && strstr(judged, "dev") && pend_path(t, 'D', name, "", judged, written)) t->awaiting_exit = 1;
   if (writes && pend_path(t, 'A', name, "w", judged, written)) t->awaiting_exit = 1;
@@ -646,17 +687,20 @@ static void on_seccomp(struct task *t) {
     if (c == C_OPENAT2) flags = how[0];
     // A last link is followed unless O_NOFOLLOW, O_CREAT | O_EXCL, or mknod says otherwise.
     int follow = strcmp(name, "creat") == 0 || (!creates && !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
-    int in_root = (how[2] & (RESOLVE_IN_ROOT | RESOLVE_BENEATH)) != 0;
-    pend_path_call(t, name, c == C_OPEN ? AT_FDCWD : (long)a[0], c == C_OPEN ? a[0] : a[1], creates, flags, unreadable, 0, follow, in_root, 0);
+    unsigned in_root = (how[2] & (RESOLVE_IN_ROOT | RESOLVE_BENEATH)) != 0 ? P_IN_ROOT : 0;
+    pend_path_call(t, name, c == C_OPEN ? AT_FDCWD : (long)a[0], c == C_OPEN ? a[0] : a[1], flags, (creates ? P_CREATES : 0) | (unreadable ? P_UNREADABLE : 0) | (follow ? P_FOLLOW : 0) | in_root);
     break;
   }
   case C_PATHW: {
     if (!t->sandboxed) break;
-    int dfd, pi, follow, null_empty;
-    pathw_args((long)si.seccomp.nr, a, &dfd, &pi, &follow, &null_empty);
-    pend_path_call(t, name, dfd < 0 ? AT_FDCWD : (long)a[dfd], a[pi], 0, 0, 0, 1, follow, 0, null_empty);
+    int dfd, pi;
+    unsigned how = pathw_args((long)si.seccomp.nr, a, &dfd, &pi);
+    pend_path_call(t, name, dfd < 0 ? AT_FDCWD : (long)a[dfd], a[pi], 0, how);
     break;
   }
+  case C_FDW:
+    if (t->sandboxed) pend_fd_call(t, name, (long)a[0]);
+    break;
   case C_NONE: break;
   }
   if (!t->awaiting_exit) t->pend[0] = 0;
@@ -676,6 +720,8 @@ static void on_syscall_exit(struct task *t) {
     for (char *line = t->pend, *sep; line; line = sep) {
       sep = strchr(line, '\x1f');
       if (sep) *sep++ = 0;
+      if (line[0] == 'u' && si.exit.is_error && -si.exit.rval == EBADF) continue; // it reached nothing
+      if (line[0] == 'u') line[0] = 'U';
       out("%d %s %s\n", t->run, line, res);
     }
   }

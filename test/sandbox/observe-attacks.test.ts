@@ -404,3 +404,58 @@ test('attack: an O_PATH descriptor of a host file reopened for writing through /
   assert.ok((o.sideEffects?.fileAccess ?? []).every((a) => a.result === 'EROFS' || a.result === 'EACCES'));
   assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);
 });
+
+test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr, fremovexattr, and "" with AT_EMPTY_PATH on an O_PATH descriptor) are write attempts on the file behind it; the program\'s own files, a memfd, a pipe, stdout and a closed descriptor are not findings', async () => {
+  const code = [
+    'import ctypes, os',
+    'libc = ctypes.CDLL(None, use_errno=True)',
+    'libc.syscall.restype = ctypes.c_long',
+    'def tryit(what, f):',
+    '  try: f(); print("ok", what)',
+    '  except OSError as e: print(e.errno, what)',
+    'def raw(what, nr, *args):',
+    '  r = libc.syscall(ctypes.c_long(nr), *args)',
+    '  print("ok" if r == 0 else ctypes.get_errno(), what)',
+    'rd = lambda p: os.open(p, os.O_RDONLY)',
+    'tryit("fchmod", lambda: os.fchmod(rd("/etc/hosts"), 0o777))',
+    'tryit("fchown", lambda: os.fchown(rd("/etc/group"), 0, 0))',
+    'tryit("futimens", lambda: os.utime(rd("/etc/ld.so.conf")))',
+    'tryit("fsetxattr", lambda: os.setxattr(rd("/etc/passwd"), "user.x", b"1"))',
+    'tryit("fremovexattr", lambda: os.removexattr(rd("/etc/nsswitch.conf"), "user.x"))',
+    'tryit("fchmod-dir", lambda: os.fchmod(rd("/etc"), 0o777))',
+    // O_PATH descriptors, which the f* calls refuse (EBADF): "" with AT_EMPTY_PATH (0x1000) reaches the file.
+    'raw("fchownat-empty", 260, os.open("/etc/ld.so.cache", os.O_PATH), b"", 0, 0, 0x1000)',
+    'raw("utimensat-empty", 280, os.open("/etc/localtime", os.O_PATH | os.O_NOFOLLOW), b"", None, 0x1100)',
+    'raw("fchmodat2-empty", 452, os.open("/etc/ld.so.conf.d", os.O_PATH), b"", 0o777, 0x1000)',
+    // Not findings: the program's own files, a memfd, a pipe, stdout (the host's FIFO), a closed descriptor.
+    'mine = os.open("/tmp/mine", os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(mine, 0o600); os.utime(mine); os.setxattr(mine, "user.x", b"1")',
+    'out = os.open("/out/kept", os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(out, 0o600); os.utime(out)',
+    'os.fchmod(os.memfd_create("m"), 0o600)',
+    'r, w = os.pipe(); tryit("pipe", lambda: os.fchmod(r, 0o600))',
+    'tryit("stdout", lambda: os.utime(1))',
+    'raw("closed", 91, 999, 0o777)',
+  ].join('\n');
+  const o = await traced(code);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  // Refused (EROFS, or EACCES where the sandbox's /etc is a generated tmpfs of root's files).
+  const lines = o.stdout.bytes.toString().trim().split('\n');
+  assert.deepEqual(lines.slice(0, 9).filter((l) => !/^(30|13) /.test(l)), [], text(o));
+  assert.deepEqual(lines.slice(9), ['ok pipe', '13 stdout', '9 closed'], text(o));
+  const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.syscall, a.access, a.path, a.asWritten ?? null]);
+  assert.deepEqual(got, [
+    ['fchmod', 'write', '/etc/hosts', null],
+    ['fchown', 'write', '/etc/group', null],
+    ['utimensat', 'write', '/etc/ld.so.conf', null],
+    ['fsetxattr', 'write', '/etc/passwd', null],
+    ['fremovexattr', 'write', '/etc/nsswitch.conf', null],
+    ['fchmod', 'write', '/etc', null],
+    ['fchownat', 'write', '/etc/ld.so.cache', null],
+    ['utimensat', 'write', '/etc/localtime', null],
+    ['fchmodat2', 'write', '/etc/ld.so.conf.d', null],
+  ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
+  assert.ok((o.sideEffects?.fileAccess ?? []).every((a) => a.result === 'EROFS' || a.result === 'EACCES'), JSON.stringify(o.sideEffects?.fileAccess));
+  assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);
+  const j = judge(deepAction(), o);
+  assert.equal(j.verdict, 'REQUIRE_CONFIRMATION', j.reasons.join('\n'));
+  assert.ok(j.unexpected.some((u) => u.includes('/etc/hosts (EROFS)') || u.includes('/etc/hosts (EACCES)')), j.unexpected.join('\n'));
+});

@@ -278,10 +278,19 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     "          lambda: os.utime('/dev/null'), lambda: os.mkdir('/dev/shm/ok')):",
     '  try: f()',
     '  except OSError: pass',
+    // ... through a descriptor: on a host file (reported by its name), on the program's own or a memfd (not)
+    "rd = lambda p: os.open(p, os.O_RDONLY)",
+    "for f in (lambda: os.fchmod(rd('/etc/ld.so.conf'), 0o777), lambda: os.utime(rd('/etc/nsswitch.conf')), lambda: os.fchown(rd('/etc/ld.so.cache'), 0, 0),",
+    "          lambda: os.setxattr(rd('/etc'), 'user.x', b'1'), lambda: os.removexattr(rd('/usr/bin'), 'user.x'), lambda: os.fchmod(rd('/out/t'), 0o600),",
+    "          lambda: os.fchmod(os.memfd_create('m'), 0o600)):",
+    '  try: f()',
+    '  except OSError: pass',
+    "ctypes_fd = os.open('/etc/localtime', os.O_PATH | os.O_NOFOLLOW)",
     's = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)',
     "try: s.sendto(b'q', ('192.0.2.1', 53))",
     'except OSError: pass',
     'import ctypes',
+    "ctypes.CDLL(None).syscall(280, ctypes_fd, b'', None, 0x1100)", // utimensat(fd, "", NULL, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
     "ctypes.CDLL(None).unshare(0x10000000)",
   ].join('\n');
   const summary = (o: Awaited<ReturnType<typeof run>>) => ({
@@ -325,9 +334,16 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     'write /etc/shells',
     'write /etc/issue',
     'write /dev/null',
+    'write /etc/ld.so.conf',
+    'write /etc/nsswitch.conf',
+    'write /etc/ld.so.cache',
+    'write /etc',
+    'write /usr/bin',
+    'write /etc/localtime',
   ]);
   // (the sandbox's /etc has no shells or issue: the attempt is reported all the same)
-  assert.deepEqual(summary(ours).files?.slice(-6).map(([, , syscall, result]) => `${syscall} ${result}`), ['utimensat EROFS', 'setxattr EROFS', 'removexattr EROFS', 'utimensat ENOENT', 'lsetxattr ENOENT', 'utimensat ok']);
+  assert.deepEqual(summary(ours).files?.slice(-12, -6).map(([, , syscall, result]) => `${syscall} ${result}`), ['utimensat EROFS', 'setxattr EROFS', 'removexattr EROFS', 'utimensat ENOENT', 'lsetxattr ENOENT', 'utimensat ok']);
+  assert.deepEqual(summary(ours).files?.slice(-6).map(([, , syscall]) => syscall), ['fchmod', 'utimensat', 'fchown', 'fsetxattr', 'fremovexattr', 'utimensat']);
 });
 
 test('event lines: decoded exactly; the program\'s own strings and numbers cannot break the reading', () => {

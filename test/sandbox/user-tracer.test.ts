@@ -111,6 +111,36 @@ test('hostile: a non-dumpable program writing through its own /proc/self/fd/N (a
   assert.match(sr.verdict.reasons.join('\n'), /JG_UNREADABLE_ARGUMENT: system calls whose arguments the host could not read or follow: openat x1/);
 });
 
+// The same program changing host files through its descriptors: the tracer takes each one (its fd
+// folder is root's) to name the file, in the process and in a thread of its own.
+const NON_DUMPABLE_FDS = `
+import os, ctypes, threading
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+def tryit(f):
+    try:
+        f()
+    except OSError as e:
+        print(e.errno, flush=True)
+tryit(lambda: os.fchmod(os.open('/etc/hosts', os.O_RDONLY), 0o777))
+tryit(lambda: os.utime(os.open('/etc/group', os.O_RDONLY)))
+t = threading.Thread(target=tryit, args=(lambda: os.setxattr(os.open('/etc/passwd', os.O_RDONLY), 'user.x', b'1'),))
+t.start()
+t.join()
+mine = os.open('/tmp/mine', os.O_RDWR | os.O_CREAT, 0o644)
+os.fchmod(mine, 0o600)
+tryit(lambda: os.fchmod(999, 0o600))
+`;
+
+test('hostile: a non-dumpable program changing host files through its descriptors (fchmod, futimens, fsetxattr in a thread) is reported on each file; its own file and a closed descriptor are no finding', { skip, timeout: 120_000 }, () => {
+  const r = airlockAsNobody(['exec', '--json', '--', 'python3', '-c', NON_DUMPABLE_FDS]);
+  assert.equal(r.code, 126, r.stderr);
+  const sr = JSON.parse(r.stdout) as Result;
+  assert.equal(sr.outputs.stdout.text, '30\n30\n30\n9\n', sr.outputs.stderr.text);
+  const write = (path: string) => ({ path, access: 'write', denied: true });
+  assert.deepEqual(sr.side_effects.file_access_attempts, [write('/etc/hosts'), write('/etc/group'), write('/etc/passwd')]);
+  assert.deepEqual(sr.side_effects.unreadable_syscalls, []);
+});
+
 test('an ordinary user\'s backstops hold through the tracer: a fork spree stops at --pids (RLIMIT_NPROC on the init), a memory hog at --memory (RLIMIT_AS)', { skip, timeout: 120_000 }, () => {
   const forks = airlockAsNobody(['exec', '--json', '--pids', '8', '--timeout', '30', '--', 'sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 3 & done; wait']);
   assert.equal(forks.code, 126, forks.stderr);

@@ -185,13 +185,12 @@ const OBSERVED = ['execve', 'execveat', 'fork', 'vfork', 'kill', 'tkill', 'tgkil
   // calls that change a path (reported when they write outside /out, /tmp, /dev/shm and the scopes)
   'mkdir', 'rmdir', 'link', 'unlink', 'symlink', 'rename', 'chmod', 'chown', 'lchown', 'truncate',
   'mkdirat', 'unlinkat', 'linkat', 'symlinkat', 'renameat', 'renameat2', 'fchmodat', 'fchmodat2', 'fchownat',
-  'utime', 'utimes', 'setxattr', 'lsetxattr', 'removexattr', 'lremovexattr', 'setxattrat', 'removexattrat'];
-/**
- * Observed only when the named argument (a pointer) is set: sendto without an address has nothing to
- * record, and utimensat/futimesat without a path act on a descriptor (futimens), as `touch`, `cp -p`
- * and tar do for every file.
- */
-const OBSERVED_WITH_ARG: Readonly<Record<string, number>> = { sendto: 4, utimensat: 1, futimesat: 1 };
+  'utime', 'utimes', 'futimesat', 'utimensat', 'setxattr', 'lsetxattr', 'removexattr', 'lremovexattr', 'setxattrat', 'removexattrat',
+  // ... and calls that change what a descriptor refers to (utimensat and futimesat without a path too):
+  // judged by the file's name. ftruncate and fallocate need a descriptor open for writing, whose open is.
+  'fchmod', 'fchown', 'fsetxattr', 'fremovexattr'];
+/** Observed only when the named argument (a pointer) is set: sendto without an address has nothing to record. */
+const OBSERVED_WITH_ARG: Readonly<Record<string, number>> = { sendto: 4 };
 
 type Arch = 'x86_64' | 'aarch64';
 const ARCHES: Record<Arch, { audit: number; x32Check: boolean; nr: Readonly<Record<string, number>> }> = {

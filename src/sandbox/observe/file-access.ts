@@ -20,6 +20,12 @@ export const PATH_WRITE_ARGS: Readonly<Record<string, readonly [number, number]>
   setxattr: [-1, 0], lsetxattr: [-1, 0], removexattr: [-1, 0], lremovexattr: [-1, 0],
 };
 
+/**
+ * Calls that change what their descriptor (argument 0) refers to, judged by that file's name. The
+ * path calls do too with NULL (utimensat, futimesat) or "" and AT_EMPTY_PATH: `actsOnDirfd`.
+ */
+export const FD_WRITE_CALLS: readonly string[] = ['fchmod', 'fchown', 'fsetxattr', 'fremovexattr'];
+
 /** Open flags that mean the call writes or creates. */
 export const WRITE_FLAGS = /\bO_(?:WRONLY|RDWR|CREAT|TRUNC|APPEND)\b/;
 

@@ -18,7 +18,7 @@
 
 import { posix } from 'node:path';
 import { DENIED_SYSCALLS, isAllowedName, isTrappedName, syscallName } from '../ns/seccomp.js';
-import { isSecretPath, PATH_WRITE_ARGS, WRITE_FLAGS } from './file-access.js';
+import { FD_WRITE_CALLS, isSecretPath, PATH_WRITE_ARGS, WRITE_FLAGS } from './file-access.js';
 import type {
   DeviceAccess,
   FileAccess,
@@ -34,7 +34,7 @@ export type { ObservedSideEffects } from './types.js';
 const PROCESS_SYSCALLS = ['execve', 'execveat', 'clone', 'clone3', '?fork', '?vfork'];
 const SIGNAL_SYSCALLS = ['kill', 'tkill', 'tgkill', 'rt_sigqueueinfo', 'rt_tgsigqueueinfo', 'pidfd_send_signal'];
 const NETWORK_SYSCALLS = ['socket', 'connect', 'bind', 'sendto', 'sendmsg', 'sendmmsg'];
-const FILE_SYSCALLS = ['?open', 'openat', 'openat2', '?creat', '?mknod', 'mknodat', ...Object.keys(PATH_WRITE_ARGS).map((n) => (['mkdirat', 'unlinkat', 'fchmodat', 'fchownat', 'renameat2', 'linkat', 'symlinkat', 'truncate'].includes(n) ? n : `?${n}`))];
+const FILE_SYSCALLS = ['?open', 'openat', 'openat2', '?creat', '?mknod', 'mknodat', ...Object.keys(PATH_WRITE_ARGS).map((n) => (['mkdirat', 'unlinkat', 'fchmodat', 'fchownat', 'renameat2', 'linkat', 'symlinkat', 'truncate'].includes(n) ? n : `?${n}`)), ...FD_WRITE_CALLS];
 
 /** Plain syscall names of the denied families (the filter traps them; tracing them too catches a run
  *  where the filter was missing: the call then shows up as 'succeeded' or 'denied'). */
@@ -158,6 +158,26 @@ function quoted(arg: string | undefined): string | null {
   if (arg === undefined) return null;
   const m = /^@?"((?:[^"\\]|\\.)*)"(\.\.\.)?$/s.exec(arg.trim());
   return m ? unescapeStrace(m[1] ?? '') : null;
+}
+
+/** A -y name of a file that no path reaches: a memfd, a deleted file. */
+const ANONYMOUS_FILE = /^\/memfd:| \(deleted\)$/;
+
+/**
+ * The file a descriptor argument refers to, by the name its -y decoration gives, when a path of the
+ * file system still reaches it: not a pipe or a socket (`pipe:[7]`), a memfd or a deleted file (as
+ * execveat's anonymous executables).
+ */
+function namedFile(arg: string | undefined): string | null {
+  const d = decoration(arg);
+  return d !== null && d.startsWith('/') && !ANONYMOUS_FILE.test(d) ? d : null;
+}
+
+/** A path call that acts on its dirfd: NULL for utimensat and futimesat (futimens), "" with AT_EMPTY_PATH. */
+function actsOnDirfd(e: SyscallEvent, pathIdx: number): boolean {
+  const arg = (e.args[pathIdx] ?? '').trim();
+  if (arg === 'NULL') return e.name === 'utimensat' || e.name === 'futimesat';
+  return quoted(arg) === '' && e.args.slice(pathIdx + 1).some((a) => /\bAT_EMPTY_PATH\b/.test(a));
 }
 
 /** The -y decoration of an fd argument or return value: `3</dev/null>` / `AT_FDCWD</tmp>` -> the path. */
@@ -451,7 +471,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         const behind = e.name === 'execveat' && path === '' ? decoration(e.args[0]) : null;
         if (behind !== null) {
           path = behind;
-          if (/^\/memfd:| \(deleted\)$/.test(behind)) anonymous.add(path);
+          if (ANONYMOUS_FILE.test(behind)) anonymous.add(path);
         }
         executables.set(path || '?', (executables.get(path || '?') ?? 0) + 1);
         if (programPid === null && execIdx.get(e.pid) === e.idx && sandboxedFrom(e.pid) === e.idx) programPid = e.pid;
@@ -538,6 +558,12 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
       }
       default: {
         const pw = PATH_WRITE_ARGS[e.name];
+        const fdArg = FD_WRITE_CALLS.includes(e.name) ? 0 : pw && pw[0] >= 0 && actsOnDirfd(e, pw[1]) ? pw[0] : -1;
+        if (fdArg >= 0) {
+          const file = namedFile(e.args[fdArg]);
+          if (file !== null) fileAccess.push({ path: file, syscall: e.name, access: 'write', result: res });
+          break;
+        }
         if (pw && unread(e.args[pw[1]])) addUnreadable(e.name);
         else if (pw) {
           const requested = quoted(e.args[pw[1]]);
