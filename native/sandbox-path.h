@@ -216,13 +216,18 @@ static int own_fd(pid_t pid, int dir, const char *name) {
   return copy_fd((pid_t)host, thread, n);
 }
 
+// The /proc link of a task's descriptor `fd` (AT_FDCWD: its cwd), as the kernel follows it.
+static void fd_link(pid_t tid, long fd, char link[64]) {
+  if ((int)fd == AT_FDCWD) snprintf(link, 64, "/proc/%d/cwd", tid);
+  else snprintf(link, 64, "/proc/%d/fd/%d", tid, (int)fd);
+}
+
 // What the program's descriptor `fd` (AT_FDCWD: its cwd) refers to, as an O_PATH descriptor of ours:
 // through /proc/<tid>/fd/N, or, where the tracer may not search that folder (see own_fd), from a copy.
 // OWN_FD_NONE: the task has no such descriptor (the kernel fails the call with EBADF).
 static int task_fd(pid_t tid, long fd) {
   char at[64];
-  if ((int)fd == AT_FDCWD) snprintf(at, sizeof at, "/proc/%d/cwd", tid);
-  else snprintf(at, sizeof at, "/proc/%d/fd/%d", tid, (int)fd);
+  fd_link(tid, fd, at);
   int f = open(at, O_PATH | O_CLOEXEC);
   if (f >= 0) return f;
   if ((int)fd == AT_FDCWD || (errno != ENOENT && errno != EACCES)) return OWN_FD_UNKNOWN;
