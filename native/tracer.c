@@ -8,7 +8,7 @@
 // the stops of the program's own observed syscalls.
 //
 // Which syscalls stop: the ns lane's seccomp filter answers SECCOMP_RET_TRACE for the observed ones
-// (exec, process creation, signals, sockets, opens) and SECCOMP_RET_TRAP (SIGSYS) for the denied ones.
+// (exec, process creation, signals, sockets, opens, changes of a path or through a descriptor) and SECCOMP_RET_TRAP (SIGSYS) for the denied ones.
 // Without a tracer attached, SECCOMP_RET_TRACE fails the call with ENOSYS: a lost tracer can hide
 // nothing, the program just stops working. PTRACE_O_EXITKILL kills every tracee if this process dies.
 //
@@ -45,7 +45,8 @@
 //                                                  call that creates, removes, renames, links a
 //                                                  path or changes its mode, owner, times or
 //                                                  xattrs (the path it creates or changes; a
-//                                                  rename's or link's new name)
+//                                                  rename's or link's new name; for a call on a
+//                                                  descriptor, the name of the file behind it)
 //   A <pid> <name> r <hexpath> -                   an open for reading of a path under a host-secret
 //                                                  prefix (superset; the host decides), sent at entry:
 //                                                  no exit stop for reads, whose result the host infers
