@@ -54,6 +54,8 @@
 //   L <pid> <nr> <arch>                  a syscall off the filter's allowlist: refused here (ENOSYS)
 //   U <pid> <name> <res>                 an observed call whose argument (path, sockaddr, msghdr,
 //                                        open_how) could not be read: the attempt, without its argument
+//   Y <pid> <name> e11                   a fork or clone the kernel refused with EAGAIN, in a run whose
+//                                        processes RLIMIT_NPROC counts (no pids cgroup: its limit)
 //   E <pid> <code|-> <signal|->          the program's first process ended
 //   Q <pid>                              a sandboxed task ended (after E for the program's own)
 //   Z                                    bwrap and every traced task of the run are gone (last line)
@@ -210,6 +212,7 @@ static void drop(pid_t pid) {
 
 struct run {
   int id, live, program, in_use;
+  int nproc_backstop; // RLIMIT_NPROC counts its processes (no cgroup does): a refused fork is reported
   int root1; // 1 + a descriptor of the sandbox's root (/proc/<pid>/root), opened at its first path; 0: none
 };
 #define MAX_RUNS 256
@@ -466,7 +469,8 @@ static int pend_path(struct task *t, char kind, const char *name, const char *ex
 }
 
 // Appends `<sep><kind> <pid> <name>` to the pending line. `U`: the attempt, whose argument could not be
-// read; `u`: the same unless the kernel fails the call with EBADF (on_syscall_exit).
+// read; `u`: the same unless the kernel fails the call with EBADF; `y`: a fork, sent as `Y` only if
+// the kernel refuses it with EAGAIN (on_syscall_exit).
 static void pend_mark(struct task *t, char kind, const char *name) {
   size_t l = strlen(t->pend);
   snprintf(t->pend + l, PEND_CAP - l, "%s%c %d %s", l ? "\x1f" : "", kind, t->pid, name);
@@ -666,8 +670,14 @@ static void on_seccomp(struct task *t) {
     if (n == -2 && t->sandboxed) pend_unreadable(t, name);
     break;
   }
-  case C_CLONE: t->clone_flags = a[0]; break;
-  case C_FORK: t->clone_flags = SIGCHLD; break;
+  case C_CLONE:
+  case C_FORK: {
+    t->clone_flags = c == C_CLONE ? a[0] : SIGCHLD;
+    // Where RLIMIT_NPROC is the processes limit, nothing else tells the host it was reached.
+    struct run *r = run_of(t->run);
+    if (t->sandboxed && r && r->nproc_backstop) pend_mark(t, 'y', name);
+    break;
+  }
   case C_SIG:
     if (!t->sandboxed) break;
     if (strcmp(name, "pidfd_send_signal") == 0) snprintf(t->pend, PEND_CAP, "S %d %s - %d", t->pid, name, (int)a[1]);
@@ -745,7 +755,8 @@ static void on_syscall_exit(struct task *t) {
       sep = strchr(line, '\x1f');
       if (sep) *sep++ = 0;
       if (line[0] == 'u' && si.exit.is_error && -si.exit.rval == EBADF) continue; // it reached nothing
-      if (line[0] == 'u') line[0] = 'U';
+      if (line[0] == 'y' && !(si.exit.is_error && -si.exit.rval == EAGAIN)) continue;
+      if (line[0] == 'u' || line[0] == 'y') line[0] = (char)(line[0] - 'a' + 'A');
       out("%d %s %s\n", t->run, line, res);
     }
   }
@@ -1055,6 +1066,7 @@ static struct run *new_slot(int id) {
   r->id = id;
   r->live = 0;
   r->program = 0;
+  r->nproc_backstop = 0;
   return r;
 }
 
@@ -1117,6 +1129,7 @@ static void launch(struct launch_req *q, int fifos_made) {
   }
   launches[r - runs].hold = q->hold;
   launches[r - runs].nproc = q->nproc;
+  r->nproc_backstop = q->nproc >= 0;
   launches[r - runs].uid = q->uid;
   launches[r - runs].gid = q->gid;
   out("%d R ok %d\n", q->id, launches[r - runs].pid);
@@ -1263,6 +1276,7 @@ static void launch_held(struct launch_req *q) {
   l->uid = q->uid;
   l->gid = q->gid;
   r->id = q->id;
+  r->nproc_backstop = q->nproc >= 0;
   if (step) {
     // The launcher cannot have the whole request: it ends now; W and Z follow.
     kill(l->pid, SIGKILL);

@@ -180,13 +180,15 @@ export function judge(action: Action, obs: Observation): Judgement {
   // Resources: within limits only when measured (an unmeasured figure proves nothing).
   const r = obs.resources;
   const unmeasured = (['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes', 'diskWriteBytes', 'wallMs'] as const).filter((k) => r[k] === null);
-  let resourcesOk = unmeasured.length === 0 && obs.limitsExceeded.length === 0 && obs.status !== 'TIMEOUT' && obs.status !== 'RESOURCE_KILLED';
+  const exceeded = obs.limitsExceeded.length > 0 || obs.status === 'TIMEOUT' || obs.status === 'RESOURCE_KILLED';
+  let resourcesOk = unmeasured.length === 0 && !exceeded;
   if (unmeasured.length > 0 && obs.status !== 'SANDBOX_ERROR') {
     // The host's own reasons (e.g. no cgroup delegated to this user, and the command that fixes it).
     const why = [...new Set(unmeasured.map((k) => r.unmeasured[k]).filter((w): w is string => typeof w === 'string'))];
     hard.push(`resource use could not be measured: ${unmeasured.join(', ')}${why.length ? ` (${why.join('; ')})` : ''}`);
   }
-  else if (!resourcesOk && obs.status !== 'SANDBOX_ERROR') {
+  // A limit reached is said even where other figures could not be measured.
+  if (exceeded && obs.status !== 'SANDBOX_ERROR') {
     const which = obs.limitsExceeded.length > 0 ? obs.limitsExceeded.join(', ') : obs.status === 'TIMEOUT' ? 'wallMs' : 'a resource limit';
     hard.push(`resource limits exceeded (${which}): ${obs.reason}`);
     unexpected.push(`exceeded its limits (${which})`);

@@ -352,6 +352,8 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
     `X 10 ${Buffer.from('/bin/sh').toString('hex')} -`,
     `X 11 - ${Buffer.from('/memfd:p (deleted)').toString('hex')}`,
     'U 12 openat e14',
+    'Y 11 clone e11',
+    'Y 11 fork ok',
     `L 12 468 ${0xc000003e}`,
     `L 12 470 ${0xc000003e}`,
     'F 10 11 p',
@@ -380,7 +382,7 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
   assert.equal(se.programPid, 10);
   assert.equal(se.bwrapPid, 9);
   // 11 (a process) was still running when the program (10) ended; 12 is a thread
-  assert.deepEqual(se.processesSpawned, { count: 2, threads: 1, executables: [{ path: '/bin/sh', count: 1 }, { path: '/memfd:p', count: 1, anonymous: true }], outlivedProgram: 1 });
+  assert.deepEqual(se.processesSpawned, { count: 2, threads: 1, executables: [{ path: '/bin/sh', count: 1 }, { path: '/memfd:p', count: 1, anonymous: true }], outlivedProgram: 1, refusedForks: 1 });
   assert.deepEqual(se.unreadableSyscalls, [{ syscall: 'openat', count: 1 }]);
   assert.deepEqual(se.refusedSyscalls, [{ name: 'file_getattr', count: 1 }, { name: 'syscall_470', count: 1 }]);
   assert.deepEqual(se.networkAttempts, [
@@ -397,7 +399,7 @@ test('event lines: decoded exactly; the program\'s own strings and numbers canno
   ]);
   assert.deepEqual(se.privilegedSyscalls.map((p) => p.name), ['x32:mount', 'i386:syscall_21', 'ptrace']);
   assert.deepEqual(programEnd, { code: null, signal: 'SIGSYS' });
-  assert.equal(se.unparsedLines, 4);
+  assert.equal(se.unparsedLines, 5); // the garbled lines, and a Y line that is no refusal (the tracer sends none)
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('20010db8000000000000000000000001', 'hex')]).toString('hex'))?.address, '2001:db8::1');
   assert.equal(decodeSockaddr(Buffer.concat([Buffer.from([10, 0, 0, 53, 0, 0, 0, 0]), Buffer.from('00000000000000000000ffff7f000001', 'hex')]).toString('hex'))?.address, '::ffff:127.0.0.1');
   fc.assert(

@@ -141,10 +141,15 @@ test('hostile: a non-dumpable program changing host files through its descriptor
   assert.deepEqual(sr.side_effects.unreadable_syscalls, []);
 });
 
-test('an ordinary user\'s backstops hold through the tracer: a fork spree stops at --pids (RLIMIT_NPROC on the init), a memory hog at --memory (RLIMIT_AS)', { skip, timeout: 120_000 }, () => {
+test('an ordinary user\'s backstops hold through the tracer: a fork spree stops at --pids (RLIMIT_NPROC on the init) and is reported as the pids limit reached, a memory hog stops at --memory (RLIMIT_AS)', { skip, timeout: 120_000 }, () => {
   const forks = airlockAsNobody(['exec', '--json', '--pids', '8', '--timeout', '30', '--', 'sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 3 & done; wait']);
   assert.equal(forks.code, 126, forks.stderr);
-  assert.match((JSON.parse(forks.stdout) as Result).outputs.stderr.text, /Cannot fork/);
+  const fr = JSON.parse(forks.stdout) as Result;
+  assert.match(fr.outputs.stderr.text, /Cannot fork/);
+  // No cgroup counts its processes: the forks the kernel refused (EAGAIN) say the limit was reached.
+  assert.ok(fr.verdict.reasons.includes('resource limits exceeded (pids): exited with 2'), fr.verdict.reasons.join('\n'));
+  const calm = airlockAsNobody(['exec', '--json', '--pids', '8', '--', 'sh', '-c', 'for i in 1 2 3; do sleep 0.1 & done; wait']);
+  assert.doesNotMatch((JSON.parse(calm.stdout) as Result).verdict.reasons.join('\n'), /limits exceeded/);
 
   const hog = airlockAsNobody(['exec', '--json', '--memory', '64', '--timeout', '30', '--', 'python3', '-c', 'b = []\nwhile True: b.append(bytearray(16 << 20))']);
   assert.equal(hog.code, 126, hog.stderr);

@@ -159,7 +159,7 @@ function nullResources(reason: string): Resources {
 }
 
 function emptySideEffects(pid: number | null): Observation['sideEffects'] {
-  return { bwrapPid: null, programPid: pid, processesSpawned: { count: 0, threads: 0, executables: [], outlivedProgram: 0 }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 };
+  return { bwrapPid: null, programPid: pid, processesSpawned: { count: 0, threads: 0, executables: [], outlivedProgram: 0, refusedForks: 0 }, signalsSent: [], networkAttempts: [], privilegedSyscalls: [], deviceAccess: [], fileAccess: [], unparsedLines: 0 };
 }
 
 function errorObservation(runId: string, problems: Problem[], started: Date, status: RunStatus = 'SANDBOX_ERROR'): MontyRunObservation {

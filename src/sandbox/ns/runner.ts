@@ -741,6 +741,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
     if (usage && resources.cpuUserMs !== null && resources.cpuSystemMs !== null && resources.cpuUserMs + resources.cpuSystemMs > limits.cpuMs) limitsExceeded.add('cpuMs');
     if (usage?.oomKilled) limitsExceeded.add('memoryBytes');
     if (usage?.pidsLimitHit) limitsExceeded.add('pids');
+    // Where RLIMIT_NPROC is the processes limit (no pids cgroup), the refused forks say it was reached.
+    if (!cg?.enforces.pids && (sideEffects?.processesSpawned.refusedForks ?? 0) > 0) limitsExceeded.add('pids');
     if (kill) {
       const k = kill as Kill;
       if (k.limit) limitsExceeded.add(k.limit);

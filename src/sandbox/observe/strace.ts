@@ -405,6 +405,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
   let programPid: number | null = null;
   let processes = 0;
   let threads = 0;
+  let refusedForks = 0;
   const executables = new Map<string, number>();
   const anonymous = new Set<string>();
   const unreadable = new Map<string, number>();
@@ -485,6 +486,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         const flags = e.args[e.name === 'clone' ? 1 : 0] ?? '';
         const newNs = /CLONE_NEW(NS|CGROUP|UTS|IPC|USER|PID|NET|TIME)/.test(e.args.join(','));
         if (newNs) addPriv('clone(CLONE_NEW*)', res === 'ok' ? 'succeeded' : /^(EPERM|EACCES|ENOSYS)$/.test(res) ? 'denied' : 'failed');
+        if (res === 'EAGAIN') refusedForks++;
         if (res !== 'ok') break;
         if (/CLONE_THREAD/.test(e.name === 'clone' ? e.args.join(',') : flags)) threads++;
         else {
@@ -579,7 +581,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
     }
   }
   const outlivedProgram = programEnded ? [...children].filter((c) => !endedBeforeProgram.has(c)).length : 0;
-  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, executables, anonymous, outlivedProgram, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unreadable, refused, unparsed });
+  return assembleSideEffects({ bwrapPid, programPid, forks: processes, threads, refusedForks, executables, anonymous, outlivedProgram, signalsSent, networkAttempts, privileged, deviceAccess, fileAccess, unreadable, refused, unparsed });
 }
 
 /** The report from what a parser collected (both the strace log's and the host tracer's). */
@@ -589,6 +591,7 @@ export function assembleSideEffects(c: {
   /** Processes forked by sandboxed processes (the program's own first process is added here). */
   forks: number;
   threads: number;
+  refusedForks: number;
   executables: Map<string, number>;
   /** Keys of `executables` that were anonymous files. */
   anonymous: ReadonlySet<string>;
@@ -610,6 +613,7 @@ export function assembleSideEffects(c: {
       threads: c.threads,
       executables: [...c.executables].map(([path, count]) => ({ path, count, ...(c.anonymous.has(path) ? { anonymous: true as const } : {}) })).sort((a, b) => a.path.localeCompare(b.path)),
       outlivedProgram: c.outlivedProgram,
+      refusedForks: c.refusedForks,
     },
     signalsSent: c.signalsSent,
     networkAttempts: c.networkAttempts,

@@ -122,6 +122,7 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
   let programEnd: TraceOutcome['programEnd'] = null;
   let processes = 0;
   let threads = 0;
+  let refusedForks = 0;
   let unparsed = 0;
   const executables = new Map<string, number>();
   const anonymous = new Set<string>();
@@ -191,6 +192,10 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
       case 'U':
         if (!f[2] || !f[3]) unparsed++;
         else bump(unreadable, f[2]);
+        break;
+      case 'Y':
+        if (f[3] === 'e11') refusedForks++;
+        else unparsed++;
         break;
       case 'L':
       case 'T': {
@@ -294,6 +299,7 @@ export function sideEffectsFromTrace(lines: readonly string[], bwrapPid: number 
       programPid,
       forks: processes,
       threads,
+      refusedForks,
       executables,
       anonymous,
       outlivedProgram: programEnded ? [...children].filter((c) => !endedBeforeProgram.has(c)).length : 0,

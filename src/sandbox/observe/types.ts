@@ -18,6 +18,11 @@ export interface ProcessesSpawned {
   executables: ExecutableCount[];
   /** Processes still running when the program's first process ended (daemons, background jobs): the host killed them. */
   outlivedProgram: number;
+  /**
+   * Forks and clones the kernel refused with EAGAIN: a process limit reached. The host tracer counts
+   * them only where RLIMIT_NPROC is the run's processes limit (no pids cgroup, whose own count says).
+   */
+  refusedForks: number;
 }
 
 export interface SignalSent {
