@@ -8,7 +8,8 @@
 // the stops of the program's own observed syscalls.
 //
 // Which syscalls stop: the ns lane's seccomp filter answers SECCOMP_RET_TRACE for the observed ones
-// (exec, process creation, signals, sockets, opens, changes of a path or through a descriptor) and SECCOMP_RET_TRAP (SIGSYS) for the denied ones.
+// (exec, process creation, signals, sockets, opens, changes of a path or through a descriptor) and
+// SECCOMP_RET_TRAP (SIGSYS) for the denied ones.
 // Without a tracer attached, SECCOMP_RET_TRACE fails the call with ENOSYS: a lost tracer can hide
 // nothing, the program just stops working. PTRACE_O_EXITKILL kills every tracee if this process dies.
 //
