@@ -369,6 +369,7 @@ static enum cls classify(long nr, const char **name) {
     K(SYS_fchown, C_FDW)
     K(SYS_fsetxattr, C_FDW)
     K(SYS_fremovexattr, C_FDW)
+    K(SYS_ioctl, C_FDW) // only the commands that change a file's inode flags stop (seccomp.ts, INODE_IOCTLS)
 #undef K
   }
   return C_NONE;

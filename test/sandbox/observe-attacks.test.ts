@@ -405,7 +405,7 @@ test('attack: an O_PATH descriptor of a host file reopened for writing through /
   assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);
 });
 
-test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr, fremovexattr, and "" with AT_EMPTY_PATH on an O_PATH descriptor) are write attempts on the file behind it; the program\'s own files, a memfd, a pipe, stdout and a closed descriptor are not findings', async () => {
+test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr, fremovexattr, chattr\'s inode ioctls, and "" with AT_EMPTY_PATH on an O_PATH descriptor) are write attempts on the file behind it; the program\'s own files, a memfd, a pipe, stdout and a closed descriptor are not findings', async () => {
   const code = [
     'import ctypes, os',
     'libc = ctypes.CDLL(None, use_errno=True)',
@@ -427,6 +427,11 @@ test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr,
     'raw("fchownat-empty", 260, os.open("/etc/ld.so.cache", os.O_PATH), b"", 0, 0, 0x1000)',
     'raw("utimensat-empty", 280, os.open("/etc/localtime", os.O_PATH | os.O_NOFOLLOW), b"", None, 0x1100)',
     'raw("fchmodat2-empty", 452, os.open("/etc/ld.so.conf.d", os.O_PATH), b"", 0o777, 0x1000)',
+    // chattr +i and a project id: inode ioctls on a descriptor open for reading.
+    'import fcntl, struct',
+    'tryit("chattr", lambda: fcntl.ioctl(rd("/etc/alternatives"), 0x40086602, struct.pack("l", 0x10)))', // FS_IOC_SETFLAGS, FS_IMMUTABLE_FL
+    'tryit("fssetxattr", lambda: fcntl.ioctl(rd("/usr/bin"), 0x401c5820, bytes(28)))', // FS_IOC_FSSETXATTR
+    'tryit("getflags", lambda: fcntl.ioctl(rd("/usr/lib"), 0x80086601, bytes(8)))', // FS_IOC_GETFLAGS: a read, no stop
     // Not findings: the program's own files, a memfd, a pipe, stdout (the host's FIFO), a closed descriptor.
     'mine = os.open("/tmp/mine", os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(mine, 0o600); os.utime(mine); os.setxattr(mine, "user.x", b"1")',
     'out = os.open("/out/kept", os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(out, 0o600); os.utime(out)',
@@ -439,8 +444,8 @@ test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr,
   assert.equal(o.status, 'SUCCESS', text(o));
   // Refused (EROFS, or EACCES where the sandbox's /etc is a generated tmpfs of root's files).
   const lines = o.stdout.bytes.toString().trim().split('\n');
-  assert.deepEqual(lines.slice(0, 9).filter((l) => !/^(30|13) /.test(l)), [], text(o));
-  assert.deepEqual(lines.slice(9), ['ok pipe', '13 stdout', '9 closed'], text(o));
+  assert.deepEqual(lines.slice(0, 11).filter((l) => !/^(30|13) /.test(l)), [], text(o));
+  assert.deepEqual(lines.slice(11), ['ok getflags', 'ok pipe', '13 stdout', '9 closed'], text(o));
   const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.syscall, a.access, a.path, a.asWritten ?? null]);
   assert.deepEqual(got, [
     ['fchmod', 'write', '/etc/hosts', null],
@@ -452,6 +457,8 @@ test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr,
     ['fchownat', 'write', '/etc/ld.so.cache', null],
     ['utimensat', 'write', '/etc/localtime', null],
     ['fchmodat2', 'write', '/etc/ld.so.conf.d', null],
+    ['ioctl', 'write', '/etc/alternatives', null],
+    ['ioctl', 'write', '/usr/bin', null],
   ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
   assert.ok((o.sideEffects?.fileAccess ?? []).every((a) => a.result === 'EROFS' || a.result === 'EACCES'), JSON.stringify(o.sideEffects?.fileAccess));
   assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);

@@ -61,6 +61,13 @@ const CLONE_THREAD = 0x00010000;
 const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
 /**
+ * ioctl commands that change a file's inode flags, version, extended attributes or encryption policy
+ * (chattr's immutable and append-only, lsattr's project), which take a descriptor open for reading:
+ * with the host tracer they stop and are judged as changes through a descriptor. FS_IOC_SETFLAGS and
+ * FS_IOC_SETVERSION (long and int sizes), FS_IOC_FSSETXATTR, FS_IOC_SET_ENCRYPTION_POLICY.
+ */
+const INODE_IOCTLS = [0x40086602, 0x40046602, 0x40087602, 0x40047602, 0x401c5820, 0x800c6613];
+/**
  * socket() domains the sandbox may create: AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, whose sockets
  * live in the sandbox's own network namespace (or its mount tree). Any other is trapped: AF_VSOCK, for
  * one, is not separated by a network namespace (it reaches the VM's host and shares its ports).
@@ -388,7 +395,19 @@ export function buildSeccompFilter(arch: string = process.arch, opts: { observe?
   );
   for (const name of ['clone3', ...(observe ? [] : UNTRACEABLE_BY_STRACE)]) prog.push(...when(nr(name), [ret(SECCOMP_RET_ERRNO | ENOSYS)]));
   // ioctl(fd, cmd): cmd is an unsigned int, so comparing the low word matches what the kernel sees.
-  prog.push(...when(nr('ioctl'), [ld(offArgLo(1)), jeq(TIOCSTI, 'trap2'), jeq(TIOCLINUX, 'trap2'), ret(SECCOMP_RET_ALLOW), label('trap2'), ret(SECCOMP_RET_TRAP)]));
+  const inodeIoctls = observe ? INODE_IOCTLS : [];
+  prog.push(
+    ...when(nr('ioctl'), [
+      ld(offArgLo(1)),
+      jeq(TIOCSTI, 'trap2'),
+      jeq(TIOCLINUX, 'trap2'),
+      ...inodeIoctls.map((k) => jeq(k, 'trace2')),
+      ret(SECCOMP_RET_ALLOW),
+      label('trap2'),
+      ret(SECCOMP_RET_TRAP),
+      ...(observe ? [label('trace2'), ret(SECCOMP_RET_TRACE)] : []),
+    ]),
+  );
   if (!worker) prog.push(...when(nr('personality'), [ld(offArgLo(0)), ...PERSONALITY_ALLOWED.map((k) => jeq(k, 'allow3')), ret(SECCOMP_RET_TRAP), label('allow3'), ret(SECCOMP_RET_ALLOW)]));
   if (observe) {
     for (const [name, arg] of Object.entries(OBSERVED_WITH_ARG)) {
