@@ -28,7 +28,6 @@
 //   sandbox's view, plus what did not exist after it, as written.
 // The program can change a link between this stop and the kernel's own walk; the report is the
 // host's best reading, not the containment (the read-only root, the namespaces and the diff are).
-#include <pthread.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <linux/openat2.h>
@@ -136,32 +135,28 @@ static int put_name(char *s, size_t cap, size_t *len, const char *name, size_t n
 #define PIDFD_THREAD O_EXCL
 #endif
 
-// Closes a descriptor copied from a program (own_fd) off the tracer's loop, on a thread of its own:
-// when the program closed its own meanwhile, this copy is the file's last reference, and its release
-// can wait (a socket lingering on close, as long as the program asked) where the loop must not. With
-// that thread stuck and its pipe full (or not started), the copy stays open: one descriptor.
-static void *closer(void *arg) {
-  int r = (int)(intptr_t)arg, fd;
-  while (read(r, &fd, sizeof fd) == (ssize_t)sizeof fd) close(fd);
-  return NULL;
-}
+// Closes a descriptor copied from a program (own_fd, task_fd). When the program closed its own
+// meanwhile, the copy is the file's last reference, and closing a socket that lingers waits as long
+// as the program asked (SO_LINGER, unsent data, a peer that does not read). The kernel does not
+// linger for an exiting task: a child that holds the copy closes it by exiting, after ours is gone.
+// Anything else is released at once (a FIFO copy kept would hold the run's stdout open).
 static void close_copy(int fd) {
-  static int w = -1;
-  if (w < 0) {
-    int p[2];
-    pthread_t t;
-    if (pipe2(p, O_CLOEXEC) != 0) return;
-    if (pthread_create(&t, NULL, closer, (void *)(intptr_t)p[0]) != 0) {
-      close(p[0]);
-      close(p[1]);
-      return;
-    }
-    pthread_detach(t);
-    fcntl(p[1], F_SETFL, O_NONBLOCK);
-    w = p[1];
+  struct stat st;
+  int p[2];
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || pipe2(p, O_CLOEXEC) != 0) {
+    close(fd);
+    return;
   }
-  if (write(w, &fd, sizeof fd) != (ssize_t)sizeof fd) {
+  pid_t c = fork();
+  if (c == 0) {
+    char b;
+    close(p[1]);
+    while (read(p[0], &b, 1) < 0 && errno == EINTR) {}
+    _exit(0); // the main loop reaps it (an unknown pid, ignored)
   }
+  close(fd);
+  close(p[0]);
+  close(p[1]); // the child's read ends: it exits holding the last reference
 }
 
 // An O_PATH descriptor of what `fd` is, of our own (through our /proc/self/fd), or -1.
@@ -239,18 +234,39 @@ static int task_fd(pid_t tid, long fd) {
   return f >= 0 ? f : OWN_FD_UNKNOWN;
 }
 
+#ifndef MQUEUE_MAGIC
+#define MQUEUE_MAGIC 0x19800202
+#endif
+
+// Whether what `fd` refers to is reached by a path of the sandbox, under the kernel's name of it (in
+// dst): it still has a link (not a memfd, a deleted or an O_TMPFILE file), its name is absolute
+// ("pipe:[7]" is not), and it is no FIFO or socket (stdout's FIFO is the host's) nor a POSIX message
+// queue (named "/<queue>", on no mount of the sandbox). `regular`: a regular file only. 1: yes; 0: no;
+// -1: its name could not be read whole.
+static int named_file(int fd, int regular, char *dst, size_t cap) {
+  struct stat st;
+  struct statfs fs;
+  if (fstat(fd, &st) != 0) return -1;
+  if (st.st_nlink == 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || (regular && !S_ISREG(st.st_mode))) return 0;
+  if (fstatfs(fd, &fs) == 0 && fs.f_type == MQUEUE_MAGIC) return 0;
+  ssize_t n = fd_name(fd, dst, cap);
+  if (n < 0 || (size_t)n >= cap - 1) return -1;
+  return n > 0 && dst[0] == '/';
+}
+
 // Where a descriptor link (/proc/<pid>/fd/N, cwd, root) leads: a folder the walk goes on from; at the
-// path's end, a regular file the file system still names (not a memfd, a deleted or an O_TMPFILE
-// file: no link left), which the call reaches as if by that name (an O_PATH descriptor reopened for
-// writing through /proc/self/fd/N writes that file); or anything else, a descriptor the program
-// holds (a pipe, a socket, a memfd), kept as written.
+// path's end, a file a path reaches too (named_file: a regular file, or for a call that changes it
+// rather than opens it, also a device or a link), which the call reaches as if by that name (an
+// O_PATH descriptor reopened for writing through /proc/self/fd/N writes that file; `touch
+// /dev/stdin` sets the times of the host's /dev/null bound there); or anything else, a descriptor the
+// program holds (a pipe, a socket, a memfd, stdout's FIFO), kept as written.
 enum jump { JUMP_NONE, JUMP_DIR, JUMP_FILE };
-static enum jump jump_kind(int fd, int last) {
+static enum jump jump_kind(int fd, int last, int changes) {
   struct stat st;
   char name[PATH_CAP];
   if (fstat(fd, &st) != 0) return JUMP_NONE;
   if (S_ISDIR(st.st_mode)) return JUMP_DIR;
-  return last && S_ISREG(st.st_mode) && st.st_nlink > 0 && fd_name(fd, name, sizeof name) > 0 && name[0] == '/' ? JUMP_FILE : JUMP_NONE;
+  return last && named_file(fd, !changes, name, sizeof name) == 1 ? JUMP_FILE : JUMP_NONE;
 }
 
 static int same_file(int a, int b) {
@@ -267,7 +283,7 @@ static void set_fd(int *cur, int fd) {
 // `top`). WALK_RESOLVED: dst holds where it leads; WALK_SAME: a /proc link to a descriptor that is no
 // folder, or more links than the kernel follows (dst untouched); WALK_FAILED: over its budget, too
 // long, a link or a folder's name that could not be read.
-static enum walk walk_links(pid_t pid, int top, int start, const char *path, int follow_last, char *dst, size_t cap) {
+static enum walk walk_links(pid_t pid, int top, int start, const char *path, int follow_last, int changes, char *dst, size_t cap) {
   char todo[2 * PATH_CAP + 2], target[PATH_CAP], missing[2 * PATH_CAP + 2];
   if (snprintf(todo, sizeof todo, "%s", path) >= (int)sizeof todo) return WALK_FAILED;
   size_t ml = 0, hops = 0, opened = 0; // missing: what did not open, from there on as written
@@ -333,7 +349,7 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
         r = WALK_FAILED;
         break;
       }
-      enum jump j = ++hops > LINK_HOPS ? JUMP_NONE : jump_kind(to, last);
+      enum jump j = ++hops > LINK_HOPS ? JUMP_NONE : jump_kind(to, last, changes);
       if (j != JUMP_DIR) {
         // A file's own descriptor, not the copy (close_copy), names it.
         int named = j == JUMP_FILE ? reopen_path(to) : -1;
@@ -363,7 +379,7 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
       int to = openat(cur, name, O_PATH | O_CLOEXEC);
       *p = saved;
       close(fd);
-      enum jump j = ++hops > LINK_HOPS || to < 0 ? JUMP_NONE : jump_kind(to, last);
+      enum jump j = ++hops > LINK_HOPS || to < 0 ? JUMP_NONE : jump_kind(to, last, changes);
       if (j == JUMP_NONE) {
         if (to >= 0) close(to);
         r = WALK_SAME; // the call acts on a descriptor the program holds, or fails
@@ -380,9 +396,10 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
       r = k == LINK_UNREADABLE ? WALK_FAILED : WALK_SAME;
       break;
     }
-    // Go on with the link's text and what was left after it; an absolute one starts at the top.
+    // Go on with the link's text and what was left after it; an absolute one starts at the top. A link
+    // at the end adds no `/`: that would make its target's last component a folder on the way.
     char rest[2 * PATH_CAP + 2];
-    if (snprintf(rest, sizeof rest, "%s/%s", target, p) >= (int)sizeof rest) {
+    if (snprintf(rest, sizeof rest, *p ? "%s/%s" : "%s", target, p) >= (int)sizeof rest) {
       r = WALK_FAILED;
       break;
     }
@@ -416,8 +433,8 @@ static enum walk walk_links(pid_t pid, int top, int start, const char *path, int
 // RESOLVE_IN_ROOT or RESOLVE_BENEATH: `in_root`). WALK_SAME: it meets no link, or none that leads
 // to a path (dst untouched: judge the path as written); WALK_RESOLVED: dst holds it; WALK_FAILED:
 // the host could not tell (a finding).
-static enum walk sandbox_path(pid_t pid, int top, int start, int in_root, const char *path, int follow_last, char *dst, size_t cap) {
+static enum walk sandbox_path(pid_t pid, int top, int start, int in_root, const char *path, int follow_last, int changes, char *dst, size_t cap) {
   if (top < 0 || start < 0) return WALK_FAILED;
   if (!in_root && !has_dotdot(path) && !meets_link(path[0] == '/' ? top : start, path, follow_last)) return WALK_SAME;
-  return walk_links(pid, top, start, path, follow_last, dst, cap);
+  return walk_links(pid, top, start, path, follow_last, changes, dst, cap);
 }

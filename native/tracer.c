@@ -575,17 +575,15 @@ static ssize_t fd_link_name(pid_t tid, long fd, char *dst, size_t cap) {
 // one under that number before the kernel looks.
 static void pend_fd_call(struct task *t, const char *name, long fd) {
   char at[PATH_CAP];
-  struct stat st;
   // Most such calls are on the program's own files (tar, cp -p, touch): the kernel's name of the file
   // is enough to tell, and no exit stop follows.
   if (fd_link_name(t->pid, fd, at, sizeof at) > 0 && always_writable(at)) return;
   int f = task_fd(t->pid, fd);
   if (f < 0) return pend_mark(t, f == OWN_FD_NONE ? 'u' : 'U', name);
-  int ok = fstat(f, &st) == 0;
-  ssize_t n = ok && st.st_nlink > 0 && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode) ? fd_name(f, at, sizeof at) : 0;
+  int named = named_file(f, 0, at, sizeof at);
   close(f);
-  if (!ok || n < 0 || n >= (ssize_t)sizeof at - 1) return pend_unreadable(t, name);
-  if (n > 0 && at[0] == '/' && pend_path(t, 'A', name, "w", at, NULL)) t->awaiting_exit = 1;
+  if (named < 0) return pend_unreadable(t, name);
+  if (named && pend_path(t, 'A', name, "w", at, NULL)) t->awaiting_exit = 1;
 }
 
 // The D and A lines of a call's path argument, judged by where it leads in the sandbox (links
@@ -614,7 +612,7 @@ static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_
       return;
     }
   }
-  enum walk w = sandbox_path(t->pid, in_root ? start : top, start, in_root, rel, (how & P_FOLLOW) != 0, real, sizeof real);
+  enum walk w = sandbox_path(t->pid, in_root ? start : top, start, in_root, rel, (how & P_FOLLOW) != 0, (how & P_PATHW) != 0, real, sizeof real);
   if (start != top && start >= 0) close(start);
   // The path as written, made absolute against its folder's name (`/` after it for RESOLVE_IN_ROOT).
   int named = rel[0] == '/' && !in_root ? snprintf(raw, sizeof raw, "%s", rel) : base[0] == '/' ? snprintf(raw, sizeof raw, "%s/%s", base, rel) : -1;

@@ -27,7 +27,7 @@ if (!cc) {
 } else {
   mkdirSync('dist/native', { recursive: true });
   for (const h of helpers) {
-    const r = spawnSync(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-pthread', '-o', h.out, h.src], { stdio: 'inherit' });
+    const r = spawnSync(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-o', h.out, h.src], { stdio: 'inherit' });
     if (r.status !== 0) {
       console.error(`build-native: ${cc} failed to build ${h.src}${optional ? `; ${h.without}` : ''}`);
       if (!optional) process.exit(1);

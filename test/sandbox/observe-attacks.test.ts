@@ -405,7 +405,39 @@ test('attack: an O_PATH descriptor of a host file reopened for writing through /
   assert.deepEqual(o.sideEffects?.unreadableSyscalls ?? [], []);
 });
 
-test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr, fremovexattr, chattr\'s inode ioctls, and "" with AT_EMPTY_PATH on an O_PATH descriptor) are write attempts on the file behind it; the program\'s own files, a memfd, a pipe, stdout and a closed descriptor are not findings', async () => {
+test('attack: a change by a path that names a descriptor of a device or a link (utime of /dev/stdin, the host\'s /dev/null; chown of /proc/self/fd/N of an O_PATH link) is reported on that file; stdout\'s FIFO is not', async () => {
+  const code = [
+    'import os',
+    'def tryit(what, f):',
+    '  try: f(); print("ok", what)',
+    '  except OSError as e: print(e.errno, what)',
+    'os.dup2(os.open("/dev/null", os.O_RDONLY), 0)', // as `airlock exec` gives it: the host's /dev/null, bound in
+    'tryit("stdin", lambda: os.utime("/dev/stdin"))', // its times change
+    'z = os.open("/dev/zero", os.O_RDONLY)',
+    'tryit("zero", lambda: os.chmod(f"/dev/fd/{z}", 0o600))',
+    'l = os.open("/usr/bin/pager" if os.path.islink("/usr/bin/pager") else "/etc/localtime", os.O_PATH | os.O_NOFOLLOW)',
+    'tryit("link", lambda: os.chown(f"/proc/self/fd/{l}", -1, -1))',
+    'tryit("stdout", lambda: os.utime("/dev/stdout"))',
+  ].join('\n');
+  const o = await traced(code);
+  assert.equal(o.status, 'SUCCESS', text(o));
+  const lines = o.stdout.bytes.toString().trim().split('\n');
+  assert.equal(lines[0], 'ok stdin', text(o));
+  assert.match(lines[1] ?? '', /^1 zero$/, text(o)); // EPERM: the node is root's
+  assert.match(lines[2] ?? '', /^(30|13) link$/, text(o));
+  const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.syscall, a.path, a.result, /^\/(proc\/self\/fd\/\d+|dev\/(stdin|fd\/\d+))$/.test(a.asWritten ?? '')]);
+  assert.deepEqual(got.slice(0, 2), [
+    ['utimensat', '/dev/null', 'ok', true],
+    ['chmod', '/dev/zero', 'EPERM', true],
+  ], JSON.stringify(o.sideEffects?.fileAccess, null, 1));
+  assert.equal(got.length, 3, JSON.stringify(o.sideEffects?.fileAccess, null, 1));
+  assert.equal(got[2]?.[0], 'chown');
+  assert.match(String(got[2]?.[1]), /^\/(usr\/bin\/pager|etc\/localtime)$/);
+  const j = judge(deepAction(), o);
+  assert.notEqual(j.verdict, 'PROMOTE', j.reasons.join('\n'));
+});
+
+test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr, fremovexattr, chattr\'s inode ioctls, and "" with AT_EMPTY_PATH on an O_PATH descriptor) are write attempts on the file behind it; the program\'s own files, a memfd, a message queue named /etc, a pipe, stdout and a closed descriptor are not findings', async () => {
   const code = [
     'import ctypes, os',
     'libc = ctypes.CDLL(None, use_errno=True)',
@@ -436,6 +468,8 @@ test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr,
     'mine = os.open("/tmp/mine", os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(mine, 0o600); os.utime(mine); os.setxattr(mine, "user.x", b"1")',
     'out = os.open("/out/kept", os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(out, 0o600); os.utime(out)',
     'os.fchmod(os.memfd_create("m"), 0o600)',
+    // A POSIX message queue named like a host folder: its descriptor's name is "/etc", on no mount.
+    'mq = ctypes.CDLL("librt.so.1").mq_open(b"/etc", os.O_CREAT | os.O_RDWR, 0o600, None); os.fchmod(mq, 0o644)',
     'r, w = os.pipe(); tryit("pipe", lambda: os.fchmod(r, 0o600))',
     'tryit("stdout", lambda: os.utime(1))',
     'raw("closed", 91, 999, 0o777)',

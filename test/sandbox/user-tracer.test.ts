@@ -212,10 +212,63 @@ stop[0] = True
 print(fast, stalls)
 `;
 
-test('hostile: a lingering socket whose last reference is the tracer\'s copy of the descriptor does not stall the tracer (the copy is closed off its loop)', { skip, timeout: 120_000 }, () => {
+test('hostile: a lingering socket whose last reference is the tracer\'s copy of the descriptor does not stall the tracer (the copy is released by a child that exits)', { skip, timeout: 120_000 }, () => {
   const r = airlockAsNobody(['exec', '--json', '--timeout', '90', '--', 'python3', '-c', LINGER]);
   const sr = JSON.parse(r.stdout) as Result;
   const [fast, stalls] = sr.outputs.stdout.text.trim().split(' ').map(Number);
   // `fast`: how often the tracer's copy was the last reference (the race won; about 1 in 100 here).
   assert.equal(stalls, 0, `the traced thread stalled ${stalls} times in ${fast} closes that left the last reference to the tracer`);
+});
+
+// The same race, won once, against a peer that never reads: a connection its listener never
+// accepted, the listener held open by the tracer's own copy of it, taken next. Releasing the socket's
+// copy must neither wait an hour nor hold up what the tracer copies after it, here that listener and
+// the run's stdout (a FIFO the program reaches by /proc/self/fd/1/x): kept open, it would hold the run
+// past its end (an earlier closer thread, stuck in that close(), held every later copy).
+const STUCK = LINGER.replace(/\nL = socket[\s\S]*$/, `
+count = [0]; stop = [False]
+def A():
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    while not stop[0]:
+        try: os.open(f'/proc/self/fd/{N}/x', os.O_RDONLY)
+        except OSError: pass
+        count[0] += 1
+signal.signal(signal.SIGALRM, lambda *a: None)
+threading.Thread(target=A, daemon=True).start()
+won = -1
+for i in range(3000):
+    L = socket.socket(); L.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    L.bind(('127.0.0.1', 0)); L.listen(1)
+    c = socket.socket(); c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    c.connect(L.getsockname())  # never accepted: nothing reads what it is sent
+    c.setblocking(False)
+    try:
+        while True: c.send(b'x' * 65536)
+    except BlockingIOError: pass
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 3600))
+    fd = c.detach(); os.dup2(fd, N); os.close(fd)
+    signal.setitimer(signal.ITIMER_REAL, 0.005)
+    t0 = time.monotonic(); os.close(N); took = time.monotonic() - t0
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    if took < 0.004:  # the tracer's copy is the last reference
+        won = i
+        stop[0] = True
+        for p in (f'/proc/self/fd/{L.fileno()}/x', '/proc/self/fd/1/x', '/proc/self/fd/2/x'):
+            try: os.open(p, os.O_RDONLY)
+            except OSError: pass
+        break
+    L.close()
+stop[0] = True
+print('won', won, flush=True)
+`);
+
+test('hostile: the tracer\'s copy of a socket left lingering with a peer that never reads neither stalls the tracer nor holds the run\'s stdout open: the run ends at once', { skip, timeout: 180_000 }, () => {
+  const t0 = Date.now();
+  const r = airlockAsNobody(['exec', '--json', '--timeout', '60', '--', 'python3', '-c', STUCK]);
+  const took = Date.now() - t0;
+  assert.notEqual(r.code, null, `airlock exec did not end within 120 s: ${r.stderr}`);
+  const sr = JSON.parse(r.stdout) as Result;
+  assert.match(sr.outputs.stdout.text, /^won \d+\n$/, `the race was not won (the tracer's copy was never the last reference): ${sr.outputs.stdout.text}`);
+  assert.equal(sr.execution.signal, null);
+  assert.ok(took < 30_000, `the run took ${took} ms (its limit was 60 s): something held it`);
 });
