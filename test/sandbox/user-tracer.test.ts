@@ -5,9 +5,14 @@
 // (RLIMIT_AS on bwrap, RLIMIT_NPROC on its init) that the node launch path set before.
 // Each run is the real CLI as the host's `nobody`, which has nothing delegated on this machine.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { chownSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { ptraceRefusedBecause, tracerBinaryPath } from '../../src/sandbox/observe/tracer.js';
 import { airlockAsNobody } from '../helpers/cli.js';
+import { repoPath } from '../helpers/paths.js';
 
 const skip = process.getuid?.() !== 0 ? 'needs root (runs airlock as nobody)' : tracerBinaryPath() === null ? 'the host tracer is not built' : false;
 
@@ -139,6 +144,13 @@ test('hostile: a non-dumpable program changing host files through its descriptor
   const write = (path: string) => ({ path, access: 'write', denied: true });
   assert.deepEqual(sr.side_effects.file_access_attempts, [write('/etc/hosts'), write('/etc/group'), write('/etc/passwd')]);
   assert.deepEqual(sr.side_effects.unreadable_syscalls, []);
+  // strace, which cannot name these descriptors, says so: unobserved calls, not nothing.
+  const st = airlockAsNobody(['exec', '--json', '--', 'python3', '-c', NON_DUMPABLE_FDS], ['AIRLOCK_SYSCALL_TRACER=strace']);
+  const ss = JSON.parse(st.stdout) as Result;
+  assert.equal(ss.outputs.stdout.text, '30\n30\n30\n9\n', ss.outputs.stderr.text);
+  assert.deepEqual(ss.side_effects.file_access_attempts, []);
+  assert.deepEqual(ss.side_effects.unreadable_syscalls, [{ name: 'fchmod', count: 2 }, { name: 'utimensat', count: 1 }, { name: 'fsetxattr', count: 1 }]);
+  assert.match(ss.verdict.reasons.join('\n'), /JG_UNREADABLE_ARGUMENT/);
 });
 
 test('an ordinary user\'s backstops hold through the tracer: a fork spree stops at --pids (RLIMIT_NPROC on the init) and is reported as the pids limit reached, a memory hog stops at --memory (RLIMIT_AS)', { skip, timeout: 120_000 }, () => {
@@ -271,4 +283,27 @@ test('hostile: the tracer\'s copy of a socket left lingering with a peer that ne
   assert.match(sr.outputs.stdout.text, /^won \d+\n$/, `the race was not won (the tracer's copy was never the last reference): ${sr.outputs.stdout.text}`);
   assert.equal(sr.execution.signal, null);
   assert.ok(took < 30_000, `the run took ${took} ms (its limit was 60 s): something held it`);
+});
+
+// An ordinary user's sandboxes run as that user, and so do its stdout and stderr FIFOs, which the
+// program can chmod through its own descriptors (`os.fchmod(1, 0o666)`): no other user may reach them.
+test('an ordinary user\'s staging (the run\'s folder, its stdout and stderr FIFOs) is reachable by that user only (0700)', { skip, timeout: 60_000 }, async () => {
+  const home = mkdtempSync(join(tmpdir(), 'airlock-nobody-'));
+  chownSync(home, 65534, 65534);
+  try {
+    const env = [`PATH=${[dirname(process.execPath), '/usr/bin', '/bin'].join(':')}`, `HOME=${home}`, `TMPDIR=${home}`];
+    const child = spawn('runuser', ['-u', 'nobody', '--', 'env', '-i', ...env, repoPath('bin/airlock'), 'exec', '--json', '--', 'python3', '-c', 'import os, time\nos.fchmod(1, 0o666)\ntime.sleep(3)'], { cwd: home, stdio: 'ignore' });
+    const ended = new Promise((resolve) => child.on('exit', resolve));
+    let modes: string[] = [];
+    for (let i = 0; i < 250 && modes.length < 2; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      const base = readdirSync(home).find((n) => n.startsWith('airlock-ns-'));
+      const run = base ? readdirSync(join(home, base)).find((n) => n.startsWith('ns-')) : undefined;
+      if (base && run) modes = [join(home, base), join(home, base, run)].map((d) => (statSync(d).mode & 0o777).toString(8));
+    }
+    await ended;
+    assert.deepEqual(modes, ['700', '700']);
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
 });

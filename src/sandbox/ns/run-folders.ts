@@ -36,7 +36,7 @@ export function runFolders(base: string, runId: string, caps: HostCapabilities):
  * A failed mount rejects, with what did mount listed in `f.mounted` for the cleanup.
  */
 export async function makeRunFolders(f: RunFolders, mnt: Mounter, limits: Limits, ids: { uid: number; gid: number }, asRoot: boolean): Promise<void> {
-  mkdirModeSync(f.dir, 0o711);
+  mkdirModeSync(f.dir, asRoot ? 0o711 : 0o700);
   // Only root and the sandbox's user pass through a run's staging: its mounts are listed in
   // /proc/self/mountinfo for everyone, and another local user could otherwise write into a scope's
   // overlay (where a directory is writable to them) during the run, and the Sandbox Result would

@@ -14,7 +14,9 @@ import { cleanOnExit, sweepOrphans } from './sweep.js';
 let baseDir: Promise<string> | null = null;
 
 /**
- * One root-owned base per process (mode 0711: the sandbox uid can traverse, not list). With a mounter
+ * One base per process: root's, mode 0711 (the sandbox uid can traverse, not list); an ordinary user's,
+ * 0700 (its sandboxes run as that user, and the run's stdout and stderr FIFOs, which the program may
+ * chmod through its own descriptors, are the user's: nobody else may reach them). With a mounter
  * (root), the base is its own tmpfs: per-run staging (dirs, FIFOs, /in copies, scope upper dirs) never
  * touches a disk journal (measured on a 2-core VM's ext4: ~1 ms of a run's mkdirs and removals). What
  * processes that are gone left (bases, mounts, cgroups, temp folders) is swept first; never a live one's.
@@ -28,7 +30,7 @@ export function stagingBase(mnt: Mounter | null = null, sandboxUser: { uid: numb
       // Who owns these runs: this process removes them at exit; after a crash, the next sweep.
       await writeFile(join(d, 'owner.pid'), ownerStamp(), { mode: 0o600 });
       cleanOnExit(d);
-      await chmod(d, 0o711);
+      await chmod(d, process.getuid?.() === 0 ? 0o711 : 0o700);
       const unreachable = untraversable(d, sandboxUser);
       if (unreachable) throw Object.assign(new Error(unreachable), { code: 'NS_TMPDIR_UNREACHABLE' });
       // Half the RAM at most (tmpfs's own default); a failure leaves the staging on tmpdir's filesystem.

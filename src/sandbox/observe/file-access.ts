@@ -55,6 +55,8 @@ export function refusedFileAccess(raw: readonly FileAccess[], view: { writable: 
     if (!p.startsWith('/') || DESCRIPTOR_ALIAS.test(p) || ((p === '/dev' || p.startsWith('/dev/')) && OPENS.has(a.syscall))) continue;
     // `mkdir -p` asks for every ancestor: an existing one changes nothing.
     if (a.result === 'EEXIST' && (a.syscall === 'mkdir' || a.syscall === 'mkdirat')) continue;
+    // No such descriptor (fchmod(-100) is no call on the cwd): the kernel reached nothing.
+    if (a.result === 'EBADF') continue;
     if (a.access === 'write' ? view.writable.some((w) => under(p, w)) : !isSecretPath(p) || view.exposed.some((e) => under(p, e))) continue;
     const k = `${a.access} ${p}`;
     if (seen.has(k)) continue;

@@ -564,6 +564,9 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         if (fdArg >= 0) {
           const file = namedFile(e.args[fdArg]);
           if (file !== null) fileAccess.push({ path: file, syscall: e.name, access: 'write', result: res });
+          // No name at all: strace could not read the descriptor's link (a non-dumpable program's,
+          // for a tracer that is not root). Unless the kernel found no such descriptor, it is unobserved.
+          else if (decoration(e.args[fdArg]) === null && res !== 'EBADF') addUnreadable(e.name);
           break;
         }
         if (pw && unread(e.args[pw[1]])) addUnreadable(e.name);
