@@ -538,11 +538,10 @@ static int run_root(struct task *t) {
 // through /proc/<pid>/cwd or fd/N) and as a name (its text there; empty when it has none a path can
 // hold). -1: no such folder (the kernel fails the call with it).
 static int start_of(pid_t pid, long dirfd, char *name, size_t cap) {
-  char link[64];
-  fd_link(pid, dirfd, link);
-  ssize_t n = readlink(link, name, cap - 1);
+  int f = task_fd(pid, dirfd); // a non-dumpable program's descriptors too (see own_fd)
+  ssize_t n = f >= 0 ? fd_name(f, name, cap) : -1;
   name[n > 0 ? n : 0] = 0;
-  return open(link, O_PATH | O_CLOEXEC);
+  return f >= 0 ? f : -1;
 }
 
 // The writable areas of every run, where a change is never a finding (the host drops it: runner.ts).
@@ -1493,6 +1492,7 @@ int main(void) {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
+    release_held();
     flush_out();
     int nf = 2;
     fds[0] = (struct pollfd){0, POLLIN, 0};

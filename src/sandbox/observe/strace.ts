@@ -180,6 +180,12 @@ function actsOnDirfd(e: SyscallEvent, pathIdx: number): boolean {
   return quoted(arg) === '' && e.args.slice(pathIdx + 1).some((a) => /\bAT_EMPTY_PATH\b/.test(a));
 }
 
+/**
+ * A relative path from a dirfd strace could not name (no -y decoration: a non-dumpable program's
+ * descriptor, for a tracer that is not root): where the call went is unknown.
+ */
+const unnamedStart = (requested: string | null, base: string | null): boolean => requested !== null && !requested.startsWith('/') && base === null;
+
 /** The -y decoration of an fd argument or return value: `3</dev/null>` / `AT_FDCWD</tmp>` -> the path. */
 function decoration(s: string | undefined): string | null {
   if (s === undefined) return null;
@@ -547,6 +553,10 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         }
         const requested = quoted(e.args[at ? 1 : 0]);
         const base = at ? decoration(e.args[0]) : null;
+        if (at && unnamedStart(requested, base)) {
+          if (res !== 'EBADF') addUnreadable(e.name);
+          break;
+        }
         const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : requested;
         const opened = decoration(e.ret);
         const hit = [resolved, opened].find((p) => p !== null && p.startsWith('/') && isDevicePath(p));
@@ -573,6 +583,10 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         else if (pw) {
           const requested = quoted(e.args[pw[1]]);
           const base = pw[0] >= 0 ? decoration(e.args[pw[0]]) : null;
+          if (pw[0] >= 0 && unnamedStart(requested, base)) {
+            if (res !== 'EBADF') addUnreadable(e.name);
+            break;
+          }
           const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : null;
           if (resolved !== null) fileAccess.push({ path: resolved, syscall: e.name, access: 'write', result: res });
           break;
