@@ -28,8 +28,8 @@
 //   sandbox's view, plus what did not exist after it, as written.
 // The program can change a link between this stop and the kernel's own walk; the report is the
 // host's best reading, not the containment (the read-only root, the namespaces and the diff are).
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <linux/openat2.h>
@@ -137,61 +137,32 @@ static int put_name(char *s, size_t cap, size_t *len, const char *name, size_t n
 #define PIDFD_THREAD O_EXCL
 #endif
 
-// Socket copies not released yet: a fork failed (the user's process limit). Retried from the main
-// loop; while the list is full, nothing more is copied (copy_fd: the call is unreadable).
-#define HELD_MAX 64
-static int held[HELD_MAX], nheld;
-
-// Releases a copied socket by a child that holds it and exits after ours is closed: the copy may be
-// the socket's last reference, and a socket that lingers holds a close() as long as the program asked
-// (SO_LINGER, unsent data, a peer that does not read); the kernel does not linger for an exiting
-// task. -1: no child (fd untouched).
-static int release_by_exit(int fd) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return -1;
-  pid_t c = fork();
-  if (c == 0) {
-    char b;
-    close(p[1]);
-    while (read(p[0], &b, 1) < 0 && errno == EINTR) {}
-    _exit(0); // the main loop reaps it (an unknown pid, ignored)
+// Our copy of a program's descriptor (own_fd, task_fd) can become the file's last reference: in
+// pidfd_getfd, when the program closes its own meanwhile, or at our close. Releasing a TCP socket set
+// to linger, or a unix socket holding one in flight (SCM_RIGHTS), then waits as long as the program
+// asked (an hour, with a peer that never reads), and the tracer's loop with it. A pending signal ends
+// that wait (the socket is closed in the background, as the program's own interrupted close() would
+// be): those calls run under a 10 ms timer whose signal does nothing else.
+static void on_alarm(int sig) { (void)sig; }
+static void release_guard(int on) {
+  static int ready;
+  if (!ready) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    ready = 1;
   }
-  close(p[0]);
-  if (c > 0) close(fd);
-  close(p[1]); // the child's read ends: it exits holding the last reference
-  return c > 0 ? 0 : -1;
+  struct itimerval t = {{0, 0}, {0, on ? 10000 : 0}};
+  setitimer(ITIMER_REAL, &t, NULL);
 }
 
-// Retries the held socket copies (the main loop, and before each new one).
-static void release_held(void) {
-  while (nheld > 0 && release_by_exit(held[nheld - 1]) == 0) nheld--;
-}
-
-#ifndef IPPROTO_MPTCP
-#define IPPROTO_MPTCP 262
-#endif
-
-// Whether closing `fd` can wait: a TCP, MPTCP or SCTP socket (SO_LINGER); not a file, a pipe, a unix,
-// UDP or netlink socket. A socket's domain and protocol never change.
-static int may_linger(int fd) {
-  struct stat st;
-  int domain = 0, proto = 0;
-  socklen_t dl = sizeof domain, pl = sizeof proto;
-  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
-  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) != 0 || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &pl) != 0) return 1;
-  return (domain == AF_INET || domain == AF_INET6) && (proto == IPPROTO_TCP || proto == IPPROTO_MPTCP || proto == IPPROTO_SCTP);
-}
-
-// Closes a descriptor copied from a program (own_fd, task_fd): a socket that may linger by
-// release_by_exit, never here (a copy that is its last reference could hold the tracer's loop);
-// anything else at once (a FIFO copy kept would hold the run's stdout open).
+// Closes a copy of a program's descriptor (see release_guard).
 static void close_copy(int fd) {
-  if (!may_linger(fd)) {
-    close(fd);
-    return;
-  }
-  release_held();
-  if (release_by_exit(fd) != 0) held[nheld++] = fd; // copy_fd takes none while the list is full
+  release_guard(1);
+  close(fd);
+  release_guard(0);
 }
 
 // An O_PATH descriptor of what `fd` is, of our own (through our /proc/self/fd), or -1.
@@ -204,13 +175,14 @@ static int reopen_path(int fd) {
 enum { OWN_FD_UNKNOWN = -1, OWN_FD_NONE = -2 };
 
 // A copy of descriptor `n` of process `pid` (of thread `pid` when `thread`), or OWN_FD_NONE (it has
-// none) or OWN_FD_UNKNOWN (a kernel before 5.6, or before 6.9 for a thread; or the held list is
-// full). A copy that is no folder goes to close_copy.
+// none) or OWN_FD_UNKNOWN (a kernel before 5.6, or before 6.9 for a thread). A copy that is no
+// folder goes to close_copy.
 static int copy_fd(pid_t pid, int thread, long n) {
-  if (nheld >= HELD_MAX) return OWN_FD_UNKNOWN;
   int pidfd = (int)syscall(SYS_pidfd_open, pid, thread ? PIDFD_THREAD : 0);
   if (pidfd < 0) return OWN_FD_UNKNOWN;
+  release_guard(1);
   int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)n, 0), e = errno;
+  release_guard(0);
   close(pidfd);
   return fd >= 0 ? fd : e == EBADF ? OWN_FD_NONE : OWN_FD_UNKNOWN;
 }

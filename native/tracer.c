@@ -536,12 +536,12 @@ static int run_root(struct task *t) {
 
 // Where a relative path starts: the program's cwd or dirfd, as a descriptor (the kernel's own jump
 // through /proc/<pid>/cwd or fd/N) and as a name (its text there; empty when it has none a path can
-// hold). -1: no such folder (the kernel fails the call with it).
+// hold). OWN_FD_NONE: the task has no such descriptor; OWN_FD_UNKNOWN: it could not be had.
 static int start_of(pid_t pid, long dirfd, char *name, size_t cap) {
   int f = task_fd(pid, dirfd); // a non-dumpable program's descriptors too (see own_fd)
   ssize_t n = f >= 0 ? fd_name(f, name, cap) : -1;
   name[n > 0 ? n : 0] = 0;
-  return f >= 0 ? f : -1;
+  return f;
 }
 
 // The writable areas of every run, where a change is never a finding (the host drops it: runner.ts).
@@ -604,6 +604,7 @@ static void pend_path_call(struct task *t, const char *name, long dirfd, uint64_
   base[0] = 0;
   if (rel[0] != '/' || in_root) {
     start = start_of(t->pid, dirfd, base, sizeof base);
+    if (start == OWN_FD_NONE) return pend_mark(t, 'u', name); // unless the kernel fails it (EBADF)
     // A dirfd that is no folder: the kernel fails the call (ENOTDIR).
     struct stat st;
     if (start >= 0 && fstat(start, &st) == 0 && !S_ISDIR(st.st_mode)) {
@@ -1492,7 +1493,6 @@ int main(void) {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
-    release_held();
     flush_out();
     int nf = 2;
     fds[0] = (struct pollfd){0, POLLIN, 0};

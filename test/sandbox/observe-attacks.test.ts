@@ -473,13 +473,14 @@ test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr,
     'r, w = os.pipe(); tryit("pipe", lambda: os.fchmod(r, 0o600))',
     'tryit("stdout", lambda: os.utime(1))',
     'raw("closed", 91, 999, 0o777)',
+    'tryit("openat-closed", lambda: os.open("x", os.O_RDONLY, dir_fd=999))', // a path from a closed descriptor
   ].join('\n');
   const o = await traced(code);
   assert.equal(o.status, 'SUCCESS', text(o));
   // Refused (EROFS, or EACCES where the sandbox's /etc is a generated tmpfs of root's files).
   const lines = o.stdout.bytes.toString().trim().split('\n');
   assert.deepEqual(lines.slice(0, 11).filter((l) => !/^(30|13) /.test(l)), [], text(o));
-  assert.deepEqual(lines.slice(11), ['ok getflags', 'ok pipe', '13 stdout', '9 closed'], text(o));
+  assert.deepEqual(lines.slice(11), ['ok getflags', 'ok pipe', '13 stdout', '9 closed', '9 openat-closed'], text(o));
   const got = (o.sideEffects?.fileAccess ?? []).map((a) => [a.syscall, a.access, a.path, a.asWritten ?? null]);
   assert.deepEqual(got, [
     ['fchmod', 'write', '/etc/hosts', null],
