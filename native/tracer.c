@@ -756,7 +756,7 @@ static void on_syscall_exit(struct task *t) {
       if (sep) *sep++ = 0;
       if (line[0] == 'u' && si.exit.is_error && -si.exit.rval == EBADF) continue; // it reached nothing
       if (line[0] == 'y' && !(si.exit.is_error && -si.exit.rval == EAGAIN)) continue;
-      if (line[0] == 'u' || line[0] == 'y') line[0] = (char)(line[0] - 'a' + 'A');
+      if (line[0] == 'u' || line[0] == 'y') line[0] = line[0] == 'u' ? 'U' : 'Y';
       out("%d %s %s\n", t->run, line, res);
     }
   }

@@ -419,6 +419,8 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
   /** An argument strace printed as an address: it could not read it. */
   const unread = (arg: string | undefined): boolean => /^0x[0-9a-f]+$/.test((arg ?? '').trim());
   const addUnreadable = (name: string): void => void unreadable.set(name, (unreadable.get(name) ?? 0) + 1);
+  /** A call strace could not say where it went: unobserved, unless the kernel found no such descriptor. */
+  const unnamed = (e: SyscallEvent, res: string): void => void (res !== 'EBADF' && addUnreadable(e.name));
   const signalsSent: SignalSent[] = [];
   const networkAttempts: NetworkAttempt[] = [];
   const deviceAccess: DeviceAccess[] = [];
@@ -554,7 +556,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         const requested = quoted(e.args[at ? 1 : 0]);
         const base = at ? decoration(e.args[0]) : null;
         if (at && unnamedStart(requested, base)) {
-          if (res !== 'EBADF') addUnreadable(e.name);
+          unnamed(e, res);
           break;
         }
         const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : requested;
@@ -575,8 +577,8 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
           const file = namedFile(e.args[fdArg]);
           if (file !== null) fileAccess.push({ path: file, syscall: e.name, access: 'write', result: res });
           // No name at all: strace could not read the descriptor's link (a non-dumpable program's,
-          // for a tracer that is not root). Unless the kernel found no such descriptor, it is unobserved.
-          else if (decoration(e.args[fdArg]) === null && res !== 'EBADF') addUnreadable(e.name);
+          // for a tracer that is not root).
+          else if (decoration(e.args[fdArg]) === null) unnamed(e, res);
           break;
         }
         if (pw && unread(e.args[pw[1]])) addUnreadable(e.name);
@@ -584,7 +586,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
           const requested = quoted(e.args[pw[1]]);
           const base = pw[0] >= 0 ? decoration(e.args[pw[0]]) : null;
           if (pw[0] >= 0 && unnamedStart(requested, base)) {
-            if (res !== 'EBADF') addUnreadable(e.name);
+            unnamed(e, res);
             break;
           }
           const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : null;
