@@ -437,7 +437,7 @@ test('attack: a change by a path that names a descriptor of a device or a link (
   assert.notEqual(j.verdict, 'PROMOTE', j.reasons.join('\n'));
 });
 
-test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr, fremovexattr, chattr\'s inode ioctls, and "" with AT_EMPTY_PATH on an O_PATH descriptor) are write attempts on the file behind it; the program\'s own files, a memfd, a message queue named /etc, a pipe, stdout and a closed descriptor are not findings', async () => {
+test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr, fremovexattr, chattr\'s inode ioctls, and "" with AT_EMPTY_PATH on an O_PATH descriptor) are write attempts on the file behind it; the program\'s own files, a memfd, a message queue named /boot, a pipe, stdout and a closed descriptor are not findings', async () => {
   const code = [
     'import ctypes, os',
     'libc = ctypes.CDLL(None, use_errno=True)',
@@ -468,8 +468,8 @@ test('attack: changes through a descriptor (fchmod, fchown, futimens, fsetxattr,
     'mine = os.open("/tmp/mine", os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(mine, 0o600); os.utime(mine); os.setxattr(mine, "user.x", b"1")',
     'out = os.open("/out/kept", os.O_RDWR | os.O_CREAT, 0o644); os.fchmod(out, 0o600); os.utime(out)',
     'os.fchmod(os.memfd_create("m"), 0o600)',
-    // A POSIX message queue named like a host folder: its descriptor's name is "/etc", on no mount.
-    'mq = ctypes.CDLL("librt.so.1").mq_open(b"/etc", os.O_CREAT | os.O_RDWR, 0o600, None); os.fchmod(mq, 0o644)',
+    // A POSIX message queue named like a host folder: its descriptor's name is "/boot", on no mount.
+    'mq = ctypes.CDLL("librt.so.1").mq_open(b"/boot", os.O_CREAT | os.O_RDWR, 0o600, None); os.fchmod(mq, 0o644)',
     'r, w = os.pipe(); tryit("pipe", lambda: os.fchmod(r, 0o600))',
     'tryit("stdout", lambda: os.utime(1))',
     'raw("closed", 91, 999, 0o777)',
