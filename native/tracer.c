@@ -57,6 +57,8 @@
 //                                        open_how) could not be read: the attempt, without its argument
 //   Y <pid> <name> e11                   a fork or clone the kernel refused with EAGAIN, in a run whose
 //                                        processes RLIMIT_NPROC counts (no pids cgroup: its limit)
+//   M err <errno>                        the host's device nodes in /dev could not be made read-only
+//                                        (seal_device_nodes): the program is killed before it runs
 //   E <pid> <code|-> <signal|->          the program's first process ended
 //   Q <pid>                              a sandboxed task ended (after E for the program's own)
 //   Z                                    bwrap and every traced task of the run are gone (last line)
@@ -78,7 +80,11 @@
 #include <string.h>
 #include <grp.h>
 #include <sys/ptrace.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -775,6 +781,48 @@ static void on_new_child(struct task *parent, pid_t child, int event) {
   else c->initial_stop = 1;
 }
 
+// bwrap's --dev binds the host's own device nodes in (/dev/null, ...), and leaves those binds
+// writable: its read-only remount would also set nodev, which makes a device unusable. Through them
+// a program could set the host nodes' times (`touch /dev/null`). At the run's first exec, a child
+// of ours joins the sandbox's mount namespace and the user namespace that owns it (so it has power
+// over them only) and remounts each bind read-only, keeping its other flags: the device reads and
+// writes as before, and a change of the node fails with EROFS. 0, or an errno.
+static const char *const DEVICE_NODES[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+static int seal_device_nodes(pid_t pid) {
+  char p[64];
+  snprintf(p, sizeof p, "/proc/%d/ns/mnt", (int)pid);
+  int mnt = open(p, O_RDONLY | O_CLOEXEC);
+  // The user namespace that owns the mounts: with --disable-userns the init sits in a nested one.
+  int user = mnt < 0 ? -1 : ioctl(mnt, NS_GET_USERNS);
+  // The init's root: bwrap chroots into it, so it is not the namespace's own root, which setns gives.
+  snprintf(p, sizeof p, "/proc/%d/root", (int)pid);
+  int root = user < 0 ? -1 : open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int err = root < 0 ? errno : 0;
+  pid_t c = err ? -1 : fork();
+  if (c == 0) {
+    if (setns(user, CLONE_NEWUSER) != 0 || setns(mnt, CLONE_NEWNS) != 0 || fchdir(root) != 0 || chroot(".") != 0) _exit(errno);
+    for (size_t i = 0; i < sizeof DEVICE_NODES / sizeof *DEVICE_NODES; i++) {
+      struct statvfs s;
+      if (statvfs(DEVICE_NODES[i], &s) != 0) {
+        if (errno == ENOENT) continue; // not on this host: bwrap made no bind
+        _exit(errno);
+      }
+      if (s.f_flag & ST_RDONLY) continue;
+      // A remount must repeat the flags the bind keeps (the kernel refuses to drop a locked one).
+      unsigned long keep = (s.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (s.f_flag & ST_NODEV ? MS_NODEV : 0) | (s.f_flag & ST_NOEXEC ? MS_NOEXEC : 0) |
+                           (s.f_flag & ST_NOATIME ? MS_NOATIME : 0) | (s.f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0) | (s.f_flag & ST_RELATIME ? MS_RELATIME : 0);
+      if (mount(NULL, DEVICE_NODES[i], NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, NULL) != 0) _exit(errno);
+    }
+    _exit(0);
+  }
+  if (c < 0 && !err) err = errno;
+  int st = 0;
+  if (c > 0) err = waitpid(c, &st, __WALL) != c ? errno : WIFEXITED(st) ? WEXITSTATUS(st) : EINTR;
+  for (int *fd = (int[]){mnt, user, root}, i = 0; i < 3; i++)
+    if (fd[i] >= 0) close(fd[i]);
+  return err;
+}
+
 static void on_exec(struct task *t) {
   unsigned long former = 0;
   ptrace(PTRACE_GETEVENTMSG, t->pid, 0, &former);
@@ -795,6 +843,12 @@ static void on_exec(struct task *t) {
   if (r && r->program == 0) {
     r->program = t->pid;
     out("%d P %d\n", t->run, t->pid);
+    // bwrap's set-up is done (its first exec), and nothing of the program has run yet.
+    int sealed = seal_device_nodes(t->pid);
+    if (sealed != 0) {
+      out("%d M err %d\n", t->run, sealed);
+      kill(t->pid, SIGKILL);
+    }
   }
   // The file the kernel now runs: one with no name in any filesystem (a memfd, an O_TMPFILE, a deleted
   // file) is an anonymous executable, whatever path (or fd) the program named it by.
@@ -877,7 +931,7 @@ static void on_wait(pid_t pid, int status) {
 //      writing blocks until node has opened its reader (node does on `R ok`): so node's reader always
 //      predates the writer and sees its end, and nothing is written before anyone reads.
 //   2. fork; the child joins the run's cgroups, sets its rlimits (bwrap and everything below inherit
-//      them), wires fds 0..5 (stdin /dev/null, the FIFOs, --info-fd 3, --block-fd 4, --seccomp 5),
+//      them), wires fds 0..5 (stdin an empty pipe, the FIFOs, --info-fd 3, --block-fd 4, --seccomp 5),
 //      closes every other fd, drops to uid:gid with no groups but `group` and execs bwrap. A failed step is written
 //      to a close-on-exec status pipe: EOF there means the exec happened.
 //   3. bwrap reports its init's pid on fd 3; we set the init's RLIMIT_NPROC when asked and
@@ -1015,7 +1069,13 @@ static void child_exec(const struct launch_req *q, int info_w, int block_r, int 
       (q->as_bytes >= 0 && setrlimit(RLIMIT_AS, &as) != 0))
     child_fail(status_w, "rlimit");
   int src[7];
-  src[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // stdin: an empty pipe, not the host's /dev/null. A descriptor of a host file would let the
+  // program change that file (futimens(0) sets /dev/null's times) past every mount of the sandbox.
+  // It is the sandbox uid's, so that the program can reopen it (`cat /dev/stdin`) as it could /dev/null.
+  int empty[2];
+  if (pipe2(empty, O_CLOEXEC) != 0 || (geteuid() == 0 && fchown(empty[0], q->uid, q->gid) != 0)) child_fail(status_w, "fds");
+  close(empty[1]);
+  src[0] = empty[0];
   src[1] = open(q->fifo[0], O_WRONLY | O_CLOEXEC);
   src[2] = open(q->fifo[1], O_WRONLY | O_CLOEXEC);
   src[3] = info_w;

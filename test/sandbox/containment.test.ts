@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { doctor } from '../../src/sandbox/doctor.js';
@@ -193,6 +193,33 @@ test('opening a device (/dev/sda, /dev/mem, /dev/kmem) fails and is reported', a
   assert.equal(o.stdout.bytes.toString().trim(), 'done', text(o));
   const seen = (o.sideEffects?.deviceAccess ?? []).map((d) => d.path);
   for (const d of ['/dev/sda', '/dev/mem', '/dev/kmem']) assert.ok(seen.includes(d), `${d} not reported: ${JSON.stringify(seen)}`);
+});
+
+test('attack: the host\'s device nodes bound into /dev, and stdin, cannot be changed from the sandbox (touch /dev/null, futimens of stdin); the devices still work, and each attempt is reported', async () => {
+  // bwrap binds the host's own /dev/null, /dev/zero, ... in writable: the host tracer remounts them
+  // read-only at the run's first exec. stdin is an empty pipe, not a descriptor of the host's /dev/null.
+  const nodes = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom'];
+  // (/dev/null's own may change meanwhile: a test run the strace fallback's way sets its times.)
+  const changed = () => nodes.slice(1).map((p) => [p, String(statSync(p, { bigint: true }).ctimeNs)]);
+  const before = changed();
+  const code = [
+    'import os',
+    'def tryit(what, f):',
+    '  try: f(); print("ok", what)',
+    '  except OSError as e: print(e.errno, what)',
+    `for p in ${JSON.stringify(nodes)}: tryit(p, lambda p=p: os.utime(p))`,
+    'print("stdin", os.readlink("/proc/self/fd/0").split(":")[0])',
+    'tryit("stdin", lambda: os.utime("/dev/stdin"))', // the pipe's own times: nothing of the host
+    'tryit("fd0", lambda: os.utime(0))',
+    'tryit("read", lambda: os.read(os.open("/dev/stdin", os.O_RDONLY), 1) == b"" or os.abort())',
+    'tryit("devices", lambda: (open("/dev/null", "w").write("x"), len(open("/dev/urandom", "rb").read(4)) == 4 or os.abort()))',
+  ].join('\n');
+  const o = await py(code);
+  assert.equal(o.host.syscallTracer, 'airlock-tracer', 'this test is about the host tracer\'s launch');
+  assert.deepEqual(o.stdout.bytes.toString().trim().split('\n'), [...nodes.map((p) => `30 ${p}`), 'stdin pipe', 'ok stdin', 'ok fd0', 'ok read', 'ok devices'], text(o));
+  assert.deepEqual(changed(), before, 'a host device node\'s inode changed');
+  const got = (o.sideEffects?.fileAccess ?? []).filter((a) => a.syscall === 'utimensat').map((a) => [a.path, a.result]);
+  assert.deepEqual(got, nodes.map((p) => [p, 'EROFS']), JSON.stringify(o.sideEffects?.fileAccess, null, 1));
 });
 
 test('the sandbox runs as an unprivileged host uid with no capabilities', async (t) => {

@@ -191,6 +191,7 @@ export class SyscallTracer {
         }
       } else if (f[0] === 'B' && f[1] === 'err') r.onInit(attachError(f[2], f[3], f[4]));
       else if (f[0] === 'B') r.onInit({ pid: Number(f[1]) });
+      else if (f[0] === 'M' && f[1] === 'err') r.lost ??= `the host's device nodes in the sandbox's /dev could not be made read-only (errno ${f[2]}): the program was killed before it ran`;
       else if (f[0] === 'W') r.onExit({ code: f[1] === '-' ? null : Number(f[1]), signal: f[2] === '-' ? null : signalName(Number(f[2])), spawnError: r.spawnError });
       else if (r.chars <= MAX_TRACE_CHARS) {
         r.chars += ev.length + 32;
