@@ -784,42 +784,50 @@ static void on_new_child(struct task *parent, pid_t child, int event) {
 // bwrap's --dev binds the host's own device nodes in (/dev/null, ...), and leaves those binds
 // writable: its read-only remount would also set nodev, which makes a device unusable. Through them
 // a program could set the host nodes' times (`touch /dev/null`). At the run's first exec, a child
-// of ours joins the sandbox's mount namespace and the user namespace that owns it (so it has power
-// over them only) and remounts each bind read-only, keeping its other flags: the device reads and
-// writes as before, and a change of the node fails with EROFS. 0, or an errno.
+// of ours joins the sandbox's mount namespace and remounts each bind read-only, keeping its other
+// flags: the device reads and writes as before, and a change of the node fails with EROFS.
 static const char *const DEVICE_NODES[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+struct seal {
+  int mnt, user, root; // the sandbox's mount namespace, the user namespace that owns it (or -1), its root
+};
+static int seal_child(void *arg) {
+  const struct seal *s = arg;
+  if ((s->user >= 0 && setns(s->user, CLONE_NEWUSER) != 0) || setns(s->mnt, CLONE_NEWNS) != 0 || fchdir(s->root) != 0 || chroot(".") != 0) return errno;
+  for (size_t i = 0; i < sizeof DEVICE_NODES / sizeof *DEVICE_NODES; i++) {
+    struct statvfs v;
+    if (statvfs(DEVICE_NODES[i], &v) != 0) {
+      if (errno == ENOENT) continue; // not on this host: bwrap made no bind
+      return errno;
+    }
+    if (v.f_flag & ST_RDONLY) continue;
+    // A remount must repeat the flags the bind keeps (the kernel refuses to drop a locked one).
+    unsigned long keep = (v.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (v.f_flag & ST_NODEV ? MS_NODEV : 0) | (v.f_flag & ST_NOEXEC ? MS_NOEXEC : 0) |
+                         (v.f_flag & ST_NOATIME ? MS_NOATIME : 0) | (v.f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0) | (v.f_flag & ST_RELATIME ? MS_RELATIME : 0);
+    if (mount(NULL, DEVICE_NODES[i], NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, NULL) != 0) return errno;
+  }
+  return 0;
+}
+// 0, or an errno. An ordinary user's child must join the sandbox's user namespace to have power over
+// its mounts, and so must have memory of its own (fork). Root's has that power already: it shares
+// our memory until it exits (vfork: a third of a fork's cost, ~70 against ~210 us here).
 static int seal_device_nodes(pid_t pid) {
+  static char stack[64 << 10] __attribute__((aligned(16)));
   char p[64];
   snprintf(p, sizeof p, "/proc/%d/ns/mnt", (int)pid);
-  int mnt = open(p, O_RDONLY | O_CLOEXEC);
-  // The user namespace that owns the mounts: with --disable-userns the init sits in a nested one.
-  int user = mnt < 0 ? -1 : ioctl(mnt, NS_GET_USERNS);
-  // The init's root: bwrap chroots into it, so it is not the namespace's own root, which setns gives.
+  struct seal s = {open(p, O_RDONLY | O_CLOEXEC), -1, -1};
+  int root = geteuid() == 0;
+  // With --disable-userns the program sits in a user namespace nested in the one that owns the mounts.
+  if (s.mnt >= 0 && !root) s.user = ioctl(s.mnt, NS_GET_USERNS);
+  // bwrap chroots into the sandbox's root: it is not the namespace's own root, which setns gives.
   snprintf(p, sizeof p, "/proc/%d/root", (int)pid);
-  int root = user < 0 ? -1 : open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  int err = root < 0 ? errno : 0;
-  pid_t c = err ? -1 : fork();
-  if (c == 0) {
-    if (setns(user, CLONE_NEWUSER) != 0 || setns(mnt, CLONE_NEWNS) != 0 || fchdir(root) != 0 || chroot(".") != 0) _exit(errno);
-    for (size_t i = 0; i < sizeof DEVICE_NODES / sizeof *DEVICE_NODES; i++) {
-      struct statvfs s;
-      if (statvfs(DEVICE_NODES[i], &s) != 0) {
-        if (errno == ENOENT) continue; // not on this host: bwrap made no bind
-        _exit(errno);
-      }
-      if (s.f_flag & ST_RDONLY) continue;
-      // A remount must repeat the flags the bind keeps (the kernel refuses to drop a locked one).
-      unsigned long keep = (s.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (s.f_flag & ST_NODEV ? MS_NODEV : 0) | (s.f_flag & ST_NOEXEC ? MS_NOEXEC : 0) |
-                           (s.f_flag & ST_NOATIME ? MS_NOATIME : 0) | (s.f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0) | (s.f_flag & ST_RELATIME ? MS_RELATIME : 0);
-      if (mount(NULL, DEVICE_NODES[i], NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, NULL) != 0) _exit(errno);
-    }
-    _exit(0);
-  }
+  if (s.mnt >= 0 && (root || s.user >= 0)) s.root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int err = s.root < 0 ? errno : 0, st = 0;
+  pid_t c = err ? -1 : clone(seal_child, stack + sizeof stack, (root ? CLONE_VM | CLONE_VFORK : 0) | SIGCHLD, &s);
   if (c < 0 && !err) err = errno;
-  int st = 0;
   if (c > 0) err = waitpid(c, &st, __WALL) != c ? errno : WIFEXITED(st) ? WEXITSTATUS(st) : EINTR;
-  for (int *fd = (int[]){mnt, user, root}, i = 0; i < 3; i++)
-    if (fd[i] >= 0) close(fd[i]);
+  const int fds[] = {s.mnt, s.user, s.root};
+  for (size_t i = 0; i < 3; i++)
+    if (fds[i] >= 0) close(fds[i]);
   return err;
 }
 

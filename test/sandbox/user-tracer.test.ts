@@ -30,12 +30,17 @@ try:
     open('/tmp/e/passwd', 'a')
 except OSError as e:
     print('open', e.errno)
+try:
+    os.utime('/dev/null')  # the host's node, bound in: the tracer made the bind read-only
+except OSError as e:
+    print('utime', e.errno)
+print('stdin', os.readlink('/proc/self/fd/0').split(':')[0])  # not a descriptor of the host's /dev/null
 libc = ctypes.CDLL(None, use_errno=True)
 print('syscall600', libc.syscall(600), ctypes.get_errno())
 print('alive')
 `;
 
-test('an ordinary user\'s run is traced by the host tracer: a write through a link is named where it leads, and a call off the allowlist is refused with ENOSYS while the program goes on', { skip, timeout: 120_000 }, () => {
+test('an ordinary user\'s run is traced by the host tracer: a write through a link is named where it leads, the host\'s /dev/null cannot be touched, and a call off the allowlist is refused with ENOSYS while the program goes on', { skip, timeout: 120_000 }, () => {
   const doc = airlockAsNobody(['doctor']);
   assert.match(doc.stdout, /\nsyscall tracer +\S+airlock-tracer \(ptrace, attached per run, as this user; side effects observed\)/, doc.stdout);
 
@@ -43,9 +48,12 @@ test('an ordinary user\'s run is traced by the host tracer: a write through a li
   assert.equal(r.code, 126, r.stderr); // BLOCK: nothing is delegated to nobody, and the attempts are findings
   const sr = JSON.parse(r.stdout) as Result;
   // EROFS, then ENOSYS: the program was not killed.
-  assert.equal(sr.outputs.stdout.text, 'open 30\nsyscall600 -1 38\nalive\n', sr.outputs.stderr.text);
+  assert.equal(sr.outputs.stdout.text, 'open 30\nutime 30\nstdin pipe\nsyscall600 -1 38\nalive\n', sr.outputs.stderr.text);
   assert.equal(sr.execution.exit_code, 0);
-  assert.deepEqual(sr.side_effects.file_access_attempts, [{ path: '/etc/passwd', access: 'write', denied: true, as_written: '/tmp/e/passwd' }]);
+  assert.deepEqual(sr.side_effects.file_access_attempts, [
+    { path: '/etc/passwd', access: 'write', denied: true, as_written: '/tmp/e/passwd' },
+    { path: '/dev/null', access: 'write', denied: true },
+  ]);
   assert.deepEqual(sr.side_effects.refused_syscalls, [{ name: 'syscall_600', count: 1 }]);
   const reasons = sr.verdict.reasons.join('\n');
   assert.match(reasons, /writes outside \/out, \/tmp and the declared scope were attempted: \/etc\/passwd \(as \/tmp\/e\/passwd, EROFS\)/);
