@@ -72,7 +72,7 @@ test('a hostile program: every attempt is observed, bwrap setup is not', { skip:
   writeFileSync(join(dir, 'hostile.py'), HOSTILE);
   const r = traced(['/usr/bin/env', `EVIL_DIR=${evil}`, py, join(dir, 'hostile.py')]);
   assert.equal(r.status, 0, r.out);
-  const o = parseStraceLog(r.log, { bwrapPath: BWRAP });
+  const o = parseStraceLog(r.log, { bwrapPath: BWRAP, cwd: '/tmp' });
   assert.equal(o.unparsedLines, 0);
   assert.ok(o.bwrapPid !== null && o.programPid !== null && o.programPid !== o.bwrapPid);
   // processes: env (the program's first), python (same pid after exec), the /bin/true child, the paused child.
@@ -128,7 +128,7 @@ test('the privileged families are visible when the filter is missing (defense in
     'garbage line',
     '105 unshare(0) = 0',
   ].join('\n');
-  const o = parseStraceLog(log, { bwrapPath: '/usr/bin/bwrap' });
+  const o = parseStraceLog(log, { bwrapPath: '/usr/bin/bwrap', cwd: '/tmp' });
   assert.equal(o.bwrapPid, 100);
   assert.equal(o.programPid, 102);
   assert.equal(o.unparsedLines, 1);
@@ -141,8 +141,43 @@ test('the privileged families are visible when the filter is missing (defense in
   assert.deepEqual(o.signalsSent, [{ targetPid: 1, targetHostPid: 101, signal: 'SIGKILL', syscall: 'kill', result: 'EPERM' }]);
 });
 
+test('a relative path with no dirfd (or a bare AT_FDCWD) starts at the cwd the parser follows: chdir, fchdir, shared by CLONE_FS, copied by fork; where it is lost, the call is unobserved', () => {
+  const log = [
+    '100 execve("/usr/bin/bwrap", ["bwrap"], 0x7ffd /* 3 vars */) = 0',
+    '100 clone(child_stack=NULL, flags=CLONE_NEWNS|CLONE_NEWUSER|SIGCHLD) = 101',
+    '101 chdir("/newroot") = 0', // bwrap's own set-up: not the program's
+    '101 execve("/usr/bin/python3", ["python3"], 0x7ffd /* 3 vars */) = 0',
+    '101 chmod("a", 0777) = 0', // the run's cwd: /out
+    '101 chdir("/etc") = 0',
+    '101 chmod("group", 0777) = -1 EROFS (Read-only file system)',
+    '101 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM, exit_signal=0}, 88) = 102',
+    '101 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 103',
+    '102 chdir("../usr") = 0', // the thread moves its process's cwd too
+    '101 mkdir("lib/x", 0777) = -1 EROFS (Read-only file system)',
+    '103 open("passwd", O_WRONLY|O_CREAT, 0644) = -1 EROFS (Read-only file system)', // the fork kept /etc
+    '103 fchdir(3</var/lib>) = 0',
+    '103 unlink("dpkg") = -1 EROFS (Read-only file system)',
+    '103 openat(AT_FDCWD, "status", O_WRONLY) = -1 EROFS (Read-only file system)', // undecorated: the tracked cwd
+    '103 fchdir(4) = 0', // a descriptor strace could not name: the cwd is lost
+    '103 chmod("x", 0777) = -1 EROFS (Read-only file system)',
+    '103 chmod("/etc/hosts", 0777) = -1 EROFS (Read-only file system)',
+  ].join('\n');
+  const o = parseStraceLog(log, { bwrapPath: '/usr/bin/bwrap', cwd: '/out' });
+  assert.equal(o.programPid, 101);
+  assert.deepEqual(o.fileAccess.map((a) => `${a.syscall} ${a.path} ${a.result}`), [
+    'chmod /out/a ok',
+    'chmod /etc/group EROFS',
+    'mkdir /usr/lib/x EROFS',
+    'open /etc/passwd EROFS',
+    'unlink /var/lib/dpkg EROFS',
+    'openat /var/lib/status EROFS',
+    'chmod /etc/hosts EROFS',
+  ]);
+  assert.deepEqual(o.unreadableSyscalls, [{ syscall: 'chmod', count: 1 }]);
+});
+
 test('no bwrap in the log: everything counts', () => {
-  const o = parseStraceLog('7 mount("a", "b", "c", 0, NULL) = 0\n', { bwrapPath: '/usr/bin/bwrap' });
+  const o = parseStraceLog('7 mount("a", "b", "c", 0, NULL) = 0\n', { bwrapPath: '/usr/bin/bwrap', cwd: '/tmp' });
   assert.equal(o.bwrapPid, null);
   assert.deepEqual(o.privilegedSyscalls, [{ name: 'mount', count: 1, outcome: 'succeeded' }]);
 });
@@ -151,7 +186,7 @@ test('never throws on hostile input', () => {
   const inputs = ['', '\0\0\0', '1 '.repeat(100000), '1 execve(' + '('.repeat(50000), '1 <... x resumed>) = 0', '\uFEFF1 kill(1, 9) = 0\r\n',
     '1 openat(AT_FDCWD<' + '\\'.repeat(9999), '1 connect(3, {sa_family=AF_INET, sin_port=htons(', Buffer.from(Array.from({ length: 5000 }, (_, i) => i % 256)).toString('latin1')];
   for (const s of inputs) {
-    const o = parseStraceLog(s, { bwrapPath: '/usr/bin/bwrap' });
+    const o = parseStraceLog(s, { bwrapPath: '/usr/bin/bwrap', cwd: '/tmp' });
     assert.equal(typeof o.unparsedLines, 'number');
   }
 });

@@ -351,6 +351,39 @@ test('the tracer and strace observe the same attempts of one hostile program', {
   assert.deepEqual(summary(ours).files?.slice(-6).map(([, , syscall]) => syscall), ['fchmod', 'utimensat', 'fchown', 'fsetxattr', 'fremovexattr', 'utimensat']);
 });
 
+test('the tracer and strace agree on relative paths with no dirfd, after chdir and fchdir, in a thread (which moves its process\'s cwd) and a forked child (which keeps its own)', { skip }, async () => {
+  const code = [
+    'import ctypes, os, platform, threading',
+    'libc = ctypes.CDLL(None, use_errno=True)',
+    'legacy = platform.machine() == "x86_64"', // chmod(2), mkdir(2), unlink(2): no dirfd at all
+    'def chmod(p): libc.syscall(90, p.encode(), 0o777) if legacy else libc.fchmodat(-100, p.encode(), 0o777, 0)',
+    'def mkdir(p): libc.syscall(83, p.encode(), 0o777) if legacy else libc.mkdirat(-100, p.encode(), 0o777)',
+    'open("/out/a", "w").close()',
+    'os.chdir("/out"); chmod("a")', // the program's own: nothing to report
+    'os.chdir("/etc"); chmod("group")',
+    't = threading.Thread(target=lambda: os.chdir("/usr")); t.start(); t.join()',
+    'mkdir("lib/x")', // the thread moved the process: /usr/lib/x
+    'if os.fork() == 0:',
+    '  os.fchdir(os.open("/usr/lib", os.O_RDONLY)); mkdir("y"); os._exit(0)',
+    'os.wait()',
+    'chmod("bin")', // still /usr: the child's fchdir was its own
+  ].join('\n');
+  const files = (o: Awaited<ReturnType<typeof py>>) => (o.sideEffects?.fileAccess ?? []).map((a) => `${a.syscall} ${a.path} ${a.result}`).sort();
+  const ours = await py(code);
+  process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
+  let theirs;
+  try {
+    theirs = await py(code);
+  } finally {
+    delete process.env.AIRLOCK_SYSCALL_TRACER;
+  }
+  assert.equal(theirs.host.syscallTracer, 'strace');
+  const call = (name: string) => (process.arch === 'x64' ? name : `${name === 'chmod' ? 'fchmodat' : 'mkdirat'}`);
+  assert.deepEqual(files(ours), [`${call('chmod')} /etc/group EROFS`, `${call('chmod')} /usr/bin EROFS`, `${call('mkdir')} /usr/lib/x EROFS`, `${call('mkdir')} /usr/lib/y EROFS`].sort(), text(ours));
+  assert.deepEqual(files(theirs), files(ours), text(theirs));
+  assert.deepEqual(theirs.sideEffects?.unreadableSyscalls ?? [], []);
+});
+
 test('event lines: decoded exactly; the program\'s own strings and numbers cannot break the reading', () => {
   const lines = [
     'P 10',

@@ -638,7 +638,7 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
     else if (useStrace) {
       try {
         straceLog = readFileSync(logFile, 'utf8');
-        sideEffects = parseStraceLog(straceLog, { bwrapPath: bwrap.path });
+        sideEffects = parseStraceLog(straceLog, { bwrapPath: bwrap.path, cwd });
       } catch (e) {
         sideEffectsUnavailable = `the strace log could not be parsed: ${(e as Error).message}`;
       }

@@ -19,6 +19,7 @@
 import { posix } from 'node:path';
 import { DENIED_SYSCALLS, isAllowedName, isTrappedName, syscallName } from '../ns/seccomp.js';
 import { FD_WRITE_CALLS, isSecretPath, PATH_WRITE_ARGS, WRITE_FLAGS } from './file-access.js';
+import { WorkingDirs } from './working-dirs.js';
 import type {
   DeviceAccess,
   FileAccess,
@@ -34,7 +35,7 @@ export type { ObservedSideEffects } from './types.js';
 const PROCESS_SYSCALLS = ['execve', 'execveat', 'clone', 'clone3', '?fork', '?vfork'];
 const SIGNAL_SYSCALLS = ['kill', 'tkill', 'tgkill', 'rt_sigqueueinfo', 'rt_tgsigqueueinfo', 'pidfd_send_signal'];
 const NETWORK_SYSCALLS = ['socket', 'connect', 'bind', 'sendto', 'sendmsg', 'sendmmsg'];
-const FILE_SYSCALLS = ['?open', 'openat', 'openat2', '?creat', '?mknod', 'mknodat', ...Object.keys(PATH_WRITE_ARGS).map((n) => (['mkdirat', 'unlinkat', 'fchmodat', 'fchownat', 'renameat2', 'linkat', 'symlinkat', 'truncate'].includes(n) ? n : `?${n}`)), ...FD_WRITE_CALLS];
+const FILE_SYSCALLS = ['chdir', 'fchdir', '?open', 'openat', 'openat2', '?creat', '?mknod', 'mknodat', ...Object.keys(PATH_WRITE_ARGS).map((n) => (['mkdirat', 'unlinkat', 'fchmodat', 'fchownat', 'renameat2', 'linkat', 'symlinkat', 'truncate'].includes(n) ? n : `?${n}`)), ...FD_WRITE_CALLS];
 
 /** Plain syscall names of the denied families (the filter traps them; tracing them too catches a run
  *  where the filter was missing: the call then shows up as 'succeeded' or 'denied'). */
@@ -182,7 +183,7 @@ function actsOnDirfd(e: SyscallEvent, pathIdx: number): boolean {
 
 /**
  * A relative path from a dirfd strace could not name (no -y decoration: a non-dumpable program's
- * descriptor, for a tracer that is not root): where the call went is unknown.
+ * descriptor, for a tracer that is not root), or from a cwd the parser lost: where the call went is unknown.
  */
 const unnamedStart = (requested: string | null, base: string | null): boolean => requested !== null && !requested.startsWith('/') && base === null;
 
@@ -353,7 +354,8 @@ function sockaddrs(arg: string): SockAddr[] {
 }
 
 /** Parses an strace log written with `straceArgv` into the program's side effects. Never throws. */
-export function parseStraceLog(text: string, opts: { bwrapPath: string }): ObservedSideEffects {
+/** `cwd`: where the program starts (bwrap's --chdir). */
+export function parseStraceLog(text: string, opts: { bwrapPath: string; cwd: string }): ObservedSideEffects {
   const input = typeof text === 'string' ? text : '';
   const { events, unparsed } = parseLines(input);
 
@@ -433,6 +435,9 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
     if (cur) cur.count++;
     else privileged.set(key, { name, count: 1, outcome });
   };
+  const dirs = new WorkingDirs((pid) => parent.get(pid)?.pid);
+  /** Where a path relative to this dirfd argument starts: its -y name, the tracked cwd for a bare AT_FDCWD. */
+  const dirOf = (pid: number, arg: string | undefined): string | null => decoration(arg) ?? ((arg ?? '').trim() === 'AT_FDCWD' ? dirs.get(pid) : null);
   const socketOf = (pid: number, fdArg: string | undefined): { family: NetFamily; protocol: string | null } | null => {
     const fd = /^(\d+)/.exec((fdArg ?? '').trim())?.[1];
     if (fd === undefined) return null;
@@ -483,8 +488,10 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
           if (ANONYMOUS_FILE.test(behind)) anonymous.add(path);
         }
         executables.set(path || '?', (executables.get(path || '?') ?? 0) + 1);
-        if (programPid === null && execIdx.get(e.pid) === e.idx && sandboxedFrom(e.pid) === e.idx) programPid = e.pid;
-        else if (programPid === null && bwrapPid === null) programPid = e.pid;
+        if (programPid === null && ((execIdx.get(e.pid) === e.idx && sandboxedFrom(e.pid) === e.idx) || bwrapPid === null)) {
+          programPid = e.pid;
+          dirs.start(e.pid, opts.cwd);
+        }
         break;
       }
       case 'clone':
@@ -496,14 +503,19 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         if (newNs) addPriv('clone(CLONE_NEW*)', res === 'ok' ? 'succeeded' : /^(EPERM|EACCES|ENOSYS)$/.test(res) ? 'denied' : 'failed');
         if (res === 'EAGAIN') refusedForks++;
         if (res !== 'ok') break;
+        const child = childPid(e.ret);
+        if (child !== null) dirs.forked(e.pid, child, /\bCLONE_FS\b/.test(e.args.join(',')));
         if (/CLONE_THREAD/.test(e.name === 'clone' ? e.args.join(',') : flags)) threads++;
         else {
           processes++;
-          const child = childPid(e.ret);
           if (child !== null) children.add(child);
         }
         break;
       }
+      case 'chdir':
+      case 'fchdir':
+        if (res === 'ok') dirs.changed(e.pid, e.name === 'chdir' ? quoted(e.args[0]) : namedFile(e.args[0]));
+        break;
       case 'kill':
       case 'tkill':
       case 'tgkill':
@@ -554,12 +566,12 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
           break;
         }
         const requested = quoted(e.args[at ? 1 : 0]);
-        const base = at ? decoration(e.args[0]) : null;
-        if (at && unnamedStart(requested, base)) {
+        const base = at ? dirOf(e.pid, e.args[0]) : dirs.get(e.pid);
+        if (unnamedStart(requested, base)) {
           unnamed(e, res);
           break;
         }
-        const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : requested;
+        const resolved = requested === null ? null : requested.startsWith('/') ? requested : posix.join(base!, requested);
         const opened = decoration(e.ret);
         const hit = [resolved, opened].find((p) => p !== null && p.startsWith('/') && isDevicePath(p));
         if (hit !== undefined && hit !== null) deviceAccess.push({ path: posix.normalize(hit), syscall: e.name, result: res });
@@ -584,12 +596,12 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string }): Obser
         if (pw && unread(e.args[pw[1]])) addUnreadable(e.name);
         else if (pw) {
           const requested = quoted(e.args[pw[1]]);
-          const base = pw[0] >= 0 ? decoration(e.args[pw[0]]) : null;
-          if (pw[0] >= 0 && unnamedStart(requested, base)) {
+          const base = pw[0] >= 0 ? dirOf(e.pid, e.args[pw[0]]) : dirs.get(e.pid);
+          if (unnamedStart(requested, base)) {
             unnamed(e, res);
             break;
           }
-          const resolved = requested === null ? null : requested.startsWith('/') ? requested : base !== null ? posix.join(base, requested) : null;
+          const resolved = requested === null ? null : requested.startsWith('/') ? requested : posix.join(base!, requested);
           if (resolved !== null) fileAccess.push({ path: resolved, syscall: e.name, access: 'write', result: res });
           break;
         }
