@@ -786,26 +786,35 @@ static void on_new_child(struct task *parent, pid_t child, int event) {
 // a program could set the host nodes' times (`touch /dev/null`). At the run's first exec, a child
 // of ours joins the sandbox's mount namespace and remounts each bind read-only, keeping its other
 // flags: the device reads and writes as before, and a change of the node fails with EROFS.
-static const char *const DEVICE_NODES[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+// /dev/tty it removes: the kernel sets the times of every open file of a terminal as it is read or
+// written (tty_update_time), past any mount flag, so a program that made a pseudo-terminal its
+// controlling one would set the host node's times through its bind. The sandbox has no controlling
+// terminal anyway: its /dev/tty is ENOENT, as on a host without one.
+static const char *const DEVICE_NODES[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
 struct seal {
   int mnt, user, root; // the sandbox's mount namespace, the user namespace that owns it (or -1), its root
 };
+// A remount must repeat the flags the mount keeps (the kernel refuses to drop a locked one).
+static int remount(const char *path, const struct statvfs *v, unsigned long ro) {
+  unsigned long keep = (v->f_flag & ST_NOSUID ? MS_NOSUID : 0) | (v->f_flag & ST_NODEV ? MS_NODEV : 0) | (v->f_flag & ST_NOEXEC ? MS_NOEXEC : 0) |
+                       (v->f_flag & ST_NOATIME ? MS_NOATIME : 0) | (v->f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0) | (v->f_flag & ST_RELATIME ? MS_RELATIME : 0);
+  return mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | ro | keep, NULL);
+}
 static int seal_child(void *arg) {
   const struct seal *s = arg;
   if ((s->user >= 0 && setns(s->user, CLONE_NEWUSER) != 0) || setns(s->mnt, CLONE_NEWNS) != 0 || fchdir(s->root) != 0 || chroot(".") != 0) return errno;
+  struct statvfs v;
   for (size_t i = 0; i < sizeof DEVICE_NODES / sizeof *DEVICE_NODES; i++) {
-    struct statvfs v;
     if (statvfs(DEVICE_NODES[i], &v) != 0) {
       if (errno == ENOENT) continue; // not on this host: bwrap made no bind
       return errno;
     }
-    if (v.f_flag & ST_RDONLY) continue;
-    // A remount must repeat the flags the bind keeps (the kernel refuses to drop a locked one).
-    unsigned long keep = (v.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (v.f_flag & ST_NODEV ? MS_NODEV : 0) | (v.f_flag & ST_NOEXEC ? MS_NOEXEC : 0) |
-                         (v.f_flag & ST_NOATIME ? MS_NOATIME : 0) | (v.f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0) | (v.f_flag & ST_RELATIME ? MS_RELATIME : 0);
-    if (mount(NULL, DEVICE_NODES[i], NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, NULL) != 0) return errno;
+    if (!(v.f_flag & ST_RDONLY) && remount(DEVICE_NODES[i], &v, MS_RDONLY) != 0) return errno;
   }
-  return 0;
+  if (access("/dev/tty", F_OK) != 0) return errno == ENOENT ? 0 : errno;
+  if ((umount2("/dev/tty", MNT_DETACH) != 0 && errno != EINVAL) || statvfs("/dev", &v) != 0 || remount("/dev", &v, 0) != 0) return errno;
+  int gone = unlink("/dev/tty") == 0 ? 0 : errno;
+  return remount("/dev", &v, MS_RDONLY) != 0 ? errno : gone;
 }
 // 0, or an errno. An ordinary user's child must join the sandbox's user namespace to have power over
 // its mounts, and so must have memory of its own (fork). Root's has that power already: it shares

@@ -35,6 +35,7 @@ try:
 except OSError as e:
     print('utime', e.errno)
 print('stdin', os.readlink('/proc/self/fd/0').split(':')[0])  # not a descriptor of the host's /dev/null
+print('tty', os.path.lexists('/dev/tty'))  # removed: a terminal's reads and writes would set the host node's times
 libc = ctypes.CDLL(None, use_errno=True)
 print('syscall600', libc.syscall(600), ctypes.get_errno())
 print('alive')
@@ -48,7 +49,7 @@ test('an ordinary user\'s run is traced by the host tracer: a write through a li
   assert.equal(r.code, 126, r.stderr); // BLOCK: nothing is delegated to nobody, and the attempts are findings
   const sr = JSON.parse(r.stdout) as Result;
   // EROFS, then ENOSYS: the program was not killed.
-  assert.equal(sr.outputs.stdout.text, 'open 30\nutime 30\nstdin pipe\nsyscall600 -1 38\nalive\n', sr.outputs.stderr.text);
+  assert.equal(sr.outputs.stdout.text, 'open 30\nutime 30\nstdin pipe\ntty False\nsyscall600 -1 38\nalive\n', sr.outputs.stderr.text);
   assert.equal(sr.execution.exit_code, 0);
   assert.deepEqual(sr.side_effects.file_access_attempts, [
     { path: '/etc/passwd', access: 'write', denied: true, as_written: '/tmp/e/passwd' },
