@@ -786,11 +786,13 @@ static void on_new_child(struct task *parent, pid_t child, int event) {
 // a program could set the host nodes' times (`touch /dev/null`). At the run's first exec, a child
 // of ours joins the sandbox's mount namespace and remounts each bind read-only, keeping its other
 // flags: the device reads and writes as before, and a change of the node fails with EROFS.
-// /dev/tty it removes: the kernel sets the times of every open file of a terminal as it is read or
-// written (tty_update_time), past any mount flag, so a program that made a pseudo-terminal its
-// controlling one would set the host node's times through its bind. The sandbox has no controlling
-// terminal anyway: its /dev/tty is ENOENT, as on a host without one.
-static const char *const DEVICE_NODES[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
+// Over /dev/tty it binds /dev/null: the kernel sets the times of every open file of a terminal as it
+// is read or written (tty_update_time), past any mount flag, so a program that made a pseudo-terminal
+// its controlling one would set the host node's times through its bind. The sandbox has no terminal
+// anyway: a prompt written to /dev/tty goes nowhere and its answer is end of file, as from stdin.
+// (Not an unmount: that waits for an RCU grace period, up to milliseconds on a busy host, while the
+// tracer serves every run.)
+static const char *const DEVICE_NODES[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
 struct seal {
   int mnt, user, root; // the sandbox's mount namespace, the user namespace that owns it (or -1), its root
 };
@@ -812,9 +814,8 @@ static int seal_child(void *arg) {
     if (!(v.f_flag & ST_RDONLY) && remount(DEVICE_NODES[i], &v, MS_RDONLY) != 0) return errno;
   }
   if (access("/dev/tty", F_OK) != 0) return errno == ENOENT ? 0 : errno;
-  if ((umount2("/dev/tty", MNT_DETACH) != 0 && errno != EINVAL) || statvfs("/dev", &v) != 0 || remount("/dev", &v, 0) != 0) return errno;
-  int gone = unlink("/dev/tty") == 0 ? 0 : errno;
-  return remount("/dev", &v, MS_RDONLY) != 0 ? errno : gone;
+  if (mount("/dev/null", "/dev/tty", NULL, MS_BIND, NULL) != 0 || statvfs("/dev/tty", &v) != 0 || remount("/dev/tty", &v, MS_RDONLY) != 0) return errno;
+  return 0;
 }
 // 0, or an errno. An ordinary user's child must join the sandbox's user namespace to have power over
 // its mounts, and so must have memory of its own (fork). Root's has that power already: it shares

@@ -35,7 +35,7 @@ try:
 except OSError as e:
     print('utime', e.errno)
 print('stdin', os.readlink('/proc/self/fd/0').split(':')[0])  # not a descriptor of the host's /dev/null
-print('tty', os.path.lexists('/dev/tty'))  # removed: a terminal's reads and writes would set the host node's times
+print('tty', os.isatty(os.open('/dev/tty', os.O_RDWR)))  # /dev/null: a terminal's reads and writes would set the host node's times
 libc = ctypes.CDLL(None, use_errno=True)
 print('syscall600', libc.syscall(600), ctypes.get_errno())
 print('alive')
