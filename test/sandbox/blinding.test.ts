@@ -18,7 +18,7 @@ import { sideEffectsFromTrace } from '../../src/sandbox/observe/trace-events.js'
 import { syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import { openWorkspace } from '../../src/workspace/workspace.js';
 import { writeRequest } from '../helpers/requests.js';
-import { py, text } from './helpers-ns.js';
+import { py, pyUnderStrace, text } from './helpers-ns.js';
 
 const tracer = syscallTracer();
 const skip = tracer === null ? 'no host tracer here (not root or native/tracer.c not built)' : false;
@@ -241,13 +241,7 @@ test('strace observes the same unreadable attempts and anonymous executables as 
     anonymous: o.sideEffects?.processesSpawned.executables.filter((e) => e.anonymous),
   });
   const ours = await py(code);
-  process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
-  let theirs;
-  try {
-    theirs = await py(code);
-  } finally {
-    delete process.env.AIRLOCK_SYSCALL_TRACER;
-  }
+  const theirs = await pyUnderStrace(code);
   assert.equal(theirs.host.syscallTracer, 'strace');
   assert.deepEqual(summary(ours), { unreadable: [{ syscall: 'openat', count: 1 }, { syscall: 'connect', count: 1 }], anonymous: [{ path: '/memfd:payload', count: 1, anonymous: true }] });
   assert.deepEqual(summary(theirs), summary(ours));

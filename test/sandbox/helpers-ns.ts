@@ -26,6 +26,16 @@ export async function run(argv: string[], more: Omit<Partial<NsRunSpec>, 'limits
 
 export const py = (code: string, more: Omit<Partial<NsRunSpec>, 'limits'> & { limits?: Partial<Limits> } = {}): Promise<Observation> => run(['python3', '-c', code], more);
 
+/** `py(code)` observed by the strace fallback instead of the host tracer. */
+export async function pyUnderStrace(code: string): Promise<Observation> {
+  process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
+  try {
+    return await py(code);
+  } finally {
+    delete process.env.AIRLOCK_SYSCALL_TRACER;
+  }
+}
+
 export const text = (o: Observation): string => `status=${o.status} reason=${o.reason} exit=${JSON.stringify(o.exit)} stdout=${o.stdout.bytes.toString().slice(0, 300)} stderr=${o.stderr.bytes.toString().slice(0, 600)}`;
 
 /** Waits (polling every 20 ms) until `ok()`; on a timeout, says what it waited for and `state()`. */

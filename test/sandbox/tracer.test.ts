@@ -11,7 +11,7 @@ import { decodeSockaddr, sideEffectsFromTrace } from '../../src/sandbox/observe/
 import { syscallTracer, tracerBinaryPath } from '../../src/sandbox/observe/tracer.js';
 import { launchWithTracer } from '../../src/sandbox/ns/launch.js';
 import { buildSeccompFilter } from '../../src/sandbox/ns/seccomp.js';
-import { py, run, text } from './helpers-ns.js';
+import { py, pyUnderStrace, run, text } from './helpers-ns.js';
 
 const tracer = syscallTracer();
 const skip = tracer === null ? 'no host tracer here (native/tracer.c not built, or yama refuses its attach)' : false;
@@ -305,13 +305,7 @@ test('the tracer and strace observe the same attempts of one hostile program', {
     files: o.sideEffects?.fileAccess.map((a) => [a.access, a.path, a.syscall, a.result]),
   });
   const ours = await py(code);
-  process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
-  let theirs;
-  try {
-    theirs = await py(code);
-  } finally {
-    delete process.env.AIRLOCK_SYSCALL_TRACER;
-  }
+  const theirs = await pyUnderStrace(code);
   assert.equal(ours.host.syscallTracer, 'airlock-tracer');
   assert.equal(theirs.host.syscallTracer, 'strace');
   // One result differs, by containment, not by observation: the host tracer's launch makes the host's
@@ -370,13 +364,7 @@ test('the tracer and strace agree on relative paths with no dirfd, after chdir a
   ].join('\n');
   const files = (o: Awaited<ReturnType<typeof py>>) => (o.sideEffects?.fileAccess ?? []).map((a) => `${a.syscall} ${a.path} ${a.result}`).sort();
   const ours = await py(code);
-  process.env.AIRLOCK_SYSCALL_TRACER = 'strace';
-  let theirs;
-  try {
-    theirs = await py(code);
-  } finally {
-    delete process.env.AIRLOCK_SYSCALL_TRACER;
-  }
+  const theirs = await pyUnderStrace(code);
   assert.equal(theirs.host.syscallTracer, 'strace');
   const call = (name: string) => (process.arch === 'x64' ? name : `${name === 'chmod' ? 'fchmodat' : 'mkdirat'}`);
   assert.deepEqual(files(ours), [`${call('chmod')} /etc/group EROFS`, `${call('chmod')} /usr/bin EROFS`, `${call('mkdir')} /usr/lib/x EROFS`, `${call('mkdir')} /usr/lib/y EROFS`].sort(), text(ours));
