@@ -141,7 +141,7 @@ test('the privileged families are visible when the filter is missing (defense in
   assert.deepEqual(o.signalsSent, [{ targetPid: 1, targetHostPid: 101, signal: 'SIGKILL', syscall: 'kill', result: 'EPERM' }]);
 });
 
-test('a relative path with no dirfd (or a bare AT_FDCWD) starts at the cwd the parser follows: chdir, fchdir, shared by CLONE_FS, copied by fork; where it is lost, the call is unobserved', () => {
+test('a relative path with no dirfd (or a bare AT_FDCWD) starts at the cwd the parser follows: chdir, fchdir, shared by CLONE_FS, copied by fork, a vfork child\'s own even when its lines come first; where it is lost, the call is unobserved', () => {
   const log = [
     '100 execve("/usr/bin/bwrap", ["bwrap"], 0x7ffd /* 3 vars */) = 0',
     '100 clone(child_stack=NULL, flags=CLONE_NEWNS|CLONE_NEWUSER|SIGCHLD) = 101',
@@ -161,6 +161,19 @@ test('a relative path with no dirfd (or a bare AT_FDCWD) starts at the cwd the p
     '103 fchdir(4) = 0', // a descriptor strace could not name: the cwd is lost
     '103 chmod("x", 0777) = -1 EROFS (Read-only file system)',
     '103 chmod("/etc/hosts", 0777) = -1 EROFS (Read-only file system)',
+    // A vfork child's lines come before its parent's vfork line (a review's finding): its chdir is its own.
+    '101 vfork( <unfinished ...>',
+    '104 chdir("/etc") = 0',
+    '104 execve("/usr/bin/python3", ["python3"], 0x7ffd /* 3 vars */) = 0',
+    '101 <... vfork resumed>) = 104',
+    '104 chmod("shadow", 0777) = -1 EROFS (Read-only file system)',
+    '101 mkdir("share/y", 0777) = -1 EROFS (Read-only file system)', // the parent is still in /usr
+    // ... and one made with CLONE_FS moves its parent's too.
+    '101 clone(child_stack=0x7f, flags=CLONE_FS|CLONE_VFORK|SIGCHLD <unfinished ...>',
+    '105 chdir("/boot") = 0',
+    '105 exit_group(0) = ?',
+    '101 <... clone resumed>) = 105',
+    '101 mkdir("z", 0777) = -1 EROFS (Read-only file system)',
   ].join('\n');
   const o = parseStraceLog(log, { bwrapPath: '/usr/bin/bwrap', cwd: '/out' });
   assert.equal(o.programPid, 101);
@@ -172,6 +185,9 @@ test('a relative path with no dirfd (or a bare AT_FDCWD) starts at the cwd the p
     'unlink /var/lib/dpkg EROFS',
     'openat /var/lib/status EROFS',
     'chmod /etc/hosts EROFS',
+    'chmod /etc/shadow EROFS',
+    'mkdir /usr/share/y EROFS',
+    'mkdir /boot/z EROFS',
   ]);
   assert.deepEqual(o.unreadableSyscalls, [{ syscall: 'chmod', count: 1 }]);
 });

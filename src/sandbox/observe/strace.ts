@@ -360,7 +360,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string; cwd: str
   const { events, unparsed } = parseLines(input);
 
   // Pass 1: parent links, first successful execve per pid, bwrap's pid.
-  const parent = new Map<number, { pid: number; idx: number }>();
+  const parent = new Map<number, { pid: number; idx: number; sharesFs: boolean }>();
   const execIdx = new Map<number, number>();
   let bwrapPid: number | null = null;
   let bwrapExecIdx = -1;
@@ -368,7 +368,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string; cwd: str
     if (e.kind !== 'syscall') continue;
     if (e.name === 'clone' || e.name === 'clone3' || e.name === 'fork' || e.name === 'vfork') {
       const child = childPid(e.ret);
-      if (child !== null && child !== e.pid) parent.set(child, { pid: e.pid, idx: e.idx });
+      if (child !== null && child !== e.pid) parent.set(child, { pid: e.pid, idx: e.idx, sharesFs: /\bCLONE_FS\b/.test(e.args.join(',')) });
     } else if ((e.name === 'execve' || e.name === 'execveat') && resultOf(e.ret) === 'ok') {
       const path = quoted(e.name === 'execve' ? e.args[0] : e.args[1]);
       if (bwrapPid === null && path === opts.bwrapPath) {
@@ -435,7 +435,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string; cwd: str
     if (cur) cur.count++;
     else privileged.set(key, { name, count: 1, outcome });
   };
-  const dirs = new WorkingDirs((pid) => parent.get(pid)?.pid);
+  const dirs = new WorkingDirs((pid) => parent.get(pid));
   /** Where a path relative to this dirfd argument starts: its -y name, the tracked cwd for a bare AT_FDCWD. */
   const dirOf = (pid: number, arg: string | undefined): string | null => decoration(arg) ?? ((arg ?? '').trim() === 'AT_FDCWD' ? dirs.get(pid) : null);
   const socketOf = (pid: number, fdArg: string | undefined): { family: NetFamily; protocol: string | null } | null => {
@@ -504,7 +504,7 @@ export function parseStraceLog(text: string, opts: { bwrapPath: string; cwd: str
         if (res === 'EAGAIN') refusedForks++;
         if (res !== 'ok') break;
         const child = childPid(e.ret);
-        if (child !== null) dirs.forked(e.pid, child, /\bCLONE_FS\b/.test(e.args.join(',')));
+        if (child !== null) dirs.born(child);
         if (/CLONE_THREAD/.test(e.name === 'clone' ? e.args.join(',') : flags)) threads++;
         else {
           processes++;

@@ -11,20 +11,25 @@ interface Cwd {
   path: string | null;
 }
 
+/** Who made a process, and whether they share one cwd (CLONE_FS), from the log's clone lines. */
+export type BirthOf = (pid: number) => { pid: number; sharesFs: boolean } | undefined;
+
 export class WorkingDirs {
   private readonly of = new Map<number, Cwd>();
 
-  constructor(private readonly parentOf: (pid: number) => number | undefined) {}
+  constructor(private readonly birthOf: BirthOf) {}
 
   /** The program's first process starts in `dir`. */
   start(pid: number, dir: string): void {
     this.of.set(pid, { path: dir });
   }
 
-  /** A clone, fork or vfork that succeeded: the child shares the parent's (CLONE_FS) or copies it. */
-  forked(parent: number, child: number, sharesFs: boolean): void {
-    const p = this.cwd(parent);
-    this.of.set(child, sharesFs ? p : { path: p.path });
+  /**
+   * The parent's clone, fork or vfork line. The child's own lines may come first (a vfork child's
+   * always do: its parent waits until it execs): then it already took its parent's cwd at its first one.
+   */
+  born(child: number): void {
+    this.cwd(child);
   }
 
   /** A chdir or fchdir that succeeded: to `to` (absolute, or relative to the current one), or to somewhere unknown (null). */
@@ -38,13 +43,24 @@ export class WorkingDirs {
     return this.cwd(pid).path;
   }
 
+  /** A process seen for the first time takes its parent's, and so on up to one whose cwd is known. */
   private cwd(pid: number): Cwd {
-    let c = this.of.get(pid);
-    if (!c) {
-      // A child whose first line comes before its parent's clone line: a copy of the parent's now.
-      const parent = this.parentOf(pid);
-      c = { path: parent !== undefined ? (this.of.get(parent)?.path ?? null) : null };
-      this.of.set(pid, c);
+    const known = this.of.get(pid);
+    if (known) return known;
+    const chain: number[] = [];
+    const seen = new Set<number>(); // pid reuse can make a loop of births
+    let base: Cwd | undefined;
+    for (let p: number | undefined = pid; p !== undefined && !seen.has(p); p = this.birthOf(p)?.pid) {
+      base = this.of.get(p);
+      if (base) break;
+      seen.add(p);
+      chain.push(p);
+    }
+    let c: Cwd = base ?? { path: null };
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const q = chain[i]!;
+      c = base && this.birthOf(q)?.sharesFs ? c : { path: c.path };
+      this.of.set(q, c);
     }
     return c;
   }
