@@ -485,6 +485,7 @@ onGo((job) => {
     uid: process.getuid(), uidMap: readFileSync('/proc/self/uid_map', 'utf8').trim(), pids: readdirSync('/proc').filter((n) => /^\\d+$/.test(n)),
     netDevices: readFileSync('/proc/net/dev', 'utf8').split('\\n').slice(2).map((l) => l.split(':')[0].trim()).filter(Boolean),
     env: Object.keys(process.env),
+    devices: readFileSync('/proc/self/mountinfo', 'utf8').split('\\n').filter((l) => / \\/dev\\/(null|zero|full|random|urandom|tty) /.test(l)).map((l) => l.split(' ')[4] + ' ' + l.split(' ')[5].split(',')[0]),
   };
   if (what === 'files') for (const [k, f] of Object.entries({
     shadow: () => readFileSync('/etc/shadow', 'utf8'), root: () => readdirSync('/root'), hostSecret: () => readFileSync(${JSON.stringify(join(base, 'host-secret.txt'))}, 'utf8'),
@@ -510,7 +511,9 @@ onGo((job) => {
 async function hostileRuns(run: (what: string) => Promise<MontyRunObservation>, connections: () => number): Promise<void> {
   const look = await run('look');
   assert.equal(look.status, 'SUCCESS', text(look));
-  const seen = JSON.parse(look.stdout.bytes.toString()) as { uid: number; uidMap: string; pids: string[]; netDevices: string[]; env: string[] };
+  const seen = JSON.parse(look.stdout.bytes.toString()) as { uid: number; uidMap: string; pids: string[]; netDevices: string[]; env: string[]; devices: string[] };
+  // The host's device nodes bound in are read-only binds (their times are the host's), /dev/null over /dev/tty.
+  assert.ok(seen.devices.length >= 6 && seen.devices.every((d) => d.endsWith(' ro')), `device binds: ${seen.devices.join(', ')}`);
   assert.equal(seen.uid, 65534);
   assert.match(seen.uidMap, /^65534\s+\d+\s+1$/, 'one uid is mapped, nothing else');
   const own = process.getuid?.() === 0 ? look.host.hostUid : process.getuid?.();

@@ -211,7 +211,9 @@ async function sandboxedWorker(spec: WorkerSpec, caps: HostCapabilities): Promis
       }
       // RLIMIT_CORE=0 (no core of a crashed worker reaches the host's dump handler); the CPU limit is per run, by the host.
       const err = ops ? await ops.setRlimits(pid, uid, gid, 1e9, 1e9, null) : null;
-      return err === null ? null : `cannot set the worker's rlimits: ${err}`;
+      if (err !== null) return `cannot set the worker's rlimits: ${err}`;
+      const sealErr = ops ? await ops.sealDevices(pid) : null;
+      return sealErr === null ? null : `cannot make the host's device nodes in the worker's /dev read-only: ${sealErr}`;
     },
   });
   let initPid: number | null = null;

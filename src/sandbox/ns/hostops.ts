@@ -1,5 +1,5 @@
 // Privileged host operations without an exec per run: one long-lived perl process (perl-base is
-// Essential on Debian/Ubuntu) calls mount(2), umount2(2) and prlimit64(2) directly for us. Spawning
+// Essential on Debian/Ubuntu) calls mount(2), umount2(2), prlimit64(2) and setns(2) directly for us. Spawning
 // `mount`, `umount` and `prlimit` cost ~9 ms of CPU per run (three dynamic-linked execs); a request
 // to the helper costs a pipe round trip. The helper reads only what this process writes to its stdin
 // (hex-encoded fields, so no path can break the framing), runs as our uid, and exits on stdin EOF.
@@ -8,8 +8,8 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { arch } from 'node:process';
 import { nativeBinaryPath } from '../../base/native.js';
 
-/** Syscall numbers: [mount, umount2, prlimit64]. Only the arches our seccomp filter supports. */
-const SYSCALLS: Record<string, [number, number, number]> = { x64: [165, 166, 302], arm64: [40, 39, 261] };
+/** Syscall numbers: [mount, umount2, prlimit64, setns, read]. Only the arches our seccomp filter supports. */
+const SYSCALLS: Record<string, [number, number, number, number, number]> = { x64: [165, 166, 302, 308, 0], arm64: [40, 39, 261, 268, 63] };
 
 // Requests: `<id> <op> <hex field>...\n`; answers: `<id> <errno> <hex message>\n` (errno 0 = done).
 // M target size uid gid mode inodes|-: tmpfs; O lower upper work merged [ro]: overlay (read-only when ro
@@ -17,14 +17,51 @@ const SYSCALLS: Record<string, [number, number, number]> = { x64: [165, 166, 302
 // that bound it); U target: umount (lazy on EBUSY);
 // L pid cpuSoft cpuHard fsize|- uid gid [as|- nproc|-]: RLIMIT_CPU, RLIMIT_CORE=0 and optionally
 // RLIMIT_FSIZE, RLIMIT_AS and RLIMIT_NPROC on pid (whose real/effective/saved ids are uid/gid).
+// S pid: once bwrap's init pid waits on its --block-fd (fd 4), the host's device nodes bound into its
+// /dev read-only and /dev/null bound over /dev/tty (what native/tracer.c's seal_device_nodes does
+// for a traced launch; it says why), by a child that joins the sandbox's user and mount namespaces.
 const PERL = String.raw`
-use strict; use warnings;
-my ($MOUNT, $UMOUNT2, $PRLIMIT) = map { 0 + $_ } @ARGV;
+use strict; use warnings; use POSIX ();
+my ($MOUNT, $UMOUNT2, $PRLIMIT, $SETNS, $READ) = map { 0 + $_ } @ARGV;
 $| = 1;
 sub h { my $x = pack('H*', $_[0] // ''); return "$x" }
 sub n { my $x = h($_[0]); die "bad number\n" unless $x =~ /^-?\d+$/; return 0 + $x }
 sub rl { my ($pid, $res, $soft, $hard) = @_; my $buf = pack('QQ', $soft, $hard);
   return syscall($PRLIMIT, $pid, $res, $buf, 0) }
+# MS_REMOUNT | MS_BIND | MS_RDONLY and the flags a mount keeps (the kernel refuses to drop a locked one).
+my %FLAG = (nosuid => 2, nodev => 4, noexec => 8, noatime => 1024, nodiratime => 2048, relatime => 2097152);
+sub ro_remount { my ($path, $opts) = @_; my $f = 32 | 4096 | 1; $f |= $FLAG{$_} // 0 for split /,/, $opts;
+  return syscall($MOUNT, 0, $path, 0, $f, 0) }
+sub seal {
+  my $pid = shift;
+  my $deadline = time + 10;
+  while (1) {
+    open(my $sc, '<', "/proc/$pid/syscall") or die "the sandbox's init is gone\n";
+    last if (<$sc> // '') =~ /^$READ 0x4 /;
+    die "the sandbox's init did not reach its block\n" if time > $deadline;
+    select(undef, undef, undef, 0.0002);
+  }
+  my %opts;  # mount point (as the init sees it) -> options of the top mount there
+  open(my $mi, '<', "/proc/$pid/mountinfo") or die "mountinfo: $!\n";
+  while (<$mi>) { my @f = split / /; $opts{$f[4]} = $f[5] if @f > 5 }
+  open(my $mnt, '<', "/proc/$pid/ns/mnt") or die "mount namespace: $!\n";
+  my $user = ioctl($mnt, 0xb701, 0) or die "NS_GET_USERNS: $!\n";  # the user namespace owning its mounts
+  opendir(my $root, "/proc/$pid/root") or die "root: $!\n";  # bwrap chroots: not the namespace's root
+  my $kid = fork() // die "fork: $!\n";
+  if ($kid == 0) {
+    my @dev = grep { defined $opts{$_} } map { "/dev/$_" } qw(null zero full random urandom tty);
+    my $ok = syscall($SETNS, 0 + $user, 0x10000000) == 0 && syscall($SETNS, fileno($mnt), 0x20000) == 0 && chdir($root) && chroot('.');
+    for my $d (@dev) { $ok &&= $opts{$d} =~ /(^|,)ro(,|$)/ || ro_remount($d, $opts{$d}) == 0 }
+    if ($ok && defined $opts{'/dev/tty'}) {
+      my ($null, $tty) = ('/dev/null', '/dev/tty');  # (syscall's strings must be writable)
+      $ok = syscall($MOUNT, $null, $tty, 0, 4096, 0) == 0 && ro_remount($tty, $opts{$null}) == 0;
+    }
+    POSIX::_exit($ok ? 0 : (0 + $!) || 22);
+  }
+  waitpid($kid, 0);
+  $! = $? >> 8 || ($? & 127 ? 4 : 0);
+  return $? == 0 ? 0 : -1;
+}
 while (my $line = <STDIN>) {
   chomp $line;
   my ($id, $op, @a) = split / /, $line;
@@ -69,6 +106,8 @@ while (my $line = <STDIN>) {
       $< = $ru; $( = $rg;
       exit 70 if $< != $ru || (split / /, $()[0] != $rg;  # never keep running with the wrong ids
       $! = $e;
+    } elsif ($op eq 'S') {
+      $r = seal(n($a[0]));
     } else { $! = 22; }
     $err = "$!" if $r != 0;
     1;
@@ -187,6 +226,11 @@ export class HostOps {
    */
   setRlimits(pid: number, uid: number, gid: number, cpuSoft: number, cpuHard: number, fsize: number | null, backstop: { asBytes: number | null; nproc: number | null } = { asBytes: null, nproc: null }): Promise<string | null> {
     return this.request('L', [pid, cpuSoft, cpuHard, fsize ?? '-', uid, gid, backstop.asBytes ?? '-', backstop.nproc ?? '-']);
+  }
+
+  /** Once bwrap's init `pid` waits to be let go, the device nodes of its /dev read-only and /dev/null over /dev/tty. Null: done; else the error. */
+  sealDevices(pid: number): Promise<string | null> {
+    return this.request('S', [pid]);
   }
 
   /** Stop the helper (tests; the process otherwise ends it by closing stdin at exit). */

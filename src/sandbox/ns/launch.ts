@@ -153,7 +153,7 @@ export interface NodeLaunchSpec {
   filter: Buffer;
   /** Moves the blocked init into its cgroups and sets its rlimits; null when done, else the error. */
   prepare: (initPid: number) => Promise<string | null>;
-  /** A pipe to the program's stdin (a long-lived Monty worker reads its jobs there); else /dev/null. */
+  /** A pipe to the program's stdin (a long-lived Monty worker reads its jobs there); else one ended at once. */
   stdin?: boolean;
 }
 
@@ -161,7 +161,6 @@ export interface NodeLaunchSpec {
 const EXIT_GRACE_MS = 1000;
 
 const O_CLOEXEC = 0o2000000;
-let devNull: number | null = null;
 
 /**
  * The descriptors above 5 this process holds without close-on-exec: ones it inherited (a shell's
@@ -185,14 +184,14 @@ function inheritedFds(): number[] {
 
 /** A long-lived launch (a Monty worker) may let the process exit while it idles: `ref(false)`. */
 export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: Writable | null; ref(on: boolean): void } {
-  const stdio: StdioOptions = [spec.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
-  // node's spawn closes nothing: each inherited descriptor is covered in the child by /dev/null
-  // (libuv dup2s over it), so no host file, pipe or socket reaches the sandbox.
+  // stdin is a pipe even with nothing to send: a descriptor of the host's /dev/null (spawn's 'ignore')
+  // would let the program set that file's times (futimens(0)) past the sandbox's read-only mounts.
+  // node's pipes are socket pairs: the program cannot reopen it by name (`cat /dev/stdin`: ENXIO).
+  const stdio: StdioOptions = ['pipe', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
+  // node's spawn closes nothing: each inherited descriptor is covered in the child by a pipe of ours,
+  // ended at once (libuv dup2s over it), so no host file, pipe or socket reaches the sandbox.
   const inherited = inheritedFds();
-  if (inherited.length > 0) {
-    devNull ??= openSync('/dev/null', constants.O_RDONLY); // close-on-exec, as every open of node's
-    for (let fd = stdio.length; fd <= Math.max(...inherited); fd++) stdio.push(inherited.includes(fd) ? devNull : 'ignore');
-  }
+  for (let fd = stdio.length; fd <= Math.max(-1, ...inherited); fd++) stdio.push(inherited.includes(fd) ? 'pipe' : 'ignore');
   // node's spawn drops every supplementary group with the ids (libuv: setgroups(0)): a group to keep
   // is set by setpriv, exec'd as root in the child's place (the same pid), which drops before bwrap.
   const ids = spec.ids;
@@ -201,6 +200,9 @@ export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: W
   const cmd = ids?.group ? [setpriv!, '--reuid', String(ids.uid), '--regid', String(ids.gid), '--groups', String(ids.group), '--', ...spec.cmd] : spec.cmd;
   const child = spawn(cmd[0]!, cmd.slice(1), { stdio, env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' }, ...(ids && !ids.group ? { uid: ids.uid, gid: ids.gid } : {}) });
   const extra = child.stdio as unknown as (Readable & Writable)[];
+  child.stdin?.on('error', () => undefined);
+  if (!spec.stdin) child.stdin?.end();
+  for (const s of extra.slice(6)) s?.destroy();
   const info: Readable = extra[3]!;
   const block: Writable = extra[4]!;
   const sec: Writable = extra[5]!;
@@ -238,7 +240,7 @@ export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: W
     void closed.then(() => resolve({ error: 'bwrap ended before the sandbox was set up', initPid: null, tracerRefused: false }));
   });
   return {
-    stdin: child.stdin,
+    stdin: spec.stdin ? child.stdin : null,
     ref: (on) => {
       // A closed pipe (bwrap's setup fds once used) has no handle left: ref() on it would only queue a listener.
       for (const s of [child, child.stdin, child.stdout, child.stderr, ...extra.slice(3)] as unknown as { ref?: () => void; unref?: () => void; destroyed?: boolean }[]) if (s && !s.destroyed) (on ? s.ref : s.unref)?.call(s);

@@ -509,7 +509,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
             return `cannot move the sandbox into its cgroup: ${(e as Error).message}`;
           }
           const rlErr = ops ? await ops.setRlimits(pid, uid, gid, cpuS, cpuS + 1, fsize, backstop) : null;
-          return rlErr === null ? null : `cannot set the sandbox's rlimits: ${rlErr}`;
+          if (rlErr !== null) return `cannot set the sandbox's rlimits: ${rlErr}`;
+          const sealErr = ops ? await ops.sealDevices(pid) : null;
+          return sealErr === null ? null : `cannot make the host's device nodes in the sandbox's /dev read-only: ${sealErr}`;
         },
       });
     }
