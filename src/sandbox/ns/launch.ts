@@ -188,8 +188,8 @@ export function launchWithNode(spec: NodeLaunchSpec): SandboxLaunch & { stdin: W
   // would let the program set that file's times (futimens(0)) past the sandbox's read-only mounts.
   // node's pipes are socket pairs: the program cannot reopen it by name (`cat /dev/stdin`: ENXIO).
   const stdio: StdioOptions = ['pipe', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
-  // node's spawn closes nothing: each inherited descriptor is covered in the child by a pipe of ours,
-  // ended at once (libuv dup2s over it), so no host file, pipe or socket reaches the sandbox.
+  // node's spawn closes nothing: each inherited descriptor is covered in the child by a socket pair of
+  // ours, ended at once (libuv dup2s over it), so no host file, pipe or socket reaches the sandbox.
   const inherited = inheritedFds();
   for (let fd = stdio.length; fd <= Math.max(-1, ...inherited); fd++) stdio.push(inherited.includes(fd) ? 'pipe' : 'ignore');
   // node's spawn drops every supplementary group with the ids (libuv: setgroups(0)): a group to keep

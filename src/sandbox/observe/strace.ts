@@ -353,8 +353,7 @@ function sockaddrs(arg: string): SockAddr[] {
   return out;
 }
 
-/** Parses an strace log written with `straceArgv` into the program's side effects. Never throws. */
-/** `cwd`: where the program starts (bwrap's --chdir). */
+/** Parses an strace log written with `straceArgv` into the program's side effects; `cwd` is where the program starts (bwrap's --chdir). Never throws. */
 export function parseStraceLog(text: string, opts: { bwrapPath: string; cwd: string }): ObservedSideEffects {
   const input = typeof text === 'string' ? text : '';
   const { events, unparsed } = parseLines(input);
