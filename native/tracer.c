@@ -819,7 +819,7 @@ static int seal_child(void *arg) {
 }
 // 0, or an errno. An ordinary user's child must join the sandbox's user namespace to have power over
 // its mounts, and so must have memory of its own (fork). Root's has that power already: it shares
-// our memory until it exits (vfork: a third of a fork's cost, ~70 against ~210 us here).
+// our memory until it exits (vfork: a third of a fork's time, docs/benchmarks.md).
 static int seal_device_nodes(pid_t pid) {
   static char stack[64 << 10] __attribute__((aligned(16)));
   char p[64];
