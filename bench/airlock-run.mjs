@@ -20,6 +20,8 @@ export const removeWorkspace = () => {
   rmSync(ws.root, { recursive: true, force: true });
   rmSync(inputsDir, { recursive: true, force: true });
 };
+// A bench that stops on an error leaves no workspace behind either.
+process.on('exit', removeWorkspace);
 
 async function airlockRun(name, text, from) {
   const t0 = performance.now();
