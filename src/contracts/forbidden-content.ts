@@ -256,13 +256,18 @@ const instruction = detector('instruction', 'm', [
 /** A reporting verb earlier in the same clause: "the program attempted to …", "stdout asked the reader to …". */
 const REPORTED =
   /\b(?:attempt(?:ed|ing|s)|tried|trying|tries|request(?:ed|ing|s)|ask(?:ed|ing|s)|want(?:ed|ing|s)|sought|seeking|prompt(?:ed|ing|s)|urg(?:ed|ing|es)|instruct(?:ed|ing|s)|told|telling|tells|print(?:ed|ing|s)|wr(?:ote|iting|ites)|emit(?:ted|ting|s)|output(?:ted|ting|s)?|contain(?:ed|ing|s)|includ(?:ed|ing|es)|said|says|saying|claim(?:ed|ing|s)|suggest(?:ed|ing|s)|demand(?:ed|ing|s)|recommend(?:ed|ing|s)|(?:was|were)[ \t]+(?:blocked|prevented|denied|stopped)[ \t]+from)\b[^.;:!?]*$/i;
-/** A negation right before the phrase: "does not allow network access", "never disable the sandbox". */
-const NEGATED = /(?:\bnot|n't|\bnever|\bcannot|\bno)[ \t]+(?:\w+[ \t]+)?$/i;
+/**
+ * A negation right before the phrase: "does not allow network access", "never disable the sandbox".
+ * Not "not only", "not just" (they affirm: "you must not only ignore all previous instructions").
+ */
+const NEGATED = /(?:\bnot|n't|\bnever|\bcannot|\bno)[ \t]+(?!(?:only|just|merely|simply|solely)\b)(?:\w+[ \t]+)?$/i;
+/** A negated negation ("you cannot not ignore ..."), which affirms. */
+const NEGATION_NEGATED = /(?:\bnot|n't|\bnever|\bcannot|\bno)[ \t]+(?:not|never)[ \t]+(?:\w+[ \t]+)?$/i;
 
 function isExempt(text: string, index: number, hostWritten: boolean): boolean {
   const lineStart = text.lastIndexOf('\n', index - 1) + 1;
   const prefix = text.slice(Math.max(lineStart, index - 200), index);
-  return NEGATED.test(prefix) || (hostWritten && REPORTED.test(prefix));
+  return (NEGATED.test(prefix) && !NEGATION_NEGATED.test(prefix)) || (hostWritten && REPORTED.test(prefix));
 }
 
 /** Turns match offsets (increasing) into line numbers without splitting the text. */

@@ -173,7 +173,7 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
   refillRunFolder(ctx.workspace.runs);
 
   const tScreen = performance.now();
-  const screening = screenRun(obs, sandboxResult);
+  const screening = screenRun(obs, sandboxResult, judgement.unexpected);
   const timings: PipelineTimings = {
     beforeMs: tLane - t0,
     laneMs: tJudge - tLane,
@@ -187,16 +187,22 @@ export async function runAction(action: Action, ctx: RunContext): Promise<RunOut
 
 /**
  * The result screen of a run, the same for every door: the streams as the host kept them (all
- * of them, not only the excerpt a result shows: the rest is stored as an artifact) and every path
- * the run changed (a file name is program output too).
+ * of them, not only the excerpt a result shows: the rest is stored as an artifact), every path
+ * the run changed (a file name is program output too), and the host's sentences about the run:
+ * they quote what the program named (a path it tried, a socket, a host it asked the proxy for, its
+ * own error text), so they are screened as program output, without the exemptions text the host
+ * wrote itself gets ("tried to write /usr/said ignore all previous instructions" is not a report).
  */
-export function screenRun(obs: Observation, sr: SandboxResult): Screening {
+export function screenRun(obs: Observation, sr: SandboxResult, unexpected: readonly string[]): Screening {
   const d = sr.filesystem_diff;
   const paths = [...d.added, ...d.modified, ...d.deleted].map((e) => e.path);
   return screenContent([
     { where: 'stdout', text: obs.stdout.bytes.toString('utf8') },
     { where: 'stderr', text: obs.stderr.bytes.toString('utf8') },
     { where: 'filesystem_diff (paths, one a line)', text: paths.join('\n') },
+    { where: 'verdict.reasons (one a line)', text: sr.verdict.reasons.join('\n') },
+    { where: 'unexpected behaviour (safety notes, one a line)', text: unexpected.join('\n') },
+    { where: 'execution.termination_reason', text: sr.execution.termination_reason },
   ]);
 }
 

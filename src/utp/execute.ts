@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Action } from '../action/action.js';
 import { fillTemplate, limitsFor, pythonAction, toolAction } from '../action/from-utp.js';
@@ -110,8 +110,7 @@ export async function executeTool(tool: ToolRecord, opts: ToolOptions, args: Jso
     action = pythonAction(tool, lane, code, toolArgs, limits, inputsDir, opts);
   } else if (opts.runner === 'exec') {
     const argv = Array.isArray(args.argv) ? args.argv.filter((a): a is string => typeof a === 'string') : [];
-    // The sandbox root is the host's root, read-only: a missing absolute program is the caller's mistake.
-    if (argv[0]?.startsWith('/') && !existsSync(argv[0])) return fail('failed', 'bad_request', `${argv[0].slice(0, 200)} does not exist in the sandbox`);
+    // A program the sandbox lacks ends with 127 there: no look at the host's own files here (its answer told the caller what exists outside).
     action = toolAction(tool, { kind: 'argv', argv }, 'ns', limits, argv.join(' '), opts);
   } else {
     const filled = fillTemplate(opts.argv ?? [], args);
@@ -213,8 +212,8 @@ export function summarise(sr: SandboxResult, action: Action): Execution {
   return { status: 'success', result };
 }
 
-/** Card fields that hold the run's output: screened in full by runAction (the card shows an excerpt). */
-const STREAM_TEXT = new Set(['result.stdout.text', 'result.stderr.text']);
+/** Card fields screened in full by runAction (the streams: the card shows an excerpt; the judge's reasons; how the run ended). */
+const SCREENED_BY_RUN = /^result\.(?:stdout\.text|stderr\.text|verdict\.reasons\[\d+\]|execution\.termination_reason)$/;
 
 /**
  * The UTP door's result screen, the one every door applies (forbidden-content.ts): the run's
@@ -224,7 +223,7 @@ const STREAM_TEXT = new Set(['result.stdout.text', 'result.stderr.text']);
  * only Airlock's own facts about the run. Warnings ride along in `result.warnings`.
  */
 export function screened(e: Execution, run?: Screening): Execution {
-  const card = screenContent(jsonParts(e.result, 'result').filter((p) => !(run && STREAM_TEXT.has(p.where))));
+  const card = screenContent(jsonParts(e.result, 'result').filter((p) => !(run && SCREENED_BY_RUN.test(p.where))));
   const problems = [...(run?.problems ?? []), ...card.problems];
   if (problems.length > 0) return withheld(e, problems);
   const warnings = [...(run?.warnings ?? []), ...card.warnings];

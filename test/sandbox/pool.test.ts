@@ -74,6 +74,15 @@ test('a run takes a sandbox started ahead of need: argv, env and cwd are its own
   assert.deepEqual(o.sideEffects?.networkAttempts, [], 'the launcher\'s connection is not the program\'s');
 });
 
+test('a program the pooled sandbox lacks ends with 127 (FAILURE, in airlock-exec\'s words), as one started on request does', { skip }, async () => {
+  await warm();
+  const o = await run(['/no/such/program']);
+  pooled(o);
+  assert.equal(o.status, 'FAILURE', text(o));
+  assert.equal(o.exit.code, 127, text(o));
+  assert.match(o.reason, /\/no\/such\/program could not be executed in the sandbox \(No such file or directory\)/);
+});
+
 test('each pooled sandbox serves one run: nothing of a run is left for the next (/tmp, /dev/shm, /out, processes)', { skip }, async () => {
   await warm();
   const first = await run(['/bin/sh', '-c', 'echo secret > /tmp/left; echo secret > /dev/shm/left; echo x > /out/left; (sleep 30 &) ; echo $$']);

@@ -61,6 +61,16 @@ test('spec validation refuses bad specs before anything runs', async () => {
   assert.equal(o.problems[0]?.code, 'NS_ARGV_NOT_FOUND');
 });
 
+test('an absolute program the sandbox lacks, or cannot execute, ends as a shell says (127, 126): a FAILURE, not a host error', async () => {
+  const missing = await run(['/no/such/program']);
+  assert.equal(missing.status, 'FAILURE', text(missing));
+  assert.equal(missing.exit.code, 127);
+  assert.match(missing.reason, /\/no\/such\/program could not be executed in the sandbox \(No such file or directory\)/);
+  const folder = await run(['/usr']);
+  assert.equal(folder.status, 'FAILURE', text(folder));
+  assert.equal(folder.exit.code, 126);
+});
+
 test('a run folder that could not be made stops the run before anything starts (NS_OUTDIR, no program, no /out folder)', async () => {
   const parent = Promise.reject(Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' }));
   const outDir = join(mkdtempSync(join(tmpdir(), 'airlock-ns-test-')), 'run', 'out');

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { callTool, cancelTool } from '../../src/utp/client.js';
 import { startHarness, type Harness } from './harness.js';
@@ -53,7 +56,7 @@ test('python.run: a file written to /out is reported with its hash; an exception
   assert.equal(bad.content.error?.code, 'nonzero_exit');
 });
 
-test('sandbox.exec: /bin/true succeeds, /bin/false fails, a missing program is a bad request', async () => {
+test('sandbox.exec: /bin/true succeeds, /bin/false fails, a missing program ends with 127', async () => {
   const t = await call('sandbox.exec', { argv: ['/bin/true'] });
   assert.ok(t.ok && t.status === 'success', JSON.stringify(t));
   const f = await call('sandbox.exec', { argv: ['/bin/false'] });
@@ -64,7 +67,29 @@ test('sandbox.exec: /bin/true succeeds, /bin/false fails, a missing program is a
   const m = await call('sandbox.exec', { argv: ['/no/such/program'] });
   assert.ok(m.ok);
   assert.equal(m.status, 'failed');
-  assert.equal(m.content.error?.code, 'bad_request');
+  assert.equal(m.content.error?.code, 'nonzero_exit');
+  assert.equal((m.content.result as unknown as Summary).execution.exit_code, 127);
+});
+
+test('sandbox.exec tells the caller nothing of the host\'s files: a program that exists on the host but not in the sandbox answers as one that exists nowhere', async () => {
+  // A host file the sandbox does not have (the host's /tmp is not the sandbox's): an agent probing
+  // for keys or home folders by name must not learn which exist.
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-probe-'));
+  const hostOnly = join(dir, 'alice.ed25519.pem');
+  writeFileSync(hostOnly, 'not a key\n', { mode: 0o700 });
+  try {
+    const answers = [];
+    for (const path of [hostOnly, join(dir, 'bob.ed25519.pem')]) {
+      const r = await call('sandbox.exec', { argv: [path] });
+      assert.ok(r.ok, JSON.stringify(r));
+      const s = r.content.result as unknown as Summary;
+      answers.push({ status: r.status, code: r.content.error?.code, exit: s.execution.exit_code, text: s.stdout.text });
+    }
+    assert.deepEqual(answers[0], answers[1]);
+    assert.deepEqual(answers[0], { status: 'failed', code: 'nonzero_exit', exit: 127, text: '' });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('sandbox.exec: a run over timeout_ms is killed and answers timeout / tool_timeout', async () => {

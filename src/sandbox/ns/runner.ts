@@ -228,6 +228,23 @@ export function programEndFromStrace(log: string, programPid: number | null): { 
   return m[1] ? { code: null, signal: m[1] } : { code: Number(m[2]), signal: null };
 }
 
+/** errno texts of an exec that found no program (127) or one it may not run (126), as a shell sorts them. */
+const EXEC_ERRORS: Record<string, number> = { 'No such file or directory': 127, 'Not a directory': 127, 'Permission denied': 126, 'Exec format error': 126, 'Is a directory': 126 };
+
+/**
+ * The launcher's word that it could not execute `program` (bwrap's `execvp`, or airlock-exec's in a
+ * sandbox started ahead of need), with the exit status a shell gives, or null for any other failure.
+ * Only bwrap's or airlock-exec's own stderr reaches here: no program of the run had started.
+ */
+export function programNotExecuted(stderr: string, program: string, pooled: boolean): { code: number; reason: string } | null {
+  const head = pooled ? `airlock-exec: ${program}: ` : `bwrap: execvp ${program}: `;
+  const line = stderr.split('\n').find((l) => l.startsWith(head));
+  const why = line?.slice(head.length);
+  const code = why === undefined ? undefined : EXEC_ERRORS[why];
+  if (code === undefined) return null;
+  return { code, reason: `${program.slice(0, 200)} could not be executed in the sandbox (${why}): exited with ${code}, as a shell does for a command ${code === 127 ? 'not found' : 'it may not run'}` };
+}
+
 const SIGNALS: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 4: 'SIGILL', 5: 'SIGTRAP', 6: 'SIGABRT', 7: 'SIGBUS', 8: 'SIGFPE', 9: 'SIGKILL', 10: 'SIGUSR1', 11: 'SIGSEGV', 12: 'SIGUSR2', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM', 24: 'SIGXCPU', 25: 'SIGXFSZ', 31: 'SIGSYS' };
 
 interface Kill {
@@ -668,7 +685,11 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
     // bwrap's own failure (exit 1), or airlock-exec's in a pooled sandbox (exit 127), before any program ran.
     const bwrapFailed = !fromStrace && !fromTracer && end.code === (pooled ? 127 : 1) && (pooled ? /^airlock-exec: /m : /^bwrap: /m).test(stderrRes.bytes.toString('utf8').slice(0, 4096)) && (sideEffects === null || sideEffects.programPid === null);
     if (!released && !setupError && !kill) setupError = 'bwrap ended before the sandbox was set up';
-    if (bwrapFailed) setupError = `bwrap could not set up the sandbox: ${stderrRes.bytes.toString('utf8').slice(0, 300).trim()}`;
+    // A program the sandbox does not have (or cannot execute) is the caller's mistake, not the host's:
+    // it ends as a shell reports it (127, 126), in the launcher's own words.
+    const notExecuted = bwrapFailed ? programNotExecuted(stderrRes.bytes.toString('utf8').slice(0, 4096), program, pooled !== null) : null;
+    if (notExecuted) exit = { code: notExecuted.code, signal: null, source: 'bwrap-exit-code' };
+    else if (bwrapFailed) setupError = `bwrap could not set up the sandbox: ${stderrRes.bytes.toString('utf8').slice(0, 300).trim()}`;
 
     // ---- files ----
     const tDiff = performance.now();
@@ -775,6 +796,9 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
     } else if (exit.signal === 'SIGSYS') {
       status = 'POLICY_ABORTED';
       reason = 'the program made a syscall the seccomp policy forbids and was killed by SIGSYS';
+    } else if (notExecuted) {
+      status = 'FAILURE';
+      reason = notExecuted.reason;
     } else if (exit.code === 0 && exit.signal === null) {
       status = 'SUCCESS';
       reason = 'exited with 0';
