@@ -187,8 +187,8 @@ export function judge(action: Action, obs: Observation): Judgement {
     const why = [...new Set(unmeasured.map((k) => r.unmeasured[k]).filter((w): w is string => typeof w === 'string'))];
     hard.push(`resource use could not be measured: ${unmeasured.join(', ')}${why.length ? ` (${why.join('; ')})` : ''}`);
   }
-  // A limit reached is said even where other figures could not be measured.
-  if (exceeded && obs.status !== 'SANDBOX_ERROR') {
+  // A limit reached is said even where other figures could not be measured, or the sandbox failed.
+  if (exceeded) {
     const which = obs.limitsExceeded.length > 0 ? obs.limitsExceeded.join(', ') : obs.status === 'TIMEOUT' ? 'wallMs' : 'a resource limit';
     hard.push(`resource limits exceeded (${which}): ${obs.reason}`);
     unexpected.push(`exceeded its limits (${which})`);

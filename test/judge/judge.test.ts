@@ -74,6 +74,12 @@ test('SANDBOX_ERROR is a BLOCK: sandbox requirements not met', () => {
   assert.ok(j.reasons.includes('sandbox error: bwrap could not set up the sandbox'));
 });
 
+test('a limit the run reached is said even when the sandbox then failed', () => {
+  const j = judge(action(), clean({ status: 'SANDBOX_ERROR', reason: 'the Monty worker failed: Error: x', limitsExceeded: ['files'], exit: { code: null, signal: null, source: 'none' } }));
+  assert.equal(j.verdict, 'BLOCK');
+  assert.ok(j.reasons.some((r) => r.startsWith('resource limits exceeded (files)')), j.reasons.join('; '));
+});
+
 test('an unverifiable diff is a BLOCK (and rollback is not possible)', () => {
   const j = judge(action(), clean({ fs: { out: [], scopes: [{ hostPath: '/srv/app', kind: 'dir', root: { ident: '1:2', uid: 0, gid: 0 }, mechanism: 'host-overlayfs', changes: null, error: 'the scope diff failed: EIO' }] } }));
   assert.equal(j.verdict, 'BLOCK');

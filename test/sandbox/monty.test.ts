@@ -441,6 +441,25 @@ test('no state passes from one run to the next on the same worker: globals, /in,
   assert.equal(c.monty.resultJson, '["/in/other.txt"]');
 });
 
+test('a run that leaves 40,000 folders in /out pays for their removal itself: the next run on the same worker is not slowed (a 200 ms wall limit holds)', async () => {
+  // Empty folders cost nothing against the /out byte cap; the worker removes them after the run.
+  const a = await monty('from pathlib import Path\nn = 0\nwhile n < 40000:\n    Path("/out/d" + str(n)).mkdir()\n    n += 1\nn', { limits: { files: 50, wallMs: 20_000, cpuMs: 20_000 } });
+  assert.equal(a.monty.resultJson, '40000', text(a));
+  assert.ok(a.limitsExceeded.includes('files'), text(a));
+  const b = await monty('print("next run")', { limits: { wallMs: 200 } });
+  assert.equal(b.monty.isolation.childPid, a.monty.isolation.childPid, 'the same warm worker');
+  assert.equal(b.status, 'SUCCESS', text(b));
+  assert.equal(b.stdout.bytes.toString(), 'next run\n');
+});
+
+test('an error Monty raises for what the program asked (an unknown function such as dir()) is the program\'s FAILURE, not a host error', async () => {
+  const o = await monty('print("did my work")\ndir()');
+  assert.equal(o.status, 'FAILURE', text(o));
+  assert.equal(o.monty.exception?.kind, 'unsupported', text(o));
+  assert.match(o.reason, /^Monty could not run what the program asked for \(.*dir/, text(o));
+  assert.equal(o.stdout.bytes.toString(), 'did my work\n');
+});
+
 test('per-run limits hold on a warm worker: a breach ends that worker, the next run gets a new one', async () => {
   const warm = await monty('1');
   const cpu = await monty('x = 0\nwhile True:\n    x += 1', { limits: { wallMs: 10_000, cpuMs: 300 } });

@@ -59,7 +59,7 @@ export interface MontyJob {
 
 export type MontyEndMessage =
   | { t: 'end'; ok: true; resultJson: string | null; resultTruncated: boolean; outSkipped: number }
-  | { t: 'end'; ok: false; kind: 'syntax' | 'runtime' | 'typing' | 'internal'; typeName: string; message: string; outSkipped: number };
+  | { t: 'end'; ok: false; kind: MontyErrorKind; typeName: string; message: string; outSkipped: number };
 
 export function encodeFrame(type: string, payload: Buffer | string = ''): Buffer {
   const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
@@ -121,7 +121,14 @@ export class FrameReader {
   }
 }
 
-const KINDS = new Set(['syntax', 'runtime', 'typing', 'internal']);
+/**
+ * How a run failed: the program's own Python error (syntax, runtime, typing); `unsupported`, an error
+ * Monty raised while running the program that is none of its Python ones (an unknown external
+ * function such as `dir()`, a feature it lacks): the program's doing; `internal`, the worker's own
+ * failure outside the program's run (its set-up, reading /out).
+ */
+export type MontyErrorKind = 'syntax' | 'runtime' | 'typing' | 'unsupported' | 'internal';
+const KINDS = new Set<string>(['syntax', 'runtime', 'typing', 'unsupported', 'internal']);
 const MESSAGE_CHARS = 2000;
 
 /** The end message, checked field by field (a worker is not trusted to send a well-formed one); null if it is not one. */
@@ -141,7 +148,7 @@ export function parseEndMessage(payload: Buffer, resultBytes: number): MontyEndM
     return { t: 'end', ok: true, resultJson: r, resultTruncated: m.resultTruncated, outSkipped: skipped };
   }
   if (m.ok !== false || typeof m.kind !== 'string' || !KINDS.has(m.kind) || typeof m.typeName !== 'string' || typeof m.message !== 'string') return null;
-  return { t: 'end', ok: false, kind: m.kind as 'runtime', typeName: m.typeName.slice(0, 100), message: m.message.slice(0, MESSAGE_CHARS), outSkipped: skipped };
+  return { t: 'end', ok: false, kind: m.kind as MontyErrorKind, typeName: m.typeName.slice(0, 100), message: m.message.slice(0, MESSAGE_CHARS), outSkipped: skipped };
 }
 
 /** An input's name or a path under /out as the worker may use it: relative, no empty, `.` or `..` part, no NUL. */

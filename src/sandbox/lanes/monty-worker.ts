@@ -50,7 +50,8 @@ function resultJson(value: unknown, cap: number): { json: string | null; truncat
   return { json: cut, truncated: true };
 }
 
-function failure(e: unknown): MontyEndMessage {
+/** `inRun`: raised while Monty ran the program (any error of it is the program's doing, never the worker's). */
+function failure(e: unknown, inRun = false): MontyEndMessage {
   if (e instanceof MontyRuntimeError) {
     send(FROM_WORKER.stderr, e.display('traceback') + '\n');
     return { t: 'end', ok: false, kind: 'runtime', typeName: e.exception.typeName, message: e.exception.message.slice(0, MESSAGE_CHARS), outSkipped: 0 };
@@ -64,8 +65,8 @@ function failure(e: unknown): MontyEndMessage {
     return { t: 'end', ok: false, kind: 'typing', typeName: 'TypeError', message: e.message.slice(0, MESSAGE_CHARS), outSkipped: 0 };
   }
   const err = e instanceof Error ? e : new Error(String(e));
-  send(FROM_WORKER.stderr, `monty worker: ${err.name}: ${err.message}\n`);
-  return { t: 'end', ok: false, kind: 'internal', typeName: err.name.slice(0, 100), message: err.message.slice(0, MESSAGE_CHARS), outSkipped: 0 };
+  send(FROM_WORKER.stderr, `${inRun ? 'monty' : 'monty worker'}: ${err.name}: ${err.message}\n`);
+  return { t: 'end', ok: false, kind: inRun ? 'unsupported' : 'internal', typeName: err.name.slice(0, 100), message: err.message.slice(0, MESSAGE_CHARS), outSkipped: 0 };
 }
 
 /** Sends what the program left in /out, parents before children; anything not a folder or a regular file is skipped (counted). */
@@ -143,18 +144,21 @@ function run(a: Active): void {
       const r = resultJson(value, a.job.resultBytes);
       end = { t: 'end', ok: true, resultJson: r.json, resultTruncated: r.truncated, outSkipped: 0 };
     } catch (e) {
-      end = failure(e);
+      end = failure(e, true);
     }
     end.outSkipped = sendOut(outDir);
   } catch (e) {
     end = failure(e);
   }
-  send(FROM_WORKER.end, JSON.stringify(end));
   // Nothing of this run stays for the next one: no reference to its Monty is kept, and its folders go
-  // now, after the end (off the host's wait) but before the next frame is read, since frames are read
-  // only once this returns. A worker that cannot clean up ends (the pool replaces it).
+  // before the end is sent. Their removal is this run's work: inside its wall time and the CPU and
+  // peak memory the host reads at the end, never at the start of the next run on this worker (a
+  // program that left 40,000 folders in /out made the next one time out). A worker that cannot clean
+  // up ends after the end (the pool replaces it).
   active = null;
-  if (!removeRun(a.dir, a.job.inputs.length > 0)) protocolError(`cannot remove ${a.dir}`);
+  const removed = removeRun(a.dir, a.job.inputs.length > 0);
+  send(FROM_WORKER.end, JSON.stringify(end));
+  if (!removed) protocolError(`cannot remove ${a.dir}`);
 }
 
 function removeRun(dir: string, hasInputs: boolean): boolean {

@@ -26,7 +26,7 @@ import type { FsChange, LimitEnforcement, LimitName, RunExit, HostFacts, Resourc
 import type { LaneOutcome } from './ns.js';
 import { execOnPool, POLL_MS, type ExecOutcome } from './monty-exec.js';
 import { configureMontyPools, montyPool } from './monty-pool.js';
-import type { MontyEndMessage } from './monty-protocol.js';
+import type { MontyEndMessage, MontyErrorKind } from './monty-protocol.js';
 import type { MontySandboxFacts } from './monty-sandbox.js';
 
 
@@ -60,7 +60,7 @@ export interface MontyFacts {
   resultJson: string | null;
   resultTruncated: boolean;
   /** The Python exception that ended the program, as Monty reported it (null on success or kill). */
-  exception: { kind: 'syntax' | 'runtime' | 'typing' | 'internal'; typeName: string; message: string } | null;
+  exception: { kind: MontyErrorKind; typeName: string; message: string } | null;
   /** How the run was isolated: the judge's sandbox requirement for this lane. */
   isolation: {
     /** true when the program ran in a separate, killable worker process and the run reached a known end. */
@@ -226,6 +226,7 @@ function classify(end: MontyEndMessage, limits: Action['limits']): { status: Run
   if (end.kind === 'runtime' && end.typeName === 'MemoryError' && /^allocation limit exceeded/.test(end.message)) return { status: 'RESOURCE_KILLED', limit: 'memoryBytes', reason: `allocation limit: Monty stopped the program (${what})` };
   if (end.kind === 'runtime' && end.typeName === 'OSError' && /^disk write limit of \d+ bytes exceeded/.test(end.message)) return { status: 'FAILURE', limit: 'outBytes', reason: `output size limit ${limits.diskBytes} bytes: a write to /out was refused and the program ended with it (${what})` };
   if (end.kind === 'internal') return { status: 'SANDBOX_ERROR', limit: null, reason: `the Monty worker failed: ${what}` };
+  if (end.kind === 'unsupported') return { status: 'FAILURE', limit: null, reason: `Monty could not run what the program asked for (${what})` };
   return { status: 'FAILURE', limit: null, reason: `the program raised ${what}` };
 }
 
