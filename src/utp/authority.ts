@@ -23,7 +23,7 @@ export const authorityRules = [
   },
   {
     code: 'UTPS_ANCHOR_CONFLICT',
-    spec: 'UTP: a call is keyed by (agent_turn_id, tool_call_id). Airlock: a command with the anchor of a call already claimed, from another agent or another version, project or channel, is not that call\'s retry: it is refused (logged and audited) and the claimed call\'s answer is never sent to it; the command does not run.',
+    spec: 'UTP 3.2: a call is keyed by (agent_turn_id, tool_call_id), and a re-entry through the same tool_call_card_id is idempotent. Airlock: a command with the anchor of a call already claimed, from another agent or another version, project or channel, for another tool or with another tool.call card, is not that call\'s retry: it is refused (logged and audited) and the claimed call\'s answer is never sent to it; the command does not run.',
     fix: 'Give every call its own ids (agent_turn_id is unique per turn): a conflict means ids were reused, leaked or forged; look for the other sender in the audit log.',
   },
   {
@@ -40,16 +40,35 @@ export interface CallOrigin {
 }
 
 const routeOf = (r: CallOrigin['route']): string => `${r.ver}.${r.projectId}.${r.channelId}`;
+/** The tool a subject names: its target and the tokens after it (`echo.approve.long`). */
+const toolOf = (r: CallCommand['route']): string => [r.target, ...r.rest].join('.');
 
-/** Why a command with a claimed call's anchor is not that call's retry (another agent or route), or null. */
-export function anchorConflict(command: CallOrigin, claimed: CallOrigin | undefined): Problem | null {
+/** A call's command as a claim keeps it: who and where, which tool, and its tool.call card. */
+export interface CallCommand extends CallOrigin {
+  route: Pick<SubjectRoute, 'ver' | 'projectId' | 'channelId' | 'kind' | 'target' | 'rest'>;
+  tool_call_card_id: string | null;
+}
+
+/**
+ * Why a command with a claimed call's anchor is not that call's retry, or null. A retry comes from the
+ * same agent, version, project and channel, for the same tool, through the same tool.call card (UTP
+ * 3.2: a re-entry with the same tool_call_id through the same tool_call_card_id is idempotent): the
+ * same ids with another card or tool are another call, which must not get the first one's answer.
+ */
+export function anchorConflict(command: CallCommand, claimed: CallCommand | undefined): Problem | null {
   if (!claimed) return null; // a claim of an older Airlock: nothing to compare
-  const same = command.identity.agent_id === claimed.identity.agent_id && routeOf(command.route) === routeOf(claimed.route);
-  if (same) return null;
-  return {
-    code: 'UTPS_ANCHOR_CONFLICT',
-    message: `call ${claimed.identity.tool_call_id.slice(0, 100)} of turn ${claimed.identity.agent_turn_id.slice(0, 100)} was claimed for agent ${claimed.identity.agent_id.slice(0, 100)} in ${routeOf(claimed.route).slice(0, 300)}; a command with its ids from agent ${command.identity.agent_id.slice(0, 100)} in ${routeOf(command.route).slice(0, 300)} is not its retry: refused, not run`,
-  };
+  const call = `call ${claimed.identity.tool_call_id.slice(0, 100)} of turn ${claimed.identity.agent_turn_id.slice(0, 100)}`;
+  const conflict = (message: string): Problem => ({ code: 'UTPS_ANCHOR_CONFLICT', message: `${message} is not its retry: refused, not run` });
+  if (command.identity.agent_id !== claimed.identity.agent_id || routeOf(command.route) !== routeOf(claimed.route)) {
+    return conflict(`${call} was claimed for agent ${claimed.identity.agent_id.slice(0, 100)} in ${routeOf(claimed.route).slice(0, 300)}; a command with its ids from agent ${command.identity.agent_id.slice(0, 100)} in ${routeOf(command.route).slice(0, 300)}`);
+  }
+  if (command.route.kind !== claimed.route.kind || toolOf(command.route) !== toolOf(claimed.route)) {
+    return conflict(`${call} was made to tool ${toolOf(claimed.route).slice(0, 256)}; a command with its ids for tool ${toolOf(command.route).slice(0, 256)}`);
+  }
+  if (command.tool_call_card_id !== null && claimed.tool_call_card_id !== null && command.tool_call_card_id !== claimed.tool_call_card_id) {
+    return conflict(`${call} was made with tool.call card ${claimed.tool_call_card_id.slice(0, 256)}; a command with its ids and card ${command.tool_call_card_id.slice(0, 256)}`);
+  }
+  return null;
 }
 
 /** Problems when `cancel` may not cancel the call made by `caller` (undefined: the call's origin is unknown). */

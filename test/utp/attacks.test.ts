@@ -256,6 +256,30 @@ describe('a call\'s anchor squatted from another project (needs the ids in advan
   });
 });
 
+describe('a call\'s ids reused by its own agent for another call', () => {
+  for (const other of ['card', 'tool'] as const) {
+    test(`the same (agent_turn_id, tool_call_id) with another ${other === 'card' ? 'tool.call card (other arguments)' : 'tool'}: refused as a conflict (logged, audited), never given the first call's answer`, async () => {
+      const a = await prepared('echo', { v: 'first' });
+      await publish(h.subject('echo'), a.payload);
+      await eventually(() => h.store.getResultCardFor(a.anchor), 5000, 'the first answer');
+      // UTP 3.2: only a re-entry through the same tool_call_card_id is the same call.
+      const card = `card-call-${randomUUID()}`;
+      const tool = other === 'tool' ? 'echo.approve.long' : 'echo';
+      await h.store.putCard({ card_id: card, type: 'tool.call', created_at: new Date().toISOString(), content: { tool_call_id: a.anchor.tool_call_id, tool_name: tool, arguments: { v: 'second' } } });
+      const before = wakeups.length;
+      await publish(h.subject(tool), { ...a.payload, tool_call_card_id: other === 'card' ? card : a.cardId });
+      const conflict = await eventually(() => h.logs.find((l) => l.event === 'anchor-conflict' && l.tool_call_id === a.anchor.tool_call_id), 5000, 'the conflict');
+      assert.match(JSON.stringify(conflict.problems), other === 'card' ? /with tool\.call card .* and card .* is not its retry/ : /was made to tool echo; a command with its ids for tool echo\.approve\.long is not its retry/);
+      await sleep(300);
+      assert.deepEqual(wakeups.slice(before).filter((w) => w.payload.tool_call_id === a.anchor.tool_call_id), [], 'no answer goes to the second call');
+      assert.equal(h.runs.filter((x) => x === a.anchor.tool_call_id).length, 1, 'the anchor ran once');
+      // The first call's own retry (same card, same tool) is still answered again.
+      await publish(h.subject('echo'), a.payload);
+      await eventually(() => wakeups.slice(before).find((w) => w.payload.tool_call_id === a.anchor.tool_call_id), 5000, 'the retry\'s answer');
+    });
+  }
+});
+
 describe('contained', () => {
   test('replayed approval: call 1\'s valid operator signature stored on call 2\'s row (same tool, same arguments) runs nothing', async () => {
     const i1 = ids();
