@@ -32,6 +32,12 @@ export interface ExecuteRequest {
   signal?: AbortSignal;
   /** Progress and live output, for a person watching. */
   onEvent?: (e: RunEvent) => void;
+  /**
+   * Who asked, as the door knows it (UTP: the agent, its turn and call, the project and tool, the
+   * approval's id): kept in the `executed` and `refused` audit records and in the run record, so a
+   * run can be traced to the call and the approval that made it.
+   */
+  caller?: Readonly<Record<string, string>>;
   /** A door's last word before anything runs (the gate's replay ledger): problems refuse the run. */
   beforeRun?: (decision: ApprovalDecision) => Problem[];
   now?: () => Date;
@@ -45,8 +51,9 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
   const now = req.now ?? (() => new Date());
   const audit = openAuditLog(ws.auditFile);
   const ids = { ...(req.action.source === 'tool-request' ? { request_id: req.action.id } : { action_id: req.action.id }) };
+  const caller = req.caller ? { caller: { ...req.caller } } : {};
   const refuse = (stage: Extract<ExecuteOutcome, { kind: 'refused' }>['stage'], problems: Problem[], decision?: ApprovalDecision): ExecuteOutcome => {
-    audit.append({ type: 'refused', ...ids, ...(decision ? { actor: decision.actor } : {}), detail: { door: req.door, stage, codes: [...new Set(problems.map((p) => p.code))], ...(decision ? { decision_source: decision.source } : {}) } });
+    audit.append({ type: 'refused', ...ids, ...(decision ? { actor: decision.actor } : {}), detail: { door: req.door, stage, codes: [...new Set(problems.map((p) => p.code))], ...(decision ? { decision_source: decision.source } : {}), ...caller } });
     return { kind: 'refused', stage, problems, ...(decision ? { decision } : {}) };
   };
 
@@ -87,6 +94,7 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
     started_at: startedAt,
     ended_at: now().toISOString(),
     ...(req.signal?.aborted ? { interrupted: true } : {}),
+    ...caller,
   };
   // The audit record first: a process killed between the two leaves a run the audit log names and
   // whose folder has no record.json (shown as unfinished), never a finished run the log misses.
@@ -95,7 +103,7 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
     ...ids,
     sandbox_id: outcome.sandboxId,
     actor: decision.actor,
-    detail: { door: req.door, decision_source: decision.source, lane: req.action.lane, verdict: record.verdict, status: record.status, exit_code: sr.execution.exit_code, ...(record.interrupted ? { interrupted: true } : {}), result_sha256: record.result_sha256, policy_sha256: record.policy_sha256 },
+    detail: { door: req.door, decision_source: decision.source, lane: req.action.lane, verdict: record.verdict, status: record.status, exit_code: sr.execution.exit_code, ...(record.interrupted ? { interrupted: true } : {}), result_sha256: record.result_sha256, policy_sha256: record.policy_sha256, ...caller },
   });
   writeRunRecord(outcome.runDir, record);
   return { kind: 'ran', outcome, record, decision };

@@ -29,6 +29,8 @@ export interface RunRecord {
   ended_at: string;
   /** The caller ended the run (Ctrl-C, a cancel): its sandbox was killed before the program's end. */
   interrupted?: true;
+  /** Who asked, as the door knows it (ExecuteRequest.caller): a UTP call's agent, turn, call, tool and approval. */
+  caller?: Record<string, string>;
 }
 
 export const recordFile = (runDir: string): string => join(runDir, 'record.json');

@@ -73,6 +73,8 @@ export interface ExecuteContext {
   signal: AbortSignal;
   /** Who approved this call when its tool needs a person (a verified UTP approval); else the tool's registration does. */
   approval?: ApprovalEvidence;
+  /** The call as the host core records it (ExecuteRequest.caller). */
+  caller?: Readonly<Record<string, string>>;
 }
 
 /** Codes of a policy that could not be read at all (the host's fault, not the call's). */
@@ -160,7 +162,7 @@ async function run(action: Action, inputsDir: string | undefined, tool: ToolReco
   }
   // A cancel aborts `signal`: both lanes (ns, monty) then kill the run at once (POLICY_ABORTED).
   const approval = ctx.approval ?? { kind: 'tool', record: tool };
-  return execute(ctx.workspace, { action, door: 'utp', approval, inputsDir: dir, signal: ctx.signal, ...(opts.runner === 'python' ? { language: 'python' } : {}) });
+  return execute(ctx.workspace, { action, door: 'utp', approval, inputsDir: dir, signal: ctx.signal, ...(ctx.caller ? { caller: ctx.caller } : {}), ...(opts.runner === 'python' ? { language: 'python' } : {}) });
 }
 
 const excerpt = (s: { text: string; total_bytes: number; truncated: boolean; sha256: string }): JsonObject => ({

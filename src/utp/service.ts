@@ -393,47 +393,62 @@ export class UtpService {
 
   /** The valid-command path: card, tool, arguments, approval, run. */
   private async runCall(ctx: CallContext, run: Running, prefetched: unknown): Promise<{ execution: Execution; callCard?: ToolCallCard }> {
+    // What is refused before the host core sees the call is audited here (the core audits the rest).
+    const refused = (stage: string, execution: Execution, callCard?: ToolCallCard) => {
+      this.auditRefusal(ctx, stage, execution, callCard?.content.tool_name);
+      return { execution, ...(callCard ? { callCard } : {}) };
+    };
     const cmd = { ...ctx.identity, form: 'tool' as const, after_execution: ctx.after_execution, tool_call_card_id: ctx.tool_call_card_id ?? '', ...(ctx.tool_name ? { tool_name: ctx.tool_name } : {}) };
     const raw = prefetched ?? (ctx.tool_call_card_id ? await this.o.store.getCard(ctx.tool_call_card_id) : undefined);
-    if (raw === undefined) return { execution: failure('failed', 'bad_request', `no tool.call card ${ctx.tool_call_card_id} in the card store`, [{ code: 'UTPS_CARD_NOT_FOUND', message: 'the tool.call card named by tool_call_card_id does not exist' }]) };
+    if (raw === undefined) return refused('card', failure('failed', 'bad_request', `no tool.call card ${ctx.tool_call_card_id} in the card store`, [{ code: 'UTPS_CARD_NOT_FOUND', message: 'the tool.call card named by tool_call_card_id does not exist' }]));
     const parsed = parseCard(raw);
-    if (!parsed.ok) return { execution: failure('failed', 'bad_request', 'the tool.call card is invalid', parsed.problems) };
+    if (!parsed.ok) return refused('card', failure('failed', 'bad_request', 'the tool.call card is invalid', parsed.problems));
     const matched = checkCommandAgainstCallCard(cmd, parsed.value);
-    if (!matched.ok) return { execution: failure('failed', 'bad_request', 'the tool.call card does not match the command', matched.problems) };
+    if (!matched.ok) return refused('card', failure('failed', 'bad_request', 'the tool.call card does not match the command', matched.problems));
     const callCard = matched.value;
     const name = callCard.content.tool_name;
     const entry = this.tools.get(ctx.route.projectId, name) ?? (await this.lookupTool(ctx.route.projectId, name));
-    if (!entry) return { callCard, execution: failure('failed', 'bad_request', `no tool ${name} is registered in project ${ctx.route.projectId}`, [{ code: 'UTPS_UNKNOWN_TOOL', message: `unknown tool ${name}` }]) };
+    if (!entry) return refused('tool', failure('failed', 'bad_request', `no tool ${name} is registered in project ${ctx.route.projectId}`, [{ code: 'UTPS_UNKNOWN_TOOL', message: `unknown tool ${name}` }]), callCard);
     if (entry.record.target_subject !== ctx.subject) {
-      return { callCard, execution: failure('failed', 'bad_request', `tool ${name} is served on ${entry.record.target_subject}, not on ${ctx.subject}`, [{ code: 'UTPS_WRONG_SUBJECT', message: 'the command subject is not the tool\'s target_subject' }]) };
+      return refused('tool', failure('failed', 'bad_request', `tool ${name} is served on ${entry.record.target_subject}, not on ${ctx.subject}`, [{ code: 'UTPS_WRONG_SUBJECT', message: 'the command subject is not the tool\'s target_subject' }]), callCard);
     }
     if (entry.refused) return { callCard, execution: this.refuseRegistration(ctx, entry.record, entry.refused) };
-    if (!entry.options) return { callCard, execution: failure('failed', 'internal_error', `tool ${name} has invalid options in the registry`) };
+    if (!entry.options) return refused('tool', failure('failed', 'internal_error', `tool ${name} has invalid options in the registry`), callCard);
     if (entry.options.retired) {
-      return { callCard, execution: failure('failed', 'bad_request', `tool ${name} was retired by ${entry.registrant?.operator ?? 'an operator'}: it is not run any more`, [{ code: 'UTPS_TOOL_RETIRED', message: `${ctx.route.projectId}/${name} is retired (airlock tools retire)` }]) };
+      return refused('tool', failure('failed', 'bad_request', `tool ${name} was retired by ${entry.registrant?.operator ?? 'an operator'}: it is not run any more`, [{ code: 'UTPS_TOOL_RETIRED', message: `${ctx.route.projectId}/${name} is retired (airlock tools retire)` }]), callCard);
     }
     const args = callCard.content.arguments;
     const bad = checkArguments(entry.record, args);
-    if (bad.length > 0) return { callCard, execution: failure('failed', 'bad_request', `the arguments do not match the parameters of ${name}`, bad) };
+    if (bad.length > 0) return refused('arguments', failure('failed', 'bad_request', `the arguments do not match the parameters of ${name}`, bad), callCard);
 
     let approval: ApprovalEvidence | undefined;
+    let approvalId: string | undefined;
     if (entry.options.approval?.required) {
       const decision = await this.awaitApproval(ctx, entry, args, run);
-      if (decision.state !== 'approved') return { callCard, execution: decisionFailure(decision.state) };
+      if (decision.state !== 'approved') return refused('approval', decisionFailure(decision.state), callCard);
       // "approved" in the store is a claim anyone with the store can write: the operator's signature
       // over this exact call is the approval (verified here, and again by the host core).
       const signed = this.verifySignedApproval(ctx, decision.record, decision.bytes);
       if (!signed.ok) return { callCard, execution: failure('failed', 'auth_failed', 'the approval of this call is not a valid operator signature over it; the call was not run', signed.problems) };
       approval = signed.evidence;
+      approvalId = decision.record.id;
     }
-    if (run.abort.signal.aborted) return { callCard, execution: failure('canceled', 'canceled', 'the call was canceled before it ran') };
+    if (run.abort.signal.aborted) return refused('canceled', failure('canceled', 'canceled', 'the call was canceled before it ran'), callCard);
     this.onRun?.({ agent_turn_id: ctx.identity.agent_turn_id, tool_call_id: ctx.identity.tool_call_id, tool_name: name });
-    const execution = await executeTool(entry.record, entry.options, args, { workspace: this.o.workspace, signal: run.abort.signal, ...(approval ? { approval } : {}) });
+    const caller = { ...callerOf(ctx), tool_name: name, ...(approvalId ? { approval_id: approvalId } : {}) };
+    const execution = await executeTool(entry.record, entry.options, args, { workspace: this.o.workspace, signal: run.abort.signal, caller, ...(approval ? { approval } : {}) });
     if (run.abort.signal.aborted && execution.status !== 'canceled') {
       // The cancel came while the sandbox ran: the caller asked for no result, so none is promised.
       return { callCard, execution: { status: 'canceled', result: { ...execution.result, error_code: 'canceled', error_message: 'the call was canceled while it ran' }, error: { code: 'canceled', message: 'the call was canceled while it ran', detail: { run_status: execution.status } } } };
     }
     return { callCard, execution };
+  }
+
+  /** A call refused before the host core saw it: audited with who made it and why (the codes, never the arguments). */
+  private auditRefusal(ctx: CallContext, stage: string, execution: Execution, toolName?: string): void {
+    const detail = execution.error?.detail as { problems?: { code: string }[] } | undefined;
+    const codes = [...new Set(detail?.problems?.map((p) => p.code) ?? [execution.error?.code ?? execution.status])];
+    this.audit({ type: 'refused', actor: `agent:${ctx.identity.agent_id}`, detail: { door: 'utp', stage, codes, ...callerOf(ctx), subject: ctx.subject, ...(toolName ? { tool_name: toolName } : {}) } });
   }
 
   private async lookupTool(projectId: string, name: string): Promise<ToolEntry | undefined> {
@@ -884,6 +899,14 @@ function wakeupSubjectFor(ctx: CallContext): string | undefined {
   wakeupSubjects.set(k, subject);
   return subject;
 }
+
+/** A call's identity as the host core records it (ExecuteRequest.caller). */
+const callerOf = (ctx: CallContext): Record<string, string> => ({
+  agent_id: ctx.identity.agent_id,
+  agent_turn_id: ctx.identity.agent_turn_id,
+  tool_call_id: ctx.identity.tool_call_id,
+  project_id: ctx.route.projectId,
+});
 
 /** What a claim keeps so another worker can answer the call without its command. */
 function contextRecord(ctx: CallContext): Record<string, unknown> {

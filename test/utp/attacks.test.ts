@@ -8,6 +8,8 @@ import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
 import { parseCard, type ToolResultCard } from '../../src/contracts/utp.js';
 import { signUtpApproval } from '../../src/approval/sign-utp.js';
 import { loadPolicy } from '../../src/policy/load.js';
+import { openAuditLog } from '../../src/audit/index.js';
+import { readRunRecord } from '../../src/host/record.js';
 import { DEFAULT_POLICY_YAML } from '../../src/policy/policy.js';
 import type { ApprovalRecord } from '../../src/store/types.js';
 import { callTool, cancelTool } from '../../src/utp/client.js';
@@ -253,6 +255,34 @@ describe('a call\'s anchor squatted from another project (needs the ids in advan
     assert.equal(h.runs.filter((x) => x === a.anchor.tool_call_id).length, 1);
     const audit = readFileSync(h.ws.auditFile, 'utf8');
     assert.match(audit, new RegExp(`"codes":\\["UTPS_ANCHOR_CONFLICT"\\][^\\n]*${a.anchor.tool_call_id}|${a.anchor.tool_call_id}[^\\n]*"codes":\\["UTPS_ANCHOR_CONFLICT"\\]`));
+  });
+});
+
+describe('the audit log traces every UTP call, refused or run, to its caller and approval', () => {
+  test('a call refused before the core (bad arguments) is audited with its agent and ids; an approved run\'s executed record and run record name its call and approval', async () => {
+    const bad = ids();
+    const r = await call('wc.approve', { text: 42 }, bad);
+    assert.ok(r.ok && r.status === 'failed', JSON.stringify(r));
+    const log = () => openAuditLog(h.ws.auditFile).show();
+    const refused = await eventually(() => log().find((e) => e.type === 'refused' && e.detail?.tool_call_id === bad.toolCallId), 3000, 'the refusal\'s audit record');
+    assert.equal(refused.actor, 'agent:agent-a');
+    assert.equal(refused.detail?.stage, 'arguments');
+    assert.equal(refused.detail?.agent_turn_id, bad.agentTurnId);
+    assert.equal(refused.detail?.tool_name, 'wc.approve');
+    assert.ok(Array.isArray(refused.detail?.codes) && refused.detail.codes.length > 0, JSON.stringify(refused));
+
+    const ok = ids();
+    const pending = call('wc.approve', { text: 'traced' }, ok);
+    const a = await pendingFor(ok.toolCallId);
+    await signAndApprove(a);
+    const done = await pending;
+    assert.ok(done.ok && done.status === 'success', JSON.stringify(done));
+    const executed = log().find((e) => e.type === 'executed' && (e.detail?.caller as Record<string, string> | undefined)?.tool_call_id === ok.toolCallId);
+    assert.ok(executed, 'an executed record names the call');
+    assert.deepEqual(executed.detail?.caller, { agent_id: 'agent-a', agent_turn_id: ok.agentTurnId, tool_call_id: ok.toolCallId, project_id: h.project, tool_name: 'wc.approve', approval_id: a.id });
+    assert.ok(log().some((e) => e.type === 'approved' && e.action_id === a.id), 'the approval it names is in the log');
+    const record = readRunRecord(join(h.ws.runs, executed.sandbox_id as string));
+    assert.deepEqual(record?.caller, executed.detail?.caller);
   });
 });
 
