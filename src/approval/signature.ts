@@ -25,6 +25,7 @@ export const approvalRules = [
   { code: 'APPROVAL_SIGNATURE_INVALID', spec: 'The approval is an Ed25519 signature by the named key over the approved bytes.', fix: 'Approve the request again; the .sig file is damaged or forged.' },
   { code: 'APPROVAL_UNTRUSTED_KEY', spec: 'The signing key belongs to an operator the policy trusts.', fix: 'Add the operator with `airlock keygen`, or have a listed operator approve.' },
   { code: 'APPROVAL_TAMPERED', spec: 'The request is unchanged since approval (sha256 of its bytes, inputs\' hashes included).', fix: 'Approve the changed request again: what runs is exactly what a person approved.' },
+  { code: 'APPROVAL_INPUT_CHANGED', spec: 'Airlock: an input is stored for the run from the bytes whose sha256 is the one the operator was shown, read once without following a link; an input changed or replaced by a link after the summary is refused, nothing is signed.', fix: 'Approve the request again (its draft folder is the agent\'s: look at who changed the input).' },
   { code: 'APPROVAL_OPERATOR_MISMATCH', spec: 'approved_by names the operator who signed.', fix: 'Approve with `airlock approve`, which fills approved_by itself.' },
   { code: 'APPROVAL_EXPIRED', spec: 'An approval expires after the policy\'s approval.expiry_hours.', fix: 'Approve the request again.' },
   { code: 'APPROVAL_REPLAY', spec: 'A request_id runs at most once (the replay ledger).', fix: 'Draft a new request with a new request_id.' },

@@ -70,13 +70,17 @@ export async function explain(code: string): Promise<string | undefined> {
   const severity =
     found.kind === 'utp service'
       ? '  How a worker answers it: docs/utp-service.md, "Rule codes"\n'
-      : `  Severity: ${r.severity === 'warning' ? 'warning (reported, the document is still accepted)' : 'error (the document is rejected)'}\n`;
+      : found.kind === 'approval'
+        ? '  Where: `airlock approve` refuses to sign, or the gate quarantines the request with its reasons\n'
+        : `  Severity: ${r.severity === 'warning' ? 'warning (reported, the document is still accepted)' : 'error (the document is rejected)'}\n`;
   return `${r.code} (${found.kind})\n  Rule: ${r.spec}\n  Fix:  ${r.fix}\n${severity}${source}${r.protects ? `  Protects: ${r.protects}\n` : ''}`;
 }
 
-/** The codes a UTP worker answers with (not document rules): its service, tool-row and registration checks. */
+/** The codes a UTP worker answers with (not document rules): its service, tool-row and registration checks; and a request's approval's. */
 async function serviceRule(code: string): Promise<{ kind: string; rule: Rule } | undefined> {
-  const [{ serviceRules }, { toolRules }, { registrationRules }] = await Promise.all([import('../utp/service.js'), import('../utp/tools.js'), import('../approval/tool-registration.js')]);
+  const [{ serviceRules }, { toolRules }, { registrationRules }, { approvalRules }] = await Promise.all([import('../utp/service.js'), import('../utp/tools.js'), import('../approval/tool-registration.js'), import('../approval/signature.js')]);
   const rule = [...serviceRules, ...toolRules, ...registrationRules].find((r) => r.code === code);
-  return rule ? { kind: 'utp service', rule } : undefined;
+  if (rule) return { kind: 'utp service', rule };
+  const approval = approvalRules.find((r) => r.code === code);
+  return approval ? { kind: 'approval', rule: approval } : undefined;
 }

@@ -1,11 +1,11 @@
-import { copyFileSync, existsSync, readFileSync, unlinkSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, unlinkSync } from 'node:fs';
 import { inertLine } from '../base/inert-line.js';
 import { basename, dirname, join } from 'node:path';
 import type { Problem } from '../base/problem.js';
 import { normalizeText } from '../contracts/text.js';
 import { toolRequestContract, type ToolRequest } from '../contracts/tool-request.js';
 import { loadOperatorKey } from '../approval/keys.js';
-import { signApproval } from '../approval/signature.js';
+import { sha256Of, signApproval } from '../approval/signature.js';
 import { checkInputs } from '../action/inputs.js';
 import { openAuditLog } from '../audit/index.js';
 import type { Workspace } from '../workspace/workspace.js';
@@ -32,6 +32,21 @@ export interface PreparedApproval {
   /** The exact bytes that will be signed and run. */
   text: string;
   inputsDir: string;
+}
+
+/** A regular file's bytes, opened once without following a link (null: no such file, a link or not a regular file). */
+function readRegularFile(path: string): Buffer | null {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return null;
+  }
+  try {
+    return fstatSync(fd).isFile() ? readFileSync(fd) : null;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Fills the approval fields and validates the whole request and its inputs (beside it). */
@@ -80,11 +95,25 @@ export function approvalSummary(r: ToolRequest): string {
 export function commitApproval(args: { file: string; prepared: PreparedApproval; operator: string; keyDir: string; ws: Workspace; now: Date }): { ok: true; dest: string } | { ok: false; problems: Problem[] } {
   const key = loadOperatorKey(args.operator, args.keyDir);
   if ('error' in key) return { ok: false, problems: [{ code: 'APPROVAL_UNTRUSTED_KEY', message: key.error }] };
+  // The inputs as they are now, read once each: the draft folder is the agent's, and the operator
+  // may have read the summary for minutes. Only bytes with the hash that was shown are stored.
+  const inputs: { sha256: string; bytes: Buffer }[] = [];
+  for (const input of args.prepared.request.inputs) {
+    const bytes = readRegularFile(join(args.prepared.inputsDir, input.name));
+    const now = bytes === null ? 'not a regular file any more' : `its sha256 is now ${sha256Of(bytes)}`;
+    if (bytes === null || sha256Of(bytes) !== input.sha256) {
+      return { ok: false, problems: [{ code: 'APPROVAL_INPUT_CHANGED', message: `input ${input.name} changed after it was shown (${now}; the request declares ${input.sha256}): nothing was signed; approve the request again`, path: `inputs.${input.name}` }] };
+    }
+    inputs.push({ sha256: input.sha256, bytes });
+  }
   const bytes = Buffer.from(args.prepared.text);
   const approval = signApproval({ requestId: args.prepared.request.frontMatter.request_id, bytes, operator: args.operator, key: key.key, publicKey: key.publicKey, now: args.now });
-  for (const input of args.prepared.request.inputs) {
+  // A stored input is named by its hash: one whose bytes are not that hash (written before this
+  // check existed, or by hand) is replaced, never trusted for this request or later ones.
+  for (const input of inputs) {
     const stored = join(args.ws.inputs, input.sha256);
-    if (!existsSync(stored)) copyFileSync(join(args.prepared.inputsDir, input.name), stored);
+    const have = readRegularFile(stored);
+    if (have === null || sha256Of(have) !== input.sha256) writeAtomic(stored, input.bytes);
   }
   const dest = join(args.ws.requestsIn, basename(args.file));
   writeAtomic(`${dest}.sig`, JSON.stringify(approval, null, 2) + '\n');

@@ -57,12 +57,13 @@ test('airlock check: an unreadable file exits 2 (bad input, as for airlock run);
   assert.equal(report.files[0]?.problems[0]?.code, 'DOC_UNKNOWN_KIND');
 });
 
-test('airlock check --explain knows the UTP service\'s codes too (a refused tool registration, say)', () => {
+test('airlock check --explain knows the UTP service\'s and the approvals\' codes too (a refused tool registration, say)', () => {
   const r = airlock(['check', '--explain', 'UTPS_TOOL_TAMPERED']);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^UTPS_TOOL_TAMPERED \(utp service\)\n {2}Rule: .*unchanged since it was signed/);
   assert.match(r.stdout, /Fix: +Register the tool again/);
   assert.match(airlock(['check', '--explain', 'utps_unknown_tool']).stdout, /Register the tool with `airlock tools add`/);
+  assert.match(airlock(['check', '--explain', 'APPROVAL_INPUT_CHANGED']).stdout, /^APPROVAL_INPUT_CHANGED \(approval\)\n {2}Rule: .*read once without following a link/);
 });
 
 test('airlock check --explain prints the rule and the fix; an unknown code exits 2', () => {

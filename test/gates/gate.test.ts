@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { toolResultContract } from '../../src/contracts/tool-result.js';
+import { commitApproval, prepareApproval } from '../../src/gates/approve.js';
+import { openWorkspace } from '../../src/workspace/workspace.js';
 import { airlock } from '../helpers/cli.js';
 import { repoPath } from '../helpers/paths.js';
 import { writeRequest, type DraftRequest } from '../helpers/requests.js';
@@ -55,6 +57,41 @@ test('draft -> approve -> serve -> inbound: a validated Tool Result, a signed re
   assert.deepEqual(readdirSync(join(env.ws, 'requests_in')), []);
   const status = airlock(['status', '--workspace', env.ws, '--json']);
   assert.deepEqual(JSON.parse(status.stdout).accepted, inbound);
+});
+
+test('an input swapped while the operator reads the summary is refused (APPROVAL_INPUT_CHANGED): nothing signed, nothing stored; a poisoned store entry is replaced by an honest approval', () => {
+  const env = setup();
+  const ws = openWorkspace(env.ws);
+  const draft = () => writeRequest({ slug: `swap-${Math.random().toString(16).slice(2, 8)}`, command: 'python3 t.py', inputs: { 't.py': 'print("shown")\n' } }, mkdtempSync(join(env.ws, 'drafts', 'd-')));
+  const stored = (sha: string) => join(ws.inputs, sha);
+  for (const swap of ['content', 'link'] as const) {
+    const d = draft();
+    const p = prepareApproval(d.file, 'alice', new Date());
+    assert.ok(p.ok, JSON.stringify(!p.ok && p.problems));
+    const input = join(dirname(d.file), 't.py');
+    const sha = p.value.request.inputs[0]!.sha256;
+    rmSync(input);
+    if (swap === 'content') writeFileSync(input, 'print("EVIL")\n');
+    else symlinkSync('/etc/hostname', input);
+    const c = commitApproval({ file: d.file, prepared: p.value, operator: 'alice', keyDir: env.keys, ws, now: new Date() });
+    assert.ok(!c.ok, `${swap}: approved`);
+    assert.equal(c.problems[0]?.code, 'APPROVAL_INPUT_CHANGED', JSON.stringify(c.problems));
+    assert.ok(!existsSync(join(ws.requestsIn, basename(d.file))) && !existsSync(join(ws.requestsIn, `${basename(d.file)}.sig`)), 'nothing signed');
+    assert.ok(!existsSync(stored(sha)), `${swap}: the swapped bytes were stored under the shown hash`);
+  }
+  // A store entry whose bytes are not its name's hash (left by an older Airlock, or written by hand):
+  // the next approval of that content replaces it, and the request runs.
+  const d = draft();
+  const p = prepareApproval(d.file, 'alice', new Date());
+  assert.ok(p.ok);
+  const sha = p.value.request.inputs[0]!.sha256;
+  writeFileSync(stored(sha), 'print("EVIL")\n');
+  assert.ok(commitApproval({ file: d.file, prepared: p.value, operator: 'alice', keyDir: env.keys, ws, now: new Date() }).ok);
+  assert.equal(readFileSync(stored(sha), 'utf8'), 'print("shown")\n');
+  serveOnce(env.ws);
+  const inbound = readdirSync(join(env.ws, 'inbound')).filter((n) => n.includes(d.id) && n.endsWith('.md'));
+  assert.equal(inbound.length, 1, `quarantined: ${readdirSync(join(env.ws, 'quarantine')).join(', ')}`);
+  assert.match(readFileSync(join(env.ws, 'inbound', inbound[0] as string), 'utf8'), /shown/);
 });
 
 test('a request edited after approval is quarantined as APPROVAL_TAMPERED', () => {
