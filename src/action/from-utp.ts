@@ -17,7 +17,8 @@ export function limitsFor(opts: ToolOptions, args: JsonObject): ActionLimits {
   const wallMs = asked === undefined ? l.wall_ms : Math.min(asked, l.wall_ms);
   return {
     wallMs,
-    cpuMs: Math.min(l.cpu_ms, Math.max(wallMs, 1000)),
+    // At most one core's worth of the wall time: a floor above it (a short timeout_ms) asked the policy for more cores than it allows.
+    cpuMs: Math.min(l.cpu_ms, wallMs),
     memoryBytes: l.memory_bytes,
     diskBytes: l.disk_bytes,
     files: DEFAULT_LIMITS.files,

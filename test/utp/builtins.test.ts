@@ -99,6 +99,10 @@ test('sandbox.exec: a run over timeout_ms is killed and answers timeout / tool_t
   assert.equal(r.status, 'timeout', JSON.stringify(r.content));
   assert.equal(r.content.error?.code, 'tool_timeout');
   assert.ok(Date.now() - t0 < 10_000, 'killed, not waited for');
+  // A timeout under a second is a timeout too, not a refusal of the CPU it would imply.
+  const short = await call('sandbox.exec', { argv: ['/bin/sleep', '30'], timeout_ms: 200 });
+  assert.ok(short.ok, JSON.stringify(short));
+  assert.equal(short.status, 'timeout', JSON.stringify(short.content));
 });
 
 test('sandbox.exec: a cancel while the sandbox runs kills it and answers canceled promptly', async () => {
