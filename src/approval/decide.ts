@@ -23,7 +23,8 @@ export { keyId };
  * policy rule, never "approved" alone.
  */
 export type ApprovalEvidence =
-  | { kind: 'signature'; sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string }
+  /** `workspaceBound`: a request's approval, which must name the workspace it runs in (a UTP call's names its worker's approval id instead). */
+  | { kind: 'signature'; sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string; workspaceBound?: true }
   | { kind: 'policy-rule' }
   | { kind: 'operator'; operator: string; how: 'terminal' | 'signed-utp-approval'; keyId?: string }
   | { kind: 'tool'; record: SignedTool };
@@ -34,10 +35,10 @@ export interface ApprovalDecision {
   actor: string;
 }
 
-export function decideApproval(e: ApprovalEvidence, policy: Policy, action: Action, now: Date): { ok: true; decision: ApprovalDecision } | { ok: false; problems: Problem[] } {
+export function decideApproval(e: ApprovalEvidence, policy: Policy, action: Action, now: Date, workspace: () => string | null = () => null): { ok: true; decision: ApprovalDecision } | { ok: false; problems: Problem[] } {
   switch (e.kind) {
     case 'signature': {
-      const problems = verifyApproval({ sigText: e.sigText, bytes: e.bytes, requestId: e.requestId, approvedBy: e.approvedBy, policy, now });
+      const problems = verifyApproval({ sigText: e.sigText, bytes: e.bytes, requestId: e.requestId, approvedBy: e.approvedBy, policy, now, ...(e.workspaceBound ? { workspace: workspace() } : {}) });
       if (problems.length > 0) return { ok: false, problems };
       const op = policy.operators.find((o) => o.name === e.approvedBy);
       return { ok: true, decision: { source: `key:${e.approvedBy}:${op ? keyId(op.public_key) : '?'}`, actor: e.approvedBy } };

@@ -17,6 +17,8 @@ export const approvalSchema = z.strictObject({
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
   signed_utc: z.string(),
   signature: z.string(),
+  /** The workspace a request's approval lets it run in (workspaceId); absent in a UTP call's approval, whose signed call names its own worker's approval id. */
+  workspace: z.string().optional(),
 });
 export type Approval = z.infer<typeof approvalSchema>;
 
@@ -26,18 +28,19 @@ export const approvalRules = [
   { code: 'APPROVAL_UNTRUSTED_KEY', spec: 'The signing key belongs to an operator the policy trusts.', fix: 'Add the operator with `airlock keygen`, or have a listed operator approve.' },
   { code: 'APPROVAL_TAMPERED', spec: 'The request is unchanged since approval (sha256 of its bytes, inputs\' hashes included).', fix: 'Approve the changed request again: what runs is exactly what a person approved.' },
   { code: 'APPROVAL_INPUT_CHANGED', spec: 'Airlock: an input is stored for the run from the bytes whose sha256 is the one the operator was shown, read once without following a link; an input changed or replaced by a link after the summary is refused, nothing is signed.', fix: 'Approve the request again (its draft folder is the agent\'s: look at who changed the input).' },
+  { code: 'APPROVAL_OTHER_WORKSPACE', spec: 'Airlock: an approval of a request names the workspace it was given in (its workspace-id) and lets the request run there only; one given in another workspace that trusts the same key, or signed before approvals named their workspace, does not approve it here.', fix: 'Approve the request in this workspace: `airlock approve FILE --operator NAME --workspace DIR`.' },
   { code: 'APPROVAL_OPERATOR_MISMATCH', spec: 'approved_by names the operator who signed.', fix: 'Approve with `airlock approve`, which fills approved_by itself.' },
   { code: 'APPROVAL_EXPIRED', spec: 'An approval expires after the policy\'s approval.expiry_hours.', fix: 'Approve the request again.' },
   { code: 'APPROVAL_REPLAY', spec: 'A request_id runs at most once (the replay ledger).', fix: 'Draft a new request with a new request_id.' },
 ] as const;
 
-const message = (a: Pick<Approval, 'request_id' | 'sha256' | 'signed_utc' | 'operator'>): Buffer =>
-  Buffer.from(`airlock-approval-v1\n${a.request_id}\n${a.sha256}\n${a.signed_utc}\n${a.operator}\n`);
+const message = (a: Pick<Approval, 'request_id' | 'sha256' | 'signed_utc' | 'operator' | 'workspace'>): Buffer =>
+  Buffer.from(a.workspace === undefined ? `airlock-approval-v1\n${a.request_id}\n${a.sha256}\n${a.signed_utc}\n${a.operator}\n` : `airlock-approval-v2\n${a.request_id}\n${a.sha256}\n${a.signed_utc}\n${a.operator}\n${a.workspace}\n`);
 
 export const sha256Of = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
-export function signApproval(args: { requestId: string; bytes: Buffer; operator: string; key: KeyObject; publicKey: string; now: Date }): Approval {
-  const base = { request_id: args.requestId, sha256: sha256Of(args.bytes), signed_utc: args.now.toISOString(), operator: args.operator };
+export function signApproval(args: { requestId: string; bytes: Buffer; operator: string; key: KeyObject; publicKey: string; now: Date; workspace?: string }): Approval {
+  const base = { request_id: args.requestId, sha256: sha256Of(args.bytes), signed_utc: args.now.toISOString(), operator: args.operator, ...(args.workspace !== undefined ? { workspace: args.workspace } : {}) };
   return { alg: 'ed25519', public_key: args.publicKey, ...base, signature: sign(null, message(base), args.key).toString('base64') };
 }
 
@@ -94,10 +97,11 @@ function verifiedOnce(publicKey: string, signature: string, msg: Buffer): boolea
 }
 
 /**
- * Verifies an approval for the file bytes against the policy (trusted keys, expiry). The replay
- * ledger is checked by the caller, which owns the store.
+ * Verifies an approval for the file bytes against the policy (trusted keys, expiry) and, with
+ * `workspace`, that it was given for that workspace (a request's; null: the workspace's id is
+ * unreadable). The replay ledger is checked by the caller, which owns the store.
  */
-export function verifyApproval(args: { sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string; policy: Policy; now: Date }): Problem[] {
+export function verifyApproval(args: { sigText: string | null; bytes: Buffer; requestId: string; approvedBy: string; policy: Policy; now: Date; workspace?: string | null }): Problem[] {
   if (args.sigText === null) return [{ code: 'APPROVAL_UNSIGNED', message: 'no operator signature (.sig) beside the request: approval strings alone do not approve' }];
   const read = readSignature(approvalSchema, args.sigText);
   if ('error' in read) return [{ code: 'APPROVAL_SIGNATURE_INVALID', message: `the .sig file is not a valid approval: ${read.error}` }];
@@ -107,6 +111,10 @@ export function verifyApproval(args: { sigText: string | null; bytes: Buffer; re
   const problems: Problem[] = [];
   if (parsed.request_id !== args.requestId) problems.push({ code: 'APPROVAL_TAMPERED', message: `the signature approves ${parsed.request_id}, not ${args.requestId}` });
   if (sha256Of(args.bytes) !== parsed.sha256) problems.push({ code: 'APPROVAL_TAMPERED', message: 'the request changed after it was approved (its sha256 differs from the signed one)' });
+  if (args.workspace !== undefined && (args.workspace === null || parsed.workspace !== args.workspace)) {
+    const given = parsed.workspace === undefined ? 'names no workspace (signed before approvals named theirs)' : `was given in workspace ${parsed.workspace}`;
+    problems.push({ code: 'APPROVAL_OTHER_WORKSPACE', message: `the approval ${given}; this workspace is ${args.workspace ?? '(its workspace-id is damaged)'}: approve the request here` });
+  }
   if (args.approvedBy !== parsed.operator) problems.push({ code: 'APPROVAL_OPERATOR_MISMATCH', message: `approved_by is ${args.approvedBy} but ${parsed.operator} signed` });
   const age = args.now.getTime() - Date.parse(parsed.signed_utc);
   if (!(age <= args.policy.approval.expiry_hours * 3600_000)) {

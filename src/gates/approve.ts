@@ -8,7 +8,7 @@ import { loadOperatorKey } from '../approval/keys.js';
 import { sha256Of, signApproval } from '../approval/signature.js';
 import { checkInputs } from '../action/inputs.js';
 import { openAuditLog } from '../audit/index.js';
-import type { Workspace } from '../workspace/workspace.js';
+import { workspaceId, type Workspace } from '../workspace/workspace.js';
 import { writeAtomic } from '../base/write-atomic.js';
 
 /** Sets `approved_by` / `approved_utc` in the front matter, adding them when missing. */
@@ -107,7 +107,9 @@ export function commitApproval(args: { file: string; prepared: PreparedApproval;
     inputs.push({ sha256: input.sha256, bytes });
   }
   const bytes = Buffer.from(args.prepared.text);
-  const approval = signApproval({ requestId: args.prepared.request.frontMatter.request_id, bytes, operator: args.operator, key: key.key, publicKey: key.publicKey, now: args.now });
+  const workspace = workspaceId(args.ws);
+  if (workspace === null) return { ok: false, problems: [{ code: 'APPROVAL_OTHER_WORKSPACE', message: `${args.ws.root}/workspace-id is damaged: an approval could not name this workspace; nothing was signed (remove the file to make a new id: approvals given here before are then refused)` }] };
+  const approval = signApproval({ requestId: args.prepared.request.frontMatter.request_id, bytes, operator: args.operator, key: key.key, publicKey: key.publicKey, now: args.now, workspace });
   // A stored input is named by its hash: one whose bytes are not that hash (written before this
   // check existed, or by hand) is replaced, never trusted for this request or later ones.
   for (const input of inputs) {

@@ -177,7 +177,8 @@ async function processClaimed(name: string, opts: GateOptions, ledger: Ledger): 
     // Anything there, a link included, is read as readHandedFile reads (a link or a fifo is refused).
     const sig = lstatSync(sigFile, { throwIfNoEntry: false }) ? readHandedFile(sigFile) : null;
     const sigText = sig === null ? null : 'bytes' in sig ? sig.bytes.toString('utf8') : `(${sig.problem.message})`;
-    const approval: ApprovalEvidence = sigText !== null ? { kind: 'signature', sigText, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by } : action.lane === 'monty' && action.inputs.length === 0 ? { kind: 'policy-rule' } : { kind: 'signature', sigText: null, bytes, requestId: id, approvedBy: tr.frontMatter.approved_by };
+    const signed = { kind: 'signature', bytes, requestId: id, approvedBy: tr.frontMatter.approved_by, workspaceBound: true } as const;
+    const approval: ApprovalEvidence = sigText !== null ? { ...signed, sigText } : action.lane === 'monty' && action.inputs.length === 0 ? { kind: 'policy-rule' } : { ...signed, sigText: null };
     // Once approved: the inputs from the store (as approved), then the replay ledger's claim.
     const claim = (): Problem[] => {
       const missing = action.inputs.filter((i) => !existsSync(join(ws.inputs, i.sha256)));

@@ -8,7 +8,7 @@ import { loadPolicy } from '../policy/load.js';
 import { runComposite } from '../pipeline/composite.js';
 import { runAction, type RunOutcome } from '../pipeline/run.js';
 import type { RunEvent } from '../sandbox/types.js';
-import type { Workspace } from '../workspace/workspace.js';
+import { workspaceId, type Workspace } from '../workspace/workspace.js';
 import { auditKilledRunsOnce } from './killed-runs.js';
 import { sha256File, writeRunRecord, type Door, type RunRecord } from './record.js';
 
@@ -69,7 +69,7 @@ export async function execute(ws: Workspace, req: ExecuteRequest): Promise<Execu
     if (d.confirmationRequired) req.action.confirmationRequired = a.confirmationRequired = true;
   }
   if (held.length > 0) return refuse('policy', held);
-  const approved = decideApproval(req.approval, policy.value, req.action, now());
+  const approved = decideApproval(req.approval, policy.value, req.action, now(), () => workspaceId(ws));
   if (!approved.ok) return refuse('approval', approved.problems);
   const decision = approved.decision;
   const guard = req.beforeRun?.(decision) ?? [];

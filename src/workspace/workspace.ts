@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createOnce } from '../base/create-once.js';
@@ -121,3 +122,17 @@ export function openWorkspace(explicit?: string, opts: { init?: boolean } = {}):
   return ws;
 }
 
+
+const WORKSPACE_ID = /^[0-9a-f]{32}$/;
+
+/**
+ * This workspace's own id (random, made once, kept in `workspace-id`): an operator's approval of a
+ * request names it, so that the approval lets the request run here only, not in another workspace
+ * that trusts the same key. Null when the file is damaged (every such approval is then refused).
+ */
+export function workspaceId(ws: Workspace): string | null {
+  const file = join(ws.root, 'workspace-id');
+  if (!existsSync(file)) createOnce(file, `${randomBytes(16).toString('hex')}\n`);
+  const id = readFileSync(file, 'utf8').trim();
+  return WORKSPACE_ID.test(id) ? id : null;
+}

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -92,6 +92,25 @@ test('an input swapped while the operator reads the summary is refused (APPROVAL
   const inbound = readdirSync(join(env.ws, 'inbound')).filter((n) => n.includes(d.id) && n.endsWith('.md'));
   assert.equal(inbound.length, 1, `quarantined: ${readdirSync(join(env.ws, 'quarantine')).join(', ')}`);
   assert.match(readFileSync(join(env.ws, 'inbound', inbound[0] as string), 'utf8'), /shown/);
+});
+
+test('an approval lets a request run only in the workspace it was given in: copied with its .sig into another workspace that trusts the same key, it is quarantined (APPROVAL_OTHER_WORKSPACE)', () => {
+  const env = setup();
+  const other = mkdtempSync(join(tmpdir(), 'airlock-gate-'));
+  assert.equal(airlock(['init', other]).code, 0);
+  assert.equal(airlock(['keygen', '--operator', 'alice', '--workspace', other, '--key-dir', env.keys]).code, 0, 'the same key, trusted there too');
+  const req = draftAndApprove(env, hello);
+  const dest = join(other, 'requests_in', basename(req.approved));
+  copyFileSync(req.approved, dest);
+  copyFileSync(`${req.approved}.sig`, `${dest}.sig`);
+  const store = (ws: string) => openWorkspace(ws).inputs;
+  for (const n of readdirSync(store(env.ws))) copyFileSync(join(store(env.ws), n), join(store(other), n)); // only the approval may stop it
+  serveOnce(other);
+  const problems = reasonsFor(other, req.id).problems;
+  assert.ok(problems.some((p) => p.code === 'APPROVAL_OTHER_WORKSPACE' && /was given in workspace [0-9a-f]{32}; this workspace is [0-9a-f]{32}/.test(p.message)), JSON.stringify(problems));
+  assert.deepEqual(readdirSync(join(other, 'runs')), [], 'nothing ran there');
+  serveOnce(env.ws);
+  assert.equal(readdirSync(join(env.ws, 'inbound')).filter((n) => n.endsWith('.md')).length, 1, 'it runs where it was approved');
 });
 
 test('a request edited after approval is quarantined as APPROVAL_TAMPERED', () => {
