@@ -476,7 +476,7 @@ export class UtpService {
     entry: ToolEntry,
     args: JsonObject,
     run: Running,
-  ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' | 'vanished' }> {
+  ): Promise<{ state: 'approved'; record: ApprovalRecord; bytes: Buffer } | { state: 'rejected' | 'expired' | 'canceled' | 'vanished' | 'stopped' }> {
     const id = `apr-${randomUUID()}`;
     const timeout = entry.options?.approval?.timeout_ms ?? DEFAULT_APPROVAL_TIMEOUT_MS;
     const now = await this.o.store.now();
@@ -509,6 +509,8 @@ export class UtpService {
         await this.o.store.decideApproval(id, 'canceled', null, 'the call was canceled');
         return { state: 'canceled' };
       }
+      // A stopping worker does not wait minutes for a person: the call is answered (not run) now.
+      if (this.stopping && (await this.o.store.decideApproval(id, 'canceled', null, 'the worker stopped before anyone decided'))) return { state: 'stopped' };
       const a = await this.o.store.getApproval(id);
       // Removed from the store (by anyone with it): nobody can decide it any more.
       if (!a) return { state: 'vanished' };
@@ -865,7 +867,8 @@ function failure(status: ToolResultContent['status'], code: string, message: str
   return { status, result: { error_code: code, error_message: message }, error: detail === undefined ? { code, message } : { code, message, detail } };
 }
 
-function decisionFailure(d: 'rejected' | 'expired' | 'canceled' | 'vanished'): Execution {
+function decisionFailure(d: 'rejected' | 'expired' | 'canceled' | 'vanished' | 'stopped'): Execution {
+  if (d === 'stopped') return failure('failed', 'upstream_unavailable', 'the worker stopped while this call waited for a person\'s approval; it was not run: call again');
   if (d === 'vanished') return failure('failed', 'auth_failed', 'the approval request of this call was removed from the store, so no one can approve it; the call was not run');
   if (d === 'rejected') return failure('failed', 'auth_failed', 'a person rejected this call (airlock approvals reject)');
   if (d === 'canceled') return failure('canceled', 'canceled', 'the call was canceled while it waited for approval');
