@@ -4,11 +4,12 @@
 // comes live; the verdict and what it changed follow. Host folders change only on `airlock promote`
 // (or `--promote`, which applies a PROMOTE verdict at once).
 import { createHash } from 'node:crypto';
-import { copyFileSync, lstatSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { basename, isAbsolute, join, resolve } from 'node:path';
+import { lstatSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import type { ActionInput, ActionLimits } from '../action/action.js';
 import { actionFromArgv } from '../action/from-argv.js';
 import { fuseOnTheWay } from '../base/mountinfo.js';
+import { ScopeFs, ScopeFsError } from '../base/scope-fs.js';
 import type { Problem } from '../base/problem.js';
 import type { SandboxResult } from '../contracts/sandbox-result.js';
 import { execute, type ExecuteOutcome, type ExecuteRequest } from '../host/execute.js';
@@ -60,34 +61,60 @@ function limitsFrom(policy: Policy, o: ExecOptions): ActionLimits {
   };
 }
 
-/** Copies each --in file into a fresh folder (what the sandbox reads is what was hashed). */
-function stageInputs(files: string[]): { dir: string; inputs: ActionInput[] } | { problems: Problem[] } {
+/**
+ * Copies each --in file into a fresh folder (what the sandbox reads is what was hashed). Each is
+ * read as a one-file scope is: through the scope agent, from / down without following a link at
+ * any component, with the authority of its folder's owner (a link another user planted, to
+ * /etc/shadow say, is refused instead of read as root), and a file of another owner only when
+ * anyone may read it.
+ */
+async function stageInputs(files: string[]): Promise<{ dir: string; inputs: ActionInput[] } | { problems: Problem[] }> {
   const dir = ownedTempDir('exec-in');
   const inputs: ActionInput[] = [];
   const problems: Problem[] = [];
   for (const f of files) {
-    const name = basename(f);
+    const abs = resolve(f);
+    const name = basename(abs);
     if (inputs.some((i) => i.name === name)) {
       problems.push({ code: 'EXEC_INPUT', message: `--in ${f}: another input is already named ${name} in /in`, path: '--in' });
       continue;
     }
     // The person chose the file, but a FUSE server that never answers would hold `exec` forever.
-    const fuse = fuseOnTheWay(isAbsolute(f) ? f : `${process.cwd()}/${f}`);
+    const fuse = fuseOnTheWay(abs);
     if (fuse) {
       problems.push({ code: 'EXEC_INPUT', message: `--in ${f}: ${fuse}; copy it to a local file system first`, path: '--in' });
       continue;
     }
-    try {
-      if (!statSync(f).isFile()) throw Object.assign(new Error(), { code: 'not a regular file' });
-      copyFileSync(f, join(dir, name));
-      inputs.push({ name, sha256: createHash('sha256').update(readFileSync(join(dir, name))).digest('hex') });
-    } catch (e) {
-      problems.push({ code: 'EXEC_INPUT', message: `--in ${f}: cannot read it (${(e as NodeJS.ErrnoException).code ?? e})`, path: '--in' });
+    const read = await readAsItsFolderOwner(abs);
+    if ('problem' in read) {
+      problems.push({ code: 'EXEC_INPUT', message: `--in ${f}: ${read.problem}`, path: '--in' });
+      continue;
     }
+    writeFileSync(join(dir, name), read.bytes, { flag: 'wx', mode: 0o600 });
+    inputs.push({ name, sha256: createHash('sha256').update(read.bytes).digest('hex') });
   }
   if (problems.length === 0) return { dir, inputs };
   rmSync(dir, { recursive: true, force: true });
   return { problems };
+}
+
+/** One regular file's bytes through its own scope agent (see stageInputs), or why it cannot be read. */
+async function readAsItsFolderOwner(abs: string): Promise<{ bytes: Buffer } | { problem: string }> {
+  let fs: ScopeFs | undefined;
+  try {
+    fs = await ScopeFs.open(abs, 'file');
+    const { stat, bytes } = await fs.read(basename(abs));
+    if (stat.type !== 'file') return { problem: `not a regular file (a ${stat.type})` };
+    if (stat.uid !== fs.authority.uid && !(stat.mode & 0o004)) {
+      return { problem: `it belongs to uid ${stat.uid}, not to its folder's owner (uid ${fs.authority.uid}) whose authority reads it, and is not readable by others` };
+    }
+    return { bytes };
+  } catch (e) {
+    if (!(e instanceof ScopeFsError)) throw e;
+    return { problem: `cannot read it without following a link, as its folder's owner (${e.message})` };
+  } finally {
+    fs?.close();
+  }
 }
 
 /** The sandbox's working directory: --cwd, else where the person is when the sandbox shows it, else /tmp. */
@@ -123,7 +150,7 @@ export async function execArgv(ws: Workspace, argv: string[], o: ExecOptions, ho
     return way === null ? !isDir(d) : way.code === 'POLICY_SCOPE_MISSING';
   }).map((d): Problem => ({ code: 'EXEC_PATH', message: `--rw ${d}: not a folder (a writable place is a folder, seen through a copy-on-write overlay)`, path: '--rw' }));
   if (notDirs.length > 0) return { kind: 'refused', problems: notDirs };
-  const staged = stageInputs(o.in ?? []);
+  const staged = await stageInputs(o.in ?? []);
   if ('problems' in staged) return { kind: 'refused', problems: staged.problems };
   try {
     const cwd = cwdFor(o, [...readOnly, ...writable], how.cwd ?? process.cwd());

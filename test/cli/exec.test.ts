@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -69,6 +69,30 @@ test('airlock exec --rw: the folder changes only on promote; --promote applies a
   assert.match(ro.stderr, /Read-only file system/);
   assert.equal(ro.code, 2, 'the shell\'s own status for the failed redirection');
   assert.equal(readFileSync(join(dir, 'a.txt'), 'utf8'), 'new\n');
+});
+
+test('airlock exec --in reads each file as its folder\'s owner, never through a link: a link another user planted to /etc/shadow is refused and nothing runs', { skip: !root }, () => {
+  const ws = scopedWorkspace();
+  const top = mkdtempSync(join(tmpdir(), 'exec-in-'));
+  chmodSync(top, 0o755);
+  const theirs = join(top, 'theirs');
+  mkdirSync(theirs);
+  chownSync(theirs, 65534, 65534);
+  symlinkSync('/etc/shadow', join(theirs, 'data.csv'));
+  lchownSync(join(theirs, 'data.csv'), 65534, 65534);
+  writeFileSync(join(theirs, 'ok.csv'), 'a,b\n');
+  chownSync(join(theirs, 'ok.csv'), 65534, 65534);
+  const linked = exec(ws.root, ['--in', join(theirs, 'data.csv'), '--', 'cat', '/in/data.csv']);
+  assert.equal(linked.code, 125, linked.stderr);
+  assert.match(linked.stderr, /EXEC_INPUT: .*cannot read it without following a link/);
+  assert.doesNotMatch(linked.stdout, /root:/);
+  // A link on the way (to a folder) is refused the same way.
+  symlinkSync(theirs, join(top, 'via'));
+  assert.equal(exec(ws.root, ['--in', join(top, 'via', 'ok.csv'), '--', 'true']).code, 125);
+  const ok = exec(ws.root, ['--in', join(theirs, 'ok.csv'), '--', 'cat', '/in/ok.csv']);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.equal(ok.stdout, 'a,b\n');
+  rmSync(top, { recursive: true, force: true });
 });
 
 test('airlock exec: documented statuses for nothing ran (125), a missing command (127), the time limit (124) and a BLOCK verdict (126); --json prints the Sandbox Result or the refusal', { skip: !root, timeout: 120_000 }, () => {
