@@ -13,8 +13,11 @@ import type { JournalOp, PathState } from './types.js';
  */
 
 export interface StepReport {
-  /** Paths that held neither the expected nor the target state (their content was kept in the tombstones). */
-  unexpected: { path: string; kept: string | null }[];
+  /**
+   * Paths that held neither the expected nor the target state: overwritten, their content kept in
+   * the tombstones (`kept`), or, with `others: 'leave'`, left as they are (`left`).
+   */
+  unexpected: { path: string; kept: string | null; left?: true }[];
   /** Directories left in place because something else was put in them (rollback --force only). */
   keptDirs: string[];
   /**
@@ -87,7 +90,7 @@ export async function step(ws: Workspace, scopes: Scopes, ops: JournalOp[], dir:
         const others = opts.others ?? 'overwrite';
         if (others === 'refuse') throw Object.assign(new Error(`changed since the plan checked it (now ${cur === null ? 'absent' : cur.type === 'other' ? `a ${cur.kind}` : cur.type === 'dir' ? 'a directory' : `a file with sha256 ${cur.sha256}`}): nothing of it was written`), { errno: 'ESTALE' });
         if (others === 'leave') {
-          report.unexpected.push({ path: op.path, kept: null });
+          report.unexpected.push({ path: op.path, kept: null, left: true });
           continue;
         }
         const kept = cur?.type === 'file' && cur.sha256 && (await keepInStore(ws.tombstones, scopes, op.path, cur.sha256)) ? cur.sha256 : null;

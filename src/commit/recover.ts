@@ -110,7 +110,9 @@ async function recoverOne(ws: Workspace, id: string, now: () => Date, abandon?: 
   if (!opened.ok && !abandon) return { ...base, outcome: 'failed', interrupted, unexpected: [], problems: opened.problems };
   const scopes = opened.ok ? opened.scopes : null;
   const run = (dir: 'forward' | 'backward', token: string): Promise<StepReport> => {
-    if (scopes) return step(ws, scopes, j.ops, dir, token, { tolerateNonEmpty: true, leaveFailed: abandon !== undefined });
+    // A rollback without --force overwrites nothing the owner changed meanwhile, finished here or not.
+    const others = j.phase === 'rolling_back' && j.rollback_force !== true ? 'leave' : 'overwrite';
+    if (scopes) return step(ws, scopes, j.ops, dir, token, { tolerateNonEmpty: true, leaveFailed: abandon !== undefined, others });
     const why = (opened as CommitFailure).problems[0] as Problem;
     return Promise.resolve({ unexpected: [], keptDirs: [], notRestored: [], leftUndone: j.ops.map((o) => ({ path: o.path, code: why.code, message: why.message })) });
   };

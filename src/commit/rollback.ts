@@ -89,7 +89,10 @@ async function rollbackWith(ws: Workspace, scopes: Scopes, j: Journal, opts: Rol
   writeJournal(ws, j);
   let report: StepReport;
   try {
-    report = await step(ws, scopes, j.ops, 'backward', j.rollback_token, { tolerateNonEmpty: opts.force === true });
+    // Without --force, a path the owner changes while the rollback runs (after the check above) is
+    // left as the owner made it and reported, never overwritten: "nothing of yours is overwritten" holds
+    // for the whole rollback, not only at its check.
+    report = await step(ws, scopes, j.ops, 'backward', j.rollback_token, { tolerateNonEmpty: opts.force === true, others: opts.force ? 'overwrite' : 'leave' });
   } catch (e) {
     // The journal stays `rolling_back` and in flight: `airlock recover` finishes it.
     const p = stepProblem(e, 'ROLLBACK_FAILED', 'rollback stopped at');
@@ -101,13 +104,14 @@ async function rollbackWith(ws: Workspace, scopes: Scopes, j: Journal, opts: Rol
 /** After the tree is back: audit, record, cooldown. Shared with recovery. */
 export async function finishRollback(ws: Workspace, scopes: Scopes | null, j: Journal, report: StepReport, at: Date, extra: Record<string, unknown>): Promise<RollbackOutcome> {
   if (scopes) await removeStaging(scopes, j.ops, [j.token, j.rollback_token]);
-  j.forced = [...(j.forced ?? []), ...report.unexpected.map((u) => ({ path: u.path, sha256: u.kept, type: u.kept ? 'file' : 'other' })), ...report.keptDirs.map((p) => ({ path: p, sha256: null, type: 'dir_kept' }))];
+  const left = report.unexpected.filter((u) => u.left).map((u) => u.path);
+  j.forced = [...(j.forced ?? []), ...report.unexpected.filter((u) => !u.left).map((u) => ({ path: u.path, sha256: u.kept, type: u.kept ? 'file' : 'other' })), ...report.keptDirs.map((p) => ({ path: p, sha256: null, type: 'dir_kept' }))];
   const rec = audit(ws, {
     type: 'rolled_back',
     action_id: j.action_id,
     sandbox_id: j.sandbox_id,
     actor: j.rollback_actor ?? 'operator',
-    detail: auditDetail(j, { ...extra, newer_versions_kept: j.forced.filter((f) => f.sha256).map((f) => ({ path: f.path, sha256: f.sha256 })), dirs_kept: report.keptDirs, ...(report.notRestored.length > 0 ? { not_restored: report.notRestored } : {}), ...(report.leftUndone.length > 0 ? { left_undone: report.leftUndone } : {}) }),
+    detail: auditDetail(j, { ...extra, newer_versions_kept: j.forced.filter((f) => f.sha256).map((f) => ({ path: f.path, sha256: f.sha256 })), dirs_kept: report.keptDirs, ...(left.length > 0 ? { changed_meanwhile_left: left } : {}), ...(report.notRestored.length > 0 ? { not_restored: report.notRestored } : {}), ...(report.leftUndone.length > 0 ? { left_undone: report.leftUndone } : {}) }),
   });
   // The tree is already back: a failed audit leaves the journal in flight for `airlock recover` to record.
   if (!rec.ok) return rec;

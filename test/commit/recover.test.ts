@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { auditTypes, cli, cliAsync, descriptor, run, snapshot, tree, workspace } from './helpers.js';
@@ -90,4 +90,25 @@ test('kill -9 right after the promoted record (the commit point): recover goes o
   assert.ok(!existsSync(join(root, 'd0.log')));
   assert.match(cli(['promote', r.sandboxId, '--workspace', ws.root]).stdout, /already promoted/);
   assert.equal(cli(['rollback', r.sandboxId, '--workspace', ws.root]).code, 0, 'and it rolls back like any promotion');
+});
+
+test('a rollback without --force overwrites nothing the owner changes while it runs: such a path is left as the owner made it and reported', async () => {
+  const { ws, root, r } = await bigChange();
+  assert.equal(cli(['promote', r.sandboxId, '--workspace', ws.root]).code, 0);
+  const child = cliAsync(['rollback', r.sandboxId, '--workspace', ws.root, '--json'], { AIRLOCK_TEST_COMMIT_DELAY_MS: '40' });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d));
+  // Once the rollback is under way (past its conflict check), the owner edits every file it has not reached yet.
+  const t0 = Date.now();
+  while (changedCount(root) === 60 && Date.now() - t0 < 20_000) await new Promise((res) => setTimeout(res, 10));
+  const edited = readdirSync(root).filter((n) => n.startsWith('m') && readFileSync(join(root, n), 'utf8').startsWith('new'));
+  for (const n of edited) writeFileSync(join(root, n), `the owner's later edit of ${n}\n`);
+  const code = await new Promise((res) => child.on('close', res));
+  assert.equal(code, 0, out);
+  assert.ok(edited.length > 0, 'the rollback had paths left to reach');
+  for (const n of edited) assert.equal(readFileSync(join(root, n), 'utf8'), `the owner's later edit of ${n}\n`, `${n}: the owner's edit was overwritten`);
+  const rep = JSON.parse(out) as { changed_meanwhile_left: string[] };
+  assert.ok(rep.changed_meanwhile_left.length > 0 && rep.changed_meanwhile_left.every((p) => edited.includes(p.split('/').pop() as string)), out);
+  const rolled = auditTypes(ws).find((a) => a.type === 'rolled_back');
+  assert.deepEqual((rolled?.detail?.changed_meanwhile_left as string[]).sort(), [...rep.changed_meanwhile_left].sort());
 });
