@@ -504,9 +504,29 @@ static int pend_sockaddr(struct task *t, const char *name, long fd, uint64_t add
   return 1;
 }
 
+// The main loop serves tracees in rounds: every task stopped now is handled once, and only then
+// are they resumed, together. waitpid(-1) hands out stopped tasks in the kernel's list order, newest
+// tracee first, and a task resumed at once stops again within microseconds: without rounds, one run's
+// threads looping on traced calls were always first, so another run's stops waited seconds (a run
+// that had finished was reported as a TIMEOUT), and lines and requests waited for the loop to end.
+#define MAX_DEFERRED 1024
+static struct {
+  pid_t pid;
+  int req, sig;
+} deferred[MAX_DEFERRED];
+static int ndeferred, in_round;
+
 static void resume(struct task *t, int sig) {
-  ptrace(t->awaiting_exit ? PTRACE_SYSCALL : PTRACE_CONT, t->pid, 0, (void *)(uintptr_t)sig);
+  int req = t->awaiting_exit ? PTRACE_SYSCALL : PTRACE_CONT;
+  if (in_round && ndeferred < MAX_DEFERRED) {
+    deferred[ndeferred].pid = t->pid;
+    deferred[ndeferred].req = req;
+    deferred[ndeferred++].sig = sig;
+    return;
+  }
+  ptrace(req, t->pid, 0, (void *)(uintptr_t)sig);
 }
+
 
 // Skips the syscall the task is stopped at (seccomp stop) so that it returns -ENOSYS: the kernel
 // does not run a call whose number the tracer set to -1, and returns what the return register holds.
@@ -1556,6 +1576,17 @@ static void read_requests(void) {
   }
 }
 
+// One round (see resume): a task resumed but gone meanwhile (killed with its run) fails with ESRCH.
+static void serve_round(void) {
+  int status;
+  pid_t pid;
+  in_round = 1;
+  while (ndeferred < MAX_DEFERRED && (pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
+  in_round = 0;
+  for (int i = 0; i < ndeferred; i++) ptrace(deferred[i].req, deferred[i].pid, 0, (void *)(uintptr_t)deferred[i].sig);
+  ndeferred = 0;
+}
+
 int main(void) {
   sigset_t set;
   sigemptyset(&set);
@@ -1568,9 +1599,7 @@ int main(void) {
   static struct pollfd fds[2 + 2 * MAX_RUNS];
   static int owner[2 + 2 * MAX_RUNS];
   for (;;) {
-    int status;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
+    serve_round();
     flush_out();
     int nf = 2;
     fds[0] = (struct pollfd){0, POLLIN, 0};

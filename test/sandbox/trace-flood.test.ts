@@ -5,8 +5,12 @@
 // trace is incomplete, said so, and the run is judged without trusted side effects (BLOCK).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MAX_TRACE_CHARS, syscallTracer } from '../../src/sandbox/observe/tracer.js';
-import { py, text } from './helpers-ns.js';
+import { py, run, text } from './helpers-ns.js';
 
 const skip = syscallTracer() === null ? 'no host tracer here (not root or native/tracer.c not built)' : false;
 
@@ -20,4 +24,39 @@ test('hostile: a flood of observed attempts does not grow the host without bound
   assert.equal(o.stdout.bytes.toString(), 'done\n');
   assert.equal(o.sideEffects, null, `side effects were reported from a trace past its budget: ${o.sideEffects?.fileAccess.length} file accesses`);
   assert.match(o.sideEffectsUnavailable ?? '', /trace of this run passed .* the rest was not kept/);
+});
+
+/** 64 threads that loop on a traced call (an open of a missing /usr path: a stop that writes no line) for `argv[1]` seconds. */
+const STOP_FLOOD_C = `#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static void *flood(void *a) { (void)a; for (;;) syscall(SYS_openat, AT_FDCWD, "/usr/nonexistent", O_RDONLY); return 0; }
+int main(int argc, char **argv) {
+  for (int i = 0; i < 64; i++) { pthread_t t; pthread_create(&t, 0, flood, 0); }
+  sleep(argc > 1 ? atoi(argv[1]) : 4);
+  puts("flooded");
+  _exit(0);
+}
+`;
+
+test('hostile: a run whose threads loop on traced calls does not stall the shared tracer for another run (which ends well inside its own wall limit)', { skip: skip || (spawnSync('gcc', ['--version']).status !== 0 ? 'no C compiler' : false), timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-stop-flood-'));
+  writeFileSync(join(dir, 'flood.c'), STOP_FLOOD_C);
+  const built = spawnSync('gcc', ['-O2', '-static', '-pthread', '-o', join(dir, 'flood'), join(dir, 'flood.c')], { encoding: 'utf8' });
+  assert.equal(built.status, 0, built.stderr);
+  try {
+    const hostile = run(['/bin/sh', '-c', 'cp /in/flood /tmp/flood && chmod +x /tmp/flood && exec /tmp/flood 6'], { inputs: [{ hostPath: join(dir, 'flood'), name: 'flood' }], limits: { wallMs: 30_000, cpuMs: 60_000, pids: 128 } });
+    await new Promise((r) => setTimeout(r, 1500)); // the flood under way
+    // Another run, as a service starts one while the first is still going: 3,000 traced opens.
+    const victim = await py('import os\nfor i in range(3000):\n    try: os.open("/usr/nonexistent-%d" % i, os.O_RDONLY)\n    except OSError: pass\nprint("victim done")', { limits: { wallMs: 3000 } });
+    assert.equal(victim.status, 'SUCCESS', `the victim's program needs milliseconds: ${text(victim)}`);
+    assert.equal(victim.stdout.bytes.toString(), 'victim done\n');
+    const h = await hostile;
+    assert.equal(h.status, 'SUCCESS', `the flood itself ends when its program does (6 s), not at its wall limit: ${text(h)}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
