@@ -125,3 +125,44 @@ test('T3: rollback refuses a sandbox id that is not one (../): a journal planted
     if (made) rmSync(made, { recursive: true, force: true });
   }
 });
+
+// T4 (thirtieth session's review): a one-file scope was diffed as its copy against the real file
+// after the run, so an owner's edit made while a program only read the file was reported as the
+// program's change back to the old content (PROMOTE), and promoting it undid the owner's edit.
+test("T4: an owner's edit of a one-file scope's file during a run that only reads it is no change of the program's; one that races the program's own change blocks the run", { skip: !root, timeout: 120_000 }, async () => {
+  const { readFileSync, writeFileSync } = await import('node:fs');
+  const ws = scopedWorkspace();
+  const t = ownedTree({ 'notes.txt': 'v1\n' });
+  const f = join(t, 'notes.txt');
+  const fileScope = (sh: string) => descriptor(f, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', sh], scope: { filesystem: { paths: [f], recursive: false }, network: { required: false }, ui: { required: false } }, effects: { filesystem: { create: [], modify: [f], delete: [] }, network: false, system_state_change: false } });
+  const editDuringRun = (text: string) => setTimeout(() => writeFileSync(f, text), 700);
+  editDuringRun('v2 by the owner during the run\n');
+  const read = await run(ws, fileScope(`cat ${f} > /dev/null; sleep 2`));
+  assert.deepEqual(read.sandboxResult.filesystem_diff.modified, [], 'the owner\'s edit was reported as the program\'s change');
+  assert.equal(readFileSync(f, 'utf8'), 'v2 by the owner during the run\n');
+  editDuringRun('v3 by the owner during the run\n');
+  const both = await run(ws, fileScope(`echo program > ${f}; sleep 2`));
+  assert.equal(both.sandboxResult.verdict.recommended_action, 'BLOCK');
+  assert.ok(both.sandboxResult.verdict.reasons.some((r) => /changed outside the sandbox while the run had it/.test(r)), both.sandboxResult.verdict.reasons.join('; '));
+  assert.equal(readFileSync(f, 'utf8'), 'v3 by the owner during the run\n');
+});
+
+// T5 (the same review): in a directory scope the program sees the real file live until it copies
+// it up (a touch, an open for writing); the diff compared that copy with the real file after the run,
+// so the owner's edit made meanwhile was reported as the program's change back (and promoted).
+test("T5: a directory scope's file the owner edits during a run that copied it up (touch) is never reported as the program's change: the run is blocked, and promotion has nothing to undo", { skip: !root, timeout: 120_000 }, async () => {
+  const { readFileSync, writeFileSync } = await import('node:fs');
+  const ws = scopedWorkspace();
+  const t = ownedTree({ 'a.txt': 'v1\n', 'b.txt': 'b\n' });
+  const dirScope = (sh: string) => descriptor(t, { action_type: 'COMMAND_EXECUTION', command: ['/bin/sh', '-c', sh], effects: { filesystem: { create: [], modify: [`${t}/*`], delete: [] }, network: false, system_state_change: false } });
+  setTimeout(() => writeFileSync(join(t, 'a.txt'), 'v2 by the owner during the run\n'), 700);
+  const r = await run(ws, dirScope(`touch ${t}/a.txt; sleep 2`));
+  assert.equal(r.sandboxResult.verdict.recommended_action, 'BLOCK', JSON.stringify(r.sandboxResult.filesystem_diff));
+  assert.ok(r.sandboxResult.verdict.reasons.some((x) => /a\.txt was changed outside the sandbox while the run had its scope/.test(x)), r.sandboxResult.verdict.reasons.join('; '));
+  assert.equal(readFileSync(join(t, 'a.txt'), 'utf8'), 'v2 by the owner during the run\n');
+  // The owner's edit of a file the program never touched changes nothing of the run's diff.
+  setTimeout(() => writeFileSync(join(t, 'b.txt'), 'b2\n'), 700);
+  const other = await run(ws, dirScope(`echo new > ${t}/a.txt; sleep 2`));
+  assert.equal(other.sandboxResult.verdict.recommended_action, 'PROMOTE', other.sandboxResult.verdict.reasons.join('; '));
+  assert.deepEqual(other.sandboxResult.filesystem_diff.modified.map((m) => m.path), [join(t, 'a.txt')]);
+});

@@ -79,7 +79,7 @@ test('an agent killed by its owner before the overlay is mounted keeps its pid (
     }
     assert.equal(squatter, null, `pid ${pid} of the killed agent was given to the owner's process`);
     // What the runner mounts as the scope's lower dir:
-    const problem = await mountScopeOverlay(mnt, { hostPath: t, kind: 'dir', fs, fileRel: '', upper, work, merged }, mounted);
+    const problem = await mountScopeOverlay(mnt, { hostPath: t, kind: 'dir', fs, fileRel: '', openedMs: Date.now(), upper, work, merged }, mounted);
     const seen = mounted.includes(merged) ? readdirSync(merged) : [];
     assert.ok(!seen.includes('notes'), `the sandbox would see ${other} (${seen.join(', ')}) as the scope ${t}`);
     assert.equal(problem?.code, 'NS_SCOPE_UNSAFE');
@@ -399,7 +399,7 @@ test("a file the owner changes between the plan and the apply (seeing the first 
     assert.match(p.stderr, /PROMOTE_PATH_CHANGED: .*\/f29: changed since the plan checked it/);
     for (const n of names.slice(0, 29)) assert.equal(readFileSync(join(t, n), 'utf8'), `${n}\n`, 'undone: old state');
     const aborted = auditTypes(ws).find((a) => a.type === 'promotion_aborted');
-    assert.deepEqual(aborted?.detail?.unexpected, [{ path: join(t, 'f29'), kept: null }]);
+    assert.deepEqual(aborted?.detail?.unexpected, [{ path: join(t, 'f29'), kept: null, left: true }], 'left as the owner made it');
   } finally {
     owner.kill();
   }

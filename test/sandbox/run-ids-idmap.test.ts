@@ -42,7 +42,7 @@ test('attack: a scope owner who kills its agent while the idmapped overlay is ma
     const fs = await ScopeFs.open(scope, 'dir');
     try {
       process.kill(Number(fs.rootByDescriptor.split('/')[2]), 'SIGKILL'); // as the owner could
-      const p = await mountScopeOverlay(mnt, { hostPath: scope, kind: 'dir', fs, fileRel: '', upper, work, merged }, mounted, false, { from: dedicatedSandboxUser().uid, to: RUN_ID_RANGE.first });
+      const p = await mountScopeOverlay(mnt, { hostPath: scope, kind: 'dir', fs, fileRel: '', openedMs: Date.now(), upper, work, merged }, mounted, false, { from: dedicatedSandboxUser().uid, to: RUN_ID_RANGE.first });
       const k = p?.code ?? 'mounted';
       seen[k] = (seen[k] ?? 0) + 1;
       for (const m of mounted.splice(0)) await mnt.unmount(m);

@@ -20,6 +20,8 @@ export interface OpenScope {
   fs: ScopeFs;
   /** A one-file scope: its name in the root (its parent directory). */
   fileRel: string;
+  /** When its agent opened it (ms): a real entry changed after that was not changed by the run. */
+  openedMs: number;
 }
 
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
@@ -44,7 +46,7 @@ export async function openScopes(paths: string[]): Promise<{ ok: true; scopes: O
 
 async function openScope(hostPath: string): Promise<OpenScope> {
   try {
-    return { hostPath, kind: 'dir', fs: await ScopeFs.open(hostPath, 'dir'), fileRel: '' };
+    return { hostPath, kind: 'dir', fs: await ScopeFs.open(hostPath, 'dir'), fileRel: '', openedMs: Date.now() };
   } catch (e) {
     if (!(e instanceof ScopeFsError) || e.errno !== 'ENOTDIR') throw e;
   }
@@ -58,7 +60,7 @@ async function openScope(hostPath: string): Promise<OpenScope> {
     fs.close();
     throw new ScopeFsError('ENOTDIR', st ? `is a ${st.type}: a scope is a directory or one regular file, never a link or a special file` : 'does not exist', hostPath);
   }
-  return { hostPath, kind: 'file', fs, fileRel: basename(hostPath) };
+  return { hostPath, kind: 'file', fs, fileRel: basename(hostPath), openedMs: Date.now() };
 }
 
 export function closeScopes(scopes: OpenScope[]): void {
@@ -68,9 +70,10 @@ export function closeScopes(scopes: OpenScope[]): void {
 /**
  * A one-file scope's copy for the sandbox, read with the scope owner's authority (a file the owner
  * cannot read is refused: NS_SCOPE_UNREADABLE). Same permission bits (never set-id), owned by the
- * sandbox's host user, as the top folder of a directory scope's overlay is.
+ * sandbox's host user, as the top folder of a directory scope's overlay is. The staged content's
+ * hash is kept on `s` (`staged`): the diff compares the copy with what the program was given.
  */
-export async function stageFileCopy(s: OpenScope, dest: string, uid: number, gid: number): Promise<Problem | null> {
+export async function stageFileCopy(s: StagedScope, dest: string, uid: number, gid: number): Promise<Problem | null> {
   let read: Awaited<ReturnType<ScopeFs['read']>>;
   try {
     read = await s.fs.read(s.fileRel);
@@ -86,6 +89,7 @@ export async function stageFileCopy(s: OpenScope, dest: string, uid: number, gid
     return { code: 'NS_SCOPE_UNREADABLE', message: `scope ${s.hostPath}: it belongs to uid ${read.stat.uid}, not to its folder's owner (uid ${s.fs.authority.uid}) whose authority reads it, and is not readable by others (mode ${read.stat.mode.toString(8).padStart(4, '0')}); nothing ran`, path: s.hostPath };
   }
   writeFileSync(dest, read.bytes, { flag: 'wx', mode: 0o600 });
+  s.staged = { sha256: sha256(read.bytes) };
   chownSync(dest, uid, gid);
   chmodSync(dest, read.stat.mode & 0o777);
   return null;
@@ -110,7 +114,8 @@ export function lowerTreeOf(fs: ScopeFs, budget?: DiffBudget): LowerTree {
     }
     if (!st) return null;
     const type = st.type === 'file' && st.nlink > 1 ? 'hardlink' : st.type;
-    const e: TreeEntry = { type, mode: TYPE_BITS[st.type] | st.mode, size: st.size, nlink: st.nlink, inode: st.ident, uid: st.uid };
+    const [, , ctimeSec, ctimeNsec] = st.version.split(':').map(Number);
+    const e: TreeEntry = { type, mode: TYPE_BITS[st.type] | st.mode, size: st.size, nlink: st.nlink, inode: st.ident, uid: st.uid, changedMs: (ctimeSec ?? 0) * 1000 + (ctimeNsec ?? 0) / 1e6 };
     if (st.type === 'file') {
       // The budget is checked per chunk too: one big pre-image (a deleted 8 GiB sparse file) is a
       // single entry, and took the host twice the whole observation deadline to hash.
@@ -147,6 +152,8 @@ export interface StagedScope extends OpenScope {
   upper: string;
   work: string;
   merged: string;
+  /** A one-file scope: the content its copy was given (stageFileCopy). */
+  staged?: { sha256: string };
 }
 
 /**
@@ -230,7 +237,7 @@ export async function observeScope(s: StagedScope, mechanism: ScopeObservation['
   const base = { hostPath: s.hostPath, kind: s.kind, root, mechanism } as const;
   try {
     const lower = lowerTreeOf(s.fs, budget);
-    const changes = s.kind === 'file' ? await diffFileCopy(fileCopyOf(s), lower, s.fileRel, s.hostPath, budget) : await diffOverlayUpper(s.upper, lower, s.hostPath, budget);
+    const changes = s.kind === 'file' ? await diffFileCopy(fileCopyOf(s), lower, s.fileRel, s.hostPath, s.staged, budget) : await diffOverlayUpper(s.upper, lower, s.hostPath, budget, s.openedMs);
     if (keep.blobs) keepNewContent(changes, s.upper, s.kind === 'file' ? dirname(s.hostPath) : s.hostPath, keep.blobs);
     if (keep.tombstones) await keepPreimages(changes, s, keep.tombstones, budget);
     return { ...base, changes };

@@ -28,6 +28,8 @@ export interface TreeEntry {
   uid?: number;
   sha256?: string;
   linkTarget?: string;
+  /** A real file's last change (ctime, ms): one after its scope was opened was not the program's (diffOverlayUpper). */
+  changedMs?: number;
 }
 
 /**
@@ -283,11 +285,19 @@ export async function opaqueDirs(dirs: string[], python = process.env['AIRLOCK_P
  * content: the copy belongs to the sandbox's user (so that it may write it), and its mode is that
  * user's to change as the owner, which it is not of the real file (a directory scope's top folder,
  * the sandbox's in the overlay too, is not diffed either). The real file keeps its mode.
+ * `staged`: the content the copy was given. A copy that still holds it was not changed by the
+ * program, whatever the real file holds now (its owner may have edited it during the run); a copy
+ * the program changed while the owner changed the real file cannot be told apart from theirs: the
+ * diff fails (fail closed) rather than report the owner's old content as the program's new one.
  */
-export async function diffFileCopy(copy: string, lower: LowerTree, rel: string, realPath: string, budget?: DiffBudget): Promise<FsChange[]> {
+export async function diffFileCopy(copy: string, lower: LowerTree, rel: string, realPath: string, staged?: { sha256: string }, budget?: DiffBudget): Promise<FsChange[]> {
   const low = await lower.entry(rel);
   if (!low) throw new Error(`the scope file ${realPath} is gone`);
   const up = { ...(await entryOf(copy, await lstat(copy), budget)), mode: low.mode };
+  if (staged && up.sha256 === staged.sha256) return [];
+  if (staged && low.sha256 !== staged.sha256) {
+    throw new Error(`the scope file ${realPath} was changed outside the sandbox while the run had it (sha256 ${staged.sha256} when staged, ${low.sha256} now), and the program changed its copy too: whose change is whose cannot be told`);
+  }
   return sameContent(low, up) ? [] : [change('modified', realPath, low, up)];
 }
 
@@ -296,7 +306,18 @@ export async function diffFileCopy(copy: string, lower: LowerTree, rel: string, 
  * upper has something). The overlay must be mounted with metacopy=off (the default), or a copied-up
  * file's data would still be in the lower dir.
  */
-export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mountPoint: string, budget?: DiffBudget): Promise<FsChange[]> {
+export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mountPoint: string, budget?: DiffBudget, openedMs?: number): Promise<FsChange[]> {
+  // The overlay shows the real tree live until the program copies a file up: a real entry the
+  // program touched that changed after the scope was opened holds someone else's change, which a
+  // diff of the upper against it would report as the program's (the owner's edit undone).
+  const raced = (rel: string, e: TreeEntry): void => {
+    if (openedMs === undefined || e.type === 'dir' || e.changedMs === undefined || e.changedMs <= openedMs) return;
+    throw new Error(`${at(rel)} was changed outside the sandbox while the run had its scope, and the program changed it too: whose change is whose cannot be told`);
+  };
+  const deletedUnraced = (rel: string, e: TreeEntry): FsChange => {
+    raced(rel, e);
+    return change('deleted', at(rel), e, undefined);
+  };
   const out: FsChange[] = [];
   const at = (rel: string): string => sandboxPath(mountPoint, rel);
   // First walk: collect upper entries and the dirs whose opaque flag matters.
@@ -328,14 +349,18 @@ export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mount
     const low = lowOrNull ?? undefined;
     if (isWhiteout(st)) {
       if (!low) continue; // whiteout of something that never was in the scope: nothing to report
+      raced(rel, low);
       out.push(change('deleted', at(rel), low, undefined));
-      if (low.type === 'dir') for (const [r, e] of await lower.subtree(rel)) out.push(change('deleted', at(r), e, undefined));
+      if (low.type === 'dir') for (const [r, e] of await lower.subtree(rel)) out.push(deletedUnraced(r, e));
       continue;
     }
     const up = upperEntries.get(rel) as TreeEntry;
     let c: FsChange | null = null;
     if (!low) c = change('added', at(rel), undefined, up);
-    else if (!sameContent(low, up)) c = change('modified', at(rel), low, up);
+    else if (!sameContent(low, up)) {
+      raced(rel, low);
+      c = change('modified', at(rel), low, up);
+    }
     if (c && up.type === 'hardlink') {
       const others = (groups.get(up.inode) ?? []).filter((r) => r !== rel).map(at);
       if (others.length > 0) c.hardlinkOf = others;
@@ -343,12 +368,12 @@ export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mount
     if (c) out.push(c);
     // A lower directory replaced by a non-directory: its old contents are gone too.
     if (low?.type === 'dir' && up.type !== 'dir') {
-      for (const [r, e] of await lower.subtree(rel)) out.push(change('deleted', at(r), e, undefined));
+      for (const [r, e] of await lower.subtree(rel)) out.push(deletedUnraced(r, e));
     }
     // An opaque dir hides the whole lower dir: what the upper does not hold again was deleted.
     if (opaque.has(upAbs) && low?.type === 'dir') {
       for (const [r, e] of await lower.subtree(rel)) {
-        if (!upperRels.has(r)) out.push(change('deleted', at(r), e, undefined));
+        if (!upperRels.has(r)) out.push(deletedUnraced(r, e));
       }
     }
   }
