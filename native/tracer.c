@@ -516,15 +516,35 @@ static struct {
 } deferred[MAX_DEFERRED];
 static int ndeferred, in_round;
 
+// A pid's deferred resume, or -1. A pid has one at most: its latest stop's. It can stop twice in a
+// round only when another thread's exec gives it the leader's pid (the leader, stopped and handled
+// earlier in the round, is gone); resuming both would let the new program's next stop, a traced
+// call, through unjudged.
+static int deferred_of(pid_t pid) {
+  for (int i = 0; i < ndeferred; i++)
+    if (deferred[i].pid == pid) return i;
+  return -1;
+}
+
 static void resume(struct task *t, int sig) {
   int req = t->awaiting_exit ? PTRACE_SYSCALL : PTRACE_CONT;
-  if (in_round && ndeferred < MAX_DEFERRED) {
-    deferred[ndeferred].pid = t->pid;
-    deferred[ndeferred].req = req;
-    deferred[ndeferred++].sig = sig;
-    return;
+  if (in_round) {
+    int i = deferred_of(t->pid);
+    if (i < 0 && ndeferred < MAX_DEFERRED) i = ndeferred++;
+    if (i >= 0) {
+      deferred[i].pid = t->pid;
+      deferred[i].req = req;
+      deferred[i].sig = sig;
+      return;
+    }
   }
   ptrace(req, t->pid, 0, (void *)(uintptr_t)sig);
+}
+
+// A task gone in this round is never resumed by pid afterwards (the pid may be another's by then).
+static void drop_deferred(pid_t pid) {
+  int i = deferred_of(pid);
+  if (i >= 0) deferred[i] = deferred[--ndeferred];
 }
 
 
@@ -903,6 +923,7 @@ static void on_exec(struct task *t) {
 }
 
 static void on_gone(pid_t pid, int status) {
+  drop_deferred(pid);
   struct task *t = find(pid);
   if (!t) {
     if (!on_launch_gone(pid, status)) take_early(pid);

@@ -200,11 +200,14 @@ export function screenRun(obs: Observation, sr: SandboxResult, unexpected: reado
     { where: 'stdout', text: obs.stdout.bytes.toString('utf8') },
     { where: 'stderr', text: obs.stderr.bytes.toString('utf8') },
     { where: 'filesystem_diff (paths, one a line)', text: paths.join('\n') },
-    { where: 'verdict.reasons (one a line)', text: sr.verdict.reasons.join('\n') },
-    { where: 'unexpected behaviour (safety notes, one a line)', text: unexpected.join('\n') },
-    { where: 'execution.termination_reason', text: sr.execution.termination_reason },
+    { where: 'verdict.reasons (one a line)', text: oneLineEach(sr.verdict.reasons) },
+    { where: 'unexpected behaviour (safety notes, one a line)', text: oneLineEach(unexpected) },
+    { where: 'execution.termination_reason', text: oneLineEach([sr.execution.termination_reason]) },
   ]);
 }
+
+/** Host sentences one a line: a name the program chose may hold a line break, which would split a phrase the screen reads line by line. */
+const oneLineEach = (xs: readonly string[]): string => xs.map((x) => x.replace(/[\r\n\u2028\u2029]+/g, ' ')).join('\n');
 
 /** runs/<id>/scopes.json: what promotion checks before it acts (src/commit/scopes.ts, ScopeRecord). */
 export async function writeScopeRecords(runDir: string, records: ScopeRecord[]): Promise<void> {

@@ -60,3 +60,47 @@ test('hostile: a run whose threads loop on traced calls does not stall the share
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/**
+ * A program that checks that a call off the allowlist (sysfs) is refused, then has a thread exec the
+ * program again (the exec gives that thread the leader's pid) while the leader's own traced calls
+ * stop, and a child floods the tracer: 2,000 times. A tracer that resumed the pid twice in one round
+ * let the new program's first call through unjudged (an attack review saw it at the 10th to 18th exec).
+ */
+const EXEC_RACE_C = `#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static int iter;
+static void *flood(void *a) { (void)a; for (;;) syscall(SYS_openat, AT_FDCWD, "/usr/nonexistent", O_RDONLY); return 0; }
+static void *again(void *a) { (void)a; char n[16]; snprintf(n, sizeof n, "%d", iter + 1); char *argv[] = {"/tmp/race", n, 0}; execv("/tmp/race", argv); return 0; }
+int main(int argc, char **argv) {
+  iter = argc > 1 ? atoi(argv[1]) : 0;
+  errno = 0;
+  long r = syscall(139, 3); /* sysfs: off the allowlist, refused (ENOSYS) */
+  if (r != -1 || errno != ENOSYS) { printf("ESCAPED at %d: sysfs returned %ld\\n", iter, r); fflush(stdout); _exit(3); }
+  if (iter >= 2000) { printf("no escape in %d\\n", iter); fflush(stdout); _exit(0); }
+  if (iter == 0 && fork() == 0) { for (int i = 0; i < 100; i++) { pthread_t t; pthread_create(&t, 0, flood, 0); } sleep(60); _exit(0); }
+  pthread_t t;
+  pthread_create(&t, 0, again, 0);
+  for (;;) syscall(SYS_openat, AT_FDCWD, "/usr/nonexistent", O_RDONLY);
+}
+`;
+
+test('hostile: a call off the allowlist never runs unjudged when a thread\'s exec takes the leader\'s pid during a flood of stops (each of 2,000 execs checks)', { skip: skip || (spawnSync('gcc', ['--version']).status !== 0 ? 'no C compiler' : false), timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'airlock-exec-race-'));
+  writeFileSync(join(dir, 'race.c'), EXEC_RACE_C);
+  const built = spawnSync('gcc', ['-O2', '-static', '-pthread', '-o', join(dir, 'race'), join(dir, 'race.c')], { encoding: 'utf8' });
+  assert.equal(built.status, 0, built.stderr);
+  try {
+    const o = await run(['/bin/sh', '-c', 'cp /in/race /tmp/race && chmod +x /tmp/race && exec /tmp/race 0'], { inputs: [{ hostPath: join(dir, 'race'), name: 'race' }], limits: { wallMs: 60_000, cpuMs: 120_000, pids: 256 } });
+    assert.doesNotMatch(o.stdout.bytes.toString(), /ESCAPED/, text(o));
+    assert.match(o.stdout.bytes.toString(), /no escape in 2000/, text(o));
+    assert.ok((o.sideEffects?.refusedSyscalls ?? []).some((s) => s.name === 'sysfs' && s.count >= 2001), JSON.stringify(o.sideEffects?.refusedSyscalls));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
