@@ -108,6 +108,9 @@ async function readAsItsFolderOwner(abs: string): Promise<{ bytes: Buffer } | { 
     if (stat.uid !== fs.authority.uid && !(stat.mode & 0o004)) {
       return { problem: `it belongs to uid ${stat.uid}, not to its folder's owner (uid ${fs.authority.uid}) whose authority reads it, and is not readable by others` };
     }
+    // A hard link's other names may be anywhere (a link to /etc/shadow made in /tmp where hard links
+    // are not protected): one the folder's owner did not make readable to all is not read for them.
+    if (stat.nlink > 1 && !(stat.mode & 0o004)) return { problem: `it has ${stat.nlink} names (hard links) and is not readable by others: copy it first` };
     return { bytes };
   } catch (e) {
     if (!(e instanceof ScopeFsError)) throw e;

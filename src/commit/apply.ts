@@ -18,7 +18,7 @@ export interface StepReport {
    * the tombstones (`kept`), or, with `others: 'leave'`, left as they are (`left`).
    */
   unexpected: { path: string; kept: string | null; left?: true }[];
-  /** Directories left in place because something else was put in them (rollback --force only). */
+  /** Directories left in place because something else was put in them (a rollback; an undo). */
   keptDirs: string[];
   /**
    * Paths brought to their target except what the owner's authority cannot write: a set-id or sticky

@@ -92,7 +92,8 @@ async function rollbackWith(ws: Workspace, scopes: Scopes, j: Journal, opts: Rol
     // Without --force, a path the owner changes while the rollback runs (after the check above) is
     // left as the owner made it and reported, never overwritten: "nothing of yours is overwritten" holds
     // for the whole rollback, not only at its check.
-    report = await step(ws, scopes, j.ops, 'backward', j.rollback_token, { tolerateNonEmpty: opts.force === true, others: opts.force ? 'overwrite' : 'leave' });
+    // A folder the promotion added that holds such a path (or a new file of the owner's) is kept too.
+    report = await step(ws, scopes, j.ops, 'backward', j.rollback_token, { tolerateNonEmpty: true, others: opts.force ? 'overwrite' : 'leave' });
   } catch (e) {
     // The journal stays `rolling_back` and in flight: `airlock recover` finishes it.
     const p = stepProblem(e, 'ROLLBACK_FAILED', 'rollback stopped at');

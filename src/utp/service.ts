@@ -868,7 +868,7 @@ function failure(status: ToolResultContent['status'], code: string, message: str
 }
 
 function decisionFailure(d: 'rejected' | 'expired' | 'canceled' | 'vanished' | 'stopped'): Execution {
-  if (d === 'stopped') return failure('failed', 'upstream_unavailable', 'the worker stopped while this call waited for a person\'s approval; it was not run: call again');
+  if (d === 'stopped') return failure('failed', 'upstream_unavailable', 'the worker stopped while this call waited for a person\'s approval; it was not run: call again with a new tool_call_id (these ids keep this answer)');
   if (d === 'vanished') return failure('failed', 'auth_failed', 'the approval request of this call was removed from the store, so no one can approve it; the call was not run');
   if (d === 'rejected') return failure('failed', 'auth_failed', 'a person rejected this call (airlock approvals reject)');
   if (d === 'canceled') return failure('canceled', 'canceled', 'the call was canceled while it waited for approval');

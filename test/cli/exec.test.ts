@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lchownSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -92,6 +92,13 @@ test('airlock exec --in reads each file as its folder\'s owner, never through a 
   const ok = exec(ws.root, ['--in', join(theirs, 'ok.csv'), '--', 'cat', '/in/ok.csv']);
   assert.equal(ok.code, 0, ok.stderr);
   assert.equal(ok.stdout, 'a,b\n');
+  // A hard link's other names may be anywhere (where hard links are not protected, /tmp can hold one
+  // to /etc/shadow): a private file with two names is not read, even in a root-owned folder.
+  writeFileSync(join(top, 'secret'), 'private\n', { mode: 0o600 });
+  linkSync(join(top, 'secret'), join(top, 'alias'));
+  const linkedHard = exec(ws.root, ['--in', join(top, 'alias'), '--', 'cat', '/in/alias']);
+  assert.equal(linkedHard.code, 125, linkedHard.stderr);
+  assert.match(linkedHard.stderr, /EXEC_INPUT: .*has 2 names \(hard links\)/);
   rmSync(top, { recursive: true, force: true });
 });
 

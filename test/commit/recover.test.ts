@@ -112,3 +112,31 @@ test('a rollback without --force overwrites nothing the owner changes while it r
   const rolled = auditTypes(ws).find((a) => a.type === 'rolled_back');
   assert.deepEqual((rolled?.detail?.changed_meanwhile_left as string[]).sort(), [...rep.changed_meanwhile_left].sort());
 });
+
+test('a rollback without --force keeps a folder the promotion added when the owner changed a file in it meanwhile (the file left, the folder kept; no failed rollback)', async () => {
+  const ws = workspace();
+  const root = tree({ 'keep.txt': { text: 'k\n' } });
+  const d = descriptor(root, {
+    action_type: 'COMMAND_EXECUTION',
+    effects: { filesystem: { create: [`${root}/**`], modify: [], delete: [] }, network: false, system_state_change: false },
+    command: ['/bin/sh', '-c', `cd ${root} && mkdir d && echo f > d/f && for i in $(seq 1 20); do echo $i > z$i; done`],
+  });
+  const r = await run(ws, d);
+  assert.equal(r.sandboxResult.verdict.recommended_action, 'PROMOTE', r.sandboxResult.verdict.reasons.join('; '));
+  assert.equal(cli(['promote', r.sandboxId, '--workspace', ws.root]).code, 0);
+  const child = cliAsync(['rollback', r.sandboxId, '--workspace', ws.root, '--json'], { AIRLOCK_TEST_COMMIT_DELAY_MS: '60' });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (x: Buffer) => (out += x));
+  child.stderr.on('data', (x: Buffer) => (err += x));
+  const t0 = Date.now();
+  while (readdirSync(root).filter((n) => n.startsWith('z')).length === 20 && Date.now() - t0 < 20_000) await new Promise((res) => setTimeout(res, 10));
+  writeFileSync(join(root, 'd', 'f'), "the owner's edit\n");
+  const code = await new Promise((res) => child.on('close', res));
+  assert.equal(code, 0, `${out}${err}`);
+  assert.equal(readFileSync(join(root, 'd', 'f'), 'utf8'), "the owner's edit\n");
+  const rep = JSON.parse(out) as { changed_meanwhile_left: string[] };
+  assert.deepEqual(rep.changed_meanwhile_left, [join(root, 'd', 'f')]);
+  assert.deepEqual(readdirSync(root).filter((n) => n.startsWith('z')), [], 'the rest was rolled back');
+  assert.match(cli(['recover', '--workspace', ws.root]).stdout, /nothing was interrupted/);
+});

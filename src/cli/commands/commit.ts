@@ -109,9 +109,10 @@ export function registerCommitCommands(program: Command): void {
       const kept = out.journal.forced ?? [];
       const notRestored = out.report.notRestored;
       const left = out.report.unexpected.filter((u) => u.left).map((u) => u.path);
-      if (opts.json) process.stdout.write(JSON.stringify({ ok: true, sandbox_id: sandboxId, restored: out.journal.ops.length - left.length, newer_versions_kept: kept, changed_meanwhile_left: left, not_restored: notRestored, audit_seq: out.journal.audit?.rolled_back }, null, 2) + '\n');
+      const restored = out.journal.ops.length - left.length - out.report.keptDirs.length;
+      if (opts.json) process.stdout.write(JSON.stringify({ ok: true, sandbox_id: sandboxId, restored, newer_versions_kept: kept, changed_meanwhile_left: left, not_restored: notRestored, audit_seq: out.journal.audit?.rolled_back }, null, 2) + '\n');
       else {
-        process.stdout.write(`rolled back ${sandboxId}: ${out.journal.ops.length - left.length} path(s) restored; audit seq ${out.journal.audit?.rolled_back}\n`);
+        process.stdout.write(`rolled back ${sandboxId}: ${restored} path(s) restored; audit seq ${out.journal.audit?.rolled_back}\n`);
         for (const p of left) process.stdout.write(`  left as it is (changed while the rollback ran; --force overwrites it): ${safe(p)}\n`);
         for (const k of kept) process.stdout.write(`  ${k.type === 'dir_kept' ? 'kept directory (not empty)' : `newer version kept in tombstones${k.sha256 ? ` (sha256 ${k.sha256})` : ''}`}: ${safe(k.path)}\n`);
         for (const n of notRestored) process.stdout.write(`  restored without what its owner cannot write: ${safe(n.path)}: ${safe(n.what)}\n`);

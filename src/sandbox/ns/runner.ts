@@ -687,7 +687,8 @@ async function execute(runId: string, spec: NsRunSpec, caps: HostCapabilities, s
     if (!released && !setupError && !kill) setupError = 'bwrap ended before the sandbox was set up';
     // A program the sandbox does not have (or cannot execute) is the caller's mistake, not the host's:
     // it ends as a shell reports it (127, 126), in the launcher's own words.
-    const notExecuted = bwrapFailed ? programNotExecuted(stderrRes.bytes.toString('utf8').slice(0, 4096), program, pooled !== null) : null;
+    // Only with the trace saying no program started: stderr is the program's too once it runs.
+    const notExecuted = bwrapFailed && sideEffects !== null && sideEffects.programPid === null ? programNotExecuted(stderrRes.bytes.toString('utf8').slice(0, 4096), program, pooled !== null) : null;
     if (notExecuted) exit = { code: notExecuted.code, signal: null, source: 'bwrap-exit-code' };
     else if (bwrapFailed) setupError = `bwrap could not set up the sandbox: ${stderrRes.bytes.toString('utf8').slice(0, 300).trim()}`;
 
