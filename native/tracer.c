@@ -510,9 +510,12 @@ static int pend_sockaddr(struct task *t, const char *name, long fd, uint64_t add
 // threads looping on traced calls were always first, so another run's stops waited seconds (a run
 // that had finished was reported as a TIMEOUT), and lines and requests waited for the loop to end.
 #define MAX_DEFERRED 1024
+// A round lets at most this many of one run's tasks go on; the rest wait for the next round, so a run
+// with many threads gets no more turns than a run with one (each run's oldest stops go first).
+#define RUN_SHARE 8
 static struct {
   pid_t pid;
-  int req, sig;
+  int req, sig, run;
 } deferred[MAX_DEFERRED];
 static int ndeferred, in_round;
 
@@ -535,16 +538,19 @@ static void resume(struct task *t, int sig) {
       deferred[i].pid = t->pid;
       deferred[i].req = req;
       deferred[i].sig = sig;
+      deferred[i].run = t->run;
       return;
     }
   }
   ptrace(req, t->pid, 0, (void *)(uintptr_t)sig);
 }
 
-// A task gone in this round is never resumed by pid afterwards (the pid may be another's by then).
+// A task gone is never resumed by pid afterwards (the pid may be another's by then).
 static void drop_deferred(pid_t pid) {
   int i = deferred_of(pid);
-  if (i >= 0) deferred[i] = deferred[--ndeferred];
+  if (i < 0) return;
+  memmove(&deferred[i], &deferred[i + 1], (size_t)(ndeferred - i - 1) * sizeof deferred[0]);
+  ndeferred--;
 }
 
 
@@ -1604,8 +1610,18 @@ static void serve_round(void) {
   in_round = 1;
   while (ndeferred < MAX_DEFERRED && (pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
   in_round = 0;
-  for (int i = 0; i < ndeferred; i++) ptrace(deferred[i].req, deferred[i].pid, 0, (void *)(uintptr_t)deferred[i].sig);
-  ndeferred = 0;
+  static int given[MAX_RUNS];
+  memset(given, 0, sizeof given);
+  int kept = 0;
+  for (int i = 0; i < ndeferred; i++) {
+    struct run *r = run_of(deferred[i].run);
+    if (r && given[r - runs]++ >= RUN_SHARE) {
+      deferred[kept++] = deferred[i]; // its run had its turns: next round
+      continue;
+    }
+    ptrace(deferred[i].req, deferred[i].pid, 0, (void *)(uintptr_t)deferred[i].sig);
+  }
+  ndeferred = kept;
 }
 
 int main(void) {
@@ -1631,7 +1647,7 @@ int main(void) {
       if (launches[i].status_fd >= 0) owner[nf] = i, fds[nf++] = (struct pollfd){launches[i].status_fd, POLLIN, 0};
     }
     // The timeout is a safety net only: SIGCHLD (through the signalfd) wakes us for every stop.
-    if (poll(fds, (nfds_t)nf, 200) < 0 && errno != EINTR) return 2;
+    if (poll(fds, (nfds_t)nf, ndeferred > 0 ? 0 : 200) < 0 && errno != EINTR) return 2;
     if (fds[0].revents & (POLLIN | POLLHUP)) read_requests();
     if (fds[1].revents & POLLIN) {
       struct signalfd_siginfo ssi;

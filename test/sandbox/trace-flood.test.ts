@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
 }
 `;
 
-test('hostile: a run whose threads loop on traced calls does not stall the shared tracer for another run (which ends well inside its own wall limit)', { skip: skip || (spawnSync('gcc', ['--version']).status !== 0 ? 'no C compiler' : false), timeout: 120_000 }, async () => {
+test('hostile: a run whose threads loop on traced calls does not stall the shared tracer for another run (which ends well inside its own wall limit)', { skip: skip || (spawnSync('gcc', ['--version']).status !== 0 ? 'no C compiler' : false), timeout: 120_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'airlock-stop-flood-'));
   writeFileSync(join(dir, 'flood.c'), STOP_FLOOD_C);
   const built = spawnSync('gcc', ['-O2', '-static', '-pthread', '-o', join(dir, 'flood'), join(dir, 'flood.c')], { encoding: 'utf8' });
@@ -55,6 +55,7 @@ test('hostile: a run whose threads loop on traced calls does not stall the share
     await new Promise((r) => setTimeout(r, 1500)); // the flood under way
     // Another run, as a service starts one while the first is still going: 3,000 traced opens.
     const victim = await py('import os\nfor i in range(3000):\n    try: os.open("/usr/nonexistent-%d" % i, os.O_RDONLY)\n    except OSError: pass\nprint("victim done")', { limits: { wallMs: 3000 } });
+    t.diagnostic(`the victim's program beside the flood: ${Math.round(victim.resources.wallMs ?? -1)} ms of wall time (limit 3,000)`);
     assert.equal(victim.status, 'SUCCESS', `the victim's program needs milliseconds: ${text(victim)}`);
     assert.equal(victim.stdout.bytes.toString(), 'victim done\n');
     const h = await hostile;
