@@ -553,7 +553,6 @@ static void drop_deferred(pid_t pid) {
   ndeferred--;
 }
 
-
 // Skips the syscall the task is stopped at (seccomp stop) so that it returns -ENOSYS: the kernel
 // does not run a call whose number the tracer set to -1, and returns what the return register holds.
 static int refuse_syscall(pid_t pid) {
