@@ -181,6 +181,7 @@ struct task {
   int sandboxed;    // has exec'd (or descends from a task that had) in this run
   int awaiting_exit; // resumed with PTRACE_SYSCALL for a pending event
   int initial_stop;  // auto-attached child whose first stop is still to come
+  int held;          // has a resume waiting in deferred[] (see resume)
   uint64_t clone_flags;
   char *exec_path;  // hex of the path of the last execve entry
   char pend[PEND_CAP]; // event line without its result
@@ -509,20 +510,21 @@ static int pend_sockaddr(struct task *t, const char *name, long fd, uint64_t add
 // tracee first, and a task resumed at once stops again within microseconds: without rounds, one run's
 // threads looping on traced calls were always first, so another run's stops waited seconds (a run
 // that had finished was reported as a TIMEOUT), and lines and requests waited for the loop to end.
-#define MAX_DEFERRED 1024
 // A round lets at most this many of one run's tasks go on; the rest wait for the next round, so a run
 // with many threads gets no more turns than a run with one (each run's oldest stops go first).
 #define RUN_SHARE 8
-static struct {
+// One entry per stopped task at most (a held task makes no other stop), grown as needed: a fixed size
+// had the loop stop collecting stops once full, and then no run's stops or exits were seen.
+static struct deferred_resume {
   pid_t pid;
-  int req, sig, run;
-} deferred[MAX_DEFERRED];
-static int ndeferred, in_round;
+  int req, sig, slot;
+} *deferred;
+static int ndeferred, deferred_cap, in_round;
 
-// A pid's deferred resume, or -1. A pid has one at most: its latest stop's. It can stop twice in a
-// round only when another thread's exec gives it the leader's pid (the leader, stopped and handled
-// earlier in the round, is gone); resuming both would let the new program's next stop, a traced
-// call, through unjudged.
+// A pid's deferred resume, or -1. A pid has one at most: its latest stop's. It can stop twice while it
+// has one only when another thread's exec gives it the leader's pid (the leader, stopped and handled
+// before, is gone); resuming both would let the new program's next stop, a traced call, through
+// unjudged.
 static int deferred_of(pid_t pid) {
   for (int i = 0; i < ndeferred; i++)
     if (deferred[i].pid == pid) return i;
@@ -531,23 +533,28 @@ static int deferred_of(pid_t pid) {
 
 static void resume(struct task *t, int sig) {
   int req = t->awaiting_exit ? PTRACE_SYSCALL : PTRACE_CONT;
-  if (in_round) {
-    int i = deferred_of(t->pid);
-    if (i < 0 && ndeferred < MAX_DEFERRED) i = ndeferred++;
-    if (i >= 0) {
-      deferred[i].pid = t->pid;
-      deferred[i].req = req;
-      deferred[i].sig = sig;
-      deferred[i].run = t->run;
-      return;
-    }
+  if (!in_round) {
+    ptrace(req, t->pid, 0, (void *)(uintptr_t)sig);
+    return;
   }
-  ptrace(req, t->pid, 0, (void *)(uintptr_t)sig);
+  int i = t->held ? deferred_of(t->pid) : -1;
+  if (i < 0) {
+    if (ndeferred == deferred_cap) {
+      deferred_cap = deferred_cap ? 2 * deferred_cap : 1024;
+      deferred = realloc(deferred, (size_t)deferred_cap * sizeof *deferred);
+      if (!deferred) _exit(3);
+    }
+    i = ndeferred++;
+    t->held = 1;
+  }
+  struct run *r = run_of(t->run);
+  deferred[i] = (struct deferred_resume){t->pid, req, sig, r ? (int)(r - runs) : -1};
 }
 
 // A task gone is never resumed by pid afterwards (the pid may be another's by then).
 static void drop_deferred(pid_t pid) {
-  int i = deferred_of(pid);
+  struct task *t = find(pid);
+  int i = t && t->held ? deferred_of(pid) : -1;
   if (i < 0) return;
   memmove(&deferred[i], &deferred[i + 1], (size_t)(ndeferred - i - 1) * sizeof deferred[0]);
   ndeferred--;
@@ -1602,23 +1609,26 @@ static void read_requests(void) {
   }
 }
 
-// One round (see resume): a task resumed but gone meanwhile (killed with its run) fails with ESRCH.
+// One round (see resume): every stop there is, and every exit, is collected; then each run's oldest
+// held tasks go on, RUN_SHARE of them. A task resumed but gone meanwhile fails with ESRCH.
 static void serve_round(void) {
   int status;
   pid_t pid;
   in_round = 1;
-  while (ndeferred < MAX_DEFERRED && (pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
+  while ((pid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) on_wait(pid, status);
   in_round = 0;
   static int given[MAX_RUNS];
   memset(given, 0, sizeof given);
   int kept = 0;
   for (int i = 0; i < ndeferred; i++) {
-    struct run *r = run_of(deferred[i].run);
-    if (r && given[r - runs]++ >= RUN_SHARE) {
-      deferred[kept++] = deferred[i]; // its run had its turns: next round
+    struct deferred_resume d = deferred[i];
+    if (d.slot >= 0 && given[d.slot]++ >= RUN_SHARE) {
+      deferred[kept++] = d; // its run had its turns: next round
       continue;
     }
-    ptrace(deferred[i].req, deferred[i].pid, 0, (void *)(uintptr_t)deferred[i].sig);
+    struct task *t = find(d.pid);
+    if (t) t->held = 0;
+    ptrace(d.req, d.pid, 0, (void *)(uintptr_t)d.sig);
   }
   ndeferred = kept;
 }
