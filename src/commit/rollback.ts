@@ -90,9 +90,8 @@ async function rollbackWith(ws: Workspace, scopes: Scopes, j: Journal, opts: Rol
   let report: StepReport;
   try {
     // Without --force, a path the owner changes while the rollback runs (after the check above) is
-    // left as the owner made it and reported, never overwritten: "nothing of yours is overwritten" holds
-    // for the whole rollback, not only at its check.
-    // A folder the promotion added that holds such a path (or a new file of the owner's) is kept too.
+    // left as the owner made it and reported, never overwritten, and a folder the promotion added
+    // that holds such a path (or a new file of the owner's) is kept: the check holds for the whole run.
     report = await step(ws, scopes, j.ops, 'backward', j.rollback_token, { tolerateNonEmpty: true, others: opts.force ? 'overwrite' : 'leave' });
   } catch (e) {
     // The journal stays `rolling_back` and in flight: `airlock recover` finishes it.

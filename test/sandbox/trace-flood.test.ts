@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MAX_TRACE_CHARS, syscallTracer } from '../../src/sandbox/observe/tracer.js';
 import { py, run, text } from './helpers-ns.js';
+import type { Limits, Observation } from '../../src/sandbox/types.js';
 
 const skip = syscallTracer() === null ? 'no host tracer here (not root or native/tracer.c not built)' : false;
 
@@ -28,6 +29,23 @@ test('hostile: a flood of observed attempts does not grow the host without bound
   assert.equal(o.sideEffects, null, `side effects were reported from a trace past its budget: ${o.sideEffects?.fileAccess.length} file accesses`);
   assert.match(o.sideEffectsUnavailable ?? '', /trace of this run passed .* the rest was not kept/);
 });
+
+const noCompiler = spawnSync('gcc', ['--version']).status !== 0 ? 'no C compiler' : false;
+type RunStatic = (args: string, limits: Partial<Limits>) => Promise<Observation>;
+
+/** `source` built into a static binary `name` while `use` runs it in sandboxes (copied in through /in, exec'd from /tmp with `args`). */
+async function withStatic(name: string, source: string, use: (runIt: RunStatic) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), `airlock-${name}-`));
+  try {
+    writeFileSync(join(dir, `${name}.c`), source);
+    const built = spawnSync('gcc', ['-O2', '-static', '-pthread', '-o', join(dir, name), join(dir, `${name}.c`)], { encoding: 'utf8' });
+    assert.equal(built.status, 0, built.stderr);
+    const bin = `/tmp/${name}`;
+    await use((args, limits) => run(['/bin/sh', '-c', `cp /in/${name} ${bin} && chmod +x ${bin} && exec ${bin} ${args}`], { inputs: [{ hostPath: join(dir, name), name }], limits }));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /** `argv[2]` threads (64 by default) that loop on a traced call (an open of a missing /usr path: a stop that writes no line) for `argv[1]` seconds. */
 const STOP_FLOOD_C = `#include <fcntl.h>
@@ -49,13 +67,9 @@ int main(int argc, char **argv) {
 }
 `;
 
-test('hostile: a run whose threads loop on traced calls does not stall the shared tracer for another run (which ends well inside its own wall limit)', { skip: skip || (spawnSync('gcc', ['--version']).status !== 0 ? 'no C compiler' : false), timeout: 120_000 }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'airlock-stop-flood-'));
-  writeFileSync(join(dir, 'flood.c'), STOP_FLOOD_C);
-  const built = spawnSync('gcc', ['-O2', '-static', '-pthread', '-o', join(dir, 'flood'), join(dir, 'flood.c')], { encoding: 'utf8' });
-  assert.equal(built.status, 0, built.stderr);
-  try {
-    const hostile = run(['/bin/sh', '-c', 'cp /in/flood /tmp/flood && chmod +x /tmp/flood && exec /tmp/flood 6'], { inputs: [{ hostPath: join(dir, 'flood'), name: 'flood' }], limits: { wallMs: 30_000, cpuMs: 60_000, pids: 128 } });
+test('hostile: a run whose threads loop on traced calls does not stall the shared tracer for another run (which ends well inside its own wall limit)', { skip: skip || noCompiler, timeout: 120_000 }, (t) =>
+  withStatic('flood', STOP_FLOOD_C, async (flood) => {
+    const hostile = flood('6', { wallMs: 30_000, cpuMs: 60_000, pids: 128 });
     await new Promise((r) => setTimeout(r, 1500)); // the flood under way
     // Another run, as a service starts one while the first is still going: 3,000 traced opens.
     const victim = await py('import os\nfor i in range(3000):\n    try: os.open("/usr/nonexistent-%d" % i, os.O_RDONLY)\n    except OSError: pass\nprint("victim done")', { limits: { wallMs: 3000 } });
@@ -64,18 +78,12 @@ test('hostile: a run whose threads loop on traced calls does not stall the share
     assert.equal(victim.stdout.bytes.toString(), 'victim done\n');
     const h = await hostile;
     assert.equal(h.status, 'SUCCESS', `the flood itself ends when its program does (6 s), not at its wall limit: ${text(h)}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }),
+);
 
-test('hostile: more stopped threads than the tracer first held (two runs of 540 threads) still let every run end as its program does', { skip: skip || (spawnSync('gcc', ['--version']).status !== 0 ? 'no C compiler' : false), timeout: 240_000 }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'airlock-stop-flood-'));
-  writeFileSync(join(dir, 'flood.c'), STOP_FLOOD_C);
-  const built = spawnSync('gcc', ['-O2', '-static', '-pthread', '-o', join(dir, 'flood'), join(dir, 'flood.c')], { encoding: 'utf8' });
-  assert.equal(built.status, 0, built.stderr);
-  try {
-    const hostile = () => run(['/bin/sh', '-c', 'cp /in/flood /tmp/flood && chmod +x /tmp/flood && exec /tmp/flood 2 540'], { inputs: [{ hostPath: join(dir, 'flood'), name: 'flood' }], limits: { wallMs: 50_000, cpuMs: 200_000, pids: 640, memoryBytes: 1 << 30 } });
+test('hostile: more stopped threads than the tracer first held (two runs of 540 threads) still let every run end as its program does', { skip: skip || noCompiler, timeout: 240_000 }, (t) =>
+  withStatic('flood', STOP_FLOOD_C, async (flood) => {
+    const hostile = () => flood('2 540', { wallMs: 50_000, cpuMs: 200_000, pids: 640, memoryBytes: 1 << 30 });
     const both = [hostile(), hostile()];
     await new Promise((r) => setTimeout(r, 2500));
     const victim = await py('import os\nfor i in range(300):\n    try: os.open("/usr/nonexistent-%d" % i, os.O_RDONLY)\n    except OSError: pass\nprint("victim done")', { limits: { wallMs: 15_000 } });
@@ -86,16 +94,14 @@ test('hostile: more stopped threads than the tracer first held (two runs of 540 
     // a tracer that collected at most 1,024 stops took ~80 s for this, and hung runs to their limits
     // with more.
     for (const h of await Promise.all(both)) assert.equal(h.status, 'SUCCESS', text(h));
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }),
+);
 
 /**
  * A program that checks that a call off the allowlist (sysfs) is refused, then has a thread exec the
  * program again (the exec gives that thread the leader's pid) while the leader's own traced calls
  * stop, and a child floods the tracer: 2,000 times. A tracer that resumed the pid twice in one round
- * let the new program's first call through unjudged (an attack review saw it at the 10th to 18th exec).
+ * let the new program's first call through unjudged (at its 315th to 373rd exec, in two runs).
  */
 const EXEC_RACE_C = `#include <errno.h>
 #include <fcntl.h>
@@ -120,17 +126,11 @@ int main(int argc, char **argv) {
 }
 `;
 
-test('hostile: a call off the allowlist never runs unjudged when a thread\'s exec takes the leader\'s pid during a flood of stops (each of 2,000 execs checks)', { skip: skip || (spawnSync('gcc', ['--version']).status !== 0 ? 'no C compiler' : false), timeout: 120_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'airlock-exec-race-'));
-  writeFileSync(join(dir, 'race.c'), EXEC_RACE_C);
-  const built = spawnSync('gcc', ['-O2', '-static', '-pthread', '-o', join(dir, 'race'), join(dir, 'race.c')], { encoding: 'utf8' });
-  assert.equal(built.status, 0, built.stderr);
-  try {
-    const o = await run(['/bin/sh', '-c', 'cp /in/race /tmp/race && chmod +x /tmp/race && exec /tmp/race 0'], { inputs: [{ hostPath: join(dir, 'race'), name: 'race' }], limits: { wallMs: 60_000, cpuMs: 120_000, pids: 256 } });
+test('hostile: a call off the allowlist never runs unjudged when a thread\'s exec takes the leader\'s pid during a flood of stops (each of 2,000 execs checks)', { skip: skip || noCompiler, timeout: 120_000 }, () =>
+  withStatic('race', EXEC_RACE_C, async (race) => {
+    const o = await race('0', { wallMs: 60_000, cpuMs: 120_000, pids: 256 });
     assert.doesNotMatch(o.stdout.bytes.toString(), /ESCAPED/, text(o));
     assert.match(o.stdout.bytes.toString(), /no escape in 2000/, text(o));
     assert.ok((o.sideEffects?.refusedSyscalls ?? []).some((s) => s.name === 'sysfs' && s.count >= 2001), JSON.stringify(o.sideEffects?.refusedSyscalls));
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }),
+);

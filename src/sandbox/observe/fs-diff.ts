@@ -349,8 +349,7 @@ export async function diffOverlayUpper(upperDir: string, lower: LowerTree, mount
     const low = lowOrNull ?? undefined;
     if (isWhiteout(st)) {
       if (!low) continue; // whiteout of something that never was in the scope: nothing to report
-      raced(rel, low);
-      out.push(change('deleted', at(rel), low, undefined));
+      out.push(deletedUnraced(rel, low));
       if (low.type === 'dir') for (const [r, e] of await lower.subtree(rel)) out.push(deletedUnraced(r, e));
       continue;
     }
